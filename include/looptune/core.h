@@ -1,0 +1,189 @@
+/* looptune core: status codes, logging, aligned allocation, CPU features and
+ * host fingerprint, clocks, f16/bf16 conversion, dtypes and tensors, the
+ * persistent thread pool, and host memory-bandwidth measurement. */
+#ifndef LOOPTUNE_CORE_H
+#define LOOPTUNE_CORE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes ------------------------------------------------------ */
+
+/* X(name, value, message): one list, expanded into the enum and lt_strerror. */
+#define LT_STATUS_MAP(X)                                                       \
+    X(OK, 0, "success")                                                        \
+    X(EINVAL, -1, "invalid argument")                                          \
+    X(ENOMEM, -2, "out of memory")                                             \
+    X(EIO, -3, "input/output error")                                           \
+    X(EFORMAT, -4, "malformed file or message")                                \
+    X(ERANGE, -5, "value out of range")                                        \
+    X(EUNSUPPORTED, -6, "unsupported")                                         \
+    X(ENOTFOUND, -7, "not found")                                              \
+    X(ECONFIG, -8, "configuration outside the parameter space")                \
+    X(ESTATE, -9, "operation not valid in this state")                         \
+    X(EKAFKA, -10, "kafka error")                                              \
+    X(ETIMEOUT, -11, "timed out")
+
+typedef enum {
+#define LT__STATUS_ENUM(name, value, msg) LT_##name = value,
+    LT_STATUS_MAP(LT__STATUS_ENUM)
+#undef LT__STATUS_ENUM
+} lt_status;
+
+/* Static message for a status code; "unknown status" for anything else. */
+const char *lt_strerror(int status);
+
+/* Records a detail message for the calling thread (printf-style) and returns
+ * status, so failures read `return lt_error(LT_EFORMAT, "%s: bad magic", p);`.
+ * The buffer is thread-local and overwritten by the next lt_error call. */
+int lt_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The calling thread's last detail message ("" if none). Valid until the
+ * next lt_error on this thread. */
+const char *lt_errmsg(void);
+
+/* Broken invariants (not failures from the world): print file:line and abort.
+ * Never compiled out. */
+#define LT_ASSERT(cond)                                                        \
+    do {                                                                       \
+        if (!(cond)) lt__assert_fail(__FILE__, __LINE__, #cond);               \
+    } while (0)
+_Noreturn void lt__assert_fail(const char *file, int line, const char *expr);
+
+/* ---- logging (stderr) -------------------------------------------------- */
+
+typedef enum { LT_LOG_ERROR, LT_LOG_WARN, LT_LOG_INFO, LT_LOG_DEBUG } lt_log_level;
+void lt_log_set_level(lt_log_level level);
+void lt_log(lt_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- memory ------------------------------------------------------------ */
+
+#define LT_CACHE_LINE 64
+/* align must be a power of two >= sizeof(void*). Returns NULL on failure.
+ * Free with lt_aligned_free (NULL is a no-op). Memory is zeroed. */
+void *lt_aligned_alloc(size_t align, size_t size);
+void lt_aligned_free(void *p);
+
+/* ---- clocks ------------------------------------------------------------ */
+
+uint64_t lt_now_ns(void); /* CLOCK_MONOTONIC, nanoseconds */
+double lt_now_s(void);    /* CLOCK_MONOTONIC, seconds */
+
+/* ---- CPU features and host fingerprint ---------------------------------- */
+
+typedef enum { LT_ISA_PORTABLE = 0, LT_ISA_AVX2, LT_ISA_AVX512, LT_ISA_COUNT } lt_isa;
+
+typedef struct {
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
+    char model[128];      /* CPU model name from /proc/cpuinfo or cpuid */
+    int logical_cpus;     /* online logical CPUs */
+    size_t l1d_bytes, l2_bytes, l3_bytes; /* per-core L1d/L2, shared L3; 0 if unknown */
+} lt_cpu_info;
+
+/* Detected once (thread-safe), then cached. */
+const lt_cpu_info *lt_cpu(void);
+/* Best ISA level the CPU supports: AVX512 needs F+BW+VL+FMA+F16C, AVX2 needs
+ * AVX2+FMA+F16C. */
+lt_isa lt_isa_detect(void);
+/* The ISA kernels dispatch on: detected, unless forced lower. Forcing an ISA
+ * the CPU lacks is clamped to what it has. Set once at start-up. */
+lt_isa lt_isa_active(void);
+void lt_isa_force(lt_isa isa);
+const char *lt_isa_name(lt_isa isa);
+int lt_isa_parse(const char *s, lt_isa *out); /* "portable"|"avx2"|"avx512" */
+/* "model|isa flags|cpus|l1d/l2/l3" written into buf (always NUL-terminated).
+ * Returns the length it wanted. */
+size_t lt_host_fingerprint(char *buf, size_t n);
+
+/* ---- f16 / bf16 ---------------------------------------------------------- */
+
+float lt_f16_to_f32(uint16_t h);
+uint16_t lt_f32_to_f16(float f); /* round to nearest even */
+float lt_bf16_to_f32(uint16_t h);
+uint16_t lt_f32_to_bf16(float f); /* round to nearest even, NaN kept NaN */
+
+/* ---- dtypes -------------------------------------------------------------- */
+
+typedef enum { LT_F32 = 0, LT_F16, LT_BF16, LT_Q8_0, LT_DTYPE_COUNT } lt_dtype;
+
+/* q8_0, llama.cpp's block layout (GGML type 8): value = d * qs[i]. */
+#define LT_QK8_0 32
+typedef struct {
+    uint16_t d;             /* scale, IEEE half */
+    int8_t qs[LT_QK8_0];    /* quants */
+} lt_block_q8_0;            /* 34 bytes, no padding */
+
+const char *lt_dtype_name(lt_dtype t);             /* "f32" "f16" "bf16" "q8_0" */
+int lt_dtype_parse(const char *s, lt_dtype *out);  /* LT_EINVAL on unknown */
+int64_t lt_dtype_block(lt_dtype t);                /* elements per block: 1 or 32 */
+size_t lt_dtype_block_bytes(lt_dtype t);           /* bytes per block: 4, 2, 2, 34 */
+/* Bytes of a row of n elements; n must be a multiple of lt_dtype_block. */
+size_t lt_dtype_row_bytes(lt_dtype t, int64_t n);
+
+/* Row conversion (portable, not for hot paths). n multiple of the block. */
+void lt_row_to_f32(lt_dtype t, const void *src, float *dst, int64_t n);
+void lt_row_from_f32(lt_dtype t, const float *src, void *dst, int64_t n);
+
+/* ---- tensors ------------------------------------------------------------- */
+
+/* A transparent descriptor. ne[0] is the innermost (contiguous) dimension,
+ * as in ggml: a weight matrix of `rows` outputs over `cols` inputs has
+ * ne = {cols, rows, 1, 1}. nb[i] is the stride of dimension i in bytes
+ * (nb[0] = block bytes). The tensor does not own data. */
+typedef struct {
+    lt_dtype dtype;
+    int64_t ne[4];
+    size_t nb[4];
+    void *data;
+} lt_tensor;
+
+/* Fills ne and contiguous nb for the given shape (unused dims = 1). */
+void lt_tensor_init(lt_tensor *t, lt_dtype dtype, int64_t ne0, int64_t ne1, int64_t ne2,
+                    int64_t ne3, void *data);
+int64_t lt_tensor_nelements(const lt_tensor *t);
+size_t lt_tensor_nbytes(const lt_tensor *t); /* contiguous size */
+/* Pointer to row i1 (dims 2,3 zero). */
+static inline void *lt_tensor_row(const lt_tensor *t, int64_t i1) {
+    return (char *)t->data + (size_t)i1 * t->nb[1];
+}
+
+/* ---- thread pool --------------------------------------------------------- */
+
+/* A persistent pool of nthreads-1 workers plus the caller. Workers spin
+ * briefly waiting for work, then sleep. lt_pool_run wakes them, runs
+ * fn(arg, ith, nth) on every thread (the caller is ith 0) and returns once
+ * all have returned. Not reentrant: one lt_pool_run at a time. */
+typedef struct lt_pool lt_pool;
+typedef void (*lt_pool_fn)(void *arg, int ith, int nth);
+
+int lt_pool_init(lt_pool **out, int nthreads); /* nthreads >= 1 */
+void lt_pool_free(lt_pool *pool);              /* NULL is a no-op; joins workers */
+int lt_pool_size(const lt_pool *pool);
+void lt_pool_run(lt_pool *pool, lt_pool_fn fn, void *arg);
+/* All threads of the current lt_pool_run meet here (a sense-reversing spin
+ * barrier with acquire/release ordering: writes before the barrier are
+ * visible after it). Call only from inside fn, from every thread. */
+void lt_pool_barrier(lt_pool *pool);
+
+/* ---- host memory bandwidth ------------------------------------------------ */
+
+typedef struct {
+    double triad_gb_s; /* STREAM triad a[i] = b[i] + s*c[i], counted as 3 arrays moved */
+    double read_gb_s;  /* read-only: vector loads summed (decode's access pattern) */
+} lt_membw;
+
+/* Measures both on arrays of bytes_per_array each (far larger than the LLC;
+ * 0 = default 256 MiB), split over the pool's threads, best of reps runs. */
+int lt_membw_measure(lt_pool *pool, size_t bytes_per_array, int reps, lt_membw *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,121 @@
+/* looptune kernels: each kernel family is a descriptor (name, tunable
+ * parameter space, analytic cost, constraint check, one run function per ISA)
+ * in a registry. The tuner changes parameters, never kernel code. */
+#ifndef LOOPTUNE_KERNELS_H
+#define LOOPTUNE_KERNELS_H
+
+#include "looptune/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    LT_K_MATVEC = 0, /* decode projections: y = W x (one token) */
+    LT_K_MATMUL,     /* prefill projections: Y = X W^T (many tokens) */
+    LT_K_RMSNORM,
+    LT_K_ROPE,
+    LT_K_KV_STORE,
+    LT_K_ATTENTION,
+    LT_K_SOFTMAX,
+    LT_K_SWIGLU,
+    LT_K_ADD,
+    LT_K_EMBED,
+    LT_KERNEL_COUNT
+} lt_kernel_id;
+
+#define LT_MAX_OPERANDS 6
+#define LT_MAX_PARAMS 8
+#define LT_MAX_PARAM_VALUES 16
+
+/* Values of a kernel's tunable parameters, indexed like lt_kernel.params. */
+typedef struct {
+    int32_t v[LT_MAX_PARAMS];
+} lt_params;
+
+/* Runtime values that change from one step of the program to the next.
+ * A step processes n_tokens consecutive tokens at positions pos..pos+n-1. */
+typedef struct {
+    int64_t pos;           /* position of the step's first token */
+    int64_t n_tokens;      /* tokens in this step (>= 1) */
+    const int32_t *tokens; /* [n_tokens] token ids (read by EMBED) */
+} lt_step;
+
+/* One kernel call. op[0] is always the output. Operands, attributes and
+ * their meaning per kernel (all activations f32, row-major, one row per
+ * token; "n" = tokens = op[0]->ne[1]):
+ *
+ * MATVEC    op0 y[rows] f32, op1 W (ne = {cols, rows}) any dtype, op2 x[cols] f32.
+ *           ia[0] = 1: accumulate (y += W x) instead of y = W x.
+ * MATMUL    op0 Y[n][rows], op1 W (ne = {cols, rows}) any dtype, op2 X[n][cols].
+ *           ia[0] = 1: accumulate.
+ * RMSNORM   op0 y[n][d], op1 x[n][d], op2 w[d] f32. fa[0] = eps.
+ *           y = x / sqrt(mean(x^2) + eps) * w. y may equal x.
+ * ROPE      op0 q[n][heads*hd] in place, op1 k[n][kv_heads*hd] in place or NULL.
+ *           ia[0] = head_dim, fa[0] = base (theta). Token t is at step->pos + t.
+ *           Pairs (x[2i], x[2i+1]) of each head rotate by angle
+ *           pos * base^(-2i/head_dim) (llama2.c / GGUF llama convention).
+ * KV_STORE  op0 cache (ne = {kv_dim, seq_len}) f32, op1 src[n][kv_dim].
+ *           Row t of src goes to cache row step->pos + t.
+ * ATTENTION op0 out[n][heads*hd], op1 q[n][heads*hd], op2 kcache, op3 vcache
+ *           (ne = {kv_heads*hd, seq_len}), op4 scratch f32 (ne = {seq_len, nth}).
+ *           ia[0] = heads, ia[1] = kv_heads, ia[2] = head_dim. Query t (at
+ *           position p = step->pos + t) attends causally to cache rows 0..p;
+ *           query head h reads kv head h / (heads / kv_heads); scale 1/sqrt(hd).
+ * SOFTMAX   op0 x[n][len] in place, row-wise.
+ * SWIGLU    op0 out[n][f], op1 gate[n][f], op2 up[n][f]: out = silu(gate) * up.
+ * ADD       op0 y[n][d], op1 a[n][d], op2 b[n][d]: y = a + b (y may alias a or b).
+ * EMBED     op0 out[n][dim] f32, op1 table (ne = {dim, vocab}) any dtype.
+ *           Row t = table row step->tokens[t]. */
+typedef struct {
+    lt_tensor *op[LT_MAX_OPERANDS];
+    int64_t ia[4];
+    float fa[4];
+    lt_params params;
+} lt_call;
+
+/* Runs thread ith's share of the call (0 <= ith < nth). Every thread of the
+ * call must be given the same call and step. Writes only its own share of
+ * op[0] (never another thread's rows), so the call is complete once all nth
+ * threads have returned. */
+typedef void (*lt_kernel_fn)(const lt_call *call, const lt_step *step, int ith, int nth);
+
+typedef struct {
+    const char *name;
+    int32_t n_values;
+    int32_t values[LT_MAX_PARAM_VALUES]; /* the allowed values, ascending */
+    int32_t def;                          /* default: measured on the reference machine */
+} lt_param_def;
+
+typedef struct {
+    const char *name; /* "matvec", "matmul", ... */
+    lt_kernel_id id;
+    int n_params;
+    lt_param_def params[LT_MAX_PARAMS];
+    /* One run function per ISA; NULL falls back to the next lower ISA.
+     * run[LT_ISA_PORTABLE] is the scalar reference and is never NULL. */
+    lt_kernel_fn run[LT_ISA_COUNT];
+    /* Analytic cost of one call: bytes read+written from memory and FLOPs. */
+    void (*cost)(const lt_call *call, const lt_step *step, double *bytes, double *flops);
+    /* Validates operand shapes, dtypes and the parameters against the
+     * kernel's constraints. Returns LT_OK, or an error with lt_error detail. */
+    int (*check)(const lt_call *call);
+} lt_kernel;
+
+const lt_kernel *lt_kernel_get(lt_kernel_id id);
+const lt_kernel *lt_kernel_find(const char *name); /* NULL if unknown */
+/* The run function for isa: run[isa], or the nearest lower non-NULL one. */
+lt_kernel_fn lt_kernel_fn_for(const lt_kernel *k, lt_isa isa);
+/* Index of the named parameter, or -1. */
+int lt_kernel_param_index(const lt_kernel *k, const char *name);
+void lt_params_default(const lt_kernel *k, lt_params *p);
+/* LT_OK if every value is one of its parameter's allowed values, else
+ * LT_ECONFIG with detail naming the parameter and value. */
+int lt_params_validate(const lt_kernel *k, const lt_params *p);
+/* Shape check plus lt_params_validate. */
+int lt_call_check(lt_kernel_id id, const lt_call *call);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

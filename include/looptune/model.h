@@ -1,0 +1,178 @@
+/* looptune model: GGUF reader/writer, llama2.c checkpoint reader, the Llama
+ * weights, tokenizer, sampler, random-weight model generator, and (built on
+ * the program layer) the Llama program builder and generation loop. */
+#ifndef LOOPTUNE_MODEL_H
+#define LOOPTUNE_MODEL_H
+
+#include "looptune/core.h"
+#include "looptune/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- GGUF (v2/v3) ---------------------------------------------------------- */
+
+typedef enum {
+    LT_GGUF_U8 = 0, LT_GGUF_I8, LT_GGUF_U16, LT_GGUF_I16, LT_GGUF_U32, LT_GGUF_I32,
+    LT_GGUF_F32, LT_GGUF_BOOL, LT_GGUF_STRING, LT_GGUF_ARRAY, LT_GGUF_U64,
+    LT_GGUF_I64, LT_GGUF_F64, LT_GGUF_TYPE_COUNT
+} lt_gguf_type;
+
+/* GGML tensor type numbers for the dtypes looptune reads. */
+#define LT_GGML_F32 0
+#define LT_GGML_F16 1
+#define LT_GGML_Q8_0 8
+#define LT_GGML_BF16 30
+
+typedef struct lt_gguf lt_gguf; /* an opened, validated, mmapped GGUF file */
+
+typedef struct {
+    const char *name; /* NUL-terminated copy */
+    lt_dtype dtype;
+    int n_dims;
+    int64_t ne[4];
+    const void *data; /* inside the mapping, bounds-checked */
+    size_t nbytes;
+} lt_gguf_tensor;
+
+/* Maps and validates the whole file: magic, version 2 or 3, every key,
+ * string and array length, every tensor's type, dims, offset and size
+ * against the file. Errors name the file and the offending item. */
+int lt_gguf_open(lt_gguf **out, const char *path);
+void lt_gguf_close(lt_gguf *g); /* NULL is a no-op; invalidates all pointers */
+uint32_t lt_gguf_version(const lt_gguf *g);
+/* Metadata lookups. Return LT_ENOTFOUND if the key is absent, LT_EFORMAT if
+ * it has another type. Integer getters accept any integer type that fits. */
+int lt_gguf_get_i64(const lt_gguf *g, const char *key, int64_t *out);
+int lt_gguf_get_f32(const lt_gguf *g, const char *key, float *out);
+/* The string is not NUL-terminated inside the file: *len gives its length. */
+int lt_gguf_get_str(const lt_gguf *g, const char *key, const char **s, size_t *len);
+/* Arrays: element type and count; lt_gguf_arr_str returns element i. */
+int lt_gguf_get_arr(const lt_gguf *g, const char *key, lt_gguf_type *type, int64_t *n,
+                    const void **data);
+int lt_gguf_arr_str(const lt_gguf *g, const char *key, int64_t i, const char **s, size_t *len);
+int64_t lt_gguf_n_tensors(const lt_gguf *g);
+const lt_gguf_tensor *lt_gguf_tensor_at(const lt_gguf *g, int64_t i);
+const lt_gguf_tensor *lt_gguf_find_tensor(const lt_gguf *g, const char *name); /* NULL */
+
+/* Writer: collects metadata and tensors in memory, then lt_gguf_writer_close
+ * writes a v3 file (alignment 32) and frees the writer. Data is copied. */
+typedef struct lt_gguf_writer lt_gguf_writer;
+int lt_gguf_writer_open(lt_gguf_writer **out, const char *path);
+int lt_gguf_writer_u32(lt_gguf_writer *w, const char *key, uint32_t v);
+int lt_gguf_writer_f32(lt_gguf_writer *w, const char *key, float v);
+int lt_gguf_writer_str(lt_gguf_writer *w, const char *key, const char *v);
+int lt_gguf_writer_arr_str(lt_gguf_writer *w, const char *key, int64_t n,
+                           const char *const *v, const size_t *lens);
+int lt_gguf_writer_arr_f32(lt_gguf_writer *w, const char *key, int64_t n, const float *v);
+int lt_gguf_writer_arr_i32(lt_gguf_writer *w, const char *key, int64_t n, const int32_t *v);
+int lt_gguf_writer_tensor(lt_gguf_writer *w, const char *name, lt_dtype dtype, int n_dims,
+                          const int64_t *ne, const void *data);
+int lt_gguf_writer_close(lt_gguf_writer *w); /* writes; frees w even on error */
+void lt_gguf_writer_abort(lt_gguf_writer *w); /* frees without writing */
+
+/* ---- tokenizer: SentencePiece-style BPE with byte fallback ---------------- */
+
+typedef struct lt_vocab lt_vocab;
+
+/* Pieces use ' ' for SentencePiece's U+2581 internally (as llama2.c's
+ * tokenizer.bin does); GGUF readers and writers translate. */
+int lt_vocab_load_llama2c(lt_vocab **out, const char *path, int64_t vocab_size);
+/* From GGUF metadata (tokenizer.ggml.tokens / scores / bos / eos). */
+int lt_vocab_load_gguf(lt_vocab **out, const lt_gguf *g);
+/* From arrays (copied). bos/eos ids must be < n. */
+int lt_vocab_from_arrays(lt_vocab **out, int64_t n, const char *const *pieces,
+                         const size_t *lens, const float *scores, int32_t bos, int32_t eos);
+void lt_vocab_free(lt_vocab *v);
+int64_t lt_vocab_size(const lt_vocab *v);
+int32_t lt_vocab_bos(const lt_vocab *v);
+int32_t lt_vocab_eos(const lt_vocab *v);
+/* Piece i as stored (' ' for U+2581), with its length. */
+const char *lt_vocab_piece(const lt_vocab *v, int32_t id, size_t *len);
+float lt_vocab_score(const lt_vocab *v, int32_t id);
+/* Encodes text as llama2.c and llama.cpp do for Llama 2 vocabularies:
+ * optional BOS, a dummy prefix space when text is non-empty, pieces by
+ * codepoint, unknown bytes as <0xXX> byte tokens, then greedy best-score
+ * pair merges. ids must hold at least strlen(text) + 3 entries. */
+int lt_tokenize(const lt_vocab *v, const char *text, bool add_bos, int32_t *ids,
+                int64_t max_ids, int64_t *n_ids);
+/* Text of token `id` following token `prev` (leading space stripped after
+ * BOS, <0xXX> as the raw byte). Writes at most n-1 bytes, NUL-terminated;
+ * returns the byte length. */
+size_t lt_detokenize(const lt_vocab *v, int32_t prev, int32_t id, char *buf, size_t n);
+
+/* ---- sampler --------------------------------------------------------------- */
+
+typedef struct lt_sampler lt_sampler;
+/* temp 0 = greedy (argmax, lowest id on ties); otherwise softmax(logits/temp),
+ * then nucleus (top-p) if 0 < top_p < 1; xorshift RNG seeded with seed. */
+int lt_sampler_init(lt_sampler **out, int64_t vocab_size, float temp, float top_p, uint64_t seed);
+void lt_sampler_free(lt_sampler *s);
+int32_t lt_sampler_sample(lt_sampler *s, float *logits); /* logits may be modified */
+
+/* ---- Llama model ----------------------------------------------------------- */
+
+typedef struct {
+    int64_t dim;        /* model width */
+    int64_t hidden_dim; /* FFN width */
+    int64_t n_layers;
+    int64_t n_heads;
+    int64_t n_kv_heads; /* < n_heads: grouped-query attention */
+    int64_t vocab_size;
+    int64_t seq_len;    /* context length */
+    float rms_eps;
+    float rope_base;
+} lt_llama_config;
+
+typedef struct {
+    lt_tensor attn_norm; /* {dim} f32 */
+    lt_tensor wq;        /* {dim, n_heads*head_dim} */
+    lt_tensor wk;        /* {dim, n_kv_heads*head_dim} */
+    lt_tensor wv;        /* {dim, n_kv_heads*head_dim} */
+    lt_tensor wo;        /* {n_heads*head_dim, dim} */
+    lt_tensor ffn_norm;  /* {dim} f32 */
+    lt_tensor w_gate;    /* {dim, hidden_dim}  (llama2.c w1) */
+    lt_tensor w_down;    /* {hidden_dim, dim}  (llama2.c w2) */
+    lt_tensor w_up;      /* {dim, hidden_dim}  (llama2.c w3) */
+} lt_llama_layer;
+
+typedef struct lt_model {
+    lt_llama_config cfg;
+    lt_tensor tok_embd;    /* {dim, vocab} */
+    lt_tensor output_norm; /* {dim} f32 */
+    lt_tensor output;      /* {dim, vocab}; shares data with tok_embd when tied */
+    lt_llama_layer *layers; /* [n_layers] */
+    lt_vocab *vocab;       /* NULL when the file carries none */
+    lt_dtype wtype;        /* dtype of the projection weights */
+    char format[16];       /* "gguf" or "llama2c" */
+    void *priv;            /* mapping and owned buffers */
+} lt_model;
+
+/* Opens a GGUF (by magic) or llama2.c checkpoint; tokenizer_path (may be
+ * NULL) loads a llama2.c tokenizer.bin, overriding a GGUF's vocabulary.
+ * Norm weights are converted to f32 copies; everything else is mapped.
+ * Validates names, dtypes, shapes and sizes; errors name file and item. */
+int lt_model_open(lt_model **out, const char *path, const char *tokenizer_path);
+void lt_model_close(lt_model *m); /* NULL is a no-op */
+/* Bytes of weights read per decoded token (every projection, one embedding
+ * row, norms, the classifier). */
+size_t lt_model_weight_bytes_per_token(const lt_model *m);
+
+/* ---- random-weight model generator ------------------------------------------ */
+
+/* Fills cfg for a preset: stories260K, stories15M, stories110M, 1B. */
+int lt_modelgen_preset(const char *name, lt_llama_config *cfg);
+typedef struct {
+    lt_llama_config cfg;
+    lt_dtype dtype;          /* projection and embedding dtype */
+    uint64_t seed;
+    const char *vocab_path;  /* llama2.c tokenizer.bin to embed, or NULL: synthetic */
+} lt_modelgen_opts;
+/* Writes a GGUF Llama model that llama.cpp loads, deterministic for a seed. */
+int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
