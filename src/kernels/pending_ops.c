@@ -4,6 +4,4 @@ static void pending(const lt_call *c, const lt_step *s, int ith, int nth) {
     (void)c; (void)s; (void)ith; (void)nth;
     LT_ASSERT(!"kernel not implemented yet");
 }
-const lt_kernel lt__k_kv_store = {.name = "kv_store", .id = LT_K_KV_STORE, .run = {pending}};
-const lt_kernel lt__k_attention = {.name = "attention", .id = LT_K_ATTENTION, .run = {pending}};
 const lt_kernel lt__k_embed = {.name = "embed", .id = LT_K_EMBED, .run = {pending}};
