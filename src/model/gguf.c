@@ -484,6 +484,8 @@ void lt_gguf_close(lt_gguf *g) {
 
 uint32_t lt_gguf_version(const lt_gguf *g) { return g->version; }
 
+const char *lt__gguf_path(const lt_gguf *g) { return g->path; }
+
 /* ---- metadata lookups ------------------------------------------------------------ */
 
 static int lookup(const lt_gguf *g, const char *key, const gguf_kv **kv) {

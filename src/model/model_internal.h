@@ -14,6 +14,9 @@
 #define LT_GGUF_DEFAULT_ALIGNMENT 32
 #define LT_GGUF_MAX_NAME 63
 
+/* The path the file was opened with, for error messages. */
+const char *lt__gguf_path(const lt_gguf *g);
+
 /* Bytes of one scalar of a GGUF metadata type (0 for STRING and ARRAY). */
 size_t lt__gguf_type_size(lt_gguf_type t);
 const char *lt__gguf_type_name(lt_gguf_type t);
@@ -63,5 +66,33 @@ int lt__llama_config_check(const lt_llama_config *c, const char *what);
 /* Copies n norm weights of any dtype into a new f32 slice of p->norms
  * (allocated by the caller as one block); returns the slice. */
 float *lt__norm_copy(float *dst, const void *src, lt_dtype dtype, int64_t n);
+
+/* ---- vocabularies the model generator embeds ---------------------------- */
+
+/* llama.cpp's token types. */
+#define LT__TOKEN_NORMAL 1
+#define LT__TOKEN_UNKNOWN 2
+#define LT__TOKEN_CONTROL 3
+#define LT__TOKEN_BYTE 6
+/* 3 specials, 256 byte tokens and the 95 printable ASCII characters. */
+#define LT__SYNTH_VOCAB_MIN (3 + 256 + 95)
+
+/* A vocabulary in GGUF form: pieces with U+2581 for ' ', NUL-terminated. */
+typedef struct {
+    int64_t n;
+    char **pieces;  /* [n] owned */
+    size_t *lens;   /* [n] */
+    float *scores;  /* [n] */
+    int32_t *types; /* [n] LT__TOKEN_* */
+} lt__vocab_arrays;
+
+/* Synthetic vocabulary of n >= LT__SYNTH_VOCAB_MIN tokens: <unk> <s> </s>,
+ * the byte tokens, single characters, then space-prefixed word pieces whose
+ * prefixes are all pieces (so merges reach them), scored by order. */
+int lt__vocab_synth(lt__vocab_arrays *a, int64_t n);
+/* A llama2.c tokenizer.bin of exactly n tokens, with ids 0..2 named
+ * <unk> <s> </s> and <0xXX> pieces typed as bytes. */
+int lt__vocab_llama2c(lt__vocab_arrays *a, const char *path, int64_t n);
+void lt__vocab_arrays_free(lt__vocab_arrays *a); /* NULL and zeroed arrays are fine */
 
 #endif
