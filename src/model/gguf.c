@@ -450,6 +450,7 @@ static int parse(lt_gguf *g) {
 }
 
 int lt_gguf_open(lt_gguf **out, const char *path) {
+    if (!out || !path) return lt_error(LT_EINVAL, "%s: NULL argument", __func__);
     *out = NULL;
     lt_gguf *g = calloc(1, sizeof *g);
     if (!g || !(g->path = strdup(path))) {

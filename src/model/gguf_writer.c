@@ -109,6 +109,7 @@ static void writer_free(lt_gguf_writer *w) {
 }
 
 int lt_gguf_writer_open(lt_gguf_writer **out, const char *path) {
+    if (!out || !path) return lt_error(LT_EINVAL, "%s: NULL argument", __func__);
     *out = NULL;
     lt_gguf_writer *w = calloc(1, sizeof *w);
     if (!w || !(w->path = strdup(path))) {

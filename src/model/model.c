@@ -241,16 +241,22 @@ static int read_magic(const char *path, char magic[4]) {
     return LT_OK;
 }
 
+/* The vocabulary: a llama2.c tokenizer.bin when given, else the GGUF's own
+ * when it has one, else none. Its size must match the model's. */
 static int attach_vocab(lt_model *m, const char *path, const char *tokenizer_path) {
     lt__model_priv *p = m->priv;
     int st;
     if (tokenizer_path) {
         st = lt_vocab_load_llama2c(&m->vocab, tokenizer_path, m->cfg.vocab_size);
-    } else if (p->gguf && lt_gguf_get_arr(p->gguf, "tokenizer.ggml.tokens", &(lt_gguf_type){0},
-                                          &(int64_t){0}, &(const void *){0}) == LT_OK) {
-        st = lt_vocab_load_gguf(&m->vocab, p->gguf);
+    } else if (p->gguf) {
+        lt_gguf_type type;
+        int64_t n;
+        const void *data;
+        st = lt_gguf_get_arr(p->gguf, "tokenizer.ggml.tokens", &type, &n, &data);
+        if (st == LT_ENOTFOUND) return LT_OK;
+        if (st == LT_OK) st = lt_vocab_load_gguf(&m->vocab, p->gguf);
     } else {
-        return LT_OK; /* the file carries no vocabulary */
+        return LT_OK;
     }
     if (st) return st;
     if (lt_vocab_size(m->vocab) != m->cfg.vocab_size)
@@ -261,6 +267,7 @@ static int attach_vocab(lt_model *m, const char *path, const char *tokenizer_pat
 }
 
 int lt_model_open(lt_model **out, const char *path, const char *tokenizer_path) {
+    if (!out || !path) return lt_error(LT_EINVAL, "lt_model_open: NULL argument");
     *out = NULL;
     lt_model *m = calloc(1, sizeof *m);
     lt__model_priv *p = calloc(1, sizeof *p);

@@ -1,7 +1,7 @@
-/* Internal interfaces of the model file layer: the generic GGUF metadata
- * writers, the streaming tensor path used by the model generator, the
- * llama2.c loader and the shared Llama config check. Not part of the public
- * contract in looptune/model.h. */
+/* Internal interfaces of the model file layer: generic GGUF metadata
+ * writers, the streaming tensor path the model generator uses, the format
+ * loaders behind lt_model_open, the shared Llama config check, and the
+ * vocabularies the generator embeds. Not part of looptune/model.h. */
 #ifndef LT_MODEL_INTERNAL_H
 #define LT_MODEL_INTERNAL_H
 
@@ -63,8 +63,8 @@ void lt__model_priv_free(lt__model_priv *p);
  * dim; kv heads divide heads; even head_dim). `what` names the file. */
 int lt__llama_config_check(const lt_llama_config *c, const char *what);
 
-/* Copies n norm weights of any dtype into a new f32 slice of p->norms
- * (allocated by the caller as one block); returns the slice. */
+/* Converts n norm weights of any dtype to f32 at dst (a slice of the
+ * caller's p->norms block); returns dst. */
 float *lt__norm_copy(float *dst, const void *src, lt_dtype dtype, int64_t n);
 
 /* ---- vocabularies the model generator embeds ---------------------------- */

@@ -33,7 +33,10 @@ static void b_put(buf *b, const void *src, size_t n) {
 static void b_u32(buf *b, uint32_t v) { b_put(b, &v, 4); }
 static void b_u64(buf *b, uint64_t v) { b_put(b, &v, 8); }
 static void b_str(buf *b, const char *s) { b_u64(b, strlen(s)); b_put(b, s, strlen(s)); }
-static void b_str_len(buf *b, const char *s, uint64_t len) { b_u64(b, len); b_put(b, s, strlen(s)); }
+static void b_str_len(buf *b, const char *s, uint64_t len) {
+    b_u64(b, len); /* the length field as given, the bytes as they are */
+    b_put(b, s, strlen(s));
+}
 static void b_pad(buf *b) {
     while (b->n % 32) b_put(b, "", 1);
 }
