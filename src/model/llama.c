@@ -150,7 +150,7 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
     *logits_id = logits;
     return LT_OK;
 fail:
-    rc = lt_error(LT_EINVAL, "building %s program: %s", lt_program_name(p), lt_errmsg());
+    rc = lt_error(LT_EINVAL, "%s", lt_errmsg());
     lt_program_free(p);
     return rc;
 }
