@@ -113,14 +113,21 @@ static void matmul_cost(const lt_call *call, const lt_step *step, double *bytes,
     *flops = 2.0 * n * rows * cols;
 }
 
-/* Defaults measured with bench/bench_matmul on the reference machine. */
+/* Defaults from bench/bench_matmul --sweep on the reference machine (1 thread,
+ * f32, n = 128; the host was shared and loaded, so medians swung 35-180
+ * GFLOP/s and only trends are usable): the best points of each shape reached
+ * 137-182 GFLOP/s, OpenBLAS sgemm 126-142 at best in the same runs. n_block
+ * >= 128 (one block of all tokens, each packed panel reused by every token
+ * tile) had the best geometric mean (91 vs 68-79 for smaller); m_block and
+ * k_block 128-1024 were within noise: k_block 256 keeps a 32x256 f32 panel
+ * (32 KB) in L1, m_block 128 keeps a packed block (128 KB) in L2. */
 const lt_kernel lt__k_matmul = {
     .name = "matmul",
     .id = LT_K_MATMUL,
     .n_params = LT__MM_NPARAMS,
     .params =
         {
-            [LT__MM_N_BLOCK] = {"n_block", 7, {12, 24, 48, 96, 192, 384, 768}, 96},
+            [LT__MM_N_BLOCK] = {"n_block", 7, {12, 24, 48, 96, 192, 384, 768}, 192},
             [LT__MM_M_BLOCK] = {"m_block", 7, {32, 64, 128, 192, 256, 384, 512}, 128},
             [LT__MM_K_BLOCK] = {"k_block", 8, {64, 128, 192, 256, 384, 512, 768, 1024}, 256},
         },

@@ -74,16 +74,26 @@ static void matvec_cost(const lt_call *call, const lt_step *step, double *bytes,
     *flops = 2.0 * rows * cols;
 }
 
-/* Defaults measured with bench/bench_matvec on the reference machine (see
- * the figures next to each value). */
+/* Defaults from bench/bench_matvec on the reference machine (2 vCPU Xeon,
+ * AVX-512, 1 thread; the host was shared and loaded, so DRAM-sized runs
+ * (256 MiB of weights, where every point sat at 5-7 GB/s, level with the
+ * read stream) could not separate the points. Cache-resident runs did:
+ * - unroll: f32 256x768 in L2, rows_per_task 32, no prefetch: unroll 1/2/4/8
+ *   = 73/84/95/99 GB/s (median); q8_0 with prefetch 1024: 16/19/20/20 GB/s.
+ * - prefetch: f32 2048x2048 from L3 (16 MB), unroll 4: prefetch 0 = 26.8,
+ *   1024 = 27.7 GB/s (read stream 19.9-25.2); 512-2048 are within noise.
+ * - rows_per_task 32: balanced over 2 threads on every shape, and a task's
+ *   y rows fill whole cache lines; 8-128 measured within noise on 1 thread.
+ * - k_block 0: x (at most 22 KB for 5632 columns) stays in L1 without it;
+ *   256-2048 measured no better. */
 const lt_kernel lt__k_matvec = {
     .name = "matvec",
     .id = LT_K_MATVEC,
     .n_params = LT__MV_NPARAMS,
     .params =
         {
-            [LT__MV_ROWS_PER_TASK] = {"rows_per_task", 7, {4, 8, 16, 32, 64, 128, 256}, 16},
-            [LT__MV_UNROLL] = {"unroll", 4, {1, 2, 4, 8}, 4},
+            [LT__MV_ROWS_PER_TASK] = {"rows_per_task", 7, {4, 8, 16, 32, 64, 128, 256}, 32},
+            [LT__MV_UNROLL] = {"unroll", 4, {1, 2, 4, 8}, 8},
             [LT__MV_K_BLOCK] = {"k_block", 5, {0, 256, 512, 1024, 2048}, 0},
             [LT__MV_PREFETCH] = {"prefetch", 6, {0, 256, 512, 1024, 2048, 4096}, 1024},
         },

@@ -70,6 +70,17 @@ LT_INLINE __m512 load16(lt_dtype dt, const char *row, int64_t k) {
     }
 }
 
+/* Scales of up to 16 consecutive q8_0 blocks starting at p, as f32 in d[0..n):
+ * one masked gather of the dwords at each block start (low half = the f16
+ * scale), narrowed and converted. Reads nothing past block n-1. */
+LT_INLINE void q8_scales(const char *p, int64_t n, float *d) {
+    const __m512i idx = _mm512_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238, 272, 306, 340,
+                                          374, 408, 442, 476, 510);
+    __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+    __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, p, 1);
+    _mm512_store_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+}
+
 /* Rows w, w+ld, ... (U of them) over elements [k0, k1). part holds the
  * rows' accumulators between k blocks ([U][32] floats): read unless first,
  * written unless last. When last, y[u] = (or +=) the row's sum. */
@@ -82,28 +93,55 @@ LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, co
         a[u][0] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + 32 * u);
         a[u][1] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + 32 * u + 16);
     }
-    int64_t k = k0;
-    for (; k + 32 <= k1; k += 32) {
-        __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+    if (dt == LT_Q8_0) {
+        /* q8_0: the scales of 16 blocks per row are converted up front, so
+         * each block's dequantisation multiplies by a broadcast from memory
+         * instead of converting and broadcasting one f16 per block */
+        const size_t bb = sizeof(lt_block_q8_0);
+        for (int64_t k = k0; k < k1; k += 16 * LT_QK8_0) {
+            const int64_t nblk = (k1 - k) / LT_QK8_0 < 16 ? (k1 - k) / LT_QK8_0 : 16;
+            const size_t off = (size_t)(k / LT_QK8_0) * bb;
+            alignas(64) float d[8][16];
 #pragma GCC unroll 8
-        for (int u = 0; u < U; u++) {
-            const char *row = w + (size_t)u * ld;
-            if (PF) {
-                const char *q = row + row_offset(dt, k) + pf;
-                _mm_prefetch(q, _MM_HINT_T0);
-                if (dt == LT_F32) _mm_prefetch(q + 64, _MM_HINT_T0);
+            for (int u = 0; u < U; u++) q8_scales(w + (size_t)u * ld + off, nblk, d[u]);
+            for (int64_t b = 0; b < nblk; b++) {
+                const float *xb = x + k + b * LT_QK8_0;
+                __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+#pragma GCC unroll 8
+                for (int u = 0; u < U; u++) {
+                    const lt_block_q8_0 *blk =
+                        (const lt_block_q8_0 *)(w + (size_t)u * ld + off + (size_t)b * bb);
+                    if (PF) _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
+                    __m512 ds = _mm512_set1_ps(d[u][b]);
+                    a[u][0] = _mm512_fmadd_ps(q8x16(blk->qs, ds), x0, a[u][0]);
+                    a[u][1] = _mm512_fmadd_ps(q8x16(blk->qs + 16, ds), x1, a[u][1]);
+                }
             }
-            __m512 lo, hi;
-            load32(dt, row, k, &lo, &hi);
-            a[u][0] = _mm512_fmadd_ps(lo, x0, a[u][0]);
-            a[u][1] = _mm512_fmadd_ps(hi, x1, a[u][1]);
         }
-    }
-    if (dt != LT_Q8_0 && k < k1) {
-        __m512 x0 = _mm512_loadu_ps(x + k);
+    } else {
+        int64_t k = k0;
+        for (; k + 32 <= k1; k += 32) {
+            __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
 #pragma GCC unroll 8
-        for (int u = 0; u < U; u++)
-            a[u][0] = _mm512_fmadd_ps(load16(dt, w + (size_t)u * ld, k), x0, a[u][0]);
+            for (int u = 0; u < U; u++) {
+                const char *row = w + (size_t)u * ld;
+                if (PF) {
+                    const char *q = row + row_offset(dt, k) + pf;
+                    _mm_prefetch(q, _MM_HINT_T0);
+                    if (dt == LT_F32) _mm_prefetch(q + 64, _MM_HINT_T0);
+                }
+                __m512 lo, hi;
+                load32(dt, row, k, &lo, &hi);
+                a[u][0] = _mm512_fmadd_ps(lo, x0, a[u][0]);
+                a[u][1] = _mm512_fmadd_ps(hi, x1, a[u][1]);
+            }
+        }
+        if (k < k1) { /* a 16-element tail */
+            __m512 x0 = _mm512_loadu_ps(x + k);
+#pragma GCC unroll 8
+            for (int u = 0; u < U; u++)
+                a[u][0] = _mm512_fmadd_ps(load16(dt, w + (size_t)u * ld, k), x0, a[u][0]);
+        }
     }
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++) {
