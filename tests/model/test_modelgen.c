@@ -403,6 +403,50 @@ static void test_llama2c_vocab(void) {
     ASSERT_TRUE(access(p, F_OK) != 0);
 }
 
+/* A file llama.cpp wrote (its quantizer applied to this generator's f32
+ * output, see tests/data/README.md) reads back, and holds exactly the bytes
+ * this generator writes for the same config, seed and q8_0. */
+static void test_matches_llamacpp(void) {
+    char ref[600], p[600];
+    snprintf(ref, sizeof ref, "%s/tiny-llamacpp-q8_0.gguf", data_dir);
+    out_path(p, sizeof p, "tiny");
+    lt_modelgen_opts o = {.cfg = {.dim = 64, .hidden_dim = 128, .n_layers = 1, .n_heads = 4,
+                                  .n_kv_heads = 2, .vocab_size = 354, .seq_len = 64,
+                                  .rms_eps = 1e-5f, .rope_base = 10000.0f},
+                          .dtype = LT_Q8_0, .seed = 2024};
+    ASSERT_EQ(lt_modelgen_write(&o, p), LT_OK);
+    lt_model *a, *b;
+    ASSERT_EQ(lt_model_open(&a, ref, NULL), LT_OK);
+    ASSERT_EQ(lt_model_open(&b, p, NULL), LT_OK);
+    if (a && b) {
+        ASSERT_TRUE(memcmp(&a->cfg, &b->cfg, sizeof a->cfg) == 0);
+        ASSERT_EQ(a->wtype, LT_Q8_0);
+        const lt_llama_layer *x = &a->layers[0], *y = &b->layers[0];
+        const lt_tensor *ta[12] = {&a->tok_embd, &a->output, &a->output_norm, &x->attn_norm,
+                                   &x->wq, &x->wk, &x->wv, &x->wo, &x->ffn_norm, &x->w_gate,
+                                   &x->w_down, &x->w_up};
+        const lt_tensor *tb[12] = {&b->tok_embd, &b->output, &b->output_norm, &y->attn_norm,
+                                   &y->wq, &y->wk, &y->wv, &y->wo, &y->ffn_norm, &y->w_gate,
+                                   &y->w_down, &y->w_up};
+        for (int i = 0; i < 12; i++) {
+            ASSERT_EQ(ta[i]->dtype, tb[i]->dtype);
+            ASSERT_EQ(lt_tensor_nbytes(ta[i]), lt_tensor_nbytes(tb[i]));
+            if (memcmp(ta[i]->data, tb[i]->data, lt_tensor_nbytes(ta[i])) != 0)
+                LT__FAIL("tensor %d differs from llama.cpp's", i);
+        }
+        ASSERT_EQ(lt_vocab_size(a->vocab), 354);
+        size_t la, lb;
+        for (int32_t id = 0; id < 354; id++) {
+            const char *pa = lt_vocab_piece(a->vocab, id, &la);
+            const char *pb = lt_vocab_piece(b->vocab, id, &lb);
+            if (la != lb || memcmp(pa, pb, la) != 0) LT__FAIL("piece %d differs", id);
+        }
+    }
+    lt_model_close(a);
+    lt_model_close(b);
+    remove(p);
+}
+
 int main(void) {
     const char *wd = getenv("LT_WORK_DIR"), *dd = getenv("LT_DATA_DIR");
     snprintf(work_dir, sizeof work_dir, "%s", wd && *wd ? wd : "/tmp");
@@ -418,5 +462,6 @@ int main(void) {
     roundtrip("1B", LT_Q8_0, 1, 512, 1);
     test_synthetic_vocab();
     test_llama2c_vocab();
+    test_matches_llamacpp();
     return lt_test_finish();
 }
