@@ -15,12 +15,6 @@
 
 enum { P_MIN_CHUNK };
 
-#define MIN_CHUNK_PARAM                                                        \
-    {.name = "min_chunk", /* elements per thread at least */                   \
-     .n_values = 7,                                                            \
-     .values = {1, 64, 256, 1024, 4096, 16384, 65536},                         \
-     .def = 1024}
-
 typedef void (*binary_fn)(float *y, const float *a, const float *b, int64_t n);
 
 static void binary_drive(const lt_call *c, int ith, int nth, binary_fn fn) {
@@ -154,7 +148,7 @@ const lt_kernel lt__k_add = {
     .name = "add",
     .id = LT_K_ADD,
     .n_params = 1,
-    .params = {MIN_CHUNK_PARAM},
+    .params = {LT__MIN_CHUNK_PARAM},
     .run = {[LT_ISA_PORTABLE] = add_portable, [LT_ISA_AVX2] = add_avx2,
             [LT_ISA_AVX512] = add_avx512},
     .cost = add_cost,
@@ -165,7 +159,7 @@ const lt_kernel lt__k_swiglu = {
     .name = "swiglu",
     .id = LT_K_SWIGLU,
     .n_params = 1,
-    .params = {MIN_CHUNK_PARAM},
+    .params = {LT__MIN_CHUNK_PARAM},
     .run = {[LT_ISA_PORTABLE] = swiglu_portable, [LT_ISA_AVX2] = swiglu_avx2,
             [LT_ISA_AVX512] = swiglu_avx512},
     .cost = swiglu_cost,
@@ -176,7 +170,7 @@ const lt_kernel lt__k_softmax = {
     .name = "softmax",
     .id = LT_K_SOFTMAX,
     .n_params = 1,
-    .params = {MIN_CHUNK_PARAM},
+    .params = {LT__MIN_CHUNK_PARAM},
     .run = {[LT_ISA_PORTABLE] = softmax_portable, [LT_ISA_AVX2] = softmax_avx2,
             [LT_ISA_AVX512] = softmax_avx512},
     .cost = softmax_cost,

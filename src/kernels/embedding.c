@@ -108,10 +108,7 @@ const lt_kernel lt__k_embed = {
     .name = "embed",
     .id = LT_K_EMBED,
     .n_params = 1,
-    .params = {{.name = "min_chunk", /* elements per thread at least */
-                .n_values = 7,
-                .values = {1, 64, 256, 1024, 4096, 16384, 65536},
-                .def = 1024}},
+    .params = {LT__MIN_CHUNK_PARAM},
     .run = {[LT_ISA_PORTABLE] = embed_portable, [LT_ISA_AVX2] = embed_avx2,
             [LT_ISA_AVX512] = embed_avx512},
     .cost = embed_cost,

@@ -103,10 +103,7 @@ const lt_kernel lt__k_rmsnorm = {
     .name = "rmsnorm",
     .id = LT_K_RMSNORM,
     .n_params = 1,
-    .params = {{.name = "min_chunk", /* elements per thread at least */
-                .n_values = 7,
-                .values = {1, 64, 256, 1024, 4096, 16384, 65536},
-                .def = 1024}},
+    .params = {LT__MIN_CHUNK_PARAM},
     .run = {[LT_ISA_PORTABLE] = rmsnorm_portable,
             [LT_ISA_AVX2] = rmsnorm_avx2,
             [LT_ISA_AVX512] = rmsnorm_avx512},

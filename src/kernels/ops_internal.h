@@ -74,6 +74,17 @@ static inline int lt__check_f32_rows(const lt_tensor *t, const char *kernel, con
 /* Element split unit: 32 floats = two cache lines, and one q8_0 block. */
 #define LT__SPLIT_UNIT 32
 
+/* The element-split kernels' parameter: each taking part thread gets at
+ * least min_chunk elements (fewer threads take part on small calls).
+ * Default 1024: not yet measured with threads (the shared host was too
+ * noisy); one thread adds 1024 floats in about 80 ns, near the cost of
+ * handing a cache line to another core, so smaller shares gain little. */
+#define LT__MIN_CHUNK_PARAM                                                    \
+    {.name = "min_chunk",                                                      \
+     .n_values = 7,                                                            \
+     .values = {1, 64, 256, 1024, 4096, 16384, 65536},                         \
+     .def = 1024}
+
 /* Largest head_dim rope and attention accept (bounds their stack tables). */
 #define LT__MAX_HEAD_DIM 512
 /* Largest heads_per_task value of attention. */
