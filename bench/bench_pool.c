@@ -84,8 +84,8 @@ static void bench_barrier(lt_pool *pool, int use_pthread) {
         v[b] = (double)j.ns / BARRIERS_PER_BATCH;
     }
     if (use_pthread) pthread_barrier_destroy(&j.pbar);
-    report(use_pthread ? "barrier: pthread_barrier_wait (baseline)" : "barrier: lt_pool_barrier", nth,
-           v, BATCHES);
+    report(use_pthread ? "barrier: pthread_barrier_wait (baseline)" : "barrier: lt_pool_barrier",
+           nth, v, BATCHES);
 }
 
 /* ---- dispatch --------------------------------------------------------------------- */

@@ -104,7 +104,8 @@ static void membw_thread(void *arg, int ith, int nth) {
     membw_slot *s = &j->slots[ith];
     s->sum = 0.0;
     s->t0 = lt_now_ns();
-    if (j->mode == MEMBW_TRIAD) j->triad(j->a + lo, j->b + lo, j->c + lo, LT__MEMBW_SCALAR, hi - lo);
+    if (j->mode == MEMBW_TRIAD)
+        j->triad(j->a + lo, j->b + lo, j->c + lo, LT__MEMBW_SCALAR, hi - lo);
     else s->sum = j->read(j->b + lo, hi - lo);
     s->t1 = lt_now_ns();
 }

@@ -136,7 +136,8 @@ static bool spinner_next(lt__spinner *s) {
 /* Records how the wait ended: spinning was enough, or it had to sleep. */
 static void spinner_end(const lt__spinner *s, bool slept) {
     unsigned level = slept ? s->level + 1 : 0;
-    lt__spin_state[s->kind].level = (unsigned char)(level < LT__SPIN_LEVELS ? level : LT__SPIN_LEVELS - 1);
+    if (level > LT__SPIN_LEVELS - 1) level = LT__SPIN_LEVELS - 1;
+    lt__spin_state[s->kind].level = (unsigned char)level;
 }
 
 static void futex_wait(_Atomic uint32_t *addr, uint32_t expected) {
