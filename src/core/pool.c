@@ -1,6 +1,7 @@
 /* The persistent thread pool: nthreads-1 workers plus the caller (ith 0), a
- * generation counter to publish jobs, spin-then-futex waiting, and the spin
- * barrier the executors call between dependent steps.
+ * generation counter to publish jobs, spin-then-futex waiting with a
+ * per-thread adaptive spin budget, and the counter+generation barrier the
+ * executors call between dependent steps.
  *
  * Everything shared is a C11 atomic or is published through one (fn, arg,
  * stop), so ThreadSanitizer sees every hand-off; the futex calls only put
@@ -82,8 +83,9 @@ struct lt_pool {
     _Atomic int caller_sleeping;
 
     /* Barrier: arrivals counted in bar_count; the last arriver resets it and
-     * bumps bar_gen, which everybody else spins on. Separate lines so the
-     * spinners' reads of bar_gen do not fight the arrivals' writes. */
+     * bumps bar_gen, which everybody else spins (then sleeps) on. Separate
+     * lines so the spinners' reads of bar_gen do not fight the arrivals'
+     * writes. */
     alignas(LT_CACHE_LINE) _Atomic uint32_t bar_count;
     alignas(LT_CACHE_LINE) _Atomic uint32_t bar_gen; /* futex word of barrier sleepers */
     _Atomic int bar_sleepers;
