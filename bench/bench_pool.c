@@ -199,6 +199,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_pool [max_threads 1..64 [membw_samples 0..32]]\n");
         return 2;
     }
+    /* the host is shared: say how busy it was */
+    char load[128] = "?";
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (!fgets(load, sizeof load, f)) load[0] = 0;
+        fclose(f);
+    }
+    char host[512];
+    lt_host_fingerprint(host, sizeof host);
+    printf("host %s\nloadavg %s", host, load);
     bench_pause();
     for (int nth = 1; nth <= max_threads; nth++) {
         lt_pool *pool = NULL;
