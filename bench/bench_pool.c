@@ -2,9 +2,10 @@
  * pthread_barrier_wait, ns per empty lt_pool_run vs pthread_create+join,
  * wake-up latency after idle gaps with the default spin vs sleeping at once,
  * CPU burnt by an idle pool, and the cost of one pause instruction (which
- * sets the spin budget). min/median/max over repeated batches.
+ * sets the spin budget). min/median/max over repeated batches. Then host
+ * memory bandwidth (lt_membw_measure, 256 MiB arrays) per thread count.
  *
- * usage: bench_pool [max_threads]   (default 2) */
+ * usage: bench_pool [max_threads [membw_samples]]   (defaults 2, 5; 0 samples skips) */
 #include "looptune/core.h"
 
 #include <pthread.h>
@@ -83,8 +84,8 @@ static void bench_barrier(lt_pool *pool, int use_pthread) {
         v[b] = (double)j.ns / BARRIERS_PER_BATCH;
     }
     if (use_pthread) pthread_barrier_destroy(&j.pbar);
-    report(use_pthread ? "barrier: pthread_barrier_wait (baseline)" : "barrier: lt_pool_barrier", nth,
-           v, BATCHES);
+    report(use_pthread ? "barrier: pthread_barrier_wait (baseline)" : "barrier: lt_pool_barrier",
+           nth, v, BATCHES);
 }
 
 /* ---- dispatch --------------------------------------------------------------------- */
@@ -165,12 +166,49 @@ static void bench_idle_cpu(int nth) {
            (c1 - c0) * 1e3, (w1 - w0) * 1e3);
 }
 
+/* Each sample is lt_membw_measure's best of 3; samples show the spread. */
+static void bench_membw(int nth, int samples) {
+    lt_pool *pool = NULL;
+    if (lt_pool_init(&pool, nth) != LT_OK) return;
+    double triad[32], read[32];
+    int n = 0;
+    for (; n < samples && n < 32; n++) {
+        lt_membw bw;
+        int rc = lt_membw_measure(pool, 0, 3, &bw);
+        if (rc != LT_OK) {
+            fprintf(stderr, "bench_pool: %s: %s\n", lt_strerror(rc), lt_errmsg());
+            break;
+        }
+        triad[n] = bw.triad_gb_s;
+        read[n] = bw.read_gb_s;
+    }
+    lt_pool_free(pool);
+    if (n == 0) return;
+    qsort(triad, (size_t)n, sizeof *triad, cmp_double);
+    qsort(read, (size_t)n, sizeof *read, cmp_double);
+    printf("%-40s threads=%d  min %10.1f  median %10.1f  max %10.1f GB/s\n",
+           "membw triad 256 MiB (3 arrays counted)", nth, triad[0], triad[n / 2], triad[n - 1]);
+    printf("%-40s threads=%d  min %10.1f  median %10.1f  max %10.1f GB/s\n", "membw read 256 MiB",
+           nth, read[0], read[n / 2], read[n - 1]);
+}
+
 int main(int argc, char **argv) {
     int max_threads = argc > 1 ? atoi(argv[1]) : 2;
-    if (max_threads < 1 || max_threads > 64) {
-        fprintf(stderr, "usage: bench_pool [max_threads 1..64]\n");
+    int membw_samples = argc > 2 ? atoi(argv[2]) : 5;
+    if (max_threads < 1 || max_threads > 64 || membw_samples < 0 || membw_samples > 32) {
+        fprintf(stderr, "usage: bench_pool [max_threads 1..64 [membw_samples 0..32]]\n");
         return 2;
     }
+    /* the host is shared: say how busy it was */
+    char load[128] = "?";
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (!fgets(load, sizeof load, f)) load[0] = 0;
+        fclose(f);
+    }
+    char host[512];
+    lt_host_fingerprint(host, sizeof host);
+    printf("host %s\nloadavg %s", host, load);
     bench_pause();
     for (int nth = 1; nth <= max_threads; nth++) {
         lt_pool *pool = NULL;
@@ -193,5 +231,7 @@ int main(int argc, char **argv) {
             bench_idle_cpu(nth);
         }
     }
+    if (membw_samples > 0)
+        for (int nth = 1; nth <= max_threads; nth++) bench_membw(nth, membw_samples);
     return 0;
 }

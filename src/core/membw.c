@@ -16,9 +16,12 @@
 #define LT__MEMBW_DEFAULT_BYTES ((size_t)256 << 20)
 #define LT__MEMBW_MIN_BYTES ((size_t)4096)
 #define LT__MEMBW_SCALAR 3.0
-/* Thread chunks start on 4 KiB page boundaries (512 doubles), so first touch
- * places whole pages with the thread that uses them. */
-#define LT__MEMBW_GRANULE ((size_t)4096 / sizeof(double))
+/* Thread chunks start on page boundaries, so first touch places whole pages
+ * with the thread that uses them: huge pages when every thread gets many of
+ * them, else 4 KiB pages (small arrays must still split evenly). */
+#define LT__MEMBW_PAGE ((size_t)4096)
+#define LT__MEMBW_HUGE_PAGE ((size_t)2 << 20)
+#define LT__MEMBW_HUGE_PER_THREAD 16
 
 /* ---- portable kernels ----------------------------------------------------- */
 
@@ -68,8 +71,9 @@ typedef struct {
 
 typedef struct {
     lt_pool *pool; /* NULL: the caller alone */
-    double *a, *b, *c; /* [n] each */
+    double *a, *b, *c; /* [n] each, LT__MEMBW_HUGE_PAGE aligned */
     size_t n;
+    size_t granule; /* elements per split unit (a page) */
     membw_mode mode;
     lt__membw_triad_fn triad;
     lt__membw_read_fn read;
@@ -78,18 +82,18 @@ typedef struct {
 
 /* Thread ith's elements [lo, hi): whole granules, the last thread takes the
  * remainder. Identical for first touch and for measuring. */
-static void membw_split(size_t n, int ith, int nth, size_t *lo, size_t *hi) {
-    size_t granules = (n + LT__MEMBW_GRANULE - 1) / LT__MEMBW_GRANULE;
+static void membw_split(const membw_job *j, int ith, int nth, size_t *lo, size_t *hi) {
+    size_t granules = (j->n + j->granule - 1) / j->granule;
     size_t g0 = granules * (size_t)ith / (size_t)nth;
     size_t g1 = granules * (size_t)(ith + 1) / (size_t)nth;
-    *lo = g0 * LT__MEMBW_GRANULE < n ? g0 * LT__MEMBW_GRANULE : n;
-    *hi = g1 * LT__MEMBW_GRANULE < n ? g1 * LT__MEMBW_GRANULE : n;
+    *lo = g0 * j->granule < j->n ? g0 * j->granule : j->n;
+    *hi = g1 * j->granule < j->n ? g1 * j->granule : j->n;
 }
 
 static void membw_thread(void *arg, int ith, int nth) {
     membw_job *j = arg;
     size_t lo, hi;
-    membw_split(j->n, ith, nth, &lo, &hi);
+    membw_split(j, ith, nth, &lo, &hi);
     if (j->mode == MEMBW_INIT) {
         for (size_t i = lo; i < hi; i++) {
             j->a[i] = 0.0;
@@ -104,7 +108,8 @@ static void membw_thread(void *arg, int ith, int nth) {
     membw_slot *s = &j->slots[ith];
     s->sum = 0.0;
     s->t0 = lt_now_ns();
-    if (j->mode == MEMBW_TRIAD) j->triad(j->a + lo, j->b + lo, j->c + lo, LT__MEMBW_SCALAR, hi - lo);
+    if (j->mode == MEMBW_TRIAD)
+        j->triad(j->a + lo, j->b + lo, j->c + lo, LT__MEMBW_SCALAR, hi - lo);
     else s->sum = j->read(j->b + lo, hi - lo);
     s->t1 = lt_now_ns();
 }
@@ -124,18 +129,32 @@ static uint64_t membw_span(const membw_job *j, int nth) {
     return t1 > t0 ? t1 - t0 : 1;
 }
 
-/* Anonymous pages, not touched here (first touch happens in the threads). */
-static double *membw_map(size_t bytes) {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
+/* Anonymous pages, not touched here (first touch happens in the threads),
+ * over-mapped by one huge page so the array can start on a huge-page
+ * boundary. */
+typedef struct {
+    void *base;
+    size_t len;
+    double *data;
+} membw_array;
+
+static bool membw_map(membw_array *m, size_t bytes) {
+    m->len = bytes + LT__MEMBW_HUGE_PAGE;
+    m->base = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m->base == MAP_FAILED) {
+        m->base = NULL;
+        return false;
+    }
+    uintptr_t start = ((uintptr_t)m->base + LT__MEMBW_HUGE_PAGE - 1) & ~(LT__MEMBW_HUGE_PAGE - 1);
+    m->data = (double *)start;
 #ifdef MADV_HUGEPAGE
-    madvise(p, bytes, MADV_HUGEPAGE); /* fewer TLB misses; a hint, failure is harmless */
+    madvise(m->data, bytes, MADV_HUGEPAGE); /* fewer TLB misses; a hint, failure is harmless */
 #endif
-    return p;
+    return true;
 }
 
-static void membw_unmap(double *p, size_t bytes) {
-    if (p) munmap(p, bytes);
+static void membw_unmap(membw_array *m) {
+    if (m->base) munmap(m->base, m->len);
 }
 
 int lt__membw_measure_sum(lt_pool *pool, size_t bytes_per_array, int reps, lt_membw *out,
@@ -156,12 +175,17 @@ int lt__membw_measure_sum(lt_pool *pool, size_t bytes_per_array, int reps, lt_me
         .triad = lt__membw_triad_for(isa),
         .read = lt__membw_read_for(isa),
     };
+    bool huge = bytes / (size_t)nth >= LT__MEMBW_HUGE_PER_THREAD * LT__MEMBW_HUGE_PAGE;
+    j.granule = (huge ? LT__MEMBW_HUGE_PAGE : LT__MEMBW_PAGE) / sizeof(double);
     int rc = LT_OK;
+    membw_array arr[3] = {{0}};
     j.slots = lt_aligned_alloc(LT_CACHE_LINE, sizeof(membw_slot) * (size_t)nth);
-    j.a = membw_map(bytes);
-    j.b = membw_map(bytes);
-    j.c = membw_map(bytes);
-    if (!j.slots || !j.a || !j.b || !j.c) {
+    bool mapped = membw_map(&arr[0], bytes) && membw_map(&arr[1], bytes) &&
+                  membw_map(&arr[2], bytes);
+    j.a = arr[0].data;
+    j.b = arr[1].data;
+    j.c = arr[2].data;
+    if (!j.slots || !mapped) {
         rc = lt_error(LT_ENOMEM, "memory bandwidth: cannot allocate 3 arrays of %zu bytes", bytes);
         goto done;
     }
@@ -190,9 +214,7 @@ int lt__membw_measure_sum(lt_pool *pool, size_t bytes_per_array, int reps, lt_me
     if (read_sum) *read_sum = sum;
 
 done:
-    membw_unmap(j.a, bytes);
-    membw_unmap(j.b, bytes);
-    membw_unmap(j.c, bytes);
+    for (int i = 0; i < 3; i++) membw_unmap(&arr[i]);
     lt_aligned_free(j.slots);
     return rc;
 }

@@ -14,11 +14,14 @@ void lt__membw_triad_avx512(double *a, const double *b, const double *c, double 
         _mm512_storeu_pd(a + i + 16, _mm512_fmadd_pd(vs, c2, _mm512_loadu_pd(b + i + 16)));
         _mm512_storeu_pd(a + i + 24, _mm512_fmadd_pd(vs, c3, _mm512_loadu_pd(b + i + 24)));
     }
-    for (; i + 8 <= n; i += 8)
-        _mm512_storeu_pd(a + i, _mm512_fmadd_pd(vs, _mm512_loadu_pd(c + i), _mm512_loadu_pd(b + i)));
-    if (i < n) {
+    for (; i + 8 <= n; i += 8) {
+        __m512d r = _mm512_fmadd_pd(vs, _mm512_loadu_pd(c + i), _mm512_loadu_pd(b + i));
+        _mm512_storeu_pd(a + i, r);
+    }
+    if (i < n) { /* masked tail: no access past a[n-1], b[n-1], c[n-1] */
         __mmask8 m = (__mmask8)((1u << (n - i)) - 1);
-        __m512d r = _mm512_fmadd_pd(vs, _mm512_maskz_loadu_pd(m, c + i), _mm512_maskz_loadu_pd(m, b + i));
+        __m512d r =
+            _mm512_fmadd_pd(vs, _mm512_maskz_loadu_pd(m, c + i), _mm512_maskz_loadu_pd(m, b + i));
         _mm512_mask_storeu_pd(a + i, m, r);
     }
 }
@@ -39,7 +42,10 @@ double lt__membw_read_avx512(const double *x, size_t n) {
         s7 = _mm512_add_pd(s7, _mm512_loadu_pd(x + i + 56));
     }
     for (; i + 8 <= n; i += 8) s0 = _mm512_add_pd(s0, _mm512_loadu_pd(x + i));
-    if (i < n) s1 = _mm512_add_pd(s1, _mm512_maskz_loadu_pd((__mmask8)((1u << (n - i)) - 1), x + i));
+    if (i < n) {
+        __mmask8 m = (__mmask8)((1u << (n - i)) - 1);
+        s1 = _mm512_add_pd(s1, _mm512_maskz_loadu_pd(m, x + i));
+    }
     s0 = _mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3));
     s4 = _mm512_add_pd(_mm512_add_pd(s4, s5), _mm512_add_pd(s6, s7));
     return _mm512_reduce_add_pd(_mm512_add_pd(s0, s4));

@@ -1,6 +1,7 @@
 /* The persistent thread pool: nthreads-1 workers plus the caller (ith 0), a
- * generation counter to publish jobs, spin-then-futex waiting, and the spin
- * barrier the executors call between dependent steps.
+ * generation counter to publish jobs, spin-then-futex waiting with a
+ * per-thread adaptive spin budget, and the counter+generation barrier the
+ * executors call between dependent steps.
  *
  * Everything shared is a C11 atomic or is published through one (fn, arg,
  * stop), so ThreadSanitizer sees every hand-off; the futex calls only put
@@ -25,22 +26,27 @@
 #define lt__cpu_relax() ((void)0)
 #endif
 
-/* Waiting is in three phases: pause-spin, then spin with sched_yield, then
- * (for pool waits, not barriers) sleep on a futex.
- *
- * Pause-only window: a peer that is running answers within a few
- * microseconds; past that it has probably lost its CPU (another process, or
- * more threads than CPUs), and a pure spinner would only delay it further
- * when they share a CPU, so the waiter yields from then on. A pause is
- * ~11 ns on this class of machine: ~1k pauses. */
-#define LT__SPIN_PAUSE_NS 10000u
-/* Total spin budget before a waiting worker (or the caller waiting for the
- * workers) sleeps in the kernel. Long enough to bridge the gap between two
- * lt_pool_run calls inside one token (sampling, bookkeeping: tens of
- * microseconds), short enough that an idle pool costs no CPU. Equivalent to
- * ~20k pauses. LT_POOL_SPIN_US overrides it (0 = sleep at once). */
-#define LT__POOL_SPIN_NS_DEFAULT 200000u
-/* The clock is read once per this many pauses (~0.7 us) while pause-spinning. */
+/* A waiter pause-spins, then sleeps on a futex (job waits, completion waits
+ * and barriers alike). The spin budget is capped by the pool's maximum: long
+ * enough to bridge the gap between two lt_pool_run calls inside one token
+ * (sampling, bookkeeping) and a barrier's load imbalance, short enough that an
+ * idle pool costs no CPU. A pause is ~11 ns on this class of machine, so the
+ * default cap is ~9k pause iterations. LT_POOL_SPIN_US overrides it (0 = sleep
+ * at once); a pool with more threads than CPUs never spins. */
+#define LT__POOL_SPIN_NS_DEFAULT 100000u
+/* Below the cap each thread adapts its budget per kind of wait: back to the
+ * cap after a wait that spinning satisfied, halved after one that had to
+ * sleep, down to no spinning at all. On a loaded host the kernel may put two
+ * pool threads on one CPU, and a spinner then only delays the peer it waits
+ * for; even on separate CPUs, spinning spends the threads' fair share, so the
+ * scheduler preempts them more. Measured with 2 threads at load ~14 on 2
+ * CPUs: a futex barrier cost 4 us, a barrier spinning 5 us first 13 us. */
+#define LT__SPIN_LEVELS 8 /* budget = cap >> level; level LEVELS-1: no spin */
+/* With spinning off, every this-many-th wait spins the full cap again, so a
+ * thread finds out when spinning pays again (after an idle spell, or once the
+ * load is gone). */
+#define LT__SPIN_PROBE_EVERY 256u
+/* The clock is read once per this many pauses (~0.7 us) while spinning. */
 #define LT__SPIN_CHECK 64
 
 #define LT__POOL_MAX_THREADS 1024
@@ -53,7 +59,6 @@ typedef struct {
 struct lt_pool {
     int nth;
     int nstarted;        /* workers successfully created (threads[0..nstarted)) */
-    uint64_t pause_ns;   /* pause-only window (0 when oversubscribed) */
     uint64_t spin_ns;    /* spin budget before sleeping */
     pthread_t *threads;  /* [nth-1] */
     lt__worker *workers; /* [nth-1] */
@@ -78,37 +83,63 @@ struct lt_pool {
     _Atomic int caller_sleeping;
 
     /* Barrier: arrivals counted in bar_count; the last arriver resets it and
-     * bumps bar_gen, which everybody else spins on. Separate lines so the
-     * spinners' reads of bar_gen do not fight the arrivals' writes. */
+     * bumps bar_gen, which everybody else spins (then sleeps) on. Separate
+     * lines so the spinners' reads of bar_gen do not fight the arrivals'
+     * writes. */
     alignas(LT_CACHE_LINE) _Atomic uint32_t bar_count;
-    alignas(LT_CACHE_LINE) _Atomic uint32_t bar_gen;
+    alignas(LT_CACHE_LINE) _Atomic uint32_t bar_gen; /* futex word of barrier sleepers */
+    _Atomic int bar_sleepers;
 
     alignas(LT_CACHE_LINE) _Atomic int running; /* guards against reentrant runs */
 };
 
 /* ---- spinning and sleeping -------------------------------------------------- */
 
+typedef enum { WAIT_JOB, WAIT_DONE, WAIT_BARRIER, WAIT_KINDS } lt__wait_kind;
+
+/* This thread's spin level per kind of wait (0, the zero-initialised
+ * start, = the cap), and waits since it last probed with the full cap. */
+static _Thread_local struct {
+    unsigned char level;
+    unsigned short since_probe;
+} lt__spin_state[WAIT_KINDS];
+
 typedef struct {
-    uint64_t start;    /* ns; 0 until the first clock read */
-    uint64_t pause_ns; /* pause-only window */
-    uint64_t budget_ns; /* give up after this long (UINT64_MAX: never) */
+    uint64_t start;     /* ns; 0 until the first clock read */
+    uint64_t budget_ns; /* give up spinning after this long */
+    unsigned level;     /* the level budget_ns came from */
+    lt__wait_kind kind;
     unsigned n;
 } lt__spinner;
 
-/* One step of waiting; false once the budget is spent. */
+static lt__spinner spinner_start(const lt_pool *p, lt__wait_kind kind) {
+    lt__spinner s = {.kind = kind, .level = lt__spin_state[kind].level};
+    if (s.level == LT__SPIN_LEVELS - 1 &&
+        ++lt__spin_state[kind].since_probe >= LT__SPIN_PROBE_EVERY) {
+        lt__spin_state[kind].since_probe = 0;
+        s.level = 0;
+    }
+    s.budget_ns = s.level == LT__SPIN_LEVELS - 1 ? 0 : p->spin_ns >> s.level;
+    return s;
+}
+
+/* One pause of waiting; false once the budget is spent. */
 static bool spinner_next(lt__spinner *s) {
     if (s->budget_ns == 0) return false;
-    uint64_t elapsed = 0;
-    if (++s->n % LT__SPIN_CHECK == 0 || s->n > (1u << 30)) {
+    if (++s->n % LT__SPIN_CHECK == 0) {
         uint64_t now = lt_now_ns();
         if (s->start == 0) s->start = now;
-        elapsed = now - s->start;
-        if (elapsed >= s->budget_ns) return false;
-        if (elapsed >= s->pause_ns) s->n = (1u << 30) + 1; /* yield phase from now on */
+        else if (now - s->start >= s->budget_ns) return false;
     }
-    if (s->n > (1u << 30)) sched_yield();
-    else lt__cpu_relax();
+    lt__cpu_relax();
     return true;
+}
+
+/* Records how the wait ended: spinning was enough, or it had to sleep. */
+static void spinner_end(const lt__spinner *s, bool slept) {
+    unsigned level = slept ? s->level + 1 : 0;
+    if (level > LT__SPIN_LEVELS - 1) level = LT__SPIN_LEVELS - 1;
+    lt__spin_state[s->kind].level = (unsigned char)level;
 }
 
 static void futex_wait(_Atomic uint32_t *addr, uint32_t expected) {
@@ -128,10 +159,11 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
  * In any interleaving either the worker reads the new gen or the caller reads
  * sleepers > 0 (and the futex's own check covers the gap before the wait). */
 static uint32_t worker_wait(lt_pool *p, uint32_t seen) {
-    lt__spinner sp = {.pause_ns = p->pause_ns, .budget_ns = p->spin_ns};
+    lt__spinner sp = spinner_start(p, WAIT_JOB);
     uint32_t g;
     while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && spinner_next(&sp)) {
     }
+    spinner_end(&sp, g == seen);
     while (g == seen) {
         atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&p->gen, memory_order_seq_cst) == seen) futex_wait(&p->gen, seen);
@@ -150,11 +182,12 @@ static void worker_done(lt_pool *p) {
 }
 
 static void caller_wait_done(lt_pool *p) {
-    lt__spinner sp = {.pause_ns = p->pause_ns, .budget_ns = p->spin_ns};
+    lt__spinner sp = spinner_start(p, WAIT_DONE);
     uint32_t left;
     while ((left = atomic_load_explicit(&p->pending, memory_order_acquire)) != 0 &&
            spinner_next(&sp)) {
     }
+    spinner_end(&sp, left != 0);
     while (left != 0) {
         atomic_store_explicit(&p->caller_sleeping, 1, memory_order_seq_cst);
         left = atomic_load_explicit(&p->pending, memory_order_seq_cst);
@@ -211,7 +244,7 @@ static int usable_cpus(void) {
 }
 
 /* With more threads than CPUs a spinning thread only delays the peer it waits
- * for (which needs its CPU), so such a pool yields and sleeps at once. */
+ * for (which needs its CPU), so such a pool sleeps at once. */
 static uint64_t spin_budget_ns(bool oversubscribed) {
     const char *s = getenv("LT_POOL_SPIN_US");
     if (s && *s) {
@@ -236,9 +269,7 @@ int lt_pool_init(lt_pool **out, int nthreads) {
     lt_pool *p = lt_aligned_alloc(LT_CACHE_LINE, sizeof *p);
     if (!p) return lt_error(LT_ENOMEM, "thread pool: out of memory");
     p->nth = nthreads;
-    bool oversubscribed = nthreads > usable_cpus();
-    p->pause_ns = oversubscribed ? 0 : LT__SPIN_PAUSE_NS;
-    p->spin_ns = spin_budget_ns(oversubscribed);
+    p->spin_ns = spin_budget_ns(nthreads > usable_cpus());
     if (nthreads > 1) {
         p->threads = calloc((size_t)nthreads - 1, sizeof *p->threads);
         p->workers = calloc((size_t)nthreads - 1, sizeof *p->workers);
@@ -293,21 +324,35 @@ void lt_pool_run(lt_pool *pool, lt_pool_fn fn, void *arg) {
  *    before it), and bar_gen cannot move past g until this thread arrives,
  *    so g is exactly the current generation.
  *  - The arrivals form one release sequence on bar_count: the last arriver's
- *    acq_rel RMW acquires every other thread's pre-barrier writes; its release
- *    store of g+1 hands them (and its own) to the spinners' acquire loads.
- *  - bar_count is reset (relaxed) before that release store, and a thread
- *    arrives at the next barrier only after acquiring g+1, so it counts from 0.
- * Waiters never sleep (barrier waits are short); past the pause window they
- * yield so a preempted peer can get their CPU. */
+ *    acq_rel RMW acquires every other thread's pre-barrier writes; its
+ *    (seq_cst, so also release) store of g+1 hands them and its own to the
+ *    waiters' acquire loads of bar_gen.
+ *  - bar_count is reset (relaxed) before that store, and a thread arrives at
+ *    the next barrier only after acquiring g+1, so it counts from 0.
+ *  - Sleeping: the same Dekker pattern as the job wait, seq_cst on both sides:
+ *    waiter bar_sleepers++ then reads bar_gen; last arriver stores bar_gen
+ *    then reads bar_sleepers; one of them sees the other. */
 void lt_pool_barrier(lt_pool *pool) {
     const uint32_t nth = (uint32_t)pool->nth;
     if (nth == 1) return;
     uint32_t g = atomic_load_explicit(&pool->bar_gen, memory_order_relaxed);
     if (atomic_fetch_add_explicit(&pool->bar_count, 1, memory_order_acq_rel) == nth - 1) {
         atomic_store_explicit(&pool->bar_count, 0, memory_order_relaxed);
-        atomic_store_explicit(&pool->bar_gen, g + 1, memory_order_release);
+        atomic_store_explicit(&pool->bar_gen, g + 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&pool->bar_sleepers, memory_order_seq_cst) > 0)
+            futex_wake_all(&pool->bar_gen);
         return;
     }
-    lt__spinner sp = {.pause_ns = pool->pause_ns, .budget_ns = UINT64_MAX};
-    while (atomic_load_explicit(&pool->bar_gen, memory_order_acquire) == g) spinner_next(&sp);
+    lt__spinner sp = spinner_start(pool, WAIT_BARRIER);
+    while (atomic_load_explicit(&pool->bar_gen, memory_order_acquire) == g && spinner_next(&sp)) {
+    }
+    bool slept = false;
+    while (atomic_load_explicit(&pool->bar_gen, memory_order_acquire) == g) {
+        slept = true;
+        atomic_fetch_add_explicit(&pool->bar_sleepers, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&pool->bar_gen, memory_order_seq_cst) == g)
+            futex_wait(&pool->bar_gen, g);
+        atomic_fetch_sub_explicit(&pool->bar_sleepers, 1, memory_order_relaxed);
+    }
+    spinner_end(&sp, slept);
 }

@@ -111,6 +111,13 @@ static void test_small_splits(void) {
             lt_pool_free(pool);
         }
     }
+    /* large enough for huge-page chunks per thread, with a partial last one */
+    lt_pool *pool = NULL;
+    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
+    if (pool) {
+        measure_checked(pool, ((size_t)64 << 20) + 24, 1);
+        lt_pool_free(pool);
+    }
     /* the portable path through the whole measurement */
     lt_isa_force(LT_ISA_PORTABLE);
     measure_checked(NULL, (1 << 20) + 8, 2);

@@ -235,6 +235,17 @@ int main(void) {
         test_barrier(n, n > 2 ? 10 : 50);
         test_reuse_after_sleep(n);
     }
+    /* The sleeping paths on their own (every wait sleeps at once), and mixed
+     * with a 1 us spin so wake-ups race with the spinners giving up. */
+    static const char *const spins[] = {"0", "1"};
+    for (size_t k = 0; k < 2; k++) {
+        setenv("LT_POOL_SPIN_US", spins[k], 1);
+        test_each_ith_once(2, 3000);
+        test_each_ith_once(3, 1000);
+        test_barrier(2, 20);
+        test_barrier(4, 5);
+    }
+    unsetenv("LT_POOL_SPIN_US");
     test_single_thread_barrier();
     test_init_free_many();
     return lt_test_finish();
