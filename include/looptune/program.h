@@ -79,6 +79,31 @@ void lt_program_cost(const lt_program *p, const lt_step *step, double *bytes, do
 /* Human-readable listing: buffers then nodes with operands and parameters. */
 void lt_program_print(const lt_program *p, FILE *f);
 
+/* ---- kernel looping ----------------------------------------------------------- */
+
+/* A LOOP node: body_len nodes repeated n_iter times. In the flat node list,
+ * iteration it's copy of body node j is node first + it * body_len + j;
+ * iterations differ only in the WEIGHT/STATE buffers bound to n_slots
+ * operand slots. */
+typedef struct {
+    int first, body_len, n_iter, n_slots;
+} lt_loop_info;
+
+/* The kernel-looping pass: finds the longest runs of structurally identical
+ * blocks (same kernels, shapes, attributes, parameters and activation
+ * buffers; weights and state may differ, consistently within a block) and
+ * records each run as one LOOP node. Greedy by coverage (body_len x n_iter,
+ * ties to the shorter body), then recursively on what lies before and after;
+ * one level: repeats inside a body stay flat. Returns the number of loops
+ * found (>= 0). Idempotent: a second call finds nothing new. */
+int lt_pass_kernel_looping(lt_program *p);
+int lt_program_n_loops(const lt_program *p);
+void lt_program_loop(const lt_program *p, int loop, lt_loop_info *out);
+/* Operand slot s of a loop: body node j and operand index i. */
+void lt_program_loop_slot(const lt_program *p, int loop, int s, int *body_node, int *operand);
+/* Buffer bound to slot s in iteration it. */
+int lt_program_loop_binding(const lt_program *p, int loop, int it, int s);
+
 /* ---- executors ------------------------------------------------------------ */
 
 /* Synchronisation counters of the last run, summed over threads. */

@@ -19,6 +19,12 @@ void lt_program_free(lt_program *p) {
     if (!p) return;
     for (int i = 0; i < p->n_bufs; i++) free(p->bufs[i].name);
     for (int i = 0; i < p->n_nodes; i++) free(p->nodes[i].label);
+    for (int i = 0; i < p->n_loops; i++) {
+        free(p->loops[i].slot);
+        free(p->loops[i].bind);
+        free(p->loops[i].stride);
+    }
+    free(p->loops);
     lt_aligned_free(p->arena);
     free(p->bufs);
     free(p->nodes);
@@ -105,8 +111,22 @@ int lt_program_set_params(lt_program *p, int node, const lt_params *params) {
     int rc = p->finalized ? lt_call_check(n->kernel, &trial)
                           : lt_params_validate(lt_kernel_get(n->kernel), params);
     if (rc) return rc;
-    n->params = *params;
-    n->call.params = *params;
+    /* a node inside a LOOP shares its parameters with the same body node of
+     * every iteration: the iterations stay structurally identical */
+    int first = node, step = 1, count = 1;
+    for (int i = 0; i < p->n_loops; i++) {
+        const lt__loop *L = &p->loops[i];
+        if (node >= L->first && node < L->first + L->n_iter * L->body_len) {
+            first = L->first + (node - L->first) % L->body_len;
+            step = L->body_len;
+            count = L->n_iter;
+        }
+    }
+    for (int it = 0; it < count; it++) {
+        lt__node *m = &p->nodes[first + it * step];
+        m->params = *params;
+        m->call.params = *params;
+    }
     return LT_OK;
 }
 

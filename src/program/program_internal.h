@@ -24,12 +24,26 @@ typedef struct {
     lt_kernel_fn fn; /* chosen at finalize for the active ISA */
 } lt__node;
 
+/* A LOOP node: body_len consecutive nodes starting at `first`, repeated
+ * n_iter times in the flat node list (iteration it, body node j is
+ * nodes[first + it * body_len + j]). Iterations differ only in the
+ * WEIGHT/STATE buffers they bind; slots name those operands. */
+typedef struct {
+    int first, body_len, n_iter;
+    int n_slots;
+    int (*slot)[2]; /* [n_slots] {body node j, operand i} */
+    int *bind;      /* [n_iter][n_slots] buffer ids */
+    int64_t *stride; /* [n_slots] byte stride between iterations' data, or 0 if not constant */
+} lt__loop;
+
 struct lt_program {
     char name[64];
     lt__buffer *bufs;
     int n_bufs, cap_bufs;
     lt__node *nodes;
     int n_nodes, cap_nodes;
+    lt__loop *loops; /* sorted by first node */
+    int n_loops;
     void *arena; /* all activations */
     bool finalized;
 };
