@@ -536,6 +536,23 @@ def load_llama2c(path):
                  arrays.get("w_out", arrays["tok_emb"]))
 
 
+def read_llama2c_tokenizer(path, vocab_size):
+    """llama2.c tokenizer.bin: int32 max_token_length, then per token float32 score, int32
+    length, bytes. Returns (pieces as bytes, scores)."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    c = _Cursor(buf, path)
+    c.unpack("<i", "max token length")
+    pieces, scores = [], []
+    for i in range(vocab_size):
+        scores.append(c.unpack("<f", "score %d" % i))
+        n = c.unpack("<i", "length %d" % i)
+        c.need(n, "piece %d" % i)
+        pieces.append(bytes(buf[c.pos:c.pos + n]))
+        c.pos += n
+    return pieces, np.array(scores, dtype=np.float32)
+
+
 def load_model(path):
     with open(path, "rb") as f:
         magic = f.read(4)

@@ -38,6 +38,14 @@ VARIANTS = [
 VARIANT_CASES = {("gqa_hd16", "f32"), ("gqa_hd16", "q8_0"), ("mqa_hd32", "bf16"),
                  ("gqa_hd8", "f16")}
 
+# Presets: (preset, dtype, with the Llama 2 vocabulary?, prompt, known config
+# (dim, hidden, layers, heads, kv_heads, vocab, seq) as published for the llama2.c models).
+PRESETS = [
+    ("stories260K", "f16", False, PROMPT, (64, 172, 5, 8, 4, 512, 512)),
+    ("stories15M", "q8_0", True, [1, 9038, 2501, 263, 931], (288, 768, 6, 6, 6, 32000, 256)),
+]
+SPM_SPACE = "\u2581".encode()
+
 
 def check_file(ck, name, g, shape, dtype):
     """model-gen wrote what was asked: shape, metadata and dtypes."""
@@ -49,7 +57,51 @@ def check_file(ck, name, g, shape, dtype):
     want_t = R.GGML_TYPE_BY_NAME[dtype]
     wrong = [t.name for t in g.tensors
              if t.ggml_type != (R.GGML_F32 if t.name.endswith("norm.weight") else want_t)]
-    ck.check(not wrong, name + " tensor dtypes", "unexpected dtype: %s" % wrong[:3])
+    ck.check(not wrong, name + " tensor dtypes",
+             "unexpected dtype: %s" % wrong[:3] if wrong else "")
+
+
+def check_vocab(ck, name, g, vocab_file):
+    """model-gen embedded the llama2.c vocabulary: same pieces (' ' written as U+2581) and
+    scores, BOS 1 and EOS 2."""
+    pieces, scores = R.read_llama2c_tokenizer(vocab_file, 32000)
+    toks = g.get("tokenizer.ggml.tokens")
+    got_scores = g.get("tokenizer.ggml.scores")
+    if not ck.check(toks is not None and len(toks) == len(pieces), name + " vocabulary size",
+                    "%s tokens" % (None if toks is None else len(toks))):
+        return
+    bad = [i for i in range(3, len(pieces))
+           if toks[i].encode("utf-8", "surrogateescape") != pieces[i].replace(b" ", SPM_SPACE)]
+    ck.check(not bad, name + " vocabulary pieces",
+             "first mismatch at id %d" % bad[0] if bad else "")
+    ck.check(got_scores is not None and np.array_equal(np.asarray(got_scores, np.float32),
+                                                       scores), name + " vocabulary scores")
+    ck.check(g.get_int("tokenizer.ggml.bos_token_id") == 1 and
+             g.get_int("tokenizer.ggml.eos_token_id") == 2, name + " BOS/EOS ids")
+
+
+def run_preset(ck, preset, dtype, with_vocab, prompt, known):
+    name = "%s/%s" % (preset, dtype)
+    path = os.path.join(H.work_dir("logits"), "%s_%s.gguf" % (preset, dtype))
+    vocab_file = os.path.join(H.env_path("LT_DATA_DIR"), "llama2-tokenizer.bin") \
+        if with_vocab else None
+    ok, msg = H.model_gen(path, dtype, seed=3, preset=preset, vocab_file=vocab_file)
+    if not ck.check(ok, name + " model-gen", msg):
+        return []
+    try:
+        g = R.GGUFFile(path)
+        model = R.load_gguf(g)
+    except R.FormatError as e:
+        ck.check(False, name + " model-gen output is a valid GGUF", str(e))
+        return []
+    c = model.cfg
+    got = (c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len)
+    ck.check(got == known, name + " preset config", "got %s want %s" % (got, known))
+    if with_vocab:
+        check_vocab(ck, name, g, vocab_file)
+    res = H.run_greedy(path, prompt, N, c.vocab_size, name.replace("/", "_"))
+    ref = H.check_run(ck, name, model, prompt, N, res, dtype)
+    return [] if ref is None else [H.compare_logits(ref, res.logits, dtype)[1]]
 
 
 def run_case(ck, shape, dtype, seed):
@@ -102,6 +154,10 @@ def main():
             r = run_case(ck, shape, dtype, seed)
             if r:
                 worst[dtype] = max(worst.get(dtype, 0.0), max(r))
+    for preset, dtype, with_vocab, prompt, known in PRESETS:
+        r = run_preset(ck, preset, dtype, with_vocab, prompt, known)
+        if r:
+            worst[dtype] = max(worst.get(dtype, 0.0), max(r))
     for dtype in DTYPES:
         if dtype in worst:
             ck.note("worst error/bound for %s: %.3g (bound %g * max|logit| + %g)" %
