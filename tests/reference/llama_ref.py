@@ -408,6 +408,10 @@ class Config:
             raise FormatError("odd head_dim %d" % self.head_dim)
         self.kv_dim = n_kv_heads * self.head_dim
 
+    def copy(self):
+        return Config(self.dim, self.hidden_dim, self.n_layers, self.n_heads, self.n_kv_heads,
+                      self.vocab_size, self.seq_len, self.rms_eps, self.rope_base)
+
     def __repr__(self):
         return ("Config(dim=%d, hidden=%d, layers=%d, heads=%d, kv_heads=%d, vocab=%d, seq=%d, "
                 "eps=%g, rope_base=%g)" % (self.dim, self.hidden_dim, self.n_layers, self.n_heads,
@@ -443,6 +447,11 @@ class Model:
                 if layer[k].shape != shape:
                     raise FormatError("layer %d %s shape %s, want %s" %
                                       (i, k, layer[k].shape, shape))
+
+    def copy(self):
+        """A copy whose config and per-layer dicts can be changed; arrays are shared."""
+        return Model(self.cfg.copy(), self.tok_emb, [dict(w) for w in self.layers],
+                     self.out_norm, self.w_out)
 
     def astype(self, dtype):
         """A copy computing in another float type (float32 to estimate rounding effects)."""

@@ -261,6 +261,65 @@ def check_precision(ck, model, name, tokens):
              "worst error/bound %.3g (abs %.3g)" % (ratio, err))
 
 
+# Plausible implementation bugs, each written as a change of the model that makes the correct
+# forward pass compute what the buggy one would.
+def _bug_gqa_modulo(m):  # query head h reads kv head h % kv_heads instead of h // group
+    c = m.cfg
+    group, hd = c.n_heads // c.n_kv_heads, c.head_dim
+    perm = [kv + c.n_kv_heads * r for kv in range(c.n_kv_heads) for r in range(group)]
+    for w in m.layers:
+        w["wq"] = w["wq"].reshape(c.n_heads, hd, -1)[perm].reshape(c.dim, -1)
+        w["wo"] = w["wo"].reshape(c.dim, c.n_heads, hd)[:, perm].reshape(c.dim, -1)
+
+
+def _bug_neox_rope(m):  # rotates (x[i], x[i + hd/2]) instead of (x[2i], x[2i+1])
+    hd = m.cfg.head_dim
+    order = np.ravel(np.column_stack([np.arange(hd // 2), np.arange(hd // 2) + hd // 2]))
+    for w in m.layers:
+        for k in ("wq", "wk"):
+            w[k] = w[k].reshape(-1, hd, w[k].shape[1])[:, order].reshape(w[k].shape)
+
+
+def _bug_swap_gate_up(m):
+    for w in m.layers:
+        w["w_gate"], w["w_up"] = w["w_up"], w["w_gate"]
+
+
+def _bug_attention_scale(m):  # 1/sqrt(dim) instead of 1/sqrt(head_dim)
+    for w in m.layers:
+        w["wq"] = w["wq"] * math.sqrt(m.cfg.head_dim / m.cfg.dim)
+
+
+def _bug_eps(m):
+    m.cfg.rms_eps *= 10
+
+
+def _bug_rope_base(m):
+    m.cfg.rope_base *= 1.01
+
+
+def _bug_final_norm(m):  # final norm weight ignored
+    m.out_norm = np.ones_like(m.out_norm)
+
+
+BUGS = [("kv head h % kv_heads", _bug_gqa_modulo), ("rope on halves", _bug_neox_rope),
+        ("gate and up swapped", _bug_swap_gate_up), ("attention scale 1/sqrt(dim)",
+                                                     _bug_attention_scale),
+        ("rms eps x10", _bug_eps), ("rope base +1%", _bug_rope_base),
+        ("final norm weight ignored", _bug_final_norm)]
+
+
+def check_tolerance_catches_bugs(ck, model, tokens):
+    """The logits tolerance is tight enough to see each plausible bug on the trained model."""
+    ref = R.logits_for(model, tokens)
+    for name, bug in BUGS:
+        m = model.copy()
+        bug(m)
+        ok, ratio, row, err = H.compare_logits(ref, R.logits_for(m, tokens), "f32")
+        ck.check(not ok, "stories260K: tolerance detects bug '%s'" % name,
+                 "worst error/bound %.3g" % ratio)
+
+
 def check_llama2c_gguf(ck, wd, model):
     path = os.path.join(wd, "s260k_f32.gguf")
     R.model_to_gguf(model, path, R.GGML_F32)
@@ -305,6 +364,7 @@ def main():
         ck.check(ids_a == ids_b and rel_err(rows_a, rows_b) < 1e-12,
                  "stories260K: greedy with batched and token-by-token prefill agree")
         check_llama2c_gguf(ck, wd, model)
+        check_tolerance_catches_bugs(ck, model, R.greedy(model, [1, 37, 250], 30)[0])
     return ck.finish()
 
 
