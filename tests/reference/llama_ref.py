@@ -460,6 +460,22 @@ class Model:
                      self.w_out.astype(dtype))
 
 
+def random_model(rng, dim, hidden, layers, heads, kv_heads, vocab, seq, base=10000.0):
+    """A model with random weights (numpy Generator rng), for tests."""
+    cfg = Config(dim, hidden, layers, heads, kv_heads, vocab, seq, rms_eps=1e-5,
+                 rope_base=base)
+
+    def w(rows, cols):
+        return rng.standard_normal((rows, cols)) / math.sqrt(cols)
+
+    layers_ = [dict(attn_norm=1 + 0.2 * rng.standard_normal(dim), wq=w(dim, dim),
+                    wk=w(cfg.kv_dim, dim), wv=w(cfg.kv_dim, dim), wo=w(dim, dim),
+                    ffn_norm=1 + 0.2 * rng.standard_normal(dim), w_gate=w(hidden, dim),
+                    w_down=w(dim, hidden), w_up=w(hidden, dim)) for _ in range(layers)]
+    emb = rng.standard_normal((vocab, dim))
+    return Model(cfg, emb, layers_, 1 + 0.2 * rng.standard_normal(dim), emb)
+
+
 _GGUF_LAYER_NAMES = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "attn_v",
                      "wo": "attn_output", "ffn_norm": "ffn_norm", "w_gate": "ffn_gate",
                      "w_down": "ffn_down", "w_up": "ffn_up"}

@@ -2,6 +2,7 @@
 reading its dumped logits, one-line-per-check reporting, and the logits tolerance."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,12 +14,31 @@ import llama_ref as R
 # Tolerance on logits, per weight dtype: a row passes when
 #     max_j |looptune[j] - reference[j]| <= REL * max_j |reference[j]| + ABS.
 # Weights are dequantised exactly on both sides, so the only difference is float32 against
-# float64 arithmetic (and summation order); the dtype only changes the weights' values, not the
-# rounding of the arithmetic, so one bound serves every dtype. The bound is about 10x the
-# largest error measured (see the report printed by each test: "worst error/bound").
-REL_TOL = {"f32": 1e-3, "f16": 1e-3, "bf16": 1e-3, "q8_0": 1e-3}
-ABS_TOL = 1e-4
+# float64 arithmetic (and summation order); the dtype changes the weights' values, not the
+# rounding of the arithmetic, so one bound serves every dtype. Measured against the C runtime
+# (portable, AVX2 and AVX-512 kernels, 1 and 2 threads, batched and token-by-token prefill) on
+# every shape and dtype of test_logits: worst error about 1e-6 * max|logit| (3e-6 absolute), so
+# the bound leaves a margin near 100x. It is kept that tight on purpose: at 1e-3 a wrong RMSNorm
+# epsilon (1e-6 for 1e-5) on stories260K would pass (see test_ref_selfcheck).
+REL_TOL = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 1e-4}
+ABS_TOL = 1e-5
 CLI_TIMEOUT_S = 120
+
+# Metadata of every GGUF value type, for files the reference writes: looptune must skip keys it
+# does not use, whatever their type. Arrays of arrays are left out: ggml's own reader refuses
+# them too.
+EXTRA_KVS = [
+    ("test.u8", R.T_U8, 200), ("test.i8", R.T_I8, -100), ("test.u16", R.T_U16, 60000),
+    ("test.i16", R.T_I16, -30000), ("test.u32", R.T_U32, 4000000000),
+    ("test.i32", R.T_I32, -2000000000), ("test.f32", R.T_F32, 0.25),
+    ("test.bool", R.T_BOOL, 1), ("test.string", R.T_STRING, "caf\u00e9 \u2581story"),
+    ("test.u64", R.T_U64, 1 << 60), ("test.i64", R.T_I64, -(1 << 60)),
+    ("test.f64", R.T_F64, 2.5),
+    ("test.arr_u8", R.T_ARRAY, [1, 2, 3], R.T_U8),
+    ("test.arr_f32", R.T_ARRAY, [0.5, -1.5], R.T_F32),
+    ("test.arr_str", R.T_ARRAY, ["a", "", "\u2581the"], R.T_STRING),
+    ("test.arr_empty", R.T_ARRAY, [], R.T_I64),
+]
 
 
 def env_path(name):
@@ -110,17 +130,18 @@ def run_greedy(model_path, prompt, n, vocab_size, tag, extra=()):
     if os.path.exists(dump):
         os.remove(dump)
     args = ["run", "-m", model_path, "--prompt-ids", ",".join(str(t) for t in prompt),
-            "-n", n, "--temp", "0", "--print-ids", "--dump-logits", dump] + list(extra)
+            "-n", n, "--temp", "0", "--ignore-eos", "--print-ids", "--dump-logits", dump]
+    args += list(extra)
     p = run_cli(args)
     if p.returncode != 0:
         return RunResult(False, describe_failure(p))
-    lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
-    if not lines:
-        return RunResult(False, "no ids on stdout")
-    try:
-        ids = [int(t) for t in lines[-1].split()]
-    except ValueError:
-        return RunResult(False, "stdout's last line is not ids: %r" % lines[-1][:80])
+    # the ids are the one stdout line made only of integers
+    id_lines = [ln.split() for ln in p.stdout.splitlines()
+                if ln.split() and all(re.fullmatch(r"-?\d+", t) for t in ln.split())]
+    if len(id_lines) != 1:
+        return RunResult(False, "%d lines of ids on stdout: %r" % (len(id_lines),
+                                                                   p.stdout[-200:]))
+    ids = [int(t) for t in id_lines[0]]
     if not os.path.exists(dump):
         return RunResult(False, "no logits dump written")
     raw = np.fromfile(dump, dtype="<f4")

@@ -14,8 +14,10 @@ import lt_harness as H
 SHAPE = dict(dim=64, hidden=96, layers=2, heads=4, kv_heads=2, vocab=512, seq=64)
 GOOD_ARGS = ["--prompt-ids", "1,2,3", "-n", "4", "--temp", "0"]
 
-# Key words a message may use for a file that ends too early.
-TRUNC = r"truncat|past (the )?end|end of file|unexpected end|too short|short read|eof"
+# Key words a message may use for a file that ends too early (or a count that cannot fit in
+# what is left of it).
+TRUNC = (r"truncat|past (the )?end|end of file|unexpected end|too short|short read|eof|"
+         r"file (of|has) \d+ bytes")
 
 
 def expect_error(ck, name, args, patterns, must_name=()):
@@ -59,6 +61,12 @@ def patched(base, out_path, edits=(), cut=None):
     return out_path
 
 
+def next_field_pos(g, field):
+    """File offset just after a metadata field (the next key, or the first tensor info)."""
+    later = [f.pos for f in g.fields.values() if f.pos > field.pos]
+    return min(later) if later else g.tensors[0].name_pos - 8
+
+
 _serial = [0]
 
 
@@ -90,7 +98,9 @@ def gguf_cases(ck, wd, good):
     # truncated at several points: in the magic, the header, the metadata, the tensor infos,
     # the padding before the data, and inside the data
     arch = g.fields["general.architecture"]
-    cuts = [("in_magic", 3), ("in_header", 13), ("in_metadata", arch.value_pos + 5),
+    biggest = max(g.fields.values(), key=lambda f: len(str(f.value)))
+    cuts = [("in_magic", 3), ("in_header", 13), ("in_first_key", arch.value_pos + 5),
+            ("in_metadata_" + biggest.key, (biggest.value_pos + next_field_pos(g, biggest)) // 2),
             ("in_tensor_infos", t_by["blk.1.attn_v.weight"].name_pos + 3),
             ("after_tensor_infos", max(t.offset_pos for t in g.tensors) + 8),
             ("in_data", down.data_pos + down.nbytes // 2),

@@ -17,21 +17,6 @@ import llama_ref as R
 import lt_harness as H
 
 
-def random_model(rng, dim, hidden, layers, heads, kv_heads, vocab, seq, base=10000.0):
-    cfg = R.Config(dim, hidden, layers, heads, kv_heads, vocab, seq, rms_eps=1e-5,
-                   rope_base=base)
-
-    def w(rows, cols):
-        return rng.standard_normal((rows, cols)) / math.sqrt(cols)
-
-    layers_ = [dict(attn_norm=1 + 0.2 * rng.standard_normal(dim), wq=w(dim, dim),
-                    wk=w(cfg.kv_dim, dim), wv=w(cfg.kv_dim, dim), wo=w(dim, dim),
-                    ffn_norm=1 + 0.2 * rng.standard_normal(dim), w_gate=w(hidden, dim),
-                    w_down=w(dim, hidden), w_up=w(hidden, dim)) for _ in range(layers)]
-    emb = rng.standard_normal((vocab, dim))
-    return R.Model(cfg, emb, layers_, 1 + 0.2 * rng.standard_normal(dim), emb)
-
-
 def naive_logits(model, tokens):
     """A second forward pass written differently: one token at a time, python loops over
     heads and positions, rope by complex multiplication, scores via log-sum-exp."""
@@ -234,7 +219,7 @@ def check_forward(ck, rng, model, name, tokens):
 
 
 def check_gqa(ck, rng):
-    gqa = random_model(rng, 48, 64, 2, 6, 2, 40, 32)
+    gqa = R.random_model(rng, 48, 64, 2, 6, 2, 40, 32)
     group = 3
     mha_layers = []
     for w in gqa.layers:
@@ -294,6 +279,10 @@ def _bug_eps(m):
     m.cfg.rms_eps *= 10
 
 
+def _bug_eps_small(m):
+    m.cfg.rms_eps = 1e-6
+
+
 def _bug_rope_base(m):
     m.cfg.rope_base *= 1.01
 
@@ -305,7 +294,8 @@ def _bug_final_norm(m):  # final norm weight ignored
 BUGS = [("kv head h % kv_heads", _bug_gqa_modulo), ("rope on halves", _bug_neox_rope),
         ("gate and up swapped", _bug_swap_gate_up), ("attention scale 1/sqrt(dim)",
                                                      _bug_attention_scale),
-        ("rms eps x10", _bug_eps), ("rope base +1%", _bug_rope_base),
+        ("rms eps x10", _bug_eps), ("rms eps 1e-6", _bug_eps_small),
+        ("rope base +1%", _bug_rope_base),
         ("final norm weight ignored", _bug_final_norm)]
 
 
@@ -351,7 +341,7 @@ def main():
     check_gguf_round_trip(ck, wd)
     check_rope(ck, data_dir)
     check_gqa(ck, rng)
-    small = random_model(rng, 64, 96, 2, 4, 2, 97, 32, base=500000.0)
+    small = R.random_model(rng, 64, 96, 2, 4, 2, 97, 32, base=500000.0)
     check_forward(ck, rng, small, "random GQA model", list(rng.integers(0, 97, 11)))
     check_precision(ck, small, "random GQA model", list(rng.integers(0, 97, 25)))
     path = os.path.join(data_dir, "stories260K.bin")

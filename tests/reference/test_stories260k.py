@@ -29,21 +29,6 @@ VARIANTS = [
     ("isa_portable", ["--isa", "portable"]),
 ]
 
-EXTRA_KVS = [
-    ("test.u8", R.T_U8, 200), ("test.i8", R.T_I8, -100), ("test.u16", R.T_U16, 60000),
-    ("test.i16", R.T_I16, -30000), ("test.u32", R.T_U32, 4000000000),
-    ("test.i32", R.T_I32, -2000000000), ("test.f32", R.T_F32, 0.25),
-    ("test.bool", R.T_BOOL, 1), ("test.string", R.T_STRING, "caf\u00e9 \u2581story"),
-    ("test.u64", R.T_U64, 1 << 60), ("test.i64", R.T_I64, -(1 << 60)),
-    ("test.f64", R.T_F64, 2.5),
-    ("test.arr_u8", R.T_ARRAY, [1, 2, 3], R.T_U8),
-    ("test.arr_f32", R.T_ARRAY, [0.5, -1.5], R.T_F32),
-    ("test.arr_str", R.T_ARRAY, ["a", "", "\u2581the"], R.T_STRING),
-    ("test.arr_arr", R.T_ARRAY, [(R.T_I32, [1, 2]), (R.T_STRING, ["x"])], R.T_ARRAY),
-    ("test.arr_empty", R.T_ARRAY, [], R.T_I64),
-]
-
-
 def check_tokens(ck, name, ref_ids, ref_rows, prompt, got_ids, dtype):
     """looptune's free-running greedy ids equal the reference's; a divergence is only allowed
     where the reference's top two logits are within twice the tolerance (a near tie)."""
@@ -96,7 +81,7 @@ def main():
     for label, gt, version, align, tied in files:
         gpath = os.path.join(wd, label + ".gguf")
         R.model_to_gguf(model, gpath, gt, version=version, alignment=align,
-                        extra_kvs=EXTRA_KVS, tie_output=tied)
+                        extra_kvs=H.EXTRA_KVS, tie_output=tied)
         gmodel = R.load_gguf(gpath)  # exactly the dequantised weights looptune sees
         ck.check(("output.weight" in R.GGUFFile(gpath).by_name) != tied,
                  label + " classifier " + ("tied" if tied else "separate"))
