@@ -1,12 +1,15 @@
 """Bad-input test: the looptune CLI must reject damaged model files and bad arguments with a
 non-zero exit (not a signal), and exactly one line on stderr that names the problem. Damaged
 GGUF files are made by patching a small generated model at field offsets found with the
-reference's own GGUF parser; damaged llama2.c files from stories260K.bin."""
+reference's own GGUF parser; damaged llama2.c files from stories260K.bin. A seeded fuzz pass
+damages the GGUF header region at random: no crash, hang or multi-line error allowed."""
 
 import os
 import re
 import struct
 import sys
+
+import numpy as np
 
 import llama_ref as R
 import lt_harness as H
@@ -159,6 +162,38 @@ def gguf_cases(ck, wd, good):
              edits=[(emb.value_pos, struct.pack(width, 96))])
 
 
+def fuzz_cases(ck, wd, good, trials=150):
+    """Random damage to the header, metadata and tensor infos (seeded, so reproducible): the
+    CLI may accept the file or reject it, but never crash, hang, or print more than one line
+    when it fails."""
+    base = open(good, "rb").read()
+    g = R.GGUFFile(good)
+    rng = np.random.default_rng(2024)
+    bad = []
+    for i in range(trials):
+        b = bytearray(base)
+        kind = i % 3
+        if kind == 0:    # one random byte
+            b[rng.integers(0, g.data_start)] = rng.integers(0, 256)
+        elif kind == 1:  # a random 8-byte value (lengths, counts, dims, offsets)
+            at = int(rng.integers(0, g.data_start - 8))
+            b[at:at + 8] = struct.pack("<Q", int(rng.integers(0, 1 << 63)) >> int(
+                rng.integers(0, 63)))
+        else:            # a random cut
+            b = b[:int(rng.integers(0, len(b)))]
+        path = os.path.join(wd, "fuzz.gguf")
+        with open(path, "wb") as f:
+            f.write(bytes(b))
+        p = H.run_cli(run_args(path), timeout=60)
+        lines = [ln for ln in (p.stderr or "").splitlines() if ln.strip()]
+        if p.returncode < 0 or p.returncode >= 128 or (p.returncode != 0 and len(lines) != 1):
+            bad.append("trial %d: %s" % (i, H.describe_failure(p)))
+            with open(os.path.join(wd, "fuzz_fail_%d.gguf" % i), "wb") as f:
+                f.write(bytes(b))
+    ck.check(not bad, "gguf fuzz: %d damaged files, no crash or multi-line error" % trials,
+             "; ".join(bad[:3]))
+
+
 def llama2c_cases(ck, wd, src):
     base = open(src, "rb").read()
     n = len(base)
@@ -221,6 +256,7 @@ def main():
         p = H.run_cli(run_args(good))
         ck.check(p.returncode == 0, "the unpatched model runs", H.describe_failure(p))
         gguf_cases(ck, wd, good)
+        fuzz_cases(ck, wd, good)
         cli_cases(ck, good)
     src = os.path.join(H.env_path("LT_DATA_DIR"), "stories260K.bin")
     if ck.check(os.path.exists(src), "stories260K.bin present", src):
