@@ -4,6 +4,8 @@
 #ifndef LOOPTUNE_MODEL_H
 #define LOOPTUNE_MODEL_H
 
+#include <stdio.h>
+
 #include "looptune/core.h"
 #include "looptune/kernels.h"
 
@@ -171,6 +173,63 @@ typedef struct {
 } lt_modelgen_opts;
 /* Writes a GGUF Llama model that llama.cpp loads, deterministic for a seed. */
 int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path);
+
+
+/* ---- Llama runtime: the decoder as a program ---------------------------------- */
+
+struct lt_program;
+typedef struct lt_llama lt_llama;
+
+typedef struct {
+    int64_t max_batch;  /* largest prefill batch (default min(seq_len, 256)) */
+    int64_t ctx_len;    /* KV cache length (default and maximum: the model's seq_len) */
+    bool all_logits;    /* prefill computes logits for every token, not only the last */
+} lt_llama_opts;
+
+/* Builds the decode program (one token) and allocates the KV cache; prefill
+ * programs are built on first use per batch size. The model and pool must
+ * outlive the runtime. opts may be NULL. Free with lt_llama_free. */
+int lt_llama_init(lt_llama **out, const lt_model *m, lt_pool *pool, const lt_llama_opts *opts);
+void lt_llama_free(lt_llama *l);
+const lt_model *lt_llama_model(const lt_llama *l);
+int64_t lt_llama_ctx_len(const lt_llama *l);
+int64_t lt_llama_max_batch(const lt_llama *l);
+/* Feeds tokens[0..n) at positions pos..pos+n-1 (1 <= n <= max_batch,
+ * pos + n <= ctx_len, ids < vocab: validated). Logits of the last token (or
+ * of every token with all_logits) are then in lt_llama_logits. */
+int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos);
+/* Logits of the last eval: rows of vocab_size floats; *n_rows gets the count. */
+const float *lt_llama_logits(const lt_llama *l, int64_t *n_rows);
+/* The program that evaluates n tokens (built if needed), for printing. */
+int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out);
+/* Synchronisation counters summed over every eval so far. */
+typedef struct {
+    uint64_t steps, sync_points, wait_ns, busy_ns;
+} lt_llama_sync;
+void lt_llama_sync_stats(const lt_llama *l, lt_llama_sync *out);
+void lt_llama_set_timing(lt_llama *l, bool on); /* collect sync counters (off by default) */
+
+/* ---- generation loop ------------------------------------------------------------ */
+
+typedef struct {
+    int64_t n_prompt, n_generated;
+    double prefill_s, decode_s; /* wall time of prompt processing and of decoding */
+} lt_gen_stats;
+
+/* Called for every generated token; a non-zero return stops generation. */
+typedef int (*lt_token_cb)(void *user, int32_t prev, int32_t token);
+
+typedef struct {
+    int64_t n_new;          /* tokens to generate */
+    int64_t prefill_batch;  /* prompt batch size (0 = as large as allowed) */
+    int32_t stop_token;     /* generation stops after this token (-1: never) */
+    FILE *dump_logits;      /* if set: float32 rows for every position fed */
+} lt_gen_opts;
+
+/* Processes the prompt in batches, then samples n_new tokens one at a time.
+ * Fails (before any work) if prompt + n_new exceeds the context. */
+int lt_generate(lt_llama *l, lt_sampler *s, const int32_t *prompt, int64_t n_prompt,
+                const lt_gen_opts *opts, lt_token_cb cb, void *user, lt_gen_stats *stats);
 
 #ifdef __cplusplus
 }

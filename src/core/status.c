@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *lt_strerror(int status) {
     switch (status) {
@@ -17,10 +18,14 @@ const char *lt_strerror(int status) {
 static _Thread_local char lt__errbuf[512];
 
 int lt_error(int status, const char *fmt, ...) {
+    /* format into a copy first: callers may pass lt_errmsg() as an argument
+     * to wrap the previous detail with context */
+    char tmp[sizeof lt__errbuf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(lt__errbuf, sizeof lt__errbuf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(lt__errbuf, tmp, sizeof tmp);
     return status;
 }
 

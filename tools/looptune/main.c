@@ -1,10 +1,38 @@
-/* looptune: command dispatch. */
-#include "looptune/core.h"
+/* looptune: the command dispatcher. One file per subcommand. */
 #include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", lt_cmd_run, "generate text with a model and print a performance summary"},
+    {"bench", lt_cmd_bench, "decode benchmark with the machine's memory bandwidth as the ceiling"},
+    {"model-gen", lt_cmd_modelgen, "write a random-weight Llama model (GGUF) of a preset shape"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: looptune COMMAND [options]   (looptune COMMAND --help for its options)\n\n"
+               "looptune keeps tensor programs fast: it runs Llama-family decoders on CPUs as\n"
+               "programs of measured kernels.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
 int main(int argc, char **argv) {
-    (void)argc; (void)argv;
-    char fp[512];
-    lt_host_fingerprint(fp, sizeof fp);
-    printf("%s\n", fp);
-    return 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "looptune: unknown command '%s' (see looptune --help)\n", argv[1]);
+    return 2;
 }

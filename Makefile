@@ -1,0 +1,43 @@
+# The two commands of the README: `make run` and `make test`. Both install
+# what is missing (scripts/deps.sh), then build.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+MODELS     ?= models
+DEMO       := $(MODELS)/stories110M-q8_0.gguf
+LOOPTUNE   := $(BUILD)/looptune
+CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+
+.PHONY: all deps build build-asan run test bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -DLT_WERROR=ON >/dev/null
+	@cmake --build $(BUILD)
+
+# Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+build-asan: deps
+	@cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_WERROR=ON \
+		-DLT_SANITIZE=address,undefined >/dev/null
+	@cmake --build $(ASAN_BUILD)
+
+$(DEMO): | build
+	@mkdir -p $(MODELS)
+	$(LOOPTUNE) model-gen --preset stories110M --dtype q8_0 --vocab-file tests/data/llama2-tokenizer.bin -o $@
+
+# The main job: text generation on the demo model, with the run summary.
+run: build $(DEMO)
+	$(LOOPTUNE) run -m $(DEMO) -p "Once upon a time" -n 96 --temp 0.8 --seed 42
+
+test: build build-asan
+	cd $(BUILD) && ctest --output-on-failure --timeout 900
+	cd $(ASAN_BUILD) && ctest --output-on-failure -L 'quick|kernel' --timeout 900
+
+bench: build
+	bench/run_all.sh
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

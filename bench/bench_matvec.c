@@ -1,0 +1,277 @@
+/* matvec bandwidth sweep: for decode-like shapes (stories110M and 1B-like),
+ * f32 and q8_0, 1 and 2 threads, runs the kernel over enough copies of W to
+ * stream `footprint` bytes from memory per sample (as decode streams every
+ * layer's weights once per token), with a barrier between calls, and reports
+ * achieved GB/s min/median/max per parameter point next to a plain read-only
+ * AVX-512 vector stream over the same bytes on the same threads, measured
+ * in the same run. Ends with the point of best geometric-mean ratio.
+ *
+ * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2] [--full]
+ *                     [--shape ROWSxCOLS] [--dtype f32|q8_0|f16|bf16] [--isa NAME]
+ *   --full sweeps the whole parameter space (slow); otherwise a grid of
+ *   unroll x prefetch x rows_per_task at k_block 0, then each k_block. */
+#include "looptune/kernels.h"
+
+#include "bench_team.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define MAX_POINTS 1024
+#define MAX_REPS 32
+
+typedef struct {
+    int64_t rows, cols;
+} shape;
+
+static const shape default_shapes[] = {
+    {768, 768}, {2048, 768}, {768, 2048}, {32000, 768}, /* stories110M-like */
+    {2048, 2048}, {5632, 2048}, {2048, 5632},           /* 1B-like */
+};
+
+typedef struct {
+    const lt_kernel *k;
+    lt_kernel_fn fn;
+    lt_call *calls;     /* one per copy of W */
+    int ncopies;
+    team *t;
+    const char *const *bufs; /* for the read stream: ncopies buffers of nbytes */
+    size_t nbytes;
+    double sink[TEAM_MAX * 8];
+} job;
+
+static void run_matvec(void *arg, int ith, int nth) {
+    job *j = arg;
+    lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
+    for (int c = 0; c < j->ncopies; c++) {
+        j->fn(&j->calls[c], &step, ith, nth);
+        team_barrier(j->t);
+    }
+}
+
+/* The baseline: thread ith sums its share of every buffer with AVX-512 loads
+ * (four independent accumulators), a barrier after each buffer. */
+static void run_stream(void *arg, int ith, int nth) {
+    job *j = arg;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    size_t lines = j->nbytes / 256;
+    size_t lo = lines * (size_t)ith / (size_t)nth * 256, hi = lines * (size_t)(ith + 1) / (size_t)nth * 256;
+    for (int c = 0; c < j->ncopies; c++) {
+        const char *b = j->bufs[c];
+        for (size_t i = lo; i < hi; i += 256) {
+            a0 = _mm512_add_ps(a0, _mm512_loadu_ps(b + i));
+            a1 = _mm512_add_ps(a1, _mm512_loadu_ps(b + i + 64));
+            a2 = _mm512_add_ps(a2, _mm512_loadu_ps(b + i + 128));
+            a3 = _mm512_add_ps(a3, _mm512_loadu_ps(b + i + 192));
+        }
+        team_barrier(j->t);
+    }
+    j->sink[ith * 8] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1),
+                                                          _mm512_add_ps(a2, a3)));
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    double min, med, max;
+} stats;
+
+static stats measure(team *t, team_fn fn, job *j, double bytes, int reps) {
+    double g[MAX_REPS];
+    team_run(t, fn, j); /* warm-up */
+    for (int r = 0; r < reps; r++) {
+        uint64_t t0 = lt_now_ns();
+        team_run(t, fn, j);
+        g[r] = bytes / (double)(lt_now_ns() - t0); /* bytes per ns = GB/s */
+    }
+    qsort(g, (size_t)reps, sizeof g[0], cmp_double);
+    return (stats){g[0], g[reps / 2], g[reps - 1]};
+}
+
+/* The point set: the whole space, or the grid described in the usage. */
+static int make_points(const lt_kernel *k, bool full, lt_params *pts) {
+    int n = 0;
+    const lt_param_def *d = k->params;
+    if (full) {
+        int idx[4] = {0, 0, 0, 0};
+        for (;;) {
+            for (int i = 0; i < 4; i++) pts[n].v[i] = d[i].values[idx[i]];
+            n++;
+            int i = 0;
+            while (i < 4 && ++idx[i] == d[i].n_values) idx[i++] = 0;
+            if (i == 4) return n;
+        }
+    }
+    static const int rpt[] = {8, 32, 128}, pf[] = {0, 512, 1024, 2048};
+    for (int a = 0; a < 3; a++)
+        for (int u = 0; u < d[1].n_values; u++)
+            for (int b = 0; b < 4; b++) {
+                lt_params_default(k, &pts[n]);
+                pts[n].v[0] = rpt[a];
+                pts[n].v[1] = d[1].values[u];
+                pts[n].v[2] = 0;
+                pts[n].v[3] = pf[b];
+                n++;
+            }
+    for (int kb = 1; kb < d[2].n_values; kb++) {
+        lt_params_default(k, &pts[n]);
+        pts[n].v[2] = d[2].values[kb];
+        n++;
+    }
+    lt_params_default(k, &pts[n++]);
+    return n;
+}
+
+int main(int argc, char **argv) {
+    size_t footprint = (size_t)512 << 20;
+    int reps = 5, full = 0, nthreads[2] = {1, 2}, nnth = 2;
+    shape shapes[8];
+    int nshapes = 0;
+    lt_dtype dtypes[4] = {LT_F32, LT_Q8_0};
+    int ndtypes = 2;
+    lt_isa isa = lt_isa_detect();
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--footprint") && i + 1 < argc) {
+            footprint = (size_t)atol(argv[++i]) << 20;
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+            if (reps < 1 || reps > MAX_REPS) reps = 5;
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            nnth = sscanf(argv[++i], "%d,%d", &nthreads[0], &nthreads[1]);
+            if (nnth < 1) nnth = 1;
+        } else if (!strcmp(argv[i], "--full")) {
+            full = 1;
+        } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8) {
+            long long r, c;
+            if (sscanf(argv[++i], "%lldx%lld", &r, &c) == 2) shapes[nshapes++] = (shape){r, c};
+        } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            if (ndtypes == 2 && dtypes[0] == LT_F32 && dtypes[1] == LT_Q8_0) ndtypes = 0;
+            if (lt_dtype_parse(argv[++i], &dtypes[ndtypes]) == LT_OK) ndtypes++;
+        } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
+            if (lt_isa_parse(argv[++i], &isa) != LT_OK) isa = lt_isa_detect();
+        } else {
+            fprintf(stderr, "usage: %s [--footprint MiB] [--reps N] [--threads 1,2] [--full] "
+                            "[--shape RxC] [--dtype T] [--isa NAME]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (nshapes == 0) {
+        nshapes = (int)(sizeof default_shapes / sizeof default_shapes[0]);
+        memcpy(shapes, default_shapes, sizeof default_shapes);
+    }
+    for (int i = 0; i < nnth; i++)
+        if (nthreads[i] < 1 || nthreads[i] > TEAM_MAX) nthreads[i] = 1;
+
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    static lt_params pts[MAX_POINTS];
+    int npts = make_points(k, full, pts);
+    static double logratio[MAX_POINTS];
+    int ngroups = 0;
+    printf("matvec bench: isa %s, %d points, footprint %zu MiB, %d reps, host %s\n",
+           lt_isa_name(isa), npts, footprint >> 20, reps, lt_cpu()->model);
+
+    for (int di = 0; di < ndtypes; di++) {
+        for (int si = 0; si < nshapes; si++) {
+            const int64_t rows = shapes[si].rows, cols = shapes[si].cols;
+            const lt_dtype dt = dtypes[di];
+            const size_t wbytes = lt_dtype_row_bytes(dt, cols) * (size_t)rows;
+            int ncopies = (int)((footprint + wbytes - 1) / wbytes);
+            if (ncopies < 1) ncopies = 1;
+            /* one random W, copied: streaming cost does not depend on values */
+            char **bufs = calloc((size_t)ncopies, sizeof *bufs);
+            float *row = malloc(sizeof(float) * (size_t)cols);
+            for (int c = 0; c < ncopies; c++) {
+                bufs[c] = lt_aligned_alloc(2 << 20, wbytes);
+                if (!bufs[c]) { fprintf(stderr, "out of memory\n"); return 1; }
+                madvise(bufs[c], wbytes, MADV_HUGEPAGE);
+            }
+            uint32_t s = 12345;
+            for (int64_t r = 0; r < rows; r++) {
+                for (int64_t j = 0; j < cols; j++) {
+                    s = s * 1664525u + 1013904223u;
+                    row[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
+                }
+                lt_row_from_f32(dt, row, bufs[0] + lt_dtype_row_bytes(dt, cols) * (size_t)r, cols);
+            }
+            for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wbytes);
+            float *x = lt_aligned_alloc(64, sizeof(float) * (size_t)cols);
+            for (int64_t j = 0; j < cols; j++) x[j] = row[j];
+            float *y = lt_aligned_alloc(64, sizeof(float) * (size_t)rows * (size_t)ncopies);
+            lt_tensor *tw = calloc((size_t)ncopies, sizeof *tw), tx, *ty = calloc((size_t)ncopies, sizeof *ty);
+            lt_call *calls = calloc((size_t)ncopies, sizeof *calls);
+            lt_tensor_init(&tx, LT_F32, cols, 1, 1, 1, x);
+            for (int c = 0; c < ncopies; c++) {
+                lt_tensor_init(&tw[c], dt, cols, rows, 1, 1, bufs[c]);
+                lt_tensor_init(&ty[c], LT_F32, rows, 1, 1, 1, y + rows * c);
+                calls[c].op[0] = &ty[c];
+                calls[c].op[1] = &tw[c];
+                calls[c].op[2] = &tx;
+            }
+            const double bytes_w = (double)wbytes * ncopies;
+            lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
+
+            for (int ti = 0; ti < nnth; ti++) {
+                team t;
+                team_init(&t, nthreads[ti]);
+                job j = {.k = k, .fn = lt_kernel_fn_for(k, isa), .calls = calls,
+                         .ncopies = ncopies, .t = &t, .bufs = (const char *const *)bufs,
+                         .nbytes = wbytes};
+                stats base = measure(&t, run_stream, &j, bytes_w, reps);
+                printf("\n%s %lldx%lld, %d thread(s), %d copies x %.1f MB: read stream "
+                       "%.1f / %.1f / %.1f GB/s (min/median/max)\n",
+                       lt_dtype_name(dt), (long long)rows, (long long)cols, nthreads[ti],
+                       ncopies, (double)wbytes / 1e6, base.min, base.med, base.max);
+                int best = 0;
+                double best_med = 0;
+                for (int p = 0; p < npts; p++) {
+                    double b = 0, f = 0;
+                    for (int c = 0; c < ncopies; c++) calls[c].params = pts[p];
+                    LT_ASSERT(k->check(&calls[0]) == LT_OK);
+                    k->cost(&calls[0], &step, &b, &f);
+                    stats st = measure(&t, run_matvec, &j, b * ncopies, reps);
+                    logratio[p] += log(st.med / base.med);
+                    if (st.med > best_med) best_med = st.med, best = p;
+                    printf("  rpt=%3d unroll=%d k_block=%4d prefetch=%4d  %6.1f / %6.1f / %6.1f "
+                           "GB/s  %5.1f%% of stream\n",
+                           pts[p].v[0], pts[p].v[1], pts[p].v[2], pts[p].v[3], st.min, st.med,
+                           st.max, 100.0 * st.med / base.med);
+                }
+                stats again = measure(&t, run_stream, &j, bytes_w, reps);
+                printf("  best: rpt=%d unroll=%d k_block=%d prefetch=%d %.1f GB/s = %.1f%% of "
+                       "stream (stream again: %.1f GB/s median)\n",
+                       pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3], best_med,
+                       100.0 * best_med / base.med, again.med);
+                ngroups++;
+                team_free(&t);
+            }
+            for (int c = 0; c < ncopies; c++) lt_aligned_free(bufs[c]);
+            free(bufs);
+            free(row);
+            free(tw);
+            free(ty);
+            free(calls);
+            lt_aligned_free(x);
+            lt_aligned_free(y);
+        }
+    }
+    int best = 0;
+    for (int p = 1; p < npts; p++)
+        if (logratio[p] > logratio[best]) best = p;
+    printf("\nbest overall (geometric mean of median / stream over %d groups): rpt=%d unroll=%d "
+           "k_block=%d prefetch=%d: %.1f%%\n",
+           ngroups, pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3],
+           100.0 * exp(logratio[best] / ngroups));
+    lt_params def;
+    lt_params_default(k, &def);
+    for (int p = 0; p < npts; p++)
+        if (!memcmp(&pts[p], &def, sizeof def))
+            printf("defaults: rpt=%d unroll=%d k_block=%d prefetch=%d: %.1f%%\n", def.v[0],
+                   def.v[1], def.v[2], def.v[3], 100.0 * exp(logratio[p] / ngroups));
+    return 0;
+}

@@ -1,0 +1,99 @@
+/* looptune program: a tensor program as buffers plus kernel-call nodes that
+ * carry their parameter values, a builder API, printing, and executors.
+ * Knows nothing of Llama: the model layer builds programs with it. */
+#ifndef LOOPTUNE_PROGRAM_H
+#define LOOPTUNE_PROGRAM_H
+
+#include <stdio.h>
+
+#include "looptune/core.h"
+#include "looptune/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    LT_BUF_ACT = 0, /* activation: allocated (64-byte aligned) and owned by the program */
+    LT_BUF_WEIGHT,  /* read-only data owned by someone else (model weights) */
+    LT_BUF_STATE,   /* persistent data owned by someone else (a KV cache) */
+    LT_BUF_VIEW,    /* a window into another buffer at a byte offset */
+} lt_buf_kind;
+
+typedef struct lt_program lt_program;
+
+/* Creates an empty program. Free with lt_program_free (NULL is a no-op),
+ * which frees activations and nodes but never WEIGHT/STATE data. */
+int lt_program_init(lt_program **out, const char *name);
+void lt_program_free(lt_program *p);
+
+/* Adds a buffer named name (copied) with shape/dtype from t. ACT: t->data
+ * must be NULL (allocated at finalize). WEIGHT/STATE: t->data is external.
+ * Returns the buffer id (>= 0) or a negative status. */
+int lt_program_add_buffer(lt_program *p, const char *name, lt_buf_kind kind, const lt_tensor *t);
+/* Adds a view: shape from t (contiguous), data = parent's data + offset.
+ * The view must lie inside the parent. Returns the buffer id. */
+int lt_program_add_view(lt_program *p, const char *name, int parent, size_t offset,
+                        const lt_tensor *t);
+
+/* Adds a node calling kernel id on operand buffers ops[0..n_ops) (-1 = no
+ * operand), with attributes (NULL = zeros) and the kernel's default
+ * parameters. label is free text for printing (copied). Returns the node id. */
+int lt_program_add_node(lt_program *p, lt_kernel_id id, const int *ops, int n_ops,
+                        const int64_t ia[4], const float fa[4], const char *label);
+/* Sets a node's parameters after validating them against the kernel's space
+ * and constraints (LT_ECONFIG; nothing changes on error). */
+int lt_program_set_params(lt_program *p, int node, const lt_params *params);
+
+/* Allocates activations, resolves views and operands, checks every call
+ * (shapes and parameters). After finalize the program is ready to run;
+ * buffers and nodes can no longer be added. */
+int lt_program_finalize(lt_program *p);
+
+int lt_program_n_nodes(const lt_program *p);
+int lt_program_n_buffers(const lt_program *p);
+const char *lt_program_name(const lt_program *p);
+/* Buffer by id (data valid after finalize) or by name (-1 if absent). */
+lt_tensor *lt_program_buffer(lt_program *p, int id);
+int lt_program_find_buffer(const lt_program *p, const char *name);
+const char *lt_program_buffer_name(const lt_program *p, int id);
+lt_buf_kind lt_program_buffer_kind(const lt_program *p, int id);
+
+/* Read-only view of a node for passes, printing and executors. */
+typedef struct {
+    lt_kernel_id kernel;
+    int ops[LT_MAX_OPERANDS]; /* buffer ids, -1 = none */
+    int n_ops;
+    int64_t ia[4];
+    float fa[4];
+    lt_params params;
+    const char *label;
+} lt_node_info;
+void lt_program_node(const lt_program *p, int node, lt_node_info *out);
+/* The resolved call of a node (valid after finalize). */
+const lt_call *lt_program_call(const lt_program *p, int node);
+
+/* Analytic bytes and FLOPs of one step of the whole program. */
+void lt_program_cost(const lt_program *p, const lt_step *step, double *bytes, double *flops);
+
+/* Human-readable listing: buffers then nodes with operands and parameters. */
+void lt_program_print(const lt_program *p, FILE *f);
+
+/* ---- executors ------------------------------------------------------------ */
+
+/* Synchronisation counters of the last run, summed over threads. */
+typedef struct {
+    uint64_t sync_points;  /* barriers (or dependency waits) per thread per step */
+    uint64_t wait_ns;      /* time threads spent waiting at them, summed */
+    uint64_t busy_ns;      /* wall time of the step times threads */
+} lt_exec_stats;
+
+/* The baseline executor (as ggml does it): every node is split across all
+ * the pool's threads, then all threads meet at a barrier. Kernels run the
+ * ISA chosen at finalize (lt_isa_active() then). stats may be NULL. */
+int lt_exec_dispatch(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

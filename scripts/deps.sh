@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what looptune needs to build and test on a Debian machine, only
+# where it is missing: a C toolchain, CMake, Ninja, Python 3 with numpy, and
+# OpenBLAS (for the prefill benchmark's baseline).
+set -euo pipefail
+
+need_apt=()
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+command -v ninja >/dev/null 2>&1 || need_apt+=(ninja-build)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
+[ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || [ -e /usr/include/cblas.h ] ||
+    need_apt+=(libopenblas-dev)
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "deps: installing ${need_apt[*]} with apt-get" >&2
+    as_root apt-get update -q >/dev/null
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need_apt[@]}" >/dev/null
+fi
+
+if ! python3 -c 'import numpy' >/dev/null 2>&1; then
+    echo "deps: installing numpy for $(command -v python3)" >&2
+    python3 -m pip install -q numpy 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages numpy 2>/dev/null || {
+        as_root apt-get update -q >/dev/null
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-numpy >/dev/null
+    }
+    python3 -c 'import numpy' || { echo "deps: numpy is not importable by python3" >&2; exit 1; }
+fi

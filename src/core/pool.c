@@ -1,0 +1,313 @@
+/* The persistent thread pool: nthreads-1 workers plus the caller (ith 0), a
+ * generation counter to publish jobs, spin-then-futex waiting, and the spin
+ * barrier the executors call between dependent steps.
+ *
+ * Everything shared is a C11 atomic or is published through one (fn, arg,
+ * stop), so ThreadSanitizer sees every hand-off; the futex calls only put
+ * threads to sleep and wake them, they carry no ordering of their own. */
+#define _GNU_SOURCE /* syscall, sched_getaffinity, pthread_setname_np */
+#include "looptune/core.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define lt__cpu_relax() __builtin_ia32_pause()
+#else
+#define lt__cpu_relax() ((void)0)
+#endif
+
+/* Waiting is in three phases: pause-spin, then spin with sched_yield, then
+ * (for pool waits, not barriers) sleep on a futex.
+ *
+ * Pause-only window: a peer that is running answers within a few
+ * microseconds; past that it has probably lost its CPU (another process, or
+ * more threads than CPUs), and a pure spinner would only delay it further
+ * when they share a CPU, so the waiter yields from then on. A pause is
+ * ~11 ns on this class of machine: ~1k pauses. */
+#define LT__SPIN_PAUSE_NS 10000u
+/* Total spin budget before a waiting worker (or the caller waiting for the
+ * workers) sleeps in the kernel. Long enough to bridge the gap between two
+ * lt_pool_run calls inside one token (sampling, bookkeeping: tens of
+ * microseconds), short enough that an idle pool costs no CPU. Equivalent to
+ * ~20k pauses. LT_POOL_SPIN_US overrides it (0 = sleep at once). */
+#define LT__POOL_SPIN_NS_DEFAULT 200000u
+/* The clock is read once per this many pauses (~0.7 us) while pause-spinning. */
+#define LT__SPIN_CHECK 64
+
+#define LT__POOL_MAX_THREADS 1024
+
+typedef struct {
+    lt_pool *pool;
+    int ith;
+} lt__worker;
+
+struct lt_pool {
+    int nth;
+    int nstarted;        /* workers successfully created (threads[0..nstarted)) */
+    uint64_t pause_ns;   /* pause-only window (0 when oversubscribed) */
+    uint64_t spin_ns;    /* spin budget before sleeping */
+    pthread_t *threads;  /* [nth-1] */
+    lt__worker *workers; /* [nth-1] */
+
+    /* The job, written by the caller only while no worker reads it: before the
+     * release increment of gen, after all workers reported done. */
+    lt_pool_fn fn;
+    void *arg;
+    bool stop;
+
+    /* Job publication. Invariant: gen changes only while every worker is
+     * waiting for it (pending == 0), so each worker sees every value once.
+     * The release increment publishes fn/arg/stop; workers load it acquire.
+     * It is also the futex word workers sleep on. */
+    alignas(LT_CACHE_LINE) _Atomic uint32_t gen;
+    _Atomic int sleepers; /* workers in (or entering) futex wait on gen */
+
+    /* Completion: workers decrement with release once fn returned; the caller
+     * reads 0 with acquire, so all of fn's writes are visible after run.
+     * Futex word the caller sleeps on. */
+    alignas(LT_CACHE_LINE) _Atomic uint32_t pending;
+    _Atomic int caller_sleeping;
+
+    /* Barrier: arrivals counted in bar_count; the last arriver resets it and
+     * bumps bar_gen, which everybody else spins on. Separate lines so the
+     * spinners' reads of bar_gen do not fight the arrivals' writes. */
+    alignas(LT_CACHE_LINE) _Atomic uint32_t bar_count;
+    alignas(LT_CACHE_LINE) _Atomic uint32_t bar_gen;
+
+    alignas(LT_CACHE_LINE) _Atomic int running; /* guards against reentrant runs */
+};
+
+/* ---- spinning and sleeping -------------------------------------------------- */
+
+typedef struct {
+    uint64_t start;    /* ns; 0 until the first clock read */
+    uint64_t pause_ns; /* pause-only window */
+    uint64_t budget_ns; /* give up after this long (UINT64_MAX: never) */
+    unsigned n;
+} lt__spinner;
+
+/* One step of waiting; false once the budget is spent. */
+static bool spinner_next(lt__spinner *s) {
+    if (s->budget_ns == 0) return false;
+    uint64_t elapsed = 0;
+    if (++s->n % LT__SPIN_CHECK == 0 || s->n > (1u << 30)) {
+        uint64_t now = lt_now_ns();
+        if (s->start == 0) s->start = now;
+        elapsed = now - s->start;
+        if (elapsed >= s->budget_ns) return false;
+        if (elapsed >= s->pause_ns) s->n = (1u << 30) + 1; /* yield phase from now on */
+    }
+    if (s->n > (1u << 30)) sched_yield();
+    else lt__cpu_relax();
+    return true;
+}
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t expected) {
+    /* Returns at once (EAGAIN) if *addr != expected: the kernel checks and
+     * sleeps atomically, so a wake between our check and the call is not lost. */
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *addr) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* A worker waits for the generation after `seen`. Sleeping protocol (with
+ * publish() on the caller's side), both sides seq_cst:
+ *   worker: sleepers++ ; read gen      ; if unchanged futex_wait(gen, seen)
+ *   caller: gen++      ; read sleepers ; if > 0 futex_wake(gen)
+ * In any interleaving either the worker reads the new gen or the caller reads
+ * sleepers > 0 (and the futex's own check covers the gap before the wait). */
+static uint32_t worker_wait(lt_pool *p, uint32_t seen) {
+    lt__spinner sp = {.pause_ns = p->pause_ns, .budget_ns = p->spin_ns};
+    uint32_t g;
+    while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && spinner_next(&sp)) {
+    }
+    while (g == seen) {
+        atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&p->gen, memory_order_seq_cst) == seen) futex_wait(&p->gen, seen);
+        atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
+        g = atomic_load_explicit(&p->gen, memory_order_acquire);
+    }
+    return g;
+}
+
+/* The last worker to finish wakes the caller if it went to sleep; the same
+ * Dekker pattern as above, on pending / caller_sleeping. */
+static void worker_done(lt_pool *p) {
+    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_seq_cst) == 1 &&
+        atomic_load_explicit(&p->caller_sleeping, memory_order_seq_cst))
+        futex_wake_all(&p->pending);
+}
+
+static void caller_wait_done(lt_pool *p) {
+    lt__spinner sp = {.pause_ns = p->pause_ns, .budget_ns = p->spin_ns};
+    uint32_t left;
+    while ((left = atomic_load_explicit(&p->pending, memory_order_acquire)) != 0 &&
+           spinner_next(&sp)) {
+    }
+    while (left != 0) {
+        atomic_store_explicit(&p->caller_sleeping, 1, memory_order_seq_cst);
+        left = atomic_load_explicit(&p->pending, memory_order_seq_cst);
+        if (left != 0) futex_wait(&p->pending, left);
+        atomic_store_explicit(&p->caller_sleeping, 0, memory_order_relaxed);
+        left = atomic_load_explicit(&p->pending, memory_order_acquire);
+    }
+}
+
+/* ---- workers ------------------------------------------------------------------ */
+
+static void *worker_main(void *arg) {
+    lt__worker *w = arg;
+    lt_pool *p = w->pool;
+    char name[16];
+    snprintf(name, sizeof name, "lt-pool-%d", w->ith);
+    pthread_setname_np(pthread_self(), name);
+
+    uint32_t seen = 0; /* gen is 0 until the first job */
+    for (;;) {
+        uint32_t g = worker_wait(p, seen);
+        LT_ASSERT(g == seen + 1); /* the caller never publishes past a busy worker */
+        seen = g;
+        if (p->stop) break;
+        p->fn(p->arg, w->ith, p->nth);
+        worker_done(p);
+    }
+    return NULL;
+}
+
+/* Publishes the current fn/arg/stop to all workers as a new generation. */
+static void publish(lt_pool *p) {
+    atomic_store_explicit(&p->pending, (uint32_t)p->nstarted, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_seq_cst); /* release: fn, arg, stop */
+    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) > 0) futex_wake_all(&p->gen);
+}
+
+static void stop_and_join(lt_pool *p) {
+    if (p->nstarted > 0) {
+        p->stop = true;
+        publish(p);
+        for (int i = 0; i < p->nstarted; i++) pthread_join(p->threads[i], NULL);
+    }
+    free(p->threads);
+    free(p->workers);
+    lt_aligned_free(p);
+}
+
+/* CPUs this process may run on (its affinity mask), else online CPUs. */
+static int usable_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    return lt_cpu()->logical_cpus;
+}
+
+/* With more threads than CPUs a spinning thread only delays the peer it waits
+ * for (which needs its CPU), so such a pool yields and sleeps at once. */
+static uint64_t spin_budget_ns(bool oversubscribed) {
+    const char *s = getenv("LT_POOL_SPIN_US");
+    if (s && *s) {
+        char *end;
+        unsigned long long us = strtoull(s, &end, 10);
+        if (*end == 0 && us <= 10000000ull) return (uint64_t)us * 1000u;
+        lt_log(LT_LOG_WARN, "LT_POOL_SPIN_US=%s ignored (expected microseconds, <= 1e7)", s);
+    }
+    return oversubscribed ? 0 : LT__POOL_SPIN_NS_DEFAULT;
+}
+
+/* ---- public API ---------------------------------------------------------------- */
+
+/* Creates the pool; *out owns nthreads-1 running workers, freed with
+ * lt_pool_free. On failure nothing is left running and *out is NULL. */
+int lt_pool_init(lt_pool **out, int nthreads) {
+    if (!out) return lt_error(LT_EINVAL, "lt_pool_init: out is NULL");
+    *out = NULL;
+    if (nthreads < 1 || nthreads > LT__POOL_MAX_THREADS)
+        return lt_error(LT_EINVAL, "thread pool: %d threads requested (expected 1..%d)", nthreads,
+                        LT__POOL_MAX_THREADS);
+    lt_pool *p = lt_aligned_alloc(LT_CACHE_LINE, sizeof *p);
+    if (!p) return lt_error(LT_ENOMEM, "thread pool: out of memory");
+    p->nth = nthreads;
+    bool oversubscribed = nthreads > usable_cpus();
+    p->pause_ns = oversubscribed ? 0 : LT__SPIN_PAUSE_NS;
+    p->spin_ns = spin_budget_ns(oversubscribed);
+    if (nthreads > 1) {
+        p->threads = calloc((size_t)nthreads - 1, sizeof *p->threads);
+        p->workers = calloc((size_t)nthreads - 1, sizeof *p->workers);
+        if (!p->threads || !p->workers) {
+            stop_and_join(p);
+            return lt_error(LT_ENOMEM, "thread pool: out of memory");
+        }
+    }
+    for (int i = 0; i < nthreads - 1; i++) {
+        p->workers[i] = (lt__worker){.pool = p, .ith = i + 1};
+        int rc = pthread_create(&p->threads[i], NULL, worker_main, &p->workers[i]);
+        if (rc != 0) {
+            stop_and_join(p); /* joins the nstarted workers already running */
+            return lt_error(rc == EAGAIN ? LT_ENOMEM : LT_EIO,
+                            "thread pool: creating worker %d of %d: %s", i + 1, nthreads - 1,
+                            strerror(rc));
+        }
+        p->nstarted = i + 1;
+    }
+    *out = p;
+    return LT_OK;
+}
+
+/* Stops and joins the workers, then frees the pool. Not from inside a run. */
+void lt_pool_free(lt_pool *pool) {
+    if (!pool) return;
+    LT_ASSERT(!atomic_load_explicit(&pool->running, memory_order_relaxed));
+    stop_and_join(pool);
+}
+
+int lt_pool_size(const lt_pool *pool) { return pool->nth; }
+
+void lt_pool_run(lt_pool *pool, lt_pool_fn fn, void *arg) {
+    LT_ASSERT(pool && fn);
+    /* Not reentrant: a nested run from inside fn would deadlock. */
+    LT_ASSERT(!atomic_exchange_explicit(&pool->running, 1, memory_order_relaxed));
+    if (pool->nth > 1) {
+        /* Safe to write: every worker is past its read of fn/arg (pending was
+         * 0, read with acquire, when the previous run returned). */
+        pool->fn = fn;
+        pool->arg = arg;
+        publish(pool);
+    }
+    fn(arg, 0, pool->nth);
+    if (pool->nth > 1) caller_wait_done(pool);
+    atomic_store_explicit(&pool->running, 0, memory_order_relaxed);
+}
+
+/* Counter + generation barrier.
+ * Ordering invariants:
+ *  - g is read before the arrival (the acq_rel RMW keeps the earlier load
+ *    before it), and bar_gen cannot move past g until this thread arrives,
+ *    so g is exactly the current generation.
+ *  - The arrivals form one release sequence on bar_count: the last arriver's
+ *    acq_rel RMW acquires every other thread's pre-barrier writes; its release
+ *    store of g+1 hands them (and its own) to the spinners' acquire loads.
+ *  - bar_count is reset (relaxed) before that release store, and a thread
+ *    arrives at the next barrier only after acquiring g+1, so it counts from 0.
+ * Waiters never sleep (barrier waits are short); past the pause window they
+ * yield so a preempted peer can get their CPU. */
+void lt_pool_barrier(lt_pool *pool) {
+    const uint32_t nth = (uint32_t)pool->nth;
+    if (nth == 1) return;
+    uint32_t g = atomic_load_explicit(&pool->bar_gen, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&pool->bar_count, 1, memory_order_acq_rel) == nth - 1) {
+        atomic_store_explicit(&pool->bar_count, 0, memory_order_relaxed);
+        atomic_store_explicit(&pool->bar_gen, g + 1, memory_order_release);
+        return;
+    }
+    lt__spinner sp = {.pause_ns = pool->pause_ns, .budget_ns = UINT64_MAX};
+    while (atomic_load_explicit(&pool->bar_gen, memory_order_acquire) == g) spinner_next(&sp);
+}

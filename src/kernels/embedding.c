@@ -1,0 +1,119 @@
+/* EMBED: row t of the output is the token-embedding table's row
+ * step->tokens[t], dequantised to f32 (table dtype f32, f16, bf16 or q8_0).
+ * Conversion is exact for f16/bf16 and d * q for q8_0, so every ISA gives
+ * bit-identical rows. Threads share the n x dim output elements as
+ * contiguous runs in 32-element units (one q8_0 block), so a single token's
+ * row is split too. */
+#include "kernels/ops_internal.h"
+
+#include <string.h>
+
+enum { P_MIN_CHUNK };
+
+static void embed_drive(const lt_call *c, const lt_step *step, int ith, int nth,
+                        const lt__embed_ops *ops) {
+    const lt_tensor *out = c->op[0], *table = c->op[1];
+    const int64_t dim = out->ne[0], n = out->ne[1], vocab = table->ne[1];
+    LT_ASSERT(step->n_tokens >= n);
+    int active = lt__active_threads(n * dim, c->params.v[P_MIN_CHUNK], nth);
+    if (ith >= active) return;
+    int64_t lo, hi;
+    lt__split(n * dim, LT__SPLIT_UNIT, ith, active, &lo, &hi);
+    for (int64_t f = lo; f < hi;) {
+        int64_t r = f / dim, c0 = f % dim, c1 = c0 + (hi - f) < dim ? c0 + (hi - f) : dim;
+        const int64_t id = step->tokens[r];
+        LT_ASSERT(id >= 0 && id < vocab);
+        const void *src = (const char *)table->data + (size_t)id * table->nb[1];
+        float *y = lt__row_f32(out, r) + c0;
+        switch (table->dtype) {
+        case LT_F32: memcpy(y, (const float *)src + c0, (size_t)(c1 - c0) * sizeof *y); break;
+        case LT_F16: ops->f16(y, (const uint16_t *)src + c0, c1 - c0); break;
+        case LT_BF16: ops->bf16(y, (const uint16_t *)src + c0, c1 - c0); break;
+        case LT_Q8_0:
+            /* dim % 32 == 0 and shares are 32-aligned, so c0 starts a block */
+            ops->q8_0(y, (const lt_block_q8_0 *)src + c0 / LT_QK8_0, c1 - c0);
+            break;
+        default: LT_ASSERT(!"embed: bad table dtype");
+        }
+        f += c1 - c0;
+    }
+}
+
+static void embed_portable(const lt_call *c, const lt_step *s, int ith, int nth) {
+    embed_drive(c, s, ith, nth, &lt__embed_portable);
+}
+static void embed_avx2(const lt_call *c, const lt_step *s, int ith, int nth) {
+    embed_drive(c, s, ith, nth, &lt__embed_avx2);
+}
+static void embed_avx512(const lt_call *c, const lt_step *s, int ith, int nth) {
+    embed_drive(c, s, ith, nth, &lt__embed_avx512);
+}
+
+static void embed_cost(const lt_call *c, const lt_step *s, double *bytes, double *flops) {
+    (void)s;
+    const lt_tensor *table = c->op[1];
+    double n = (double)c->op[0]->ne[1], dim = (double)c->op[0]->ne[0];
+    *bytes = n * (double)lt_dtype_row_bytes(table->dtype, table->ne[0]) + 4.0 * n * dim;
+    *flops = table->dtype == LT_Q8_0 ? n * dim : 0.0; /* d * q; conversions are not FLOPs */
+}
+
+static int embed_check(const lt_call *c) {
+    const lt_tensor *out = c->op[0], *table = c->op[1];
+    int rc;
+    if ((rc = lt__check_f32_rows(out, "embed", "out")) != LT_OK) return rc;
+    if (!table) return lt_error(LT_EINVAL, "embed: operand table is missing");
+    if ((unsigned)table->dtype >= LT_DTYPE_COUNT)
+        return lt_error(LT_EINVAL, "embed: table has unknown dtype %d", (int)table->dtype);
+    if (table->ne[0] != out->ne[0] || table->ne[1] < 1 || table->ne[2] != 1 || table->ne[3] != 1)
+        return lt_error(LT_EINVAL,
+                        "embed: table is {%lld, %lld, %lld, %lld}, expected {%lld, vocab}",
+                        (long long)table->ne[0], (long long)table->ne[1], (long long)table->ne[2],
+                        (long long)table->ne[3], (long long)out->ne[0]);
+    if (table->ne[0] % lt_dtype_block(table->dtype) != 0)
+        return lt_error(LT_EINVAL, "embed: %s rows of %lld are not whole blocks of %lld",
+                        lt_dtype_name(table->dtype), (long long)table->ne[0],
+                        (long long)lt_dtype_block(table->dtype));
+    if (table->nb[0] != lt_dtype_block_bytes(table->dtype) ||
+        table->nb[1] < lt_dtype_row_bytes(table->dtype, table->ne[0]))
+        return lt_error(LT_EINVAL, "embed: table strides {%zu, %zu} are not contiguous %s rows",
+                        table->nb[0], table->nb[1], lt_dtype_name(table->dtype));
+    if (out->data && table->data) {
+        const char *po = out->data, *pt = table->data;
+        size_t no = (size_t)out->ne[1] * out->nb[1], nt = (size_t)table->ne[1] * table->nb[1];
+        if (po < pt + nt && pt < po + no) return lt_error(LT_EINVAL, "embed: out overlaps table");
+    }
+    return LT_OK;
+}
+
+/* ---- portable primitives (the scalar reference) ---------------------------- */
+
+static void f16_p(float *y, const uint16_t *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = lt_f16_to_f32(x[i]);
+}
+
+static void bf16_p(float *y, const uint16_t *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = lt_bf16_to_f32(x[i]);
+}
+
+static void q8_0_p(float *y, const lt_block_q8_0 *x, int64_t n) {
+    for (int64_t b = 0; b < n / LT_QK8_0; b++) {
+        float d = lt_f16_to_f32(x[b].d);
+        for (int i = 0; i < LT_QK8_0; i++) y[b * LT_QK8_0 + i] = d * (float)x[b].qs[i];
+    }
+}
+
+const lt__embed_ops lt__embed_portable = {f16_p, bf16_p, q8_0_p};
+
+const lt_kernel lt__k_embed = {
+    .name = "embed",
+    .id = LT_K_EMBED,
+    .n_params = 1,
+    .params = {{.name = "min_chunk", /* elements per thread at least */
+                .n_values = 7,
+                .values = {1, 64, 256, 1024, 4096, 16384, 65536},
+                .def = 1024}},
+    .run = {[LT_ISA_PORTABLE] = embed_portable, [LT_ISA_AVX2] = embed_avx2,
+            [LT_ISA_AVX512] = embed_avx512},
+    .cost = embed_cost,
+    .check = embed_check,
+};

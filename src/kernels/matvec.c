@@ -1,0 +1,98 @@
+/* matvec (decode projections, y = W x or y += W x for one token): the
+ * descriptor, its shape check and cost, and the portable scalar reference.
+ * The AVX2 / AVX-512 paths live in matvec_avx2.c / matvec_avx512.c. */
+#include "kernels/linear.h"
+
+/* Portable reference: each row dequantised one 32-element chunk at a time
+ * and summed in float, rows split over threads exactly as the ISA paths do.
+ * unroll, k_block and prefetch do not change what it computes. */
+static void matvec_portable(const lt_call *call, const lt_step *step, int ith, int nth) {
+    (void)step;
+    const lt_tensor *W = call->op[1];
+    float *y = call->op[0]->data;
+    const float *x = call->op[2]->data;
+    const int64_t rows = W->ne[1], cols = W->ne[0];
+    const bool acc = call->ia[0] != 0;
+    int64_t r0, r1;
+    lt__linear_split(rows, call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
+    const int64_t chunk = 32; /* a multiple of every dtype's block */
+    float w[32];
+    for (int64_t r = r0; r < r1; r++) {
+        const char *row = lt_tensor_row(W, r);
+        float s = 0.0f;
+        for (int64_t k = 0; k < cols; k += chunk) {
+            int64_t n = cols - k < chunk ? cols - k : chunk;
+            lt_row_to_f32(W->dtype, row + lt_dtype_row_bytes(W->dtype, k), w, n);
+            for (int64_t j = 0; j < n; j++) s += w[j] * x[k + j];
+        }
+        y[r] = acc ? y[r] + s : s;
+    }
+}
+
+static bool is_f32_vector(const lt_tensor *t, int64_t n) {
+    return t->dtype == LT_F32 && t->ne[0] == n && t->ne[1] == 1 && t->ne[2] == 1 &&
+           t->ne[3] == 1 && t->nb[0] == sizeof(float) && t->data != NULL;
+}
+
+static int matvec_check(const lt_call *call) {
+    const lt_tensor *y = call->op[0], *W = call->op[1], *x = call->op[2];
+    if (!y || !W || !x) return lt_error(LT_EINVAL, "matvec: operands y, W, x are required");
+    if ((unsigned)W->dtype >= LT_DTYPE_COUNT)
+        return lt_error(LT_EINVAL, "matvec: W has unknown dtype %d", (int)W->dtype);
+    const int64_t cols = W->ne[0], rows = W->ne[1];
+    if (cols <= 0 || rows <= 0 || W->ne[2] != 1 || W->ne[3] != 1 || W->data == NULL)
+        return lt_error(LT_EINVAL, "matvec: W must be a non-empty matrix, got ne = {%lld, %lld, "
+                                   "%lld, %lld}",
+                        (long long)cols, (long long)rows, (long long)W->ne[2],
+                        (long long)W->ne[3]);
+    int64_t align = W->dtype == LT_Q8_0 ? LT_QK8_0 : 16;
+    if (cols % align != 0)
+        return lt_error(LT_EINVAL, "matvec: W (%s) has %lld columns, not a multiple of %lld",
+                        lt_dtype_name(W->dtype), (long long)cols, (long long)align);
+    if (W->nb[0] != lt_dtype_block_bytes(W->dtype) ||
+        W->nb[1] < lt_dtype_row_bytes(W->dtype, cols))
+        return lt_error(LT_EINVAL, "matvec: W rows are not contiguous (nb = {%zu, %zu})",
+                        W->nb[0], W->nb[1]);
+    if (!is_f32_vector(y, rows))
+        return lt_error(LT_EINVAL, "matvec: y must be a contiguous f32 vector of %lld rows",
+                        (long long)rows);
+    if (!is_f32_vector(x, cols))
+        return lt_error(LT_EINVAL, "matvec: x must be a contiguous f32 vector of %lld columns",
+                        (long long)cols);
+    if (call->ia[0] != 0 && call->ia[0] != 1)
+        return lt_error(LT_EINVAL, "matvec: ia[0] (accumulate) must be 0 or 1, got %lld",
+                        (long long)call->ia[0]);
+    return lt_params_validate(&lt__k_matvec, &call->params);
+}
+
+static void matvec_cost(const lt_call *call, const lt_step *step, double *bytes, double *flops) {
+    (void)step;
+    const lt_tensor *W = call->op[1];
+    const double rows = (double)W->ne[1], cols = (double)W->ne[0];
+    double wbytes = rows * (double)lt_dtype_row_bytes(W->dtype, W->ne[0]);
+    *bytes = wbytes + 4.0 * cols + 4.0 * rows * (call->ia[0] ? 2.0 : 1.0);
+    *flops = 2.0 * rows * cols;
+}
+
+/* Defaults measured with bench/bench_matvec on the reference machine (see
+ * the figures next to each value). */
+const lt_kernel lt__k_matvec = {
+    .name = "matvec",
+    .id = LT_K_MATVEC,
+    .n_params = LT__MV_NPARAMS,
+    .params =
+        {
+            [LT__MV_ROWS_PER_TASK] = {"rows_per_task", 7, {4, 8, 16, 32, 64, 128, 256}, 16},
+            [LT__MV_UNROLL] = {"unroll", 4, {1, 2, 4, 8}, 4},
+            [LT__MV_K_BLOCK] = {"k_block", 5, {0, 256, 512, 1024, 2048}, 0},
+            [LT__MV_PREFETCH] = {"prefetch", 6, {0, 256, 512, 1024, 2048, 4096}, 1024},
+        },
+    .run =
+        {
+            [LT_ISA_PORTABLE] = matvec_portable,
+            [LT_ISA_AVX2] = lt__matvec_avx2,
+            [LT_ISA_AVX512] = lt__matvec_avx512,
+        },
+    .cost = matvec_cost,
+    .check = matvec_check,
+};

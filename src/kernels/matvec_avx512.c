@@ -1,0 +1,184 @@
+/* matvec, AVX-512 path: U rows at a time stream their weights once, each 32
+ * weights dequantised exactly to f32 in registers and FMA'd with f32 x.
+ *
+ * Per-row arithmetic (the same for every unroll, k_block and thread count,
+ * so y does not depend on nth): two zmm accumulators per row, a0 for
+ * elements 32j..32j+15 and a1 for 32j+16..32j+31 (a 16-element tail, never
+ * for q8_0, goes to a0), FMAs in increasing k, then reduce(a0 + a1). With
+ * k_block the accumulators are parked in per-task scratch between blocks,
+ * which keeps that order. */
+#include "kernels/linear.h"
+
+#include <immintrin.h>
+#include <stdalign.h>
+
+#define LT_INLINE static inline __attribute__((always_inline))
+
+/* Byte offset of element k in a row (k a multiple of 32 for q8_0). */
+LT_INLINE size_t row_offset(lt_dtype dt, int64_t k) {
+    switch (dt) {
+    case LT_F32: return (size_t)k * 4;
+    case LT_F16:
+    case LT_BF16: return (size_t)k * 2;
+    default: return (size_t)(k / LT_QK8_0) * sizeof(lt_block_q8_0);
+    }
+}
+
+LT_INLINE __m512 bf16x16(const void *p) {
+    __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+}
+
+LT_INLINE __m512 q8x16(const int8_t *q, __m512 d) {
+    __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(v)); /* exact: 11-bit d times 8-bit q */
+}
+
+/* Weights k..k+31 of a row as f32. */
+LT_INLINE void load32(lt_dtype dt, const char *row, int64_t k, __m512 *lo, __m512 *hi) {
+    const char *p = row + row_offset(dt, k);
+    switch (dt) {
+    case LT_F32:
+        *lo = _mm512_loadu_ps(p);
+        *hi = _mm512_loadu_ps(p + 64);
+        break;
+    case LT_F16:
+        *lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        *hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
+        break;
+    case LT_BF16:
+        *lo = bf16x16(p);
+        *hi = bf16x16(p + 32);
+        break;
+    default: {
+        const lt_block_q8_0 *b = (const lt_block_q8_0 *)p;
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(b->d));
+        *lo = q8x16(b->qs, d);
+        *hi = q8x16(b->qs + 16, d);
+        break;
+    }
+    }
+}
+
+/* Weights k..k+15 of a row as f32 (the tail of a non-q8_0 row). */
+LT_INLINE __m512 load16(lt_dtype dt, const char *row, int64_t k) {
+    const char *p = row + row_offset(dt, k);
+    switch (dt) {
+    case LT_F32: return _mm512_loadu_ps(p);
+    case LT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    default: return bf16x16(p);
+    }
+}
+
+/* Rows w, w+ld, ... (U of them) over elements [k0, k1). part holds the
+ * rows' accumulators between k blocks ([U][32] floats): read unless first,
+ * written unless last. When last, y[u] = (or +=) the row's sum. */
+LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, const float *x,
+                       int64_t k0, int64_t k1, size_t pf, float *part, bool first, bool last,
+                       float *y, bool accumulate) {
+    __m512 a[8][2];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) {
+        a[u][0] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + 32 * u);
+        a[u][1] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + 32 * u + 16);
+    }
+    int64_t k = k0;
+    for (; k + 32 <= k1; k += 32) {
+        __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+#pragma GCC unroll 8
+        for (int u = 0; u < U; u++) {
+            const char *row = w + (size_t)u * ld;
+            if (PF) {
+                const char *q = row + row_offset(dt, k) + pf;
+                _mm_prefetch(q, _MM_HINT_T0);
+                if (dt == LT_F32) _mm_prefetch(q + 64, _MM_HINT_T0);
+            }
+            __m512 lo, hi;
+            load32(dt, row, k, &lo, &hi);
+            a[u][0] = _mm512_fmadd_ps(lo, x0, a[u][0]);
+            a[u][1] = _mm512_fmadd_ps(hi, x1, a[u][1]);
+        }
+    }
+    if (dt != LT_Q8_0 && k < k1) {
+        __m512 x0 = _mm512_loadu_ps(x + k);
+#pragma GCC unroll 8
+        for (int u = 0; u < U; u++)
+            a[u][0] = _mm512_fmadd_ps(load16(dt, w + (size_t)u * ld, k), x0, a[u][0]);
+    }
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) {
+        if (last) {
+            float s = _mm512_reduce_add_ps(_mm512_add_ps(a[u][0], a[u][1]));
+            y[u] = accumulate ? y[u] + s : s;
+        } else {
+            _mm512_store_ps(part + 32 * u, a[u][0]);
+            _mm512_store_ps(part + 32 * u + 16, a[u][1]);
+        }
+    }
+}
+
+typedef void (*mv_fn)(const char *w, size_t ld, const float *x, int64_t k0, int64_t k1,
+                      size_t pf, float *part, bool first, bool last, float *y, bool accumulate);
+
+/* One specialisation per (dtype, rows at once, prefetch on/off). */
+#define MV_FN(DT, U, PF)                                                                   \
+    static void mv_##DT##_##U##_##PF(const char *w, size_t ld, const float *x, int64_t k0, \
+                                     int64_t k1, size_t pf, float *part, bool first,       \
+                                     bool last, float *y, bool accumulate) {               \
+        mv_rows(LT_##DT, U, PF, w, ld, x, k0, k1, pf, part, first, last, y, accumulate);   \
+    }
+#define MV_FNS_U(DT, U) MV_FN(DT, U, 0) MV_FN(DT, U, 1)
+#define MV_FNS(DT) MV_FNS_U(DT, 1) MV_FNS_U(DT, 2) MV_FNS_U(DT, 4) MV_FNS_U(DT, 8)
+MV_FNS(F32)
+MV_FNS(F16)
+MV_FNS(BF16)
+MV_FNS(Q8_0)
+
+#define MV_ROW_U(DT, U) {mv_##DT##_##U##_0, mv_##DT##_##U##_1}
+#define MV_ROW(DT) {MV_ROW_U(DT, 1), MV_ROW_U(DT, 2), MV_ROW_U(DT, 4), MV_ROW_U(DT, 8)}
+/* [dtype][log2 rows at once][prefetch] */
+static const mv_fn mv_table[LT_DTYPE_COUNT][4][2] = {
+    [LT_F32] = MV_ROW(F32),
+    [LT_F16] = MV_ROW(F16),
+    [LT_BF16] = MV_ROW(BF16),
+    [LT_Q8_0] = MV_ROW(Q8_0),
+};
+
+void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nth) {
+    (void)step;
+    const lt_tensor *W = call->op[1];
+    float *y = call->op[0]->data;
+    const float *x = call->op[2]->data;
+    const int64_t rows = W->ne[1], cols = W->ne[0];
+    const int64_t per = call->params.v[LT__MV_ROWS_PER_TASK];
+    const int unroll = call->params.v[LT__MV_UNROLL];
+    int64_t kb = call->params.v[LT__MV_K_BLOCK];
+    const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
+    const bool accumulate = call->ia[0] != 0;
+    LT_ASSERT(per > 0 && per <= LT__MV_MAX_ROWS_PER_TASK && unroll >= 1 && unroll <= 8);
+    if (kb <= 0 || kb >= cols) kb = cols;
+
+    int64_t r0, r1;
+    lt__linear_split(rows, per, ith, nth, &r0, &r1);
+    const size_t ld = W->nb[1];
+    const char *base = W->data;
+    alignas(64) float part[LT__MV_MAX_ROWS_PER_TASK * 32];
+
+    for (int64_t t = r0; t < r1; t += per) {
+        const int64_t te = t + per < r1 ? t + per : r1;
+        for (int64_t k0 = 0; k0 < cols; k0 += kb) {
+            const int64_t k1 = k0 + kb < cols ? k0 + kb : cols;
+            const bool first = k0 == 0, last = k1 == cols;
+            for (int64_t r = t; r < te;) {
+                /* the largest power of two <= min(unroll, rows left) */
+                int64_t left = te - r;
+                int lg = 0;
+                while ((1 << (lg + 1)) <= unroll && (1 << (lg + 1)) <= left) lg++;
+                mv_table[W->dtype][lg][pf != 0](base + (size_t)r * ld, ld, x, k0, k1, pf,
+                                               part + 32 * (r - t), first, last, y + r,
+                                               accumulate);
+                r += 1 << lg;
+            }
+        }
+    }
+}

@@ -1,0 +1,277 @@
+/* The Llama decoder as a program: a builder that emits one kernel-call node
+ * per step of the forward pass, the KV cache, and evaluation of token
+ * batches through an executor. Decode (one token) uses matvec; prefill
+ * (many tokens) uses matmul over the same weights and cache. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "looptune/model.h"
+#include "looptune/program.h"
+
+#define LT_LLAMA_PROGRAM_CACHE 4
+
+struct lt_llama {
+    const lt_model *m;
+    lt_pool *pool;
+    lt_llama_opts opts;
+    float *kcache, *vcache; /* [n_layers][ctx_len][kv_dim] */
+    struct {
+        int64_t n;
+        bool all_logits;
+        lt_program *p;
+        int logits; /* buffer id of the logits */
+        uint64_t last_use;
+    } progs[LT_LLAMA_PROGRAM_CACHE];
+    uint64_t use_clock;
+    const float *logits;
+    int64_t n_logit_rows;
+    bool timing;
+    lt_llama_sync sync;
+};
+
+static int act(lt_program *p, const char *name, int64_t ne0, int64_t ne1) {
+    lt_tensor t;
+    lt_tensor_init(&t, LT_F32, ne0, ne1, 1, 1, NULL);
+    return lt_program_add_buffer(p, name, LT_BUF_ACT, &t);
+}
+
+static int ext(lt_program *p, const char *name, lt_buf_kind kind, const lt_tensor *t) {
+    return lt_program_add_buffer(p, name, kind, t);
+}
+
+/* y = W x (ia[0] = accumulate: y += W x); matvec for one token, matmul for more. */
+static int linear(lt_program *p, int64_t n, int y, int w, int x, bool acc, const char *label) {
+    int ops[3] = {y, w, x};
+    int64_t ia[4] = {acc ? 1 : 0, 0, 0, 0};
+    return lt_program_add_node(p, n == 1 ? LT_K_MATVEC : LT_K_MATMUL, ops, 3, ia, NULL, label);
+}
+
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        int lt__rc = (expr);                                                                       \
+        if (lt__rc < 0) goto fail;                                                                 \
+    } while (0)
+
+/* Emits the forward pass for n tokens. Reads top to bottom like the model. */
+static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int *logits_id) {
+    const lt_model *m = l->m;
+    const lt_llama_config *c = &m->cfg;
+    const int64_t hd = c->dim / c->n_heads, kv_dim = c->n_kv_heads * hd, q_dim = c->n_heads * hd;
+    const int64_t ctx = l->opts.ctx_len;
+    const int nth = lt_pool_size(l->pool);
+    char name[64], label[64];
+    lt_program *p = NULL;
+    int rc = lt_program_init(&p, n == 1 ? "llama-decode" : "llama-prefill");
+    if (rc) return rc;
+
+    /* activations: one row per token */
+    int x, xb, q, k, v, att, hb, hb2, scratch, emb, out_norm, cls, logits;
+    CHECK(x = act(p, "x", c->dim, n));
+    CHECK(xb = act(p, "xb", c->dim, n));
+    CHECK(q = act(p, "q", q_dim, n));
+    CHECK(k = act(p, "k", kv_dim, n));
+    CHECK(v = act(p, "v", kv_dim, n));
+    CHECK(att = act(p, "att", q_dim, n));
+    CHECK(hb = act(p, "hb", c->hidden_dim, n));
+    CHECK(hb2 = act(p, "hb2", c->hidden_dim, n));
+    CHECK(scratch = act(p, "att_scratch", ctx, nth));
+    CHECK(emb = ext(p, "token_embd", LT_BUF_WEIGHT, &m->tok_embd));
+    CHECK(out_norm = ext(p, "output_norm", LT_BUF_WEIGHT, &m->output_norm));
+    CHECK(cls = ext(p, "output", LT_BUF_WEIGHT, &m->output));
+
+    /* x = embedding rows of the step's tokens */
+    CHECK(lt_program_add_node(p, LT_K_EMBED, (int[]){x, emb}, 2, NULL, NULL, "embed"));
+
+    for (int64_t L = 0; L < c->n_layers; L++) {
+        const lt_llama_layer *w = &m->layers[L];
+        int wid[9];
+        const lt_tensor *wt[9] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo,
+                                  &w->ffn_norm, &w->w_gate, &w->w_down, &w->w_up};
+        static const char *const wn[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                          "ffn_norm", "ffn_gate", "ffn_down", "ffn_up"};
+        for (int i = 0; i < 9; i++) {
+            snprintf(name, sizeof name, "blk.%lld.%s", (long long)L, wn[i]);
+            CHECK(wid[i] = ext(p, name, LT_BUF_WEIGHT, wt[i]));
+        }
+        lt_tensor kc, vc;
+        lt_tensor_init(&kc, LT_F32, kv_dim, ctx, 1, 1, l->kcache + L * ctx * kv_dim);
+        lt_tensor_init(&vc, LT_F32, kv_dim, ctx, 1, 1, l->vcache + L * ctx * kv_dim);
+        int kcid, vcid;
+        snprintf(name, sizeof name, "blk.%lld.k_cache", (long long)L);
+        CHECK(kcid = ext(p, name, LT_BUF_STATE, &kc));
+        snprintf(name, sizeof name, "blk.%lld.v_cache", (long long)L);
+        CHECK(vcid = ext(p, name, LT_BUF_STATE, &vc));
+
+#define LBL(s) (snprintf(label, sizeof label, "blk.%lld.%s", (long long)L, s), label)
+        /* attention block: xb = rmsnorm(x); q, k, v projections; rope; cache */
+        CHECK(lt_program_add_node(p, LT_K_RMSNORM, (int[]){xb, x, wid[0]}, 3, NULL,
+                                  (float[]){c->rms_eps, 0, 0, 0}, LBL("attn_norm")));
+        CHECK(linear(p, n, q, wid[1], xb, false, LBL("q")));
+        CHECK(linear(p, n, k, wid[2], xb, false, LBL("k")));
+        CHECK(linear(p, n, v, wid[3], xb, false, LBL("v")));
+        CHECK(lt_program_add_node(p, LT_K_ROPE, (int[]){q, k}, 2, (int64_t[]){hd, 0, 0, 0},
+                                  (float[]){c->rope_base, 0, 0, 0}, LBL("rope")));
+        CHECK(lt_program_add_node(p, LT_K_KV_STORE, (int[]){kcid, k}, 2, NULL, NULL, LBL("k_store")));
+        CHECK(lt_program_add_node(p, LT_K_KV_STORE, (int[]){vcid, v}, 2, NULL, NULL, LBL("v_store")));
+        /* att = softmax(q k^T / sqrt(hd)) v over the cache, causal, grouped-query */
+        CHECK(lt_program_add_node(p, LT_K_ATTENTION, (int[]){att, q, kcid, vcid, scratch}, 5,
+                                  (int64_t[]){c->n_heads, c->n_kv_heads, hd, 0}, NULL,
+                                  LBL("attention")));
+        /* x += Wo att (residual fused into the projection) */
+        CHECK(linear(p, n, x, wid[4], att, true, LBL("attn_output")));
+        /* feed-forward block: x += W_down (silu(W_gate xb) * W_up xb) */
+        CHECK(lt_program_add_node(p, LT_K_RMSNORM, (int[]){xb, x, wid[5]}, 3, NULL,
+                                  (float[]){c->rms_eps, 0, 0, 0}, LBL("ffn_norm")));
+        CHECK(linear(p, n, hb, wid[6], xb, false, LBL("ffn_gate")));
+        CHECK(linear(p, n, hb2, wid[8], xb, false, LBL("ffn_up")));
+        CHECK(lt_program_add_node(p, LT_K_SWIGLU, (int[]){hb, hb, hb2}, 3, NULL, NULL,
+                                  LBL("swiglu")));
+        CHECK(linear(p, n, x, wid[7], hb, true, LBL("ffn_down")));
+#undef LBL
+    }
+
+    /* final norm and classifier: every row, or only the last token's */
+    int64_t rows = all_logits ? n : 1;
+    int xs = x, xbs = xb;
+    if (!all_logits && n > 1) {
+        lt_tensor row;
+        lt_tensor_init(&row, LT_F32, c->dim, 1, 1, 1, NULL);
+        size_t off = (size_t)(n - 1) * (size_t)c->dim * sizeof(float);
+        CHECK(xs = lt_program_add_view(p, "x_last", x, off, &row));
+        CHECK(xbs = lt_program_add_view(p, "xb_last", xb, off, &row));
+    }
+    CHECK(logits = act(p, "logits", c->vocab_size, rows));
+    CHECK(lt_program_add_node(p, LT_K_RMSNORM, (int[]){xbs, xs, out_norm}, 3, NULL,
+                              (float[]){c->rms_eps, 0, 0, 0}, "output_norm"));
+    CHECK(linear(p, rows, logits, cls, xbs, false, "classifier"));
+    CHECK(lt_program_finalize(p));
+    *out = p;
+    *logits_id = logits;
+    return LT_OK;
+fail:
+    rc = lt_error(LT_EINVAL, "%s", lt_errmsg());
+    lt_program_free(p);
+    return rc;
+}
+#undef CHECK
+
+/* Finds or builds the program for n tokens. Slot 0 holds the decode program
+ * for good; prefill programs share the other slots, least recently used out. */
+static int get_program(lt_llama *l, int64_t n, int *slot_out) {
+    bool all = l->opts.all_logits && n > 1;
+    for (int i = 0; i < LT_LLAMA_PROGRAM_CACHE; i++) {
+        if (l->progs[i].p && l->progs[i].n == n && l->progs[i].all_logits == all) {
+            l->progs[i].last_use = ++l->use_clock;
+            *slot_out = i;
+            return LT_OK;
+        }
+    }
+    int slot = 0;
+    if (l->progs[0].p) {
+        slot = 1;
+        for (int i = 1; i < LT_LLAMA_PROGRAM_CACHE; i++) {
+            if (!l->progs[i].p) { slot = i; break; }
+            if (l->progs[i].last_use < l->progs[slot].last_use) slot = i;
+        }
+    }
+    lt_program *p;
+    int logits;
+    int rc = build(l, n, all, &p, &logits);
+    if (rc) return rc;
+    lt_program_free(l->progs[slot].p);
+    l->progs[slot].p = p;
+    l->progs[slot].n = n;
+    l->progs[slot].all_logits = all;
+    l->progs[slot].logits = logits;
+    l->progs[slot].last_use = ++l->use_clock;
+    *slot_out = slot;
+    return LT_OK;
+}
+
+int lt_llama_init(lt_llama **out, const lt_model *m, lt_pool *pool, const lt_llama_opts *opts) {
+    const lt_llama_config *c = &m->cfg;
+    lt_llama *l = calloc(1, sizeof *l);
+    if (!l) return lt_error(LT_ENOMEM, "out of memory");
+    l->m = m;
+    l->pool = pool;
+    if (opts) l->opts = *opts;
+    if (l->opts.ctx_len <= 0 || l->opts.ctx_len > c->seq_len) l->opts.ctx_len = c->seq_len;
+    if (l->opts.max_batch <= 0) l->opts.max_batch = 256;
+    if (l->opts.max_batch > l->opts.ctx_len) l->opts.max_batch = l->opts.ctx_len;
+    int64_t kv_dim = c->n_kv_heads * (c->dim / c->n_heads);
+    size_t cache_bytes = (size_t)(c->n_layers * l->opts.ctx_len * kv_dim) * sizeof(float);
+    l->kcache = lt_aligned_alloc(LT_CACHE_LINE, cache_bytes);
+    l->vcache = lt_aligned_alloc(LT_CACHE_LINE, cache_bytes);
+    if (!l->kcache || !l->vcache) {
+        lt_llama_free(l);
+        return lt_error(LT_ENOMEM, "cannot allocate a KV cache of 2 x %zu bytes", cache_bytes);
+    }
+    int slot;
+    int rc = get_program(l, 1, &slot); /* the decode program lives in slot 0 */
+    if (rc) {
+        lt_llama_free(l);
+        return rc;
+    }
+    *out = l;
+    return LT_OK;
+}
+
+void lt_llama_free(lt_llama *l) {
+    if (!l) return;
+    for (int i = 0; i < LT_LLAMA_PROGRAM_CACHE; i++) lt_program_free(l->progs[i].p);
+    lt_aligned_free(l->kcache);
+    lt_aligned_free(l->vcache);
+    free(l);
+}
+
+const lt_model *lt_llama_model(const lt_llama *l) { return l->m; }
+int64_t lt_llama_ctx_len(const lt_llama *l) { return l->opts.ctx_len; }
+int64_t lt_llama_max_batch(const lt_llama *l) { return l->opts.max_batch; }
+
+int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
+    if (n < 1 || n > l->opts.max_batch)
+        return lt_error(LT_EINVAL, "batch of %lld tokens (allowed 1..%lld)", (long long)n,
+                        (long long)l->opts.max_batch);
+    if (pos < 0 || pos + n > l->opts.ctx_len)
+        return lt_error(LT_ERANGE, "positions %lld..%lld exceed the context length %lld",
+                        (long long)pos, (long long)(pos + n - 1), (long long)l->opts.ctx_len);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= l->m->cfg.vocab_size)
+            return lt_error(LT_ERANGE, "token id %d outside the vocabulary (0..%lld)", tokens[i],
+                            (long long)l->m->cfg.vocab_size - 1);
+    int slot;
+    int rc = get_program(l, n, &slot);
+    if (rc) return rc;
+    lt_step step = {.pos = pos, .n_tokens = n, .tokens = tokens};
+    lt_exec_stats st;
+    rc = lt_exec_dispatch(l->progs[slot].p, l->pool, &step, l->timing ? &st : NULL);
+    if (rc) return rc;
+    if (l->timing) {
+        l->sync.steps++;
+        l->sync.sync_points += st.sync_points;
+        l->sync.wait_ns += st.wait_ns;
+        l->sync.busy_ns += st.busy_ns;
+    }
+    const lt_tensor *lg = lt_program_buffer(l->progs[slot].p, l->progs[slot].logits);
+    l->logits = lg->data;
+    l->n_logit_rows = lg->ne[1];
+    return LT_OK;
+}
+
+const float *lt_llama_logits(const lt_llama *l, int64_t *n_rows) {
+    if (n_rows) *n_rows = l->n_logit_rows;
+    return l->logits;
+}
+
+int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out) {
+    if (n < 1 || n > l->opts.max_batch) return lt_error(LT_EINVAL, "no program for %lld tokens", (long long)n);
+    int slot;
+    int rc = get_program(l, n, &slot);
+    if (rc) return rc;
+    *out = l->progs[slot].p;
+    return LT_OK;
+}
+
+void lt_llama_sync_stats(const lt_llama *l, lt_llama_sync *out) { *out = l->sync; }
+void lt_llama_set_timing(lt_llama *l, bool on) { l->timing = on; }

@@ -1,0 +1,222 @@
+/* Random-weight Llama model generator: named presets with llama2.c's
+ * TinyStories shapes (and a 1B), weights drawn from a seeded counter-based
+ * generator so any row is reproducible on its own, streamed to a GGUF file
+ * that llama.cpp loads. */
+#include "model/model_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RMS_EPS 1e-5f
+#define ROPE_BASE 10000.0f
+#define NORM_STD 0.05f /* norm weights: 1 +- a little */
+#define BOS_ID 1
+#define EOS_ID 2
+#define UNK_ID 0
+
+typedef struct {
+    const char *name;
+    int64_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
+} preset;
+
+static const preset presets[] = {
+    {"stories260K", 64, 172, 5, 8, 4, 512, 512},
+    {"stories15M", 288, 768, 6, 6, 6, 32000, 256},
+    {"stories110M", 768, 2048, 12, 12, 12, 32000, 1024},
+    {"1B", 2048, 5632, 16, 32, 8, 32000, 2048},
+};
+
+int lt_modelgen_preset(const char *name, lt_llama_config *cfg) {
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        const preset *p = &presets[i];
+        if (strcmp(name, p->name) != 0) continue;
+        *cfg = (lt_llama_config){.dim = p->dim, .hidden_dim = p->hidden_dim,
+                                 .n_layers = p->n_layers, .n_heads = p->n_heads,
+                                 .n_kv_heads = p->n_kv_heads, .vocab_size = p->vocab_size,
+                                 .seq_len = p->seq_len, .rms_eps = RMS_EPS,
+                                 .rope_base = ROPE_BASE};
+        return LT_OK;
+    }
+    return lt_error(LT_EINVAL, "unknown model preset '%s' (expected stories260K, stories15M, "
+                    "stories110M or 1B)", name);
+}
+
+/* ---- weights ---------------------------------------------------------------- */
+
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+/* splitmix64: a Weyl sequence through a strong 64-bit finaliser. */
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += GOLDEN);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The same finaliser as a hash, so row r of tensor t has its own stream. */
+static uint64_t mix64(uint64_t z) { return splitmix64(&z); }
+
+/* One tensor's generator: values uniform in [center - half, center + half]. */
+typedef struct {
+    uint64_t seed;
+    float center, half;
+    lt_dtype dtype;
+    int64_t ne0;
+    float *row; /* shared f32 scratch of the longest row */
+} gen;
+
+static int gen_fill(void *ctx, int64_t row0, int64_t nrows, void *dst) {
+    const gen *g = ctx;
+    size_t row_bytes = lt_dtype_row_bytes(g->dtype, g->ne0);
+    for (int64_t r = 0; r < nrows; r++) {
+        uint64_t state = mix64(g->seed ^ mix64((uint64_t)(row0 + r)));
+        for (int64_t i = 0; i < g->ne0; i++) {
+            float u = (float)(splitmix64(&state) >> 40) * (1.0f / 16777216.0f); /* [0, 1) */
+            g->row[i] = g->center + g->half * (2.0f * u - 1.0f);
+        }
+        lt_row_from_f32(g->dtype, g->row, (char *)dst + (size_t)r * row_bytes, g->ne0);
+    }
+    return LT_OK;
+}
+
+/* ---- metadata ------------------------------------------------------------------ */
+
+static uint32_t file_type(lt_dtype t) {
+    /* llama.cpp's LLAMA_FTYPE: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_BF16 */
+    static const uint32_t ft[] = {[LT_F32] = 0, [LT_F16] = 1, [LT_BF16] = 32, [LT_Q8_0] = 7};
+    _Static_assert(sizeof ft / sizeof ft[0] == LT_DTYPE_COUNT, "file types");
+    return ft[t];
+}
+
+static int write_meta(lt_gguf_writer *w, const lt_modelgen_opts *o, const lt__vocab_arrays *v) {
+    const lt_llama_config *c = &o->cfg;
+    char name[96];
+    snprintf(name, sizeof name, "looptune random llama d%lld l%lld %s seed %llu",
+             (long long)c->dim, (long long)c->n_layers, lt_dtype_name(o->dtype),
+             (unsigned long long)o->seed);
+    int st = LT_OK;
+    if (!st) st = lt_gguf_writer_str(w, "general.architecture", "llama");
+    if (!st) st = lt_gguf_writer_str(w, "general.name", name);
+    if (!st) st = lt_gguf_writer_u32(w, "general.file_type", file_type(o->dtype));
+    if (!st) st = lt_gguf_writer_u32(w, "llama.vocab_size", (uint32_t)c->vocab_size);
+    if (!st) st = lt_gguf_writer_u32(w, "llama.context_length", (uint32_t)c->seq_len);
+    if (!st) st = lt_gguf_writer_u32(w, "llama.embedding_length", (uint32_t)c->dim);
+    if (!st) st = lt_gguf_writer_u32(w, "llama.block_count", (uint32_t)c->n_layers);
+    if (!st) st = lt_gguf_writer_u32(w, "llama.feed_forward_length", (uint32_t)c->hidden_dim);
+    if (!st)
+        st = lt_gguf_writer_u32(w, "llama.rope.dimension_count", (uint32_t)(c->dim / c->n_heads));
+    if (!st) st = lt_gguf_writer_u32(w, "llama.attention.head_count", (uint32_t)c->n_heads);
+    if (!st) st = lt_gguf_writer_u32(w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
+    if (!st) st = lt_gguf_writer_f32(w, "llama.attention.layer_norm_rms_epsilon", c->rms_eps);
+    if (!st) st = lt_gguf_writer_f32(w, "llama.rope.freq_base", c->rope_base);
+    if (!st) st = lt_gguf_writer_str(w, "tokenizer.ggml.model", "llama");
+    if (!st)
+        st = lt_gguf_writer_arr_str(w, "tokenizer.ggml.tokens", v->n,
+                                    (const char *const *)v->pieces, v->lens);
+    if (!st) st = lt_gguf_writer_arr_f32(w, "tokenizer.ggml.scores", v->n, v->scores);
+    if (!st) st = lt_gguf_writer_arr_i32(w, "tokenizer.ggml.token_type", v->n, v->types);
+    if (!st) st = lt_gguf_writer_u32(w, "tokenizer.ggml.bos_token_id", BOS_ID);
+    if (!st) st = lt_gguf_writer_u32(w, "tokenizer.ggml.eos_token_id", EOS_ID);
+    if (!st) st = lt_gguf_writer_u32(w, "tokenizer.ggml.unknown_token_id", UNK_ID);
+    return st;
+}
+
+/* ---- the model ---------------------------------------------------------------------- */
+
+static int check_opts(const lt_modelgen_opts *o) {
+    const lt_llama_config *c = &o->cfg;
+    int st = lt__llama_config_check(c, "modelgen");
+    if (st) return st;
+    if ((unsigned)o->dtype >= LT_DTYPE_COUNT)
+        return lt_error(LT_EINVAL, "modelgen: bad dtype %d", (int)o->dtype);
+    int64_t blk = lt_dtype_block(o->dtype);
+    if (c->dim % blk != 0 || c->hidden_dim % blk != 0)
+        return lt_error(LT_EINVAL, "modelgen: %s needs rows that are multiples of %lld, but "
+                        "%s is %lld", lt_dtype_name(o->dtype), (long long)blk,
+                        c->dim % blk ? "dim" : "hidden_dim",
+                        (long long)(c->dim % blk ? c->dim : c->hidden_dim));
+    if (c->vocab_size > INT32_MAX || c->seq_len > UINT32_MAX)
+        return lt_error(LT_EINVAL, "modelgen: sizes do not fit GGUF's u32 metadata");
+    return LT_OK;
+}
+
+/* The tensors being declared: one generator each, all sharing a scratch row. */
+typedef struct {
+    lt_gguf_writer *w;
+    gen *gens;
+    int64_t k;
+    float *row;
+    uint64_t seed;
+} plan;
+
+/* Declares a tensor of shape {e0, e1} (1-D when nd == 1) with values uniform
+ * around center, of the given standard deviation. */
+static int declare(plan *p, const char *name, lt_dtype dt, int nd, int64_t e0, int64_t e1,
+                   float center, float std) {
+    gen *g = &p->gens[p->k];
+    *g = (gen){.seed = mix64(p->seed ^ mix64((uint64_t)p->k + 1)), .center = center,
+               .half = std * sqrtf(3.0f), .dtype = dt, .ne0 = e0, .row = p->row};
+    p->k++;
+    return lt__gguf_writer_tensor_fill(p->w, name, dt, nd, (const int64_t[]){e0, e1}, gen_fill, g);
+}
+
+int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path) {
+    int st = check_opts(opts);
+    if (st) return st;
+    const lt_llama_config *c = &opts->cfg;
+    lt__vocab_arrays voc = {0};
+    st = opts->vocab_path ? lt__vocab_llama2c(&voc, opts->vocab_path, c->vocab_size)
+                          : lt__vocab_synth(&voc, c->vocab_size);
+    if (st) return st;
+
+    int64_t dim = c->dim, hid = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
+    int64_t kv_dim = dim / c->n_heads * c->n_kv_heads;
+    plan p = {.seed = opts->seed};
+    p.gens = calloc((size_t)(3 + 9 * L), sizeof *p.gens);
+    p.row = malloc((size_t)(dim > hid ? dim : hid) * sizeof *p.row);
+    if (!p.gens || !p.row) st = lt_error(LT_ENOMEM, "%s: out of memory", path);
+    if (!st) st = lt_gguf_writer_open(&p.w, path);
+    if (!st) st = write_meta(p.w, opts, &voc);
+
+    /* llama.cpp's tensor order. Projections: std 1/sqrt(fan-in) keeps every
+     * activation near unit scale; embeddings unit std; norms near 1. */
+    lt_dtype dt = opts->dtype;
+    float s_dim = 1.0f / sqrtf((float)dim), s_hid = 1.0f / sqrtf((float)hid);
+    if (!st) st = declare(&p, "token_embd.weight", dt, 2, dim, V, 0.0f, 1.0f);
+    if (!st) st = declare(&p, "output_norm.weight", LT_F32, 1, dim, 1, 1.0f, NORM_STD);
+    if (!st) st = declare(&p, "output.weight", dt, 2, dim, V, 0.0f, s_dim);
+    for (int64_t l = 0; l < L && !st; l++) {
+        const struct {
+            const char *suffix;
+            lt_dtype dt;
+            int nd;
+            int64_t e0, e1;
+            float center, std;
+        } t[] = {
+            {"attn_norm", LT_F32, 1, dim, 1, 1.0f, NORM_STD},
+            {"attn_q", dt, 2, dim, dim, 0.0f, s_dim},
+            {"attn_k", dt, 2, dim, kv_dim, 0.0f, s_dim},
+            {"attn_v", dt, 2, dim, kv_dim, 0.0f, s_dim},
+            {"attn_output", dt, 2, dim, dim, 0.0f, s_dim},
+            {"ffn_norm", LT_F32, 1, dim, 1, 1.0f, NORM_STD},
+            {"ffn_gate", dt, 2, dim, hid, 0.0f, s_dim},
+            {"ffn_down", dt, 2, hid, dim, 0.0f, s_hid},
+            {"ffn_up", dt, 2, dim, hid, 0.0f, s_dim},
+        };
+        for (size_t i = 0; i < sizeof t / sizeof t[0] && !st; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)l, t[i].suffix);
+            st = declare(&p, name, t[i].dt, t[i].nd, t[i].e0, t[i].e1, t[i].center, t[i].std);
+        }
+    }
+    /* close streams every tensor to the file through gen_fill */
+    if (p.w) {
+        if (st) lt_gguf_writer_abort(p.w);
+        else st = lt_gguf_writer_close(p.w);
+    }
+    free(p.gens);
+    free(p.row);
+    lt__vocab_arrays_free(&voc);
+    return st;
+}

@@ -1,0 +1,50 @@
+/* The baseline executor: each node split across all threads, then a global
+ * barrier (what ggml does). Threads enter once per step; the barrier is the
+ * only synchronisation, so every node sees all writes of the one before. */
+#include "program/program_internal.h"
+
+typedef struct {
+    lt_program *p;
+    lt_pool *pool;
+    const lt_step *step;
+    bool timed;
+    _Alignas(LT_CACHE_LINE) struct {
+        uint64_t wait_ns;
+        char pad[LT_CACHE_LINE - sizeof(uint64_t)];
+    } per_thread[64];
+} dispatch_ctx;
+
+static void dispatch_worker(void *arg, int ith, int nth) {
+    dispatch_ctx *c = arg;
+    lt_program *p = c->p;
+    uint64_t wait = 0;
+    for (int i = 0; i < p->n_nodes; i++) {
+        lt__node *n = &p->nodes[i];
+        n->fn(&n->call, c->step, ith, nth);
+        if (i + 1 == p->n_nodes) break; /* the pool's join ends the step */
+        if (c->timed) {
+            uint64_t t0 = lt_now_ns();
+            lt_pool_barrier(c->pool);
+            wait += lt_now_ns() - t0;
+        } else {
+            lt_pool_barrier(c->pool);
+        }
+    }
+    if (ith < 64) c->per_thread[ith].wait_ns = wait;
+}
+
+int lt_exec_dispatch(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats) {
+    if (!p->finalized) return lt_error(LT_ESTATE, "program %s is not finalized", p->name);
+    if (p->n_nodes == 0) return LT_OK;
+    dispatch_ctx c = {.p = p, .pool = pool, .step = step, .timed = stats != NULL};
+    uint64_t t0 = stats ? lt_now_ns() : 0;
+    lt_pool_run(pool, dispatch_worker, &c);
+    if (stats) {
+        int nth = lt_pool_size(pool);
+        stats->busy_ns = (lt_now_ns() - t0) * (uint64_t)nth;
+        stats->sync_points = (uint64_t)(p->n_nodes - 1);
+        stats->wait_ns = 0;
+        for (int i = 0; i < nth && i < 64; i++) stats->wait_ns += c.per_thread[i].wait_ns;
+    }
+    return LT_OK;
+}

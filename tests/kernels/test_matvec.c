@@ -1,0 +1,292 @@
+/* matvec against a double-precision reference computed here from the
+ * lt_row_to_f32-dequantised weights: every dtype, shapes with odd row counts,
+ * rows < nth, cols = 32 and a few thousand, every ISA this CPU has, every
+ * point of the parameter space, nth = 1, 2, 3 (threads simulated by calling
+ * each ith in turn), overwrite and accumulate; plus check() and cost(). */
+#include "looptune/kernels.h"
+#include "test.h"
+
+#include <stdint.h>
+
+/* Tolerance: |y - ref| <= TOL * (sum_k |w_k x_k| + |y0|). Float sums of a
+ * few thousand terms in any order stay far below it (~1e-7 typical); one
+ * wrong or missing weight (about 1/cols of the sum) is far above it. */
+#define TOL 1e-5
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+typedef struct {
+    int64_t rows, cols;
+} shape;
+
+typedef struct {
+    lt_dtype dt;
+    int64_t rows, cols;
+    void *w;        /* [rows] rows of the dtype */
+    float *x;       /* [cols] */
+    float *y0;      /* [rows] initial y for accumulate */
+    double *ref;    /* [rows] sum_k w_k x_k in double */
+    double *mag;    /* [rows] sum_k |w_k x_k| */
+    lt_tensor tw, tx, ty;
+} fixture;
+
+static void fixture_init(fixture *f, lt_dtype dt, int64_t rows, int64_t cols) {
+    f->dt = dt;
+    f->rows = rows;
+    f->cols = cols;
+    size_t rb = lt_dtype_row_bytes(dt, cols);
+    f->w = lt_aligned_alloc(64, rb * (size_t)rows);
+    f->x = lt_aligned_alloc(64, sizeof(float) * (size_t)cols);
+    f->y0 = lt_aligned_alloc(64, sizeof(float) * (size_t)rows);
+    f->ref = lt_aligned_alloc(64, sizeof(double) * (size_t)rows);
+    f->mag = lt_aligned_alloc(64, sizeof(double) * (size_t)rows);
+    float *tmp = malloc(sizeof(float) * (size_t)cols);
+    for (int64_t k = 0; k < cols; k++) f->x[k] = frand();
+    for (int64_t r = 0; r < rows; r++) {
+        /* rows of different scales so the per-row tolerance matters */
+        float s = 0.25f + (float)(r % 5);
+        for (int64_t k = 0; k < cols; k++) tmp[k] = s * frand();
+        char *row = (char *)f->w + rb * (size_t)r;
+        lt_row_from_f32(dt, tmp, row, cols);
+        lt_row_to_f32(dt, row, tmp, cols); /* the exact weights the kernel sees */
+        double acc = 0, mag = 0;
+        for (int64_t k = 0; k < cols; k++) {
+            acc += (double)tmp[k] * (double)f->x[k];
+            mag += fabs((double)tmp[k] * (double)f->x[k]);
+        }
+        f->ref[r] = acc;
+        f->mag[r] = mag;
+        f->y0[r] = 3.0f * frand();
+    }
+    free(tmp);
+    lt_tensor_init(&f->tw, dt, cols, rows, 1, 1, f->w);
+    lt_tensor_init(&f->tx, LT_F32, cols, 1, 1, 1, f->x);
+}
+
+static void fixture_free(fixture *f) {
+    lt_aligned_free(f->w);
+    lt_aligned_free(f->x);
+    lt_aligned_free(f->y0);
+    lt_aligned_free(f->ref);
+    lt_aligned_free(f->mag);
+}
+
+static void make_call(lt_call *c, fixture *f, float *y, int accumulate, const lt_params *p) {
+    memset(c, 0, sizeof *c);
+    lt_tensor_init(&f->ty, LT_F32, f->rows, 1, 1, 1, y);
+    c->op[0] = &f->ty;
+    c->op[1] = &f->tw;
+    c->op[2] = &f->tx;
+    c->ia[0] = accumulate;
+    c->params = *p;
+}
+
+/* Runs every ith of nth into its own NaN-filled copy of y, checks each row
+ * was written by exactly one thread, and merges the rows into y. Returns the
+ * number of ownership violations. */
+static int run_threads(lt_kernel_fn fn, fixture *f, float *y, float *part, int nth,
+                       const lt_params *p) {
+    int bad = 0;
+    for (int64_t r = 0; r < f->rows; r++) y[r] = NAN;
+    for (int ith = 0; ith < nth; ith++) {
+        for (int64_t r = 0; r < f->rows; r++) part[r] = NAN;
+        lt_call c;
+        make_call(&c, f, part, 0, p);
+        lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
+        fn(&c, &step, ith, nth);
+        for (int64_t r = 0; r < f->rows; r++) {
+            if (isnan(part[r])) continue;
+            if (!isnan(y[r])) bad++; /* two threads wrote row r */
+            y[r] = part[r];
+        }
+    }
+    return bad;
+}
+
+/* Rows of y outside the tolerance (NaN, i.e. never written, counts). */
+static int64_t count_wrong(const fixture *f, const float *y, bool accumulate, int64_t *first) {
+    int64_t bad = 0;
+    for (int64_t r = 0; r < f->rows; r++) {
+        double want = f->ref[r] + (accumulate ? (double)f->y0[r] : 0.0);
+        double tol = TOL * (f->mag[r] + (accumulate ? fabs((double)f->y0[r]) : 0.0)) + 1e-30;
+        if (!(fabs((double)y[r] - want) <= tol)) {
+            if (bad == 0) *first = r;
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
+    lt_kernel_fn fn = lt_kernel_fn_for(k, isa);
+    float *y1 = malloc(sizeof(float) * (size_t)f->rows);
+    float *yn = malloc(sizeof(float) * (size_t)f->rows);
+    float *part = malloc(sizeof(float) * (size_t)f->rows);
+    const lt_param_def *d = k->params;
+    int64_t points = 0, wrong = 0, owners = 0, nth_diff = 0;
+    lt_params p;
+    lt_params_default(k, &p);
+    int idx[4] = {0, 0, 0, 0};
+    for (;;) {
+        for (int i = 0; i < 4; i++) p.v[i] = d[i].values[idx[i]];
+        points++;
+        for (int nth = 1; nth <= 3; nth++) {
+            float *y = nth == 1 ? y1 : yn;
+            owners += run_threads(fn, f, y, part, nth, &p);
+            int64_t first = -1, bad = count_wrong(f, y, false, &first);
+            if (bad && wrong == 0)
+                fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d nth=%d: "
+                                "row %lld = %.9g, want %.9g\n",
+                        lt_isa_name(isa), lt_dtype_name(f->dt), (long long)f->rows,
+                        (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3], nth,
+                        (long long)first, (double)y[first], f->ref[first]);
+            wrong += bad;
+            /* rows are computed whole by one thread: nth must not change y */
+            if (nth > 1 && memcmp(y1, yn, sizeof(float) * (size_t)f->rows) != 0) nth_diff++;
+        }
+        /* accumulate mode, two threads */
+        memcpy(yn, f->y0, sizeof(float) * (size_t)f->rows);
+        lt_call c;
+        make_call(&c, f, yn, 1, &p);
+        lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
+        fn(&c, &step, 1, 2);
+        fn(&c, &step, 0, 2);
+        int64_t first = -1, bad = count_wrong(f, yn, true, &first);
+        if (bad && wrong == 0)
+            fprintf(stderr, "  accumulate %s %s row %lld wrong\n", lt_isa_name(isa),
+                    lt_dtype_name(f->dt), (long long)first);
+        wrong += bad;
+
+        int i = 0; /* next point of the space */
+        while (i < 4 && ++idx[i] == d[i].n_values) idx[i++] = 0;
+        if (i == 4) break;
+    }
+    ASSERT_EQ(points, 7 * 4 * 5 * 6);
+    ASSERT_EQ(wrong, 0);
+    ASSERT_EQ(owners, 0);
+    ASSERT_EQ(nth_diff, 0);
+    free(y1);
+    free(yn);
+    free(part);
+}
+
+static void test_sweep(void) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    /* cols with a 16-element tail for the 16-aligned dtypes (rounded up to
+     * 32 for q8_0); 2080 = 2048 + 32 exercises every k_block with a tail */
+    static const shape shapes[] = {{1, 32}, {2, 48}, {7, 96}, {37, 528}, {45, 2080}, {259, 80}};
+    for (int dt = 0; dt < LT_DTYPE_COUNT; dt++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int64_t cols = shapes[s].cols;
+            if (dt == LT_Q8_0) cols = (cols + 31) / 32 * 32;
+            fixture f;
+            fixture_init(&f, (lt_dtype)dt, shapes[s].rows, cols);
+            for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) sweep(k, (lt_isa)isa, &f);
+            fixture_free(&f);
+        }
+    }
+}
+
+static void test_descriptor(void) {
+    const lt_kernel *k = lt_kernel_find("matvec");
+    ASSERT_TRUE(k == lt_kernel_get(LT_K_MATVEC));
+    ASSERT_EQ(k->n_params, 4);
+    ASSERT_EQ(lt_kernel_param_index(k, "rows_per_task"), 0);
+    ASSERT_EQ(lt_kernel_param_index(k, "unroll"), 1);
+    ASSERT_EQ(lt_kernel_param_index(k, "k_block"), 2);
+    ASSERT_EQ(lt_kernel_param_index(k, "prefetch"), 3);
+    for (int i = 0; i < k->n_params; i++) {
+        const lt_param_def *d = &k->params[i];
+        bool has_def = false;
+        for (int j = 0; j < d->n_values; j++) {
+            if (j > 0) ASSERT_TRUE(d->values[j] > d->values[j - 1]);
+            has_def |= d->values[j] == d->def;
+        }
+        ASSERT_TRUE(has_def);
+    }
+    for (int j = 0; j < k->params[2].n_values; j++) ASSERT_EQ(k->params[2].values[j] % 32, 0);
+}
+
+static void test_check_and_cost(void) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    fixture f;
+    fixture_init(&f, LT_Q8_0, 5, 64);
+    float y[5];
+    lt_params p;
+    lt_params_default(k, &p);
+    lt_call c;
+    make_call(&c, &f, y, 0, &p);
+    ASSERT_EQ(k->check(&c), LT_OK);
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+
+    double bytes = 0, flops = 0;
+    lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
+    k->cost(&c, &step, &bytes, &flops);
+    ASSERT_NEAR(bytes, 5 * 2 * 34 + 64 * 4 + 5 * 4, 0);
+    ASSERT_NEAR(flops, 2 * 5 * 64, 0);
+    c.ia[0] = 1;
+    k->cost(&c, &step, &bytes, &flops);
+    ASSERT_NEAR(bytes, 5 * 2 * 34 + 64 * 4 + 5 * 4 * 2, 0);
+
+    lt_tensor bad;
+    /* y of the wrong dtype */
+    lt_tensor_init(&bad, LT_F16, 5, 1, 1, 1, y);
+    c.op[0] = &bad;
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    ASSERT_TRUE(strlen(lt_errmsg()) > 0);
+    /* y of the wrong length */
+    lt_tensor_init(&bad, LT_F32, 4, 1, 1, 1, y);
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    c.op[0] = &f.ty;
+    /* x of the wrong length */
+    lt_tensor_init(&bad, LT_F32, 32, 1, 1, 1, f.x);
+    c.op[2] = &bad;
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    /* x a matrix */
+    lt_tensor_init(&bad, LT_F32, 64, 2, 1, 1, f.x);
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    c.op[2] = NULL;
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    c.op[2] = &f.tx;
+    /* q8_0 needs cols % 32 == 0 */
+    lt_tensor_init(&bad, LT_Q8_0, 48, 5, 1, 1, f.w);
+    bad.nb[1] = 2 * 34;
+    c.op[1] = &bad;
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    /* other dtypes need cols % 16 == 0 */
+    float w[5 * 40] = {0}, x[40] = {0};
+    lt_tensor tx;
+    lt_tensor_init(&bad, LT_F32, 40, 5, 1, 1, w);
+    lt_tensor_init(&tx, LT_F32, 40, 1, 1, 1, x);
+    c.op[2] = &tx;
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    lt_tensor_init(&bad, LT_F32, 32, 5, 1, 1, w);
+    lt_tensor_init(&tx, LT_F32, 32, 1, 1, 1, x);
+    ASSERT_EQ(k->check(&c), LT_OK);
+    /* a bad dtype, a 3-d W, a bad accumulate flag, a bad parameter value */
+    bad.dtype = (lt_dtype)17;
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    lt_tensor_init(&bad, LT_F32, 32, 5, 2, 1, w);
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    lt_tensor_init(&bad, LT_F32, 32, 5, 1, 1, w);
+    c.ia[0] = 2;
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    c.ia[0] = 0;
+    c.params.v[1] = 3;
+    ASSERT_EQ(k->check(&c), LT_ECONFIG);
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_ECONFIG);
+    fixture_free(&f);
+}
+
+int main(void) {
+    test_descriptor();
+    test_check_and_cost();
+    test_sweep();
+    return lt_test_finish();
+}

@@ -1,0 +1,81 @@
+/* Shared command-line helpers: errors, strict parsing. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int lt_cli_fail(const char *cmd, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "looptune %s: %s\n", cmd, msg);
+    return 1;
+}
+
+int lt_cli_fail_status(const char *cmd, int status, const char *what) {
+    const char *detail = lt_errmsg();
+    if (!detail[0]) detail = lt_strerror(status);
+    return lt_cli_fail(cmd, "%s: %s", what, detail);
+}
+
+bool lt_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+bool lt_cli_parse_f32(const char *s, float lo, float hi, float *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || *end || !isfinite(v) || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+bool lt_cli_parse_ids(const char *s, int32_t **ids, int64_t *n) {
+    size_t len = strlen(s);
+    int32_t *v = malloc((len / 2 + 1) * sizeof *v);
+    if (!v) return false;
+    int64_t k = 0;
+    const char *p = s;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t l = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[32];
+        int64_t id;
+        if (l == 0 || l >= sizeof tok) goto bad;
+        memcpy(tok, p, l);
+        tok[l] = 0;
+        if (!lt_cli_parse_i64(tok, 0, INT32_MAX, &id)) goto bad;
+        v[k++] = (int32_t)id;
+        if (!comma) break;
+        p = comma + 1;
+        if (!*p) goto bad;
+    }
+    if (k == 0) goto bad;
+    *ids = v;
+    *n = k;
+    return true;
+bad:
+    free(v);
+    return false;
+}
+
+int lt_cli_bad_option(const char *cmd, int opt, const char *arg0) {
+    if (opt == ':')
+        return lt_cli_fail(cmd, "option '%s' needs a value (see looptune %s --help)", arg0, cmd);
+    return lt_cli_fail(cmd, "unknown option '%s' (see looptune %s --help)", arg0, cmd);
+}

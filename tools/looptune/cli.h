@@ -1,0 +1,29 @@
+/* Shared pieces of the looptune command line: strict number parsing, the
+ * one-line error convention, and the subcommand entry points. */
+#ifndef LT_CLI_H
+#define LT_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "looptune/core.h"
+
+/* Prints "looptune CMD: message" on stderr (one line). Returns 1 (the exit code). */
+int lt_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Same, appending ": <lt_errmsg()>" or the status message when empty. */
+int lt_cli_fail_status(const char *cmd, int status, const char *what);
+
+/* Strict parsers: the whole string must be a number within [lo, hi]. */
+bool lt_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool lt_cli_parse_f32(const char *s, float lo, float hi, float *out);
+/* "1,400,300" -> ids (malloc'd, caller frees). False on any bad element. */
+bool lt_cli_parse_ids(const char *s, int32_t **ids, int64_t *n);
+
+/* Handles getopt_long's '?' and ':' results with a clear line. */
+int lt_cli_bad_option(const char *cmd, int opt, const char *arg0);
+
+int lt_cmd_run(int argc, char **argv);
+int lt_cmd_bench(int argc, char **argv);
+int lt_cmd_modelgen(int argc, char **argv);
+
+#endif

@@ -1,0 +1,246 @@
+/* looptune run: text generation with a run summary. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "looptune/model.h"
+#include "looptune/program.h"
+
+static const char *const run_help =
+    "usage: looptune run -m MODEL (-p PROMPT | --prompt-ids IDS) [options]\n"
+    "\n"
+    "Generates text and ends with a summary on stderr: prompt and decode tokens/s,\n"
+    "ms per token, weight bytes read per token and the achieved memory bandwidth.\n"
+    "\n"
+    "  -m, --model FILE        GGUF (f32, f16, bf16, q8_0) or llama2.c checkpoint (.bin)\n"
+    "  -z, --tokenizer FILE    llama2.c tokenizer.bin (overrides a GGUF's vocabulary)\n"
+    "  -p, --prompt TEXT       prompt text (BOS is added)\n"
+    "      --prompt-ids IDS    prompt as token ids, e.g. 1,400,300\n"
+    "  -n, --n-tokens N        tokens to generate (default 128)\n"
+    "  -t, --threads T         threads (default 2 or the CPU count, whichever is smaller)\n"
+    "      --temp X            temperature, 0 = greedy (default 0.8)\n"
+    "      --top-p P           nucleus sampling threshold in (0,1] (default 0.9)\n"
+    "      --seed S            sampler seed (default: from the clock)\n"
+    "      --ctx N             context length to allocate (default: the model's)\n"
+    "      --prefill-batch B   prompt tokens per batch (default: whole prompt, up to 256)\n"
+    "      --ignore-eos        keep generating after the end-of-sequence token\n"
+    "      --print-ids         print generated token ids instead of text\n"
+    "      --dump-logits FILE  write float32 logits of every position fed (for testing)\n"
+    "      --dump-program      print the decode program before running\n"
+    "      --isa ISA           force kernels to portable, avx2 or avx512 (default: best)\n"
+    "  -h, --help              this help\n";
+
+typedef struct {
+    const lt_vocab *vocab;
+    bool print_ids;
+    int64_t count;
+} out_state;
+
+static int on_token(void *user, int32_t prev, int32_t tok) {
+    out_state *o = user;
+    if (o->print_ids) {
+        printf(o->count ? " %d" : "%d", tok);
+    } else if (o->vocab) {
+        char buf[256];
+        size_t n = lt_detokenize(o->vocab, prev, tok, buf, sizeof buf);
+        fwrite(buf, 1, n, stdout);
+    }
+    fflush(stdout);
+    o->count++;
+    return 0;
+}
+
+int lt_cmd_run(int argc, char **argv) {
+    const char *cmd = "run";
+    const char *model_path = NULL, *tok_path = NULL, *prompt = NULL, *prompt_ids = NULL;
+    const char *dump_logits = NULL;
+    int64_t n_new = 128, threads = 0, seed = -1, ctx = 0, prefill_batch = 0;
+    float temp = 0.8f, top_p = 0.9f;
+    bool print_ids = false, dump_program = false, ignore_eos = false;
+    enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},     {"tokenizer", required_argument, 0, 'z'},
+        {"prompt", required_argument, 0, 'p'},    {"prompt-ids", required_argument, 0, O_IDS},
+        {"n-tokens", required_argument, 0, 'n'},  {"threads", required_argument, 0, 't'},
+        {"temp", required_argument, 0, O_TEMP},   {"top-p", required_argument, 0, O_TOPP},
+        {"seed", required_argument, 0, O_SEED},   {"ctx", required_argument, 0, O_CTX},
+        {"prefill-batch", required_argument, 0, O_PB}, {"ignore-eos", no_argument, 0, O_EOS},
+        {"print-ids", no_argument, 0, O_PIDS},    {"dump-logits", required_argument, 0, O_DL},
+        {"dump-program", no_argument, 0, O_DP},   {"isa", required_argument, 0, O_ISA},
+        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:z:p:n:t:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model_path = optarg; break;
+        case 'z': tok_path = optarg; break;
+        case 'p': prompt = optarg; break;
+        case O_IDS: prompt_ids = optarg; break;
+        case 'n':
+            if (!lt_cli_parse_i64(optarg, 0, INT32_MAX, &n_new))
+                return lt_cli_fail(cmd, "bad -n '%s': expected a number of tokens >= 0", optarg);
+            break;
+        case 't':
+            if (!lt_cli_parse_i64(optarg, 1, 64, &threads))
+                return lt_cli_fail(cmd, "bad --threads '%s': expected 1..64", optarg);
+            break;
+        case O_TEMP:
+            if (!lt_cli_parse_f32(optarg, 0.0f, 100.0f, &temp))
+                return lt_cli_fail(cmd, "bad --temp '%s': expected a number in [0, 100]", optarg);
+            break;
+        case O_TOPP:
+            if (!lt_cli_parse_f32(optarg, 1e-6f, 1.0f, &top_p))
+                return lt_cli_fail(cmd, "bad --top-p '%s': expected a number in (0, 1]", optarg);
+            break;
+        case O_SEED:
+            if (!lt_cli_parse_i64(optarg, 0, INT64_MAX, &seed))
+                return lt_cli_fail(cmd, "bad --seed '%s': expected a number >= 0", optarg);
+            break;
+        case O_CTX:
+            if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &ctx))
+                return lt_cli_fail(cmd, "bad --ctx '%s': expected a positive number", optarg);
+            break;
+        case O_PB:
+            if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &prefill_batch))
+                return lt_cli_fail(cmd, "bad --prefill-batch '%s': expected a positive number", optarg);
+            break;
+        case O_EOS: ignore_eos = true; break;
+        case O_PIDS: print_ids = true; break;
+        case O_DL: dump_logits = optarg; break;
+        case O_DP: dump_program = true; break;
+        case O_ISA: {
+            lt_isa isa;
+            if (lt_isa_parse(optarg, &isa)) return lt_cli_fail(cmd, "%s", lt_errmsg());
+            lt_isa_force(isa);
+            break;
+        }
+        case 'h': fputs(run_help, stdout); return 0;
+        default: return lt_cli_bad_option(cmd, c, argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return lt_cli_fail(cmd, "unexpected argument '%s' (see looptune run --help)", argv[optind]);
+    if (!model_path) return lt_cli_fail(cmd, "no model: give -m MODEL (see looptune run --help)");
+    if (prompt && prompt_ids) return lt_cli_fail(cmd, "give either -p or --prompt-ids, not both");
+    if (!prompt && !prompt_ids) return lt_cli_fail(cmd, "no prompt: give -p TEXT or --prompt-ids IDS");
+    if (prompt && !*prompt) return lt_cli_fail(cmd, "empty prompt: -p needs some text");
+
+    int rc, exit_code = 1;
+    lt_model *m = NULL;
+    lt_pool *pool = NULL;
+    lt_llama *l = NULL;
+    lt_sampler *s = NULL;
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    FILE *dump = NULL;
+
+    if ((rc = lt_model_open(&m, model_path, tok_path))) {
+        lt_cli_fail_status(cmd, rc, "cannot load model");
+        goto done;
+    }
+    if (prompt_ids) {
+        if (!lt_cli_parse_ids(prompt_ids, &ids, &n_ids)) {
+            lt_cli_fail(cmd, "bad --prompt-ids '%s': expected comma-separated token ids", prompt_ids);
+            goto done;
+        }
+        for (int64_t i = 0; i < n_ids; i++)
+            if (ids[i] >= m->cfg.vocab_size) {
+                lt_cli_fail(cmd, "bad --prompt-ids: token id %d outside the vocabulary (0..%lld)",
+                            ids[i], (long long)m->cfg.vocab_size - 1);
+                goto done;
+            }
+    } else {
+        if (!m->vocab) {
+            lt_cli_fail(cmd, "%s has no tokenizer: give -z TOKENIZER or --prompt-ids", model_path);
+            goto done;
+        }
+        size_t cap = strlen(prompt) + 3;
+        ids = malloc(cap * sizeof *ids);
+        if (!ids || (rc = lt_tokenize(m->vocab, prompt, true, ids, (int64_t)cap, &n_ids))) {
+            lt_cli_fail_status(cmd, ids ? rc : LT_ENOMEM, "cannot tokenize the prompt");
+            goto done;
+        }
+    }
+    int64_t model_ctx = m->cfg.seq_len;
+    if (ctx > model_ctx) {
+        lt_cli_fail(cmd, "--ctx %lld exceeds the model's context length %lld", (long long)ctx,
+                    (long long)model_ctx);
+        goto done;
+    }
+    int64_t ctx_len = ctx ? ctx : model_ctx;
+    if (n_ids + n_new - 1 > ctx_len) {
+        lt_cli_fail(cmd, "prompt (%lld tokens) + -n %lld exceeds the context length %lld",
+                    (long long)n_ids, (long long)n_new, (long long)ctx_len);
+        goto done;
+    }
+    if (!threads) threads = lt_cpu()->logical_cpus < 2 ? 1 : 2;
+    if ((rc = lt_pool_init(&pool, (int)threads))) {
+        lt_cli_fail_status(cmd, rc, "cannot start threads");
+        goto done;
+    }
+    lt_llama_opts lo = {.ctx_len = ctx_len, .all_logits = dump_logits != NULL};
+    if ((rc = lt_llama_init(&l, m, pool, &lo))) {
+        lt_cli_fail_status(cmd, rc, "cannot build the program");
+        goto done;
+    }
+    if (dump_program) {
+        lt_program *p;
+        if (lt_llama_program(l, 1, &p) == LT_OK) lt_program_print(p, stdout);
+    }
+    if (seed < 0) seed = (int64_t)(lt_now_ns() & 0x7fffffffffffffffull);
+    if ((rc = lt_sampler_init(&s, m->cfg.vocab_size, temp, top_p, (uint64_t)seed))) {
+        lt_cli_fail_status(cmd, rc, "bad sampler settings");
+        goto done;
+    }
+    if (dump_logits && !(dump = fopen(dump_logits, "wb"))) {
+        lt_cli_fail(cmd, "cannot create %s", dump_logits);
+        goto done;
+    }
+    out_state os = {.vocab = m->vocab, .print_ids = print_ids};
+    if (!print_ids && m->vocab) {
+        /* echo the prompt as the model sees it */
+        for (int64_t i = 1; i < n_ids; i++) on_token(&(out_state){.vocab = m->vocab}, ids[i - 1], ids[i]);
+    }
+    lt_gen_opts go = {.n_new = n_new, .prefill_batch = prefill_batch, .dump_logits = dump,
+                      .stop_token = ignore_eos || !m->vocab ? -1 : lt_vocab_eos(m->vocab)};
+    lt_gen_stats st;
+    if ((rc = lt_generate(l, s, ids, n_ids, &go, on_token, &os, &st))) {
+        printf("\n");
+        lt_cli_fail_status(cmd, rc, "generation failed");
+        goto done;
+    }
+    printf("\n");
+    fflush(stdout);
+    if (dump && fclose(dump) != 0) {
+        dump = NULL;
+        lt_cli_fail(cmd, "cannot write %s", dump_logits);
+        goto done;
+    }
+    dump = NULL;
+
+    /* summary */
+    double wbytes = (double)lt_model_weight_bytes_per_token(m);
+    int64_t n_dec = st.n_generated > 1 ? st.n_generated - 1 : 0; /* evals after the prefill */
+    double dec_tps = n_dec && st.decode_s > 0 ? (double)n_dec / st.decode_s : 0;
+    double pre_tps = st.prefill_s > 0 ? (double)st.n_prompt / st.prefill_s : 0;
+    fprintf(stderr,
+            "\nlooptune: %s, %lld layers, dim %lld, %s weights, %lld threads, isa %s\n"
+            "  prompt  %lld tokens in %.1f ms (%.1f tokens/s)\n"
+            "  decode  %lld tokens in %.1f ms (%.1f tokens/s, %.3f ms/token)\n"
+            "  weights %.1f MB read per token, %.1f GB/s achieved\n",
+            m->format, (long long)m->cfg.n_layers, (long long)m->cfg.dim, lt_dtype_name(m->wtype),
+            (long long)threads, lt_isa_name(lt_isa_active()), (long long)st.n_prompt,
+            st.prefill_s * 1e3, pre_tps, (long long)n_dec, st.decode_s * 1e3, dec_tps,
+            dec_tps ? 1e3 / dec_tps : 0.0, wbytes / 1e6, wbytes * dec_tps / 1e9);
+    exit_code = 0;
+done:
+    if (dump) fclose(dump);
+    free(ids);
+    lt_sampler_free(s);
+    lt_llama_free(l);
+    lt_pool_free(pool);
+    lt_model_close(m);
+    return exit_code;
+}
