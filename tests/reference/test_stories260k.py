@@ -8,8 +8,6 @@ other than its own."""
 import os
 import sys
 
-import numpy as np
-
 import llama_ref as R
 import lt_harness as H
 
