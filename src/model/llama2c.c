@@ -59,8 +59,8 @@ int lt__llama2c_load(lt_model *m, const char *path) {
                                          "n_kv_heads", "vocab_size", "seq_len"};
     for (int i = 0; i < 7; i++) {
         if (h[i] == 0 || (h[i] < 0 && i != 5) || h[i] == INT32_MIN)
-            return lt_error(LT_EFORMAT, "%s: header field %s = %d is not positive "
-                            "(not a llama2.c checkpoint?)", path, field[i], (int)h[i]);
+            return lt_error(LT_EFORMAT, "%s: no GGUF magic, and as a llama2.c checkpoint "
+                            "its header field %s = %d is not positive: unknown format", path, field[i], (int)h[i]);
     }
     bool shared = h[5] > 0; /* a negative vocab_size marks a separate classifier */
     lt_llama_config *c = &m->cfg;
