@@ -112,6 +112,13 @@ void lt_params_default(const lt_kernel *k, lt_params *p);
 /* LT_OK if every value is one of its parameter's allowed values, else
  * LT_ECONFIG with detail naming the parameter and value. */
 int lt_params_validate(const lt_kernel *k, const lt_params *p);
+/* Whether a kernel writes / reads operand op (executors derive data
+ * dependencies from this): op[0] is written by every kernel; ROPE also
+ * writes op[1] (in place), ATTENTION its scratch op[4]; MATVEC/MATMUL read
+ * op[0] when accumulating, ROPE/SOFTMAX read op[0] (in place). */
+bool lt_kernel_writes(lt_kernel_id id, const lt_call *call, int op);
+bool lt_kernel_reads(lt_kernel_id id, const lt_call *call, int op);
+
 /* Shape check plus lt_params_validate. */
 int lt_call_check(lt_kernel_id id, const lt_call *call);
 

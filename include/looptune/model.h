@@ -184,6 +184,9 @@ typedef struct {
     int64_t max_batch;  /* largest prefill batch (default min(seq_len, 256)) */
     int64_t ctx_len;    /* KV cache length (default and maximum: the model's seq_len) */
     bool all_logits;    /* prefill computes logits for every token, not only the last */
+    int executor;       /* lt_executor: 0 dispatch, 1 looped */
+    bool no_loop_pass;  /* skip the kernel-looping pass (programs stay flat) */
+    FILE *dump_program; /* if set: every program built is printed before and after the pass */
 } lt_llama_opts;
 
 /* Builds the decode program (one token) and allocates the KV cache; prefill

@@ -106,17 +106,45 @@ int lt_program_loop_binding(const lt_program *p, int loop, int it, int s);
 
 /* ---- executors ------------------------------------------------------------ */
 
-/* Synchronisation counters of the last run, summed over threads. */
+/* Synchronisation counters of one step, summed over threads. */
 typedef struct {
-    uint64_t sync_points;  /* barriers (or dependency waits) per thread per step */
-    uint64_t wait_ns;      /* time threads spent waiting at them, summed */
-    uint64_t busy_ns;      /* wall time of the step times threads */
+    uint64_t sync_points; /* dispatch: barriers passed; looped: dependency waits that blocked */
+    uint64_t wait_ns;     /* time threads spent waiting at them */
+    uint64_t busy_ns;     /* wall time of the step times threads */
 } lt_exec_stats;
 
 /* The baseline executor (as ggml does it): every node is split across all
  * the pool's threads, then all threads meet at a barrier. Kernels run the
  * ISA chosen at finalize (lt_isa_active() then). stats may be NULL. */
 int lt_exec_dispatch(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats);
+
+/* The looped executor: threads enter once per step and walk the whole node
+ * list (LOOP bodies included) themselves. A node's work is cut into tasks
+ * (tiles) that threads take from a shared counter; a thread starts a node
+ * as soon as the nodes it depends on (read-after-write, write-after-read,
+ * write-after-write on its buffers) have finished every task, not at a
+ * global barrier, and a thread that has to wait prefetches the weights it
+ * is about to read. Every node's result is the same as under
+ * lt_exec_dispatch: kernels compute each output element in one task, in an
+ * order that does not depend on the split. */
+int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats);
+
+/* The looped executor's tunable parameters, like a kernel's:
+ *   tiles_per_thread  tasks per node per thread (load balance vs overhead)
+ *   prefetch_kb       weight bytes a waiting thread prefetches ahead
+ *   sync              0 = dependency counters, 1 = a barrier after every node */
+#define LT_EXEC_MAX_TILES 16
+enum { LT_XP_TILES = 0, LT_XP_PREFETCH_KB, LT_XP_SYNC, LT_XP_COUNT };
+const lt_param_def *lt_exec_looped_params(int *n_params);
+/* Validates against the space (LT_ECONFIG) and sets them for this program. */
+int lt_program_set_exec_params(lt_program *p, const lt_params *params);
+void lt_program_exec_params(const lt_program *p, lt_params *out);
+
+typedef enum { LT_EXEC_DISPATCH = 0, LT_EXEC_LOOPED } lt_executor;
+const char *lt_executor_name(lt_executor e);
+int lt_executor_parse(const char *s, lt_executor *out);
+/* Runs one step with the chosen executor. */
+int lt_exec_run(lt_executor e, lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats);
 
 #ifdef __cplusplus
 }

@@ -63,3 +63,19 @@ int lt_call_check(lt_kernel_id id, const lt_call *call) {
     if (rc != LT_OK) return rc;
     return k->check ? k->check(call) : LT_OK;
 }
+
+bool lt_kernel_writes(lt_kernel_id id, const lt_call *call, int op) {
+    (void)call;
+    return op == 0 || (id == LT_K_ROPE && op == 1) || (id == LT_K_ATTENTION && op == 4);
+}
+
+bool lt_kernel_reads(lt_kernel_id id, const lt_call *call, int op) {
+    if (op > 0) return id != LT_K_ATTENTION || op != 4;
+    switch (id) {
+    case LT_K_MATVEC:
+    case LT_K_MATMUL: return call->ia[0] != 0; /* accumulate */
+    case LT_K_ROPE:
+    case LT_K_SOFTMAX: return true; /* in place */
+    default: return false;
+    }
+}

@@ -75,7 +75,8 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
     CHECK(att = act(p, "att", q_dim, n));
     CHECK(hb = act(p, "hb", c->hidden_dim, n));
     CHECK(hb2 = act(p, "hb2", c->hidden_dim, n));
-    CHECK(scratch = act(p, "att_scratch", ctx, nth));
+    /* one scratch row per task: the looped executor cuts nodes finer than threads */
+    CHECK(scratch = act(p, "att_scratch", ctx, (int64_t)nth * LT_EXEC_MAX_TILES));
     CHECK(emb = ext(p, "token_embd", LT_BUF_WEIGHT, &m->tok_embd));
     CHECK(out_norm = ext(p, "output_norm", LT_BUF_WEIGHT, &m->output_norm));
     CHECK(cls = ext(p, "output", LT_BUF_WEIGHT, &m->output));
@@ -145,6 +146,14 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
     CHECK(lt_program_add_node(p, LT_K_RMSNORM, (int[]){xbs, xs, out_norm}, 3, NULL,
                               (float[]){c->rms_eps, 0, 0, 0}, "output_norm"));
     CHECK(linear(p, rows, logits, cls, xbs, false, "classifier"));
+    if (l->opts.dump_program) lt_program_print(p, l->opts.dump_program);
+    if (!l->opts.no_loop_pass) {
+        CHECK(lt_pass_kernel_looping(p));
+        if (l->opts.dump_program) {
+            fprintf(l->opts.dump_program, "after the kernel-looping pass:\n");
+            lt_program_print(p, l->opts.dump_program);
+        }
+    }
     CHECK(lt_program_finalize(p));
     *out = p;
     *logits_id = logits;
@@ -245,7 +254,8 @@ int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
     if (rc) return rc;
     lt_step step = {.pos = pos, .n_tokens = n, .tokens = tokens};
     lt_exec_stats st;
-    rc = lt_exec_dispatch(l->progs[slot].p, l->pool, &step, l->timing ? &st : NULL);
+    rc = lt_exec_run((lt_executor)l->opts.executor, l->progs[slot].p, l->pool, &step,
+                     l->timing ? &st : NULL);
     if (rc) return rc;
     if (l->timing) {
         l->sync.steps++;

@@ -42,7 +42,7 @@ int lt_exec_dispatch(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_
     if (stats) {
         int nth = lt_pool_size(pool);
         stats->busy_ns = (lt_now_ns() - t0) * (uint64_t)nth;
-        stats->sync_points = (uint64_t)(p->n_nodes - 1);
+        stats->sync_points = (uint64_t)(p->n_nodes - 1) * (uint64_t)nth; /* barriers, summed over threads */
         stats->wait_ns = 0;
         for (int i = 0; i < nth && i < 64; i++) stats->wait_ns += c.per_thread[i].wait_ns;
     }

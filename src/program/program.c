@@ -11,6 +11,9 @@ int lt_program_init(lt_program **out, const char *name) {
     lt_program *p = calloc(1, sizeof *p);
     if (!p) return lt_error(LT_ENOMEM, "out of memory creating program");
     snprintf(p->name, sizeof p->name, "%s", name ? name : "program");
+    int nx;
+    const lt_param_def *xd = lt_exec_looped_params(&nx);
+    for (int i = 0; i < nx; i++) p->xparams.v[i] = xd[i].def;
     *out = p;
     return LT_OK;
 }
@@ -25,6 +28,7 @@ void lt_program_free(lt_program *p) {
         free(p->loops[i].stride);
     }
     free(p->loops);
+    lt__plan_free(p->plan);
     lt_aligned_free(p->arena);
     free(p->bufs);
     free(p->nodes);

@@ -45,7 +45,11 @@ struct lt_program {
     lt__loop *loops; /* sorted by first node */
     int n_loops;
     void *arena; /* all activations */
+    lt_params xparams;     /* the looped executor's parameters */
+    struct lt__plan *plan; /* the looped executor's schedule, built on first use */
     bool finalized;
 };
+
+void lt__plan_free(struct lt__plan *plan);
 
 #endif

@@ -45,7 +45,7 @@ static void test_chain(int nth, int depth) {
         for (int i = 0; i < N; i++)
             if (y[i] != a[i] + (float)depth * b[i]) bad++;
         ASSERT_EQ(bad, 0);
-        ASSERT_EQ(st.sync_points, (uint64_t)(depth - 1));
+        ASSERT_EQ(st.sync_points, (uint64_t)(depth - 1) * (uint64_t)nth);
     }
     lt_pool_free(pool);
     lt_program_free(p);

@@ -28,7 +28,10 @@ static const char *const run_help =
     "      --ignore-eos        keep generating after the end-of-sequence token\n"
     "      --print-ids         print generated token ids instead of text\n"
     "      --dump-logits FILE  write float32 logits of every position fed (for testing)\n"
-    "      --dump-program      print the decode program before running\n"
+    "      --executor E        looped (default: one persistent loop over the layers, no\n"
+    "                          global barriers) or dispatch (per-node split + barrier)\n"
+    "      --no-loop-pass      keep the program flat (no LOOP nodes)\n"
+    "      --dump-program      print the decode program before and after the kernel-looping pass\n"
     "      --isa ISA           force kernels to portable, avx2 or avx512 (default: best)\n"
     "  -h, --help              this help\n";
 
@@ -58,8 +61,10 @@ int lt_cmd_run(int argc, char **argv) {
     const char *dump_logits = NULL;
     int64_t n_new = 128, threads = 0, seed = -1, ctx = 0, prefill_batch = 0;
     float temp = 0.8f, top_p = 0.9f;
-    bool print_ids = false, dump_program = false, ignore_eos = false;
-    enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA };
+    bool print_ids = false, dump_program = false, ignore_eos = false, no_loop_pass = false;
+    lt_executor executor = LT_EXEC_LOOPED;
+    enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
+           O_EXEC, O_NLP };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},     {"tokenizer", required_argument, 0, 'z'},
         {"prompt", required_argument, 0, 'p'},    {"prompt-ids", required_argument, 0, O_IDS},
@@ -69,6 +74,7 @@ int lt_cmd_run(int argc, char **argv) {
         {"prefill-batch", required_argument, 0, O_PB}, {"ignore-eos", no_argument, 0, O_EOS},
         {"print-ids", no_argument, 0, O_PIDS},    {"dump-logits", required_argument, 0, O_DL},
         {"dump-program", no_argument, 0, O_DP},   {"isa", required_argument, 0, O_ISA},
+        {"executor", required_argument, 0, O_EXEC}, {"no-loop-pass", no_argument, 0, O_NLP},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -111,6 +117,10 @@ int lt_cmd_run(int argc, char **argv) {
         case O_PIDS: print_ids = true; break;
         case O_DL: dump_logits = optarg; break;
         case O_DP: dump_program = true; break;
+        case O_NLP: no_loop_pass = true; break;
+        case O_EXEC:
+            if (lt_executor_parse(optarg, &executor)) return lt_cli_fail(cmd, "%s", lt_errmsg());
+            break;
         case O_ISA: {
             lt_isa isa;
             if (lt_isa_parse(optarg, &isa)) return lt_cli_fail(cmd, "%s", lt_errmsg());
@@ -180,14 +190,12 @@ int lt_cmd_run(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot start threads");
         goto done;
     }
-    lt_llama_opts lo = {.ctx_len = ctx_len, .all_logits = dump_logits != NULL};
+    lt_llama_opts lo = {.ctx_len = ctx_len, .all_logits = dump_logits != NULL,
+                        .executor = (int)executor, .no_loop_pass = no_loop_pass,
+                        .dump_program = dump_program ? stdout : NULL};
     if ((rc = lt_llama_init(&l, m, pool, &lo))) {
         lt_cli_fail_status(cmd, rc, "cannot build the program");
         goto done;
-    }
-    if (dump_program) {
-        lt_program *p;
-        if (lt_llama_program(l, 1, &p) == LT_OK) lt_program_print(p, stdout);
     }
     if (seed < 0) seed = (int64_t)(lt_now_ns() & 0x7fffffffffffffffull);
     if ((rc = lt_sampler_init(&s, m->cfg.vocab_size, temp, top_p, (uint64_t)seed))) {
@@ -226,12 +234,13 @@ int lt_cmd_run(int argc, char **argv) {
     double dec_tps = n_dec && st.decode_s > 0 ? (double)n_dec / st.decode_s : 0;
     double pre_tps = st.prefill_s > 0 ? (double)st.n_prompt / st.prefill_s : 0;
     fprintf(stderr,
-            "\nlooptune: %s, %lld layers, dim %lld, %s weights, %lld threads, isa %s\n"
+            "\nlooptune: %s, %lld layers, dim %lld, %s weights, %lld threads, isa %s, %s executor\n"
             "  prompt  %lld tokens in %.1f ms (%.1f tokens/s)\n"
             "  decode  %lld tokens in %.1f ms (%.1f tokens/s, %.3f ms/token)\n"
             "  weights %.1f MB read per token, %.1f GB/s achieved\n",
             m->format, (long long)m->cfg.n_layers, (long long)m->cfg.dim, lt_dtype_name(m->wtype),
-            (long long)threads, lt_isa_name(lt_isa_active()), (long long)st.n_prompt,
+            (long long)threads, lt_isa_name(lt_isa_active()), lt_executor_name(executor),
+            (long long)st.n_prompt,
             st.prefill_s * 1e3, pre_tps, (long long)n_dec, st.decode_s * 1e3, dec_tps,
             dec_tps ? 1e3 / dec_tps : 0.0, wbytes / 1e6, wbytes * dec_tps / 1e9);
     exit_code = 0;

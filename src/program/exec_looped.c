@@ -1,0 +1,293 @@
+/* The looped executor. Threads enter once per step and walk the node list
+ * (every LOOP's iterations in order) on their own: no per-node dispatch and
+ * no global barrier. Each node's work is cut into tasks that threads take
+ * from the node's `next` counter; finishing a task bumps `done`. A thread
+ * starts node i once every node i depends on has done == n_tasks.
+ *
+ * Ordering: `done` is incremented with release after the task's writes and
+ * read with acquire by waiters, so a node's outputs are visible to every
+ * thread that passed its dependency check. Dependencies are derived from
+ * buffers (views resolved to their parent): read-after-write on what a
+ * node reads, write-after-write and write-after-read on what it writes.
+ *
+ * Where true all-to-all dependencies remain (each is a real data flow, not
+ * an artefact of the executor): a norm needs the whole residual row, every
+ * projection needs the whole normalised row, attention needs every row of q
+ * and the cache rows just stored, the output projections need every head's
+ * attention output. Waiting there is only for the producing node, and a
+ * thread that waits prefetches the weights of the node it waits to enter,
+ * so the memory pipeline keeps streaming across layer boundaries. */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "program/program_internal.h"
+
+static const lt_param_def looped_params[LT_XP_COUNT] = {
+    [LT_XP_TILES] = {"tiles_per_thread", 6, {1, 2, 3, 4, 8, 16}, 4},
+    [LT_XP_PREFETCH_KB] = {"prefetch_kb", 6, {0, 16, 64, 256, 1024, 4096}, 256},
+    [LT_XP_SYNC] = {"sync", 2, {0, 1}, 0},
+};
+_Static_assert(LT_EXEC_MAX_TILES == 16, "largest tiles_per_thread value");
+
+const lt_param_def *lt_exec_looped_params(int *n_params) {
+    *n_params = LT_XP_COUNT;
+    return looped_params;
+}
+
+int lt_program_set_exec_params(lt_program *p, const lt_params *v) {
+    for (int i = 0; i < LT_XP_COUNT; i++) {
+        bool ok = false;
+        for (int j = 0; j < looped_params[i].n_values; j++) ok |= looped_params[i].values[j] == v->v[i];
+        if (!ok)
+            return lt_error(LT_ECONFIG, "looped executor: parameter %s=%d is not an allowed value",
+                            looped_params[i].name, v->v[i]);
+    }
+    p->xparams = *v;
+    lt__plan_free(p->plan); /* task counts change */
+    p->plan = NULL;
+    return LT_OK;
+}
+
+void lt_program_exec_params(const lt_program *p, lt_params *out) { *out = p->xparams; }
+
+/* Per node: its schedule and its two counters on a cache line of their own. */
+typedef struct {
+    _Alignas(LT_CACHE_LINE) atomic_int next; /* tasks handed out */
+    atomic_int done;                         /* tasks finished */
+} lt__counters;
+
+typedef struct {
+    int n_tasks;
+    int dep_begin, dep_end;   /* range in plan->deps */
+    const char *pf_base;      /* weights this node streams (prefetch target) */
+    size_t pf_bytes;
+} lt__inst;
+
+struct lt__plan {
+    int nth;
+    lt__inst *inst;   /* [n_nodes] */
+    int *deps;        /* node ids */
+    lt__counters *ctr; /* [n_nodes] */
+};
+
+void lt__plan_free(struct lt__plan *plan) {
+    if (!plan) return;
+    free(plan->inst);
+    free(plan->deps);
+    lt_aligned_free(plan->ctr);
+    free(plan);
+}
+
+static int root_of(const lt_program *p, int b) {
+    while (b >= 0 && p->bufs[b].kind == LT_BUF_VIEW) b = p->bufs[b].parent;
+    return b;
+}
+
+static int add_dep(int **deps, int *n, int *cap, int begin, int d) {
+    for (int i = begin; i < *n; i++)
+        if ((*deps)[i] == d) return LT_OK;
+    if (*n == *cap) {
+        int nc = *cap ? 2 * *cap : 256;
+        int *nd = realloc(*deps, (size_t)nc * sizeof *nd);
+        if (!nd) return lt_error(LT_ENOMEM, "out of memory planning the looped executor");
+        *deps = nd;
+        *cap = nc;
+    }
+    (*deps)[(*n)++] = d;
+    return LT_OK;
+}
+
+/* Builds the schedule: task counts and dependency lists. */
+static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
+    struct lt__plan *pl = calloc(1, sizeof *pl);
+    int *last_writer = malloc((size_t)p->n_bufs * sizeof *last_writer);
+    /* readers since the last write, per buffer: a small list each */
+    int **readers = calloc((size_t)p->n_bufs, sizeof *readers);
+    int *n_readers = calloc((size_t)p->n_bufs, sizeof *n_readers);
+    int rc = LT_OK;
+    if (!pl || !last_writer || !readers || !n_readers) goto oom;
+    pl->nth = nth;
+    pl->inst = calloc((size_t)p->n_nodes, sizeof *pl->inst);
+    pl->ctr = lt_aligned_alloc(LT_CACHE_LINE, (size_t)p->n_nodes * sizeof *pl->ctr);
+    if (!pl->inst || !pl->ctr) goto oom;
+    for (int b = 0; b < p->n_bufs; b++) last_writer[b] = -1;
+    int n_deps = 0, cap_deps = 0;
+    const int tasks = nth * p->xparams.v[LT_XP_TILES];
+    for (int i = 0; i < p->n_nodes; i++) {
+        const lt__node *n = &p->nodes[i];
+        lt__inst *in = &pl->inst[i];
+        in->n_tasks = nth == 1 ? 1 : tasks;
+        in->dep_begin = n_deps;
+        for (int o = 0; o < n->n_ops && rc == LT_OK; o++) {
+            int b = root_of(p, n->ops[o]);
+            if (b < 0) continue;
+            if (lt_kernel_reads(n->kernel, &n->call, o) && last_writer[b] >= 0)
+                rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, last_writer[b]);
+            if (lt_kernel_writes(n->kernel, &n->call, o)) {
+                if (last_writer[b] >= 0 && rc == LT_OK)
+                    rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, last_writer[b]);
+                for (int r = 0; r < n_readers[b] && rc == LT_OK; r++)
+                    if (readers[b][r] != i)
+                        rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, readers[b][r]);
+            }
+        }
+        if (rc) goto fail;
+        in->dep_end = n_deps;
+        /* record this node's accesses for the nodes after it */
+        for (int o = 0; o < n->n_ops; o++) {
+            int b = root_of(p, n->ops[o]);
+            if (b < 0) continue;
+            if (lt_kernel_writes(n->kernel, &n->call, o)) {
+                last_writer[b] = i;
+                n_readers[b] = 0;
+            }
+        }
+        for (int o = 0; o < n->n_ops; o++) {
+            int b = root_of(p, n->ops[o]);
+            if (b < 0 || !lt_kernel_reads(n->kernel, &n->call, o)) continue;
+            int *nr = realloc(readers[b], (size_t)(n_readers[b] + 1) * sizeof *nr);
+            if (!nr) goto oom;
+            readers[b] = nr;
+            readers[b][n_readers[b]++] = i;
+        }
+        /* the node's weights: what a waiting thread prefetches */
+        for (int o = 1; o < n->n_ops; o++) {
+            int b = n->ops[o];
+            if (b >= 0 && p->bufs[b].kind == LT_BUF_WEIGHT) {
+                size_t sz = lt_tensor_nbytes(&p->bufs[b].t);
+                if (sz > in->pf_bytes) {
+                    in->pf_base = p->bufs[b].t.data;
+                    in->pf_bytes = sz;
+                }
+            }
+        }
+    }
+    goto done;
+oom:
+    rc = lt_error(LT_ENOMEM, "out of memory planning the looped executor");
+fail:
+    lt__plan_free(pl);
+    pl = NULL;
+done:
+    for (int b = 0; readers && b < p->n_bufs; b++) free(readers[b]);
+    free(readers);
+    free(n_readers);
+    free(last_writer);
+    *out = pl;
+    return rc;
+}
+
+typedef struct {
+    lt_program *p;
+    struct lt__plan *pl;
+    lt_pool *pool;
+    const lt_step *step;
+    bool timed;
+    _Alignas(LT_CACHE_LINE) struct {
+        uint64_t wait_ns, waits;
+        char pad[LT_CACHE_LINE - 2 * sizeof(uint64_t)];
+    } per_thread[64];
+} looped_ctx;
+
+/* Spins until node d has finished every task, prefetching up to `budget`
+ * bytes of the weights of node `next` meanwhile. Returns true if it had to
+ * wait at all. */
+static bool wait_done(const struct lt__plan *pl, int d, const lt__inst *next, size_t *pf_off,
+                      size_t budget) {
+    const atomic_int *done = &pl->ctr[d].done;
+    const int want = pl->inst[d].n_tasks;
+    if (atomic_load_explicit(done, memory_order_acquire) >= want) return false;
+    while (atomic_load_explicit(done, memory_order_acquire) < want) {
+        if (*pf_off < budget && *pf_off < next->pf_bytes) {
+            /* two cache lines per spin: the waiting core's L2 gets the rows
+             * the first tasks of the next node will stream */
+            _mm_prefetch(next->pf_base + *pf_off, _MM_HINT_T1);
+            _mm_prefetch(next->pf_base + *pf_off + LT_CACHE_LINE, _MM_HINT_T1);
+            *pf_off += 2 * LT_CACHE_LINE;
+        } else {
+            _mm_pause();
+        }
+    }
+    return true;
+}
+
+static void looped_worker(void *arg, int ith, int nth) {
+    looped_ctx *c = arg;
+    lt_program *p = c->p;
+    const struct lt__plan *pl = c->pl;
+    const size_t budget = (size_t)p->xparams.v[LT_XP_PREFETCH_KB] << 10;
+    const bool barrier = p->xparams.v[LT_XP_SYNC] == 1;
+    uint64_t wait_ns = 0, waits = 0;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const lt__node *n = &p->nodes[i];
+        const lt__inst *in = &pl->inst[i];
+        if (barrier && i > 0) {
+            uint64_t t0 = c->timed ? lt_now_ns() : 0;
+            lt_pool_barrier(c->pool);
+            if (c->timed) wait_ns += lt_now_ns() - t0;
+            waits++;
+        } else {
+            size_t pf_off = 0;
+            for (int k = in->dep_begin; k < in->dep_end; k++) {
+                uint64_t t0 = c->timed ? lt_now_ns() : 0;
+                if (wait_done(pl, pl->deps[k], in, &pf_off, budget)) {
+                    waits++;
+                    if (c->timed) wait_ns += lt_now_ns() - t0;
+                }
+            }
+        }
+        atomic_int *next = &pl->ctr[i].next, *done = &pl->ctr[i].done;
+        for (;;) {
+            int t = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+            if (t >= in->n_tasks) break;
+            n->fn(&n->call, c->step, t, in->n_tasks);
+            atomic_fetch_add_explicit(done, 1, memory_order_release);
+        }
+    }
+    (void)nth;
+    if (ith < 64) {
+        c->per_thread[ith].wait_ns = wait_ns;
+        c->per_thread[ith].waits = waits;
+    }
+}
+
+int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats) {
+    if (!p->finalized) return lt_error(LT_ESTATE, "program %s is not finalized", p->name);
+    const int nth = lt_pool_size(pool);
+    if (nth > 64) return lt_error(LT_EINVAL, "looped executor: at most 64 threads");
+    if (!p->plan || p->plan->nth != nth) {
+        lt__plan_free(p->plan);
+        p->plan = NULL;
+        int rc = plan_build(p, nth, &p->plan);
+        if (rc) return rc;
+    }
+    /* counters restart every step; the pool's hand-off publishes the zeros */
+    memset(p->plan->ctr, 0, (size_t)p->n_nodes * sizeof *p->plan->ctr);
+    looped_ctx c = {.p = p, .pl = p->plan, .pool = pool, .step = step, .timed = stats != NULL};
+    uint64_t t0 = stats ? lt_now_ns() : 0;
+    lt_pool_run(pool, looped_worker, &c);
+    if (stats) {
+        stats->busy_ns = (lt_now_ns() - t0) * (uint64_t)nth;
+        stats->wait_ns = stats->sync_points = 0;
+        for (int i = 0; i < nth; i++) {
+            stats->wait_ns += c.per_thread[i].wait_ns;
+            stats->sync_points += c.per_thread[i].waits;
+        }
+    }
+    return LT_OK;
+}
+
+const char *lt_executor_name(lt_executor e) { return e == LT_EXEC_LOOPED ? "looped" : "dispatch"; }
+
+int lt_executor_parse(const char *s, lt_executor *out) {
+    if (!strcmp(s, "looped")) *out = LT_EXEC_LOOPED;
+    else if (!strcmp(s, "dispatch")) *out = LT_EXEC_DISPATCH;
+    else return lt_error(LT_EINVAL, "unknown executor '%s' (expected looped or dispatch)", s);
+    return LT_OK;
+}
+
+int lt_exec_run(lt_executor e, lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats) {
+    return e == LT_EXEC_LOOPED ? lt_exec_looped(p, pool, step, stats)
+                               : lt_exec_dispatch(p, pool, step, stats);
+}
