@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "looptune/model.h"
+#include "looptune/program.h"
 
 static const char *const bench_help =
     "usage: looptune bench -m MODEL [options]\n"
@@ -24,6 +25,8 @@ static const char *const bench_help =
     "  -r, --runs R         measured runs (default 5)\n"
     "      --membw-mib M    bandwidth array size in MiB (default 256)\n"
     "      --isa ISA        force kernels to portable, avx2 or avx512\n"
+    "      --executor E     looped (default) or dispatch\n"
+    "      --compare-executors  run both executors alternately in one process, with the ratio\n"
     "      --json           one JSON object on stdout instead of the table\n"
     "  -h, --help           this help\n";
 
@@ -36,18 +39,22 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* min/median/max of n values (v is sorted in place) */
 static stat3 stats_of(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     stat3 s = {v[0], n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[n - 1]};
     return s;
 }
 
-/* One decode run: token 1 at position 0, then n greedy tokens; returns tokens/s. */
-static int decode_run(lt_llama *l, int64_t n, double *tok_s) {
+/* One decode run: token 1 at position 0, then n greedy tokens; returns
+ * tokens/s and the synchronisation counters of the n timed steps. */
+static int decode_run(lt_llama *l, int64_t n, double *tok_s, lt_llama_sync *sync) {
     const int64_t vocab = lt_llama_model(l)->cfg.vocab_size;
     int32_t tok = 1 % (int32_t)vocab;
     int rc = lt_llama_eval(l, &tok, 1, 0);
     if (rc) return rc;
+    lt_llama_sync s0, s1;
+    lt_llama_sync_stats(l, &s0);
     double t0 = lt_now_s();
     for (int64_t i = 0; i < n; i++) {
         const float *lg = lt_llama_logits(l, NULL);
@@ -58,6 +65,11 @@ static int decode_run(lt_llama *l, int64_t n, double *tok_s) {
         if ((rc = lt_llama_eval(l, &tok, 1, i + 1))) return rc;
     }
     *tok_s = (double)n / (lt_now_s() - t0);
+    lt_llama_sync_stats(l, &s1);
+    sync->steps = s1.steps - s0.steps;
+    sync->sync_points = s1.sync_points - s0.sync_points;
+    sync->wait_ns = s1.wait_ns - s0.wait_ns;
+    sync->busy_ns = s1.busy_ns - s0.busy_ns;
     return LT_OK;
 }
 
@@ -66,17 +78,33 @@ static void print_stat_json(const char *name, stat3 s, bool last) {
            last ? "" : ",");
 }
 
+/* Samples of one executor over the runs. */
+typedef struct {
+    lt_executor e;
+    lt_llama *l;
+    double *tps, *gbs, *frac, *share, *points;
+} exec_samples;
+
+enum { N_SERIES = 5 };
+
+static void print_table_row(const char *name, int decimals, stat3 s) {
+    printf("%-26s %10.*f %10.*f %10.*f\n", name, decimals, s.min, decimals, s.median, decimals,
+           s.max);
+}
+
 int lt_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     const char *model_path = NULL;
     int64_t threads = 0, n_tok = 64, runs = 5, membw_mib = 256;
-    bool json = false;
-    enum { O_MEMBW = 256, O_ISA, O_JSON };
+    bool json = false, compare = false;
+    lt_executor executor = LT_EXEC_LOOPED;
+    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"threads", required_argument, 0, 't'},
         {"tokens", required_argument, 0, 'n'}, {"runs", required_argument, 0, 'r'},
         {"membw-mib", required_argument, 0, O_MEMBW}, {"isa", required_argument, 0, O_ISA},
-        {"json", no_argument, 0, O_JSON},      {"help", no_argument, 0, 'h'},
+        {"json", no_argument, 0, O_JSON},      {"executor", required_argument, 0, O_EXEC},
+        {"compare-executors", no_argument, 0, O_CMP}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -106,6 +134,10 @@ int lt_cmd_bench(int argc, char **argv) {
             lt_isa_force(isa);
             break;
         }
+        case O_EXEC:
+            if (lt_executor_parse(optarg, &executor)) return lt_cli_fail(cmd, "%s", lt_errmsg());
+            break;
+        case O_CMP: compare = true; break;
         case O_JSON: json = true; break;
         case 'h': fputs(bench_help, stdout); return 0;
         default: return lt_cli_bad_option(cmd, c, argv[optind - 1]);
@@ -118,10 +150,19 @@ int lt_cmd_bench(int argc, char **argv) {
     int rc, exit_code = 1;
     lt_model *m = NULL;
     lt_pool *pool = NULL;
-    lt_llama *l = NULL;
-    double *v = calloc((size_t)runs * 5, sizeof *v);
+    const int n_exec = compare ? 2 : 1;
+    exec_samples ex[2] = {{.e = compare ? LT_EXEC_DISPATCH : executor}, {.e = LT_EXEC_LOOPED}};
+    double *v = calloc((size_t)runs * (2 + N_SERIES * 2), sizeof *v);
     if (!v) return lt_cli_fail(cmd, "out of memory");
-    double *tps = v, *gbs = v + runs, *rd = v + 2 * runs, *tr = v + 3 * runs, *frac = v + 4 * runs;
+    double *rd = v, *tr = v + runs;
+    for (int e = 0; e < 2; e++) {
+        double *base = v + runs * (2 + N_SERIES * e);
+        ex[e].tps = base;
+        ex[e].gbs = base + runs;
+        ex[e].frac = base + 2 * runs;
+        ex[e].share = base + 3 * runs;
+        ex[e].points = base + 4 * runs;
+    }
 
     if ((rc = lt_model_open(&m, model_path, NULL))) {
         lt_cli_fail_status(cmd, rc, "cannot load model");
@@ -136,10 +177,14 @@ int lt_cmd_bench(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot start threads");
         goto done;
     }
-    lt_llama_opts lo = {.ctx_len = n_tok + 1};
-    if ((rc = lt_llama_init(&l, m, pool, &lo))) {
-        lt_cli_fail_status(cmd, rc, "cannot build the program");
-        goto done;
+    for (int e = 0; e < n_exec; e++) {
+        lt_llama_opts lo = {.ctx_len = n_tok + 1, .executor = (int)ex[e].e};
+        if ((rc = lt_llama_init(&ex[e].l, m, pool, &lo))) {
+            lt_cli_fail_status(cmd, rc, "cannot build the program");
+            goto done;
+        }
+        /* wait times are read with two clock reads per synchronisation */
+        lt_llama_set_timing(ex[e].l, true);
     }
     /* bytes read per decoded token: all weights, plus the KV cache rows
      * attention reads, averaged over the positions of a run */
@@ -148,56 +193,98 @@ int lt_cmd_bench(int argc, char **argv) {
     double kv_avg = 2.0 * (double)cf->n_layers * kv_row * ((double)n_tok / 2.0 + 1.0);
     double bytes_tok = (double)lt_model_weight_bytes_per_token(m) + kv_avg;
 
-    double warm;
-    if ((rc = decode_run(l, n_tok, &warm))) {
-        lt_cli_fail_status(cmd, rc, "decode failed");
-        goto done;
+    for (int e = 0; e < n_exec; e++) { /* warm-up */
+        double warm;
+        lt_llama_sync sy;
+        if ((rc = decode_run(ex[e].l, n_tok, &warm, &sy))) {
+            lt_cli_fail_status(cmd, rc, "decode failed");
+            goto done;
+        }
     }
     if (!json)
         fprintf(stderr, "looptune bench: %s, %s weights, %lld threads, %lld runs of %lld tokens\n",
                 model_path, lt_dtype_name(m->wtype), (long long)threads, (long long)runs,
                 (long long)n_tok);
     for (int64_t r = 0; r < runs; r++) {
+        /* alternate: each executor, then the bandwidth, so all see the same machine */
+        for (int e = 0; e < n_exec; e++) {
+            lt_llama_sync sy;
+            if ((rc = decode_run(ex[e].l, n_tok, &ex[e].tps[r], &sy))) {
+                lt_cli_fail_status(cmd, rc, "decode failed");
+                goto done;
+            }
+            ex[e].gbs[r] = ex[e].tps[r] * bytes_tok / 1e9;
+            ex[e].share[r] = sy.busy_ns ? (double)sy.wait_ns / (double)sy.busy_ns : 0;
+            ex[e].points[r] = sy.steps ? (double)sy.sync_points / (double)sy.steps / (double)threads : 0;
+        }
         lt_membw bw;
-        if ((rc = decode_run(l, n_tok, &tps[r])) ||
-            (rc = lt_membw_measure(pool, (size_t)membw_mib << 20, 1, &bw))) {
-            lt_cli_fail_status(cmd, rc, "benchmark failed");
+        if ((rc = lt_membw_measure(pool, (size_t)membw_mib << 20, 1, &bw))) {
+            lt_cli_fail_status(cmd, rc, "bandwidth measurement failed");
             goto done;
         }
-        gbs[r] = tps[r] * bytes_tok / 1e9;
         rd[r] = bw.read_gb_s;
         tr[r] = bw.triad_gb_s;
-        frac[r] = gbs[r] / bw.read_gb_s;
-        if (!json)
-            fprintf(stderr, "  run %lld/%lld: %.1f tokens/s, %.1f GB/s, read-only %.1f GB/s\n",
-                    (long long)r + 1, (long long)runs, tps[r], gbs[r], rd[r]);
+        for (int e = 0; e < n_exec; e++) ex[e].frac[r] = ex[e].gbs[r] / bw.read_gb_s;
+        if (!json) {
+            fprintf(stderr, "  run %lld/%lld:", (long long)r + 1, (long long)runs);
+            for (int e = 0; e < n_exec; e++)
+                fprintf(stderr, " %s %.1f tokens/s (%.1f GB/s);", lt_executor_name(ex[e].e),
+                        ex[e].tps[r], ex[e].gbs[r]);
+            fprintf(stderr, " read-only %.1f GB/s\n", rd[r]);
+        }
     }
-    stat3 s_t = stats_of(tps, (int)runs), s_g = stats_of(gbs, (int)runs), s_r = stats_of(rd, (int)runs),
-          s_tr = stats_of(tr, (int)runs), s_f = stats_of(frac, (int)runs);
+    double ratio[1000];
+    if (compare)
+        for (int64_t r = 0; r < runs; r++) ratio[r] = ex[1].tps[r] / ex[0].tps[r];
+    stat3 s_r = stats_of(rd, (int)runs), s_tr = stats_of(tr, (int)runs);
+    stat3 s_ratio = compare ? stats_of(ratio, (int)runs) : (stat3){0, 0, 0};
     if (json) {
         printf("{\"model\":\"%s\",\"dtype\":\"%s\",\"threads\":%lld,\"tokens\":%lld,\"runs\":%lld,"
                "\"isa\":\"%s\",\"bytes_per_token\":%.0f,",
                model_path, lt_dtype_name(m->wtype), (long long)threads, (long long)n_tok,
                (long long)runs, lt_isa_name(lt_isa_active()), bytes_tok);
-        print_stat_json("tok_s", s_t, false);
-        print_stat_json("gb_s", s_g, false);
         print_stat_json("read_gb_s", s_r, false);
         print_stat_json("triad_gb_s", s_tr, false);
-        print_stat_json("bw_fraction", s_f, true);
+        if (compare) print_stat_json("speedup_looped_over_dispatch", s_ratio, false);
+        for (int e = 0; e < n_exec; e++) {
+            /* a single executor's figures sit at the top level; compared ones under their names */
+            if (compare) printf("\"%s\":{", lt_executor_name(ex[e].e));
+            else printf("\"executor\":\"%s\",", lt_executor_name(ex[e].e));
+            print_stat_json("tok_s", stats_of(ex[e].tps, (int)runs), false);
+            print_stat_json("gb_s", stats_of(ex[e].gbs, (int)runs), false);
+            print_stat_json("bw_fraction", stats_of(ex[e].frac, (int)runs), false);
+            print_stat_json("sync_share", stats_of(ex[e].share, (int)runs), false);
+            print_stat_json("sync_points_per_token", stats_of(ex[e].points, (int)runs), true);
+            if (compare) printf("}%s", e + 1 < n_exec ? "," : "");
+        }
         printf("}\n");
     } else {
-        printf("%-22s %10s %10s %10s\n", "", "min", "median", "max");
-        printf("%-22s %10.1f %10.1f %10.1f\n", "decode tokens/s", s_t.min, s_t.median, s_t.max);
-        printf("%-22s %10.2f %10.2f %10.2f\n", "achieved GB/s", s_g.min, s_g.median, s_g.max);
-        printf("%-22s %10.2f %10.2f %10.2f\n", "read-only GB/s", s_r.min, s_r.median, s_r.max);
-        printf("%-22s %10.2f %10.2f %10.2f\n", "STREAM triad GB/s", s_tr.min, s_tr.median, s_tr.max);
-        printf("%-22s %10.3f %10.3f %10.3f\n", "fraction of read-only", s_f.min, s_f.median, s_f.max);
-        printf("(%.2f MB read per token: weights + average KV cache)\n", bytes_tok / 1e6);
+        printf("%-26s %10s %10s %10s\n", "", "min", "median", "max");
+        for (int e = 0; e < n_exec; e++) {
+            char name[64];
+            const char *en = lt_executor_name(ex[e].e);
+            snprintf(name, sizeof name, "%s tokens/s", en);
+            print_table_row(name, 1, stats_of(ex[e].tps, (int)runs));
+            snprintf(name, sizeof name, "%s GB/s", en);
+            print_table_row(name, 2, stats_of(ex[e].gbs, (int)runs));
+            snprintf(name, sizeof name, "%s of read-only", en);
+            print_table_row(name, 3, stats_of(ex[e].frac, (int)runs));
+            snprintf(name, sizeof name, "%s sync share", en);
+            print_table_row(name, 4, stats_of(ex[e].share, (int)runs));
+            snprintf(name, sizeof name, "%s sync points/tok", en);
+            print_table_row(name, 1, stats_of(ex[e].points, (int)runs));
+        }
+        print_table_row("read-only GB/s", 2, s_r);
+        print_table_row("STREAM triad GB/s", 2, s_tr);
+        if (compare) print_table_row("looped / dispatch", 3, s_ratio);
+        printf("(%.2f MB read per token: weights + average KV cache; sync share = time threads\n"
+               " wait at barriers or dependencies / (decode time x threads))\n",
+               bytes_tok / 1e6);
     }
     exit_code = 0;
 done:
     free(v);
-    lt_llama_free(l);
+    for (int e = 0; e < 2; e++) lt_llama_free(ex[e].l);
     lt_pool_free(pool);
     lt_model_close(m);
     return exit_code;
