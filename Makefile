@@ -2,12 +2,15 @@
 # what is missing (scripts/deps.sh), then build.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+# The tests of everything that shares data between threads: pool, executors.
+TSAN_TESTS := test_pool test_program test_exec_looped test_llama_exec
 MODELS     ?= models
 DEMO       := $(MODELS)/stories110M-q8_0.gguf
 LOOPTUNE   := $(BUILD)/looptune
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps build build-asan run test bench clean
+.PHONY: all deps build build-asan build-tsan run test bench clean
 
 all: build
 
@@ -24,6 +27,12 @@ build-asan: deps
 		-DLT_SANITIZE=address,undefined >/dev/null
 	@cmake --build $(ASAN_BUILD)
 
+# The threaded tests under ThreadSanitizer.
+build-tsan: deps
+	@cmake -S . -B $(TSAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_WERROR=ON \
+		-DLT_SANITIZE=thread >/dev/null
+	@cmake --build $(TSAN_BUILD) --target $(TSAN_TESTS)
+
 $(DEMO): | build
 	@mkdir -p $(MODELS)
 	$(LOOPTUNE) model-gen --preset stories110M --dtype q8_0 --vocab-file tests/data/llama2-tokenizer.bin -o $@
@@ -32,12 +41,14 @@ $(DEMO): | build
 run: build $(DEMO)
 	$(LOOPTUNE) run -m $(DEMO) -p "Once upon a time" -n 96 --temp 0.8 --seed 42
 
-test: build build-asan
+test: build build-asan build-tsan
 	cd $(BUILD) && ctest --output-on-failure --timeout 900
 	cd $(ASAN_BUILD) && ctest --output-on-failure -L 'quick|kernel' --timeout 900
+	cd $(TSAN_BUILD) && ctest --output-on-failure --timeout 900 \
+		-R '^($(subst $(eval) ,|,$(TSAN_TESTS)))$$'
 
 bench: build
 	bench/run_all.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

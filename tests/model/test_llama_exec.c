@@ -1,0 +1,78 @@
+/* The decoder under both executors: the kernel-looping pass turns the
+ * layers into one LOOP node, and the looped executor reproduces the
+ * dispatch executor's logits bit for bit, at every position, for decode and
+ * batched prefill, on the real stories260K model (grouped-query attention). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "looptune/model.h"
+#include "looptune/program.h"
+#include "test.h"
+
+enum { STEPS = 24 };
+
+static void run(lt_model *m, lt_pool *pool, lt_executor e, float *logits /* [STEPS+3][vocab] */) {
+    lt_llama *l;
+    lt_llama_opts o = {.executor = (int)e, .ctx_len = 64, .all_logits = true};
+    ASSERT_EQ(lt_llama_init(&l, m, pool, &o), LT_OK);
+    const int64_t V = m->cfg.vocab_size;
+    /* a 4-token prompt in one batch, then greedy decode */
+    int32_t prompt[4] = {1, 403, 407, 261};
+    ASSERT_EQ(lt_llama_eval(l, prompt, 4, 0), LT_OK);
+    int64_t rows;
+    const float *lg = lt_llama_logits(l, &rows);
+    ASSERT_EQ(rows, 4);
+    memcpy(logits, lg, (size_t)(4 * V) * sizeof(float));
+    int32_t tok = 0;
+    for (int i = 0; i < STEPS - 1; i++) {
+        const float *last = logits + (size_t)(3 + i) * (size_t)V;
+        tok = 0;
+        for (int64_t j = 1; j < V; j++)
+            if (last[j] > last[tok]) tok = (int32_t)j;
+        ASSERT_EQ(lt_llama_eval(l, &tok, 1, 4 + i), LT_OK);
+        memcpy(logits + (size_t)(4 + i) * (size_t)V, lt_llama_logits(l, NULL), (size_t)V * sizeof(float));
+    }
+    lt_llama_free(l);
+}
+
+int main(void) {
+    const char *dir = getenv("LT_DATA_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stories260K.bin", dir ? dir : "tests/data");
+    lt_model *m;
+    ASSERT_EQ(lt_model_open(&m, path, NULL), LT_OK);
+    if (lt_test_failures) return lt_test_finish();
+    const size_t n = (size_t)(STEPS + 3) * (size_t)m->cfg.vocab_size;
+    float *a = calloc(n, sizeof(float)), *b = calloc(n, sizeof(float));
+
+    /* the pass finds one loop over the layers */
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
+    lt_llama *l;
+    ASSERT_EQ(lt_llama_init(&l, m, pool, NULL), LT_OK);
+    lt_program *p;
+    ASSERT_EQ(lt_llama_program(l, 1, &p), LT_OK);
+    ASSERT_EQ(lt_program_n_loops(p), 1);
+    lt_loop_info L;
+    lt_program_loop(p, 0, &L);
+    ASSERT_EQ(L.n_iter, m->cfg.n_layers);
+    ASSERT_EQ(L.first, 1); /* after the embedding */
+    ASSERT_EQ(L.first + L.n_iter * L.body_len + 2, lt_program_n_nodes(p)); /* norm, classifier */
+    lt_llama_free(l);
+
+    for (int nth = 1; nth <= 3; nth++) {
+        lt_pool *pl;
+        ASSERT_EQ(lt_pool_init(&pl, nth), LT_OK);
+        run(m, pl, LT_EXEC_DISPATCH, a);
+        run(m, pl, LT_EXEC_LOOPED, b);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+        ASSERT_EQ(bad, 0);
+        lt_pool_free(pl);
+    }
+    lt_pool_free(pool);
+    free(a);
+    free(b);
+    lt_model_close(m);
+    return lt_test_finish();
+}
