@@ -157,6 +157,11 @@ typedef struct lt_model {
  * Validates names, dtypes, shapes and sizes; errors name file and item. */
 int lt_model_open(lt_model **out, const char *path, const char *tokenizer_path);
 void lt_model_close(lt_model *m); /* NULL is a no-op */
+/* Copies the weight matrices out of the file mapping into memory backed by
+ * transparent huge pages, in the order decode streams them (fewer TLB
+ * misses, and hardware prefetchers that do not stop every 4 KiB). Tensor
+ * data pointers change; call before building programs. */
+int lt_model_make_resident(lt_model *m);
 /* Bytes of weights read per decoded token (every projection, one embedding
  * row, norms, the classifier). */
 size_t lt_model_weight_bytes_per_token(const lt_model *m);

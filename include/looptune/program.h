@@ -133,7 +133,7 @@ int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_st
  *   tiles_per_thread  tasks per node per thread (load balance vs overhead)
  *   prefetch_kb       weight bytes a waiting thread prefetches ahead
  *   sync              0 = dependency counters, 1 = a barrier after every node */
-#define LT_EXEC_MAX_TILES 16
+#define LT_EXEC_MAX_TILES 64
 enum { LT_XP_TILES = 0, LT_XP_PREFETCH_KB, LT_XP_SYNC, LT_XP_COUNT };
 const lt_param_def *lt_exec_looped_params(int *n_params);
 /* Validates against the space (LT_ECONFIG) and sets them for this program. */

@@ -87,18 +87,17 @@ static void matvec_avx512_any(const lt_call *call, const lt_step *step, int ith,
     else lt__matvec_avx512(call, step, ith, nth);
 }
 
-/* Defaults from bench/bench_matvec on the reference machine (2 vCPU Xeon,
- * AVX-512, 1 thread; the host was shared and loaded, so DRAM-sized runs
- * (256 MiB of weights, where every point sat at 5-7 GB/s, level with the
- * read stream) could not separate the points. Cache-resident runs did:
- * - unroll: f32 256x768 in L2, rows_per_task 32, no prefetch: unroll 1/2/4/8
- *   = 73/84/95/99 GB/s (median); q8_0 with prefetch 1024: 16/19/20/20 GB/s.
- * - prefetch: f32 2048x2048 from L3 (16 MB), unroll 4: prefetch 0 = 26.8,
- *   1024 = 27.7 GB/s (read stream 19.9-25.2); 512-2048 are within noise.
- * - rows_per_task 32: balanced over 2 threads on every shape, and a task's
- *   y rows fill whole cache lines; 8-128 measured within noise on 1 thread.
- * - k_block 0: x (at most 22 KB for 5632 columns) stays in L1 without it;
- *   256-2048 measured no better. */
+/* Defaults measured in the decoder (looptune bench, stories110M shape, 1
+ * thread, weights resident in huge pages, 2 vCPU AVX-512 Xeon; fraction of
+ * the read-only stream measured in the same run, medians of 3):
+ * - unroll 1, prefetch 8192: q8_0 0.81, f32 0.97 (the best point);
+ *   unroll 1/2 with prefetch 4096: q8_0 0.78/0.77, f32 0.91/0.90;
+ *   unroll 8 with prefetch 1024 (cache-resident best): q8_0 0.35, f32 0.65.
+ *   One row at a time is one sequential stream for the hardware prefetcher;
+ *   software prefetch far ahead covers the stream's start and page changes.
+ * - rows_per_task 32: a task's y rows fill whole cache lines; 8-128 were
+ *   within noise.
+ * - k_block 0: x (at most 22 KB for 5632 columns) stays in L1 without it. */
 const lt_kernel lt__k_matvec = {
     .name = "matvec",
     .id = LT_K_MATVEC,
@@ -106,9 +105,9 @@ const lt_kernel lt__k_matvec = {
     .params =
         {
             [LT__MV_ROWS_PER_TASK] = {"rows_per_task", 7, {4, 8, 16, 32, 64, 128, 256}, 32},
-            [LT__MV_UNROLL] = {"unroll", 4, {1, 2, 4, 8}, 8},
+            [LT__MV_UNROLL] = {"unroll", 4, {1, 2, 4, 8}, 1},
             [LT__MV_K_BLOCK] = {"k_block", 5, {0, 256, 512, 1024, 2048}, 0},
-            [LT__MV_PREFETCH] = {"prefetch", 6, {0, 256, 512, 1024, 2048, 4096}, 1024},
+            [LT__MV_PREFETCH] = {"prefetch", 7, {0, 256, 512, 1024, 2048, 4096, 8192}, 8192},
         },
     .run =
         {

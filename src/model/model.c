@@ -64,6 +64,7 @@ void lt__model_priv_free(lt__model_priv *p) {
     lt_gguf_close(p->gguf);
     if (p->map) munmap(p->map, p->map_bytes);
     free(p->norms);
+    if (p->resident) munmap(p->resident, p->resident_bytes);
     free(p);
 }
 

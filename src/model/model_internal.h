@@ -56,6 +56,8 @@ typedef struct {
     void *map;         /* llama2.c files: the mapping */
     size_t map_bytes;
     float *norms;      /* owned f32 copies of every norm weight */
+    void *resident;    /* lt_model_make_resident: the huge-page copy of the weights */
+    size_t resident_bytes;
 } lt__model_priv;
 void lt__model_priv_free(lt__model_priv *p);
 

@@ -24,11 +24,11 @@
 #include "program/program_internal.h"
 
 static const lt_param_def looped_params[LT_XP_COUNT] = {
-    [LT_XP_TILES] = {"tiles_per_thread", 6, {1, 2, 3, 4, 8, 16}, 4},
+    [LT_XP_TILES] = {"tiles_per_thread", 7, {1, 2, 4, 8, 16, 32, 64}, 32},
     [LT_XP_PREFETCH_KB] = {"prefetch_kb", 6, {0, 16, 64, 256, 1024, 4096}, 256},
     [LT_XP_SYNC] = {"sync", 2, {0, 1}, 0},
 };
-_Static_assert(LT_EXEC_MAX_TILES == 16, "largest tiles_per_thread value");
+_Static_assert(LT_EXEC_MAX_TILES == 64, "largest tiles_per_thread value");
 
 const lt_param_def *lt_exec_looped_params(int *n_params) {
     *n_params = LT_XP_COUNT;
@@ -237,15 +237,22 @@ static void looped_worker(void *arg, int ith, int nth) {
                 }
             }
         }
+        /* guided self-scheduling: large runs of consecutive tasks while many
+         * remain (one sequential stream, few atomics), single tasks at the
+         * end (threads finish a node together, so the next wait is short) */
         atomic_int *next = &pl->ctr[i].next, *done = &pl->ctr[i].done;
+        const int nt = in->n_tasks;
         for (;;) {
-            int t = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
-            if (t >= in->n_tasks) break;
-            n->fn(&n->call, c->step, t, in->n_tasks);
-            atomic_fetch_add_explicit(done, 1, memory_order_release);
+            int left = nt - atomic_load_explicit(next, memory_order_relaxed);
+            int k = left / (2 * nth);
+            if (k < 1) k = 1;
+            int t = atomic_fetch_add_explicit(next, k, memory_order_relaxed);
+            if (t >= nt) break;
+            int e = t + k < nt ? t + k : nt;
+            for (int u = t; u < e; u++) n->fn(&n->call, c->step, u, nt);
+            atomic_fetch_add_explicit(done, e - t, memory_order_release);
         }
     }
-    (void)nth;
     if (ith < 64) {
         c->per_thread[ith].wait_ns = wait_ns;
         c->per_thread[ith].waits = waits;

@@ -27,6 +27,7 @@ static const char *const bench_help =
     "      --isa ISA        force kernels to portable, avx2 or avx512\n"
     "      --executor E     looped (default) or dispatch\n"
     "      --compare-executors  run both executors alternately in one process, with the ratio\n"
+    "      --mmap           read weights from the file mapping instead of huge-page memory\n"
     "      --json           one JSON object on stdout instead of the table\n"
     "  -h, --help           this help\n";
 
@@ -96,15 +97,16 @@ int lt_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     const char *model_path = NULL;
     int64_t threads = 0, n_tok = 64, runs = 5, membw_mib = 256;
-    bool json = false, compare = false;
+    bool json = false, compare = false, use_mmap = false;
     lt_executor executor = LT_EXEC_LOOPED;
-    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP };
+    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"threads", required_argument, 0, 't'},
         {"tokens", required_argument, 0, 'n'}, {"runs", required_argument, 0, 'r'},
         {"membw-mib", required_argument, 0, O_MEMBW}, {"isa", required_argument, 0, O_ISA},
         {"json", no_argument, 0, O_JSON},      {"executor", required_argument, 0, O_EXEC},
         {"compare-executors", no_argument, 0, O_CMP}, {"help", no_argument, 0, 'h'},
+        {"mmap", no_argument, 0, O_MMAP},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -138,6 +140,7 @@ int lt_cmd_bench(int argc, char **argv) {
             if (lt_executor_parse(optarg, &executor)) return lt_cli_fail(cmd, "%s", lt_errmsg());
             break;
         case O_CMP: compare = true; break;
+        case O_MMAP: use_mmap = true; break;
         case O_JSON: json = true; break;
         case 'h': fputs(bench_help, stdout); return 0;
         default: return lt_cli_bad_option(cmd, c, argv[optind - 1]);
@@ -166,6 +169,10 @@ int lt_cmd_bench(int argc, char **argv) {
 
     if ((rc = lt_model_open(&m, model_path, NULL))) {
         lt_cli_fail_status(cmd, rc, "cannot load model");
+        goto done;
+    }
+    if (!use_mmap && (rc = lt_model_make_resident(m))) {
+        lt_cli_fail_status(cmd, rc, "cannot load the weights into memory");
         goto done;
     }
     if (n_tok + 1 > m->cfg.seq_len) {

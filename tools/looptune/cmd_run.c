@@ -31,6 +31,8 @@ static const char *const run_help =
     "      --executor E        looped (default: one persistent loop over the layers, no\n"
     "                          global barriers) or dispatch (per-node split + barrier)\n"
     "      --no-loop-pass      keep the program flat (no LOOP nodes)\n"
+    "      --mmap              read weights from the file mapping (default: copy them to\n"
+    "                          huge-page memory in decode order, faster to stream)\n"
     "      --dump-program      print the decode program before and after the kernel-looping pass\n"
     "      --isa ISA           force kernels to portable, avx2 or avx512 (default: best)\n"
     "  -h, --help              this help\n";
@@ -62,9 +64,10 @@ int lt_cmd_run(int argc, char **argv) {
     int64_t n_new = 128, threads = 0, seed = -1, ctx = 0, prefill_batch = 0;
     float temp = 0.8f, top_p = 0.9f;
     bool print_ids = false, dump_program = false, ignore_eos = false, no_loop_pass = false;
+    bool use_mmap = false;
     lt_executor executor = LT_EXEC_LOOPED;
     enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
-           O_EXEC, O_NLP };
+           O_EXEC, O_NLP, O_MMAP };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},     {"tokenizer", required_argument, 0, 'z'},
         {"prompt", required_argument, 0, 'p'},    {"prompt-ids", required_argument, 0, O_IDS},
@@ -75,6 +78,7 @@ int lt_cmd_run(int argc, char **argv) {
         {"print-ids", no_argument, 0, O_PIDS},    {"dump-logits", required_argument, 0, O_DL},
         {"dump-program", no_argument, 0, O_DP},   {"isa", required_argument, 0, O_ISA},
         {"executor", required_argument, 0, O_EXEC}, {"no-loop-pass", no_argument, 0, O_NLP},
+        {"mmap", no_argument, 0, O_MMAP},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -118,6 +122,7 @@ int lt_cmd_run(int argc, char **argv) {
         case O_DL: dump_logits = optarg; break;
         case O_DP: dump_program = true; break;
         case O_NLP: no_loop_pass = true; break;
+        case O_MMAP: use_mmap = true; break;
         case O_EXEC:
             if (lt_executor_parse(optarg, &executor)) return lt_cli_fail(cmd, "%s", lt_errmsg());
             break;
@@ -148,6 +153,10 @@ int lt_cmd_run(int argc, char **argv) {
 
     if ((rc = lt_model_open(&m, model_path, tok_path))) {
         lt_cli_fail_status(cmd, rc, "cannot load model");
+        goto done;
+    }
+    if (!use_mmap && (rc = lt_model_make_resident(m))) {
+        lt_cli_fail_status(cmd, rc, "cannot load the weights into memory");
         goto done;
     }
     if (prompt_ids) {
