@@ -113,6 +113,20 @@ typedef struct {
     uint64_t busy_ns;     /* wall time of the step times threads */
 } lt_exec_stats;
 
+/* Per-node timing for telemetry. When a program has an observer, executors
+ * call node_done from thread ith after it finished its share of a node:
+ * t0/t1 bracket its work on the node (lt_now_ns clock), wait_ns is the time
+ * it waited before starting it (dependencies) or after it (a barrier).
+ * A thread that took no task of a node does not report it. The callback
+ * runs on the compute hot path: it must not block, lock or allocate. */
+typedef struct {
+    void (*node_done)(void *user, int ith, int node, uint64_t t0_ns, uint64_t t1_ns,
+                      uint64_t wait_ns);
+    void *user;
+} lt_exec_observer;
+/* Sets (or with NULL clears) the observer; the struct is copied. */
+void lt_program_set_observer(lt_program *p, const lt_exec_observer *obs);
+
 /* The baseline executor (as ggml does it): every node is split across all
  * the pool's threads, then all threads meet at a barrier. Kernels run the
  * ISA chosen at finalize (lt_isa_active() then). stats may be NULL. */

@@ -18,17 +18,23 @@ static void dispatch_worker(void *arg, int ith, int nth) {
     dispatch_ctx *c = arg;
     lt_program *p = c->p;
     uint64_t wait = 0;
+    const lt_exec_observer *obs = p->obs.node_done ? &p->obs : NULL;
     for (int i = 0; i < p->n_nodes; i++) {
         lt__node *n = &p->nodes[i];
+        uint64_t t0 = obs ? lt_now_ns() : 0;
         n->fn(&n->call, c->step, ith, nth);
-        if (i + 1 == p->n_nodes) break; /* the pool's join ends the step */
-        if (c->timed) {
-            uint64_t t0 = lt_now_ns();
-            lt_pool_barrier(c->pool);
-            wait += lt_now_ns() - t0;
-        } else {
-            lt_pool_barrier(c->pool);
+        uint64_t t1 = obs ? lt_now_ns() : 0, w = 0;
+        if (i + 1 < p->n_nodes) { /* the pool's join ends the step */
+            if (c->timed || obs) {
+                uint64_t b0 = obs ? t1 : lt_now_ns();
+                lt_pool_barrier(c->pool);
+                w = lt_now_ns() - b0;
+                wait += w;
+            } else {
+                lt_pool_barrier(c->pool);
+            }
         }
+        if (obs) obs->node_done(obs->user, ith, i, t0, t1, w);
     }
     if (ith < 64) c->per_thread[ith].wait_ns = wait;
 }

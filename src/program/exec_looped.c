@@ -219,24 +219,29 @@ static void looped_worker(void *arg, int ith, int nth) {
     const size_t budget = (size_t)p->xparams.v[LT_XP_PREFETCH_KB] << 10;
     const bool barrier = p->xparams.v[LT_XP_SYNC] == 1;
     uint64_t wait_ns = 0, waits = 0;
+    const lt_exec_observer *obs = p->obs.node_done ? &p->obs : NULL;
+    const bool timed = c->timed || obs;
     for (int i = 0; i < p->n_nodes; i++) {
+        uint64_t node_wait = 0;
         const lt__node *n = &p->nodes[i];
         const lt__inst *in = &pl->inst[i];
         if (barrier && i > 0) {
-            uint64_t t0 = c->timed ? lt_now_ns() : 0;
+            uint64_t t0 = timed ? lt_now_ns() : 0;
             lt_pool_barrier(c->pool);
-            if (c->timed) wait_ns += lt_now_ns() - t0;
+            if (timed) node_wait += lt_now_ns() - t0;
             waits++;
         } else {
             size_t pf_off = 0;
             for (int k = in->dep_begin; k < in->dep_end; k++) {
-                uint64_t t0 = c->timed ? lt_now_ns() : 0;
+                uint64_t t0 = timed ? lt_now_ns() : 0;
                 if (wait_done(pl, pl->deps[k], in, &pf_off, budget)) {
                     waits++;
-                    if (c->timed) wait_ns += lt_now_ns() - t0;
+                    if (timed) node_wait += lt_now_ns() - t0;
                 }
             }
         }
+        wait_ns += node_wait;
+        uint64_t t_first = 0, t_last = 0;
         /* guided self-scheduling: large runs of consecutive tasks while many
          * remain (one sequential stream, few atomics), single tasks at the
          * end (threads finish a node together, so the next wait is short) */
@@ -249,8 +254,13 @@ static void looped_worker(void *arg, int ith, int nth) {
             int t = atomic_fetch_add_explicit(next, k, memory_order_relaxed);
             if (t >= nt) break;
             int e = t + k < nt ? t + k : nt;
+            if (obs && !t_first) t_first = lt_now_ns();
             for (int u = t; u < e; u++) n->fn(&n->call, c->step, u, nt);
             atomic_fetch_add_explicit(done, e - t, memory_order_release);
+        }
+        if (obs && t_first) {
+            t_last = lt_now_ns();
+            obs->node_done(obs->user, ith, i, t_first, t_last, node_wait);
         }
     }
     if (ith < 64) {

@@ -226,3 +226,8 @@ void lt_program_cost(const lt_program *p, const lt_step *step, double *bytes, do
         *flops += f;
     }
 }
+
+void lt_program_set_observer(lt_program *p, const lt_exec_observer *obs) {
+    if (obs) p->obs = *obs;
+    else memset(&p->obs, 0, sizeof p->obs);
+}

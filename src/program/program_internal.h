@@ -46,6 +46,7 @@ struct lt_program {
     int n_loops;
     void *arena; /* all activations */
     lt_params xparams;     /* the looped executor's parameters */
+    lt_exec_observer obs;  /* obs.node_done NULL: no per-node timing */
     struct lt__plan *plan; /* the looped executor's schedule, built on first use */
     bool finalized;
 };

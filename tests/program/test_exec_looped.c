@@ -89,7 +89,55 @@ static void snapshot(prog *g, float out[NACT][D]) {
     for (int i = 0; i < NACT; i++) memcpy(out[i], lt_program_buffer(g->p, g->act[i])->data, sizeof out[i]);
 }
 
+/* Observer: counts reports per node and checks each interval. */
+typedef struct {
+    _Atomic int count[512];
+    _Atomic int bad;
+} observed;
+
+static void on_node(void *user, int ith, int node, uint64_t t0, uint64_t t1, uint64_t wait) {
+    observed *o = user;
+    (void)wait;
+    if (node < 0 || node >= 512 || ith < 0 || t1 < t0 || t0 == 0) atomic_fetch_add(&o->bad, 1);
+    else atomic_fetch_add(&o->count[node], 1);
+}
+
+/* Every node is reported once per thread under dispatch, by 1..nth threads
+ * under the looped executor, and observing changes no result. */
+static void test_observer(void) {
+    lt_step step = {.pos = 0, .n_tokens = 1};
+    for (int nth = 1; nth <= 3; nth++) {
+        lt_pool *pool;
+        ASSERT_EQ(lt_pool_init(&pool, nth), LT_OK);
+        prog g;
+        build(&g, 40, 99);
+        static float ref[NACT][D], got[NACT][D];
+        ASSERT_EQ(lt_exec_dispatch(g.p, pool, &step, NULL), LT_OK);
+        snapshot(&g, ref);
+        static observed o;
+        lt_exec_observer obs = {.node_done = on_node, .user = &o};
+        lt_program_set_observer(g.p, &obs);
+        for (int e = 0; e < 2; e++) {
+            memset(&o, 0, sizeof o);
+            ASSERT_EQ(e ? lt_exec_looped(g.p, pool, &step, NULL) : lt_exec_dispatch(g.p, pool, &step, NULL),
+                      LT_OK);
+            snapshot(&g, got);
+            ASSERT_EQ(memcmp(got, ref, sizeof got), 0);
+            ASSERT_EQ(atomic_load(&o.bad), 0);
+            for (int i = 0; i < lt_program_n_nodes(g.p); i++) {
+                int c = atomic_load(&o.count[i]);
+                if (e == 0) ASSERT_EQ(c, nth);
+                else ASSERT_TRUE(c >= 1 && c <= nth);
+            }
+        }
+        lt_program_set_observer(g.p, NULL);
+        lt_program_free(g.p);
+        lt_pool_free(pool);
+    }
+}
+
 int main(void) {
+    test_observer();
     for (int i = 0; i < NW; i++) {
         for (int j = 0; j < D * D; j++) mats[i][j] = (float)((int)rnd(2001) - 1000) / 8000.0f;
         for (int j = 0; j < D; j++) vecs[i][j] = (float)((int)rnd(2001) - 1000) / 1000.0f;
