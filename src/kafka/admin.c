@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct lt_kafka_admin {
     lt__kafka_client client; /* first: it is the librdkafka opaque */
@@ -90,6 +91,59 @@ static rd_kafka_AdminOptions_t *admin_options(lt_kafka_admin *a, rd_kafka_admin_
     return o;
 }
 
+/* Partition count and replication of topic from cluster metadata. */
+static int describe_partitions(lt_kafka_admin *a, const char *topic, int timeout_ms,
+                               lt_topic_info *out) {
+    const struct rd_kafka_metadata *md;
+    /* all topics: asking for one by handle could create it on the broker */
+    rd_kafka_resp_err_t e = rd_kafka_metadata(a->rk, 1, NULL, &md, timeout_ms);
+    if (e) return lt__kafka_status(e, "kafka admin: metadata");
+    int rc = lt_error(LT_ENOTFOUND, "kafka admin: topic '%s' does not exist", topic);
+    for (int i = 0; i < md->topic_cnt; i++) {
+        const rd_kafka_metadata_topic_t *t = &md->topics[i];
+        if (strcmp(t->topic, topic)) continue;
+        if (t->err) {
+            rc = lt__kafka_status(t->err, "kafka admin: topic metadata");
+            break;
+        }
+        out->partitions = t->partition_cnt;
+        out->replication = t->partition_cnt ? t->partitions[0].replica_cnt : 0;
+        rc = LT_OK;
+        break;
+    }
+    rd_kafka_metadata_destroy(md);
+    return rc;
+}
+
+/* Waits until every topic in names is in the cluster metadata with leaders
+ * for all its partitions: a created topic is then usable at once. */
+static int wait_visible(lt_kafka_admin *a, const char *const *names, size_t n, int timeout_ms) {
+    uint64_t deadline = lt_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        size_t ready = 0;
+        const struct rd_kafka_metadata *md;
+        if (rd_kafka_metadata(a->rk, 1, NULL, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            for (size_t k = 0; k < n; k++)
+                for (int i = 0; i < md->topic_cnt; i++) {
+                    const rd_kafka_metadata_topic_t *t = &md->topics[i];
+                    if (strcmp(t->topic, names[k]) || t->err || !t->partition_cnt) continue;
+                    bool led = true;
+                    for (int j = 0; j < t->partition_cnt; j++)
+                        if (t->partitions[j].leader < 0) led = false;
+                    ready += led;
+                    break;
+                }
+            rd_kafka_metadata_destroy(md);
+        }
+        if (ready == n) return LT_OK;
+        if (lt_now_ns() >= deadline)
+            return lt_error(LT_ETIMEOUT, "kafka admin: %zu of %zu new topics not visible in the "
+                                         "cluster metadata after %d ms", n - ready, n, timeout_ms);
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int lt_kafka_admin_create_topics(lt_kafka_admin *a, const lt_topic_spec *specs, size_t n,
                                  int timeout_ms, size_t *created) {
     if (created) *created = 0;
@@ -128,10 +182,12 @@ int lt_kafka_admin_create_topics(lt_kafka_admin *a, const lt_topic_spec *specs, 
             size_t cnt;
             const rd_kafka_topic_result_t **res =
                 rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &cnt);
+            const char **made = calloc(cnt ? cnt : 1, sizeof *made);
+            size_t n_made = 0;
             for (size_t i = 0; i < cnt; i++) {
                 rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
                 if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
-                    if (created) (*created)++;
+                    if (made) made[n_made++] = rd_kafka_topic_result_name(res[i]);
                 } else if (e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS && rc == LT_OK) {
                     const char *msg = rd_kafka_topic_result_error_string(res[i]);
                     rc = lt_error(lt__kafka_status(e, "create topic"),
@@ -140,6 +196,10 @@ int lt_kafka_admin_create_topics(lt_kafka_admin *a, const lt_topic_spec *specs, 
                                   msg && *msg ? msg : rd_kafka_err2str(e));
                 }
             }
+            if (!made && rc == LT_OK) rc = lt_error(LT_ENOMEM, "kafka admin: out of memory");
+            if (rc == LT_OK && n_made) rc = wait_visible(a, made, n_made, timeout_ms);
+            if (created) *created = n_made;
+            free(made);
             rd_kafka_event_destroy(ev);
         }
     }
@@ -171,30 +231,6 @@ int lt_kafka_admin_ensure_topics(lt_kafka_admin *a, const char *prefix, int32_t 
     if (rc == LT_OK && created)
         lt_log(LT_LOG_INFO, "kafka: created %zu of the %d looptune topics (prefix '%s')", created,
                LT_TOPIC_COUNT, prefix);
-    return rc;
-}
-
-/* Partition count and replication of topic from cluster metadata. */
-static int describe_partitions(lt_kafka_admin *a, const char *topic, int timeout_ms,
-                               lt_topic_info *out) {
-    const struct rd_kafka_metadata *md;
-    /* all topics: asking for one by handle could create it on the broker */
-    rd_kafka_resp_err_t e = rd_kafka_metadata(a->rk, 1, NULL, &md, timeout_ms);
-    if (e) return lt__kafka_status(e, "kafka admin: metadata");
-    int rc = lt_error(LT_ENOTFOUND, "kafka admin: topic '%s' does not exist", topic);
-    for (int i = 0; i < md->topic_cnt; i++) {
-        const rd_kafka_metadata_topic_t *t = &md->topics[i];
-        if (strcmp(t->topic, topic)) continue;
-        if (t->err) {
-            rc = lt__kafka_status(t->err, "kafka admin: topic metadata");
-            break;
-        }
-        out->partitions = t->partition_cnt;
-        out->replication = t->partition_cnt ? t->partitions[0].replica_cnt : 0;
-        rc = LT_OK;
-        break;
-    }
-    rd_kafka_metadata_destroy(md);
     return rc;
 }
 
