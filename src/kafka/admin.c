@@ -63,7 +63,14 @@ void lt_kafka_admin_close(lt_kafka_admin *a) {
 
 /* Waits for the result event of the request just made. */
 static int wait_event(lt_kafka_admin *a, int timeout_ms, const char *what, rd_kafka_event_t **ev) {
-    *ev = rd_kafka_queue_poll(a->q, timeout_ms + 1000);
+    /* The handle's own events (errors, logs) are served here as well: an
+     * admin client has no other poller. */
+    uint64_t deadline = lt_now_ns() + (uint64_t)(timeout_ms + 1000) * 1000000ull;
+    *ev = NULL;
+    while (!*ev && lt_now_ns() < deadline) {
+        rd_kafka_poll(a->rk, 0);
+        *ev = rd_kafka_queue_poll(a->q, 100);
+    }
     if (!*ev) {
         char last[256];
         lt__kafka_last_error(&a->client, last, sizeof last);
@@ -72,8 +79,11 @@ static int wait_event(lt_kafka_admin *a, int timeout_ms, const char *what, rd_ka
     }
     rd_kafka_resp_err_t err = rd_kafka_event_error(*ev);
     if (err) {
+        char last[256];
+        lt__kafka_last_error(&a->client, last, sizeof last);
         int rc = lt_error(err == RD_KAFKA_RESP_ERR__TIMED_OUT ? LT_ETIMEOUT : LT_EKAFKA,
-                          "kafka admin: %s: %s", what, rd_kafka_event_error_string(*ev));
+                          "kafka admin: %s: %s%s%s", what, rd_kafka_event_error_string(*ev),
+                          last[0] ? "; last error: " : "", last);
         rd_kafka_event_destroy(*ev);
         *ev = NULL;
         return rc;

@@ -104,7 +104,8 @@ void lt__kafka_client_destroy(lt__kafka_client *c) {
 
 void lt__kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
     lt__kafka_client *c = rd_kafka_opaque(rk);
-    if (level <= LOG_WARNING && c) {
+    /* broker failures ("FAIL") also reach error_cb, which says them once */
+    if (level <= LOG_WARNING && c && strcmp(fac, "FAIL")) {
         char text[512];
         snprintf(text, sizeof text, "%s: %s", fac, buf);
         lt__kafka_warn(&c->warner, c->who, text);
@@ -118,7 +119,9 @@ void lt__kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaqu
     if (!c) return;
     atomic_fetch_add(&c->errors, 1);
     pthread_mutex_lock(&c->err_mu);
-    snprintf(c->last_error, sizeof c->last_error, "%s", reason);
+    /* "1/1 brokers are down" follows the error that says why: keep the why */
+    if (err != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || !c->last_error[0])
+        snprintf(c->last_error, sizeof c->last_error, "%s", reason);
     pthread_mutex_unlock(&c->err_mu);
     char fatal[256] = "";
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
