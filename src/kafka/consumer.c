@@ -93,12 +93,13 @@ int lt_consumer_poll(lt_consumer *c, int timeout_ms, lt_record *rec) {
         }
         rd_kafka_resp_err_t err = m->err;
         char what[512];
-        snprintf(what, sizeof what, "kafka consumer: %s%s%s",
-                 m->rkt ? "topic " : "", m->rkt ? rd_kafka_topic_name(m->rkt) : "",
-                 m->rkt ? "" : "poll");
+        if (m->rkt)
+            snprintf(what, sizeof what, "kafka consumer: topic '%s'", rd_kafka_topic_name(m->rkt));
+        else
+            snprintf(what, sizeof what, "kafka consumer: poll");
         rd_kafka_message_destroy(m);
         if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
-            return lt__kafka_status(err, what);
+            return lt_error(LT_ENOTFOUND, "%s does not exist", what);
         if (err == RD_KAFKA_RESP_ERR__FATAL || err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
             err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED)
             return lt__kafka_status(err, what);
