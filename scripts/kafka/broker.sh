@@ -93,8 +93,17 @@ do_stop() {
     rm -f "$dir/pid" "$dir/bootstrap" "$dir/datadir"
 }
 
+java_bin() {
+    if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then echo "$JAVA_HOME/bin/java"
+    else command -v java; fi
+}
+
 do_start() {
-    command -v java >/dev/null || die "java not found: run scripts/deps.sh (needs a JRE 17+)"
+    local java
+    java=$(java_bin) || die "java not found: run scripts/deps.sh (Kafka 4 needs Java 17+)"
+    local jv
+    jv=$("$java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+    [ "${jv:-0}" -ge 17 ] || die "Kafka 4 needs Java 17+, $java is Java ${jv:-?}; set JAVA_HOME"
     command -v python3 >/dev/null || die "python3 not found: run scripts/deps.sh"
     resolve_jars
     mkdir -p "$dir"
@@ -127,7 +136,7 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 log.segment.bytes=16777216
 EOF
-    local jvm=(java -Xmx512m -Xms128m -XX:+UseSerialGC -Djava.awt.headless=true -cp "$jars/*")
+    local jvm=("$java" -Xmx512m -Xms128m -XX:+UseSerialGC -Djava.awt.headless=true -cp "$jars/*")
     # A cluster id is 16 random bytes, base64url without padding.
     cluster_id=$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
     if ! timeout 60 "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
