@@ -22,6 +22,7 @@ min / median / max. Every process's result is appended as one JSON line.
 import argparse
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -31,28 +32,53 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def cpu_jiffies():
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    total = sum(v[:8])  # guest time is already inside user
+    return total - v[3] - v[4], total
+
+
 def cpu_busy(window):
-    """Fraction of all CPUs busy over `window` seconds (from /proc/stat)."""
-    def snap():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        idle = v[3] + v[4]  # idle + iowait
-        return sum(v), idle
-    t0, i0 = snap()
+    """Fraction of all CPUs busy over `window` seconds."""
+    b0, t0 = cpu_jiffies()
     time.sleep(window)
-    t1, i1 = snap()
-    return 1.0 - (i1 - i0) / max(t1 - t0, 1)
+    b1, t1 = cpu_jiffies()
+    return (b1 - b0) / max(t1 - t0, 1)
 
 
 def wait_quiet(max_busy, timeout):
     """Waits until other processes leave the CPUs mostly idle (a shared
-    machine: spinning OpenMP threads collapse when a core is taken), at most
+    machine: spinning threads collapse when a core is taken), at most
     `timeout` seconds. Returns the last busy fraction seen."""
     deadline = time.monotonic() + timeout
     while True:
         b = cpu_busy(2.0)
         if b <= max_busy or time.monotonic() >= deadline:
             return b
+
+
+class OthersMeter:
+    """CPU time that other processes used while one child ran, in cores:
+    all busy CPU time over the interval minus the child's own user+system
+    time, divided by the wall time. 0 = the machine was ours; 1 = another
+    process held a whole core on average."""
+
+    def __enter__(self):
+        self.hz = os.sysconf("SC_CLK_TCK")
+        self.j0 = cpu_jiffies()[0]
+        self.r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.w0 = time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        j1 = cpu_jiffies()[0]
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall = time.monotonic() - self.w0
+        own = (r1.ru_utime - self.r0.ru_utime) + (r1.ru_stime - self.r0.ru_stime)
+        self.cores = max(0.0, ((j1 - self.j0) / self.hz - own) / max(wall, 1e-9))
+        return False
 
 
 def pairs(items, what):
@@ -82,20 +108,27 @@ def run(a):
                            "--runs", str(a.runs)] + argv[1:]
                     busy = wait_quiet(a.max_busy, a.wait) if a.max_busy < 1 else None
                     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-                    p = subprocess.run(cmd, capture_output=True, text=True)
-                    busy_after = cpu_busy(1.0) if a.max_busy < 1 else None
+                    try:
+                        with OthersMeter() as meter:
+                            p = subprocess.run(cmd, capture_output=True, text=True,
+                                               timeout=a.cell_timeout)
+                    except subprocess.TimeoutExpired:
+                        # A taken core can slow a spinning build 100-fold; give
+                        # up on this cell for this round rather than stall.
+                        print("round %d %-14s %-18s t=%d  timed out after %.0f s" %
+                              (rnd, cname, label, t, a.cell_timeout), file=sys.stderr, flush=True)
+                        continue
                     if p.returncode != 0:
                         print(p.stderr[-3000:], file=sys.stderr)
                         sys.exit("failed (exit %d): %s %s t=%d" % (p.returncode, cname, label, t))
                     r = json.loads(p.stdout.strip().splitlines()[-1])
                     r.update(config=cname, label=label, round=rnd, busy_before=busy,
-                             busy_after=busy_after)
+                             others_cores=meter.cores)
                     with open(a.jsonl, "a") as f:
                         f.write(json.dumps(r) + "\n")
                     m = r["tok_s"]
-                    print("round %d %-14s %-18s t=%d  %8.2f %8.2f %8.2f tok/s  load %.2f "
-                          "busy %s/%s" % (rnd, cname, label, t, m["min"], m["median"], m["max"],
-                                          r["loadavg"][0], busy, busy_after),
+                    print("round %d %-15s %-16s t=%d  %8.2f %8.2f %8.2f tok/s  others %.2f cores"
+                          % (rnd, cname, label, t, m["min"], m["median"], m["max"], meter.cores),
                           file=sys.stderr, flush=True)
 
 
@@ -106,22 +139,19 @@ def table(path):
             continue
         r = json.loads(line)
         key = (r["label"], r["threads"], r["config"])
-        c = cells.setdefault(key, {"r": r, "runs": [], "loads": [], "busy": []})
+        c = cells.setdefault(key, {"r": r, "runs": [], "others": []})
         c["runs"] += r["runs_tok_s"]
-        c["loads"].append(r["loadavg"][0])
-        if r.get("busy_before") is not None:
-            c["busy"].append(r["busy_before"])
+        if r.get("others_cores") is not None:
+            c["others"].append(r["others_cores"])
     print("| model | file MB | threads | config | tok/s min | median | max | runs | "
-          "prompt+gen | load avg 1 min | CPU busy before |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---|---|---|")
+          "prompt+gen | others' CPU (cores) |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---|---|")
     for (label, t, cname), c in cells.items():
         r, xs = c["r"], c["runs"]
-        busy = ("%.0f-%.0f%%" % (100 * min(c["busy"]), 100 * max(c["busy"]))
-                if c["busy"] else "-")
-        print("| %s | %.1f | %d | %s | %.1f | %.1f | %.1f | %d | %d+%d | %.1f-%.1f | %s |" % (
+        others = ("%.2f-%.2f" % (min(c["others"]), max(c["others"])) if c["others"] else "-")
+        print("| %s | %.1f | %d | %s | %.1f | %.1f | %.1f | %d | %d+%d | %s |" % (
             label, r["model_bytes"] / 1e6, t, cname, min(xs), statistics.median(xs), max(xs),
-            len(xs), r["prompt_tokens"], r["gen_tokens"], min(c["loads"]), max(c["loads"]),
-            busy))
+            len(xs), r["prompt_tokens"], r["gen_tokens"], others))
     best = {}
     for (label, t, cname), c in cells.items():
         med = statistics.median(c["runs"])
@@ -149,6 +179,8 @@ def main():
     ap.add_argument("--max-busy", type=float, default=0.25,
                     help="before each cell wait until the CPUs are at most this busy (1 = never)")
     ap.add_argument("--wait", type=float, default=300, help="longest such wait, seconds")
+    ap.add_argument("--cell-timeout", type=float, default=300,
+                    help="seconds before one cell's process is abandoned")
     ap.add_argument("--jsonl", help="append results here")
     ap.add_argument("--table", help="render a Markdown table from this JSONL file and exit")
     a = ap.parse_args()
