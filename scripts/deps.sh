@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what looptune needs to build and test on a Debian machine, only
 # where it is missing: a C toolchain, CMake, Ninja, Python 3 with numpy, and
-# OpenBLAS (for the prefill benchmark's baseline).
+# OpenBLAS (for the prefill benchmark's baseline), and XGBoost's C library (the
+# tuner's cost model).
 set -euo pipefail
 
 need_apt=()
@@ -11,6 +12,7 @@ command -v ninja >/dev/null 2>&1 || need_apt+=(ninja-build)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 [ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || [ -e /usr/include/cblas.h ] ||
     need_apt+=(libopenblas-dev)
+[ -e /usr/include/xgboost/c_api.h ] || need_apt+=(libxgboost-dev)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
