@@ -3,7 +3,11 @@
  * node inside a LOOP runs as all of its iterations back to back: each
  * iteration reads another layer's weights, so the working set is the whole
  * model's share of that node and a memory-bound decode kernel is measured
- * streaming from memory, not from a cache warmed by the previous run. */
+ * streaming from memory, not from a cache warmed by the previous run.
+ * A node that reads what it writes (in place, accumulating, or an output
+ * aliasing an input) would drift run after run (a swiglu applied to its own
+ * output a thousand times ends in infinities and denormals, which are slow):
+ * those buffers are saved once and restored before every run, untimed. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +27,45 @@ struct lt_node_timer {
     int n_tasks;
     lt_step step;
     task_ctr *ctr;  /* [n_inst] */
+    struct {
+        void *data;
+        void *saved;
+        size_t nbytes;
+    } keep[LT_MAX_OPERANDS * 4];
+    int n_keep;
 };
+
+static bool overlaps(const lt_tensor *a, const lt_tensor *b) {
+    const char *a0 = a->data, *b0 = b->data;
+    return a0 < b0 + lt_tensor_nbytes(b) && b0 < a0 + lt_tensor_nbytes(a);
+}
+
+/* Records the buffers instance calls write and also read, to restore them. */
+static int keep_state(lt_node_timer *t, lt_kernel_id id) {
+    for (int i = 0; i < t->n_inst; i++) {
+        const lt_call *c = &t->calls[i];
+        for (int o = 0; o < LT_MAX_OPERANDS; o++) {
+            if (!c->op[o] || !lt_kernel_writes(id, c, o)) continue;
+            bool reread = lt_kernel_reads(id, c, o);
+            for (int r = 0; r < LT_MAX_OPERANDS && !reread; r++)
+                reread = r != o && c->op[r] && lt_kernel_reads(id, c, r) && overlaps(c->op[o], c->op[r]);
+            if (!reread) continue;
+            bool dup = false;
+            for (int k = 0; k < t->n_keep; k++) dup |= t->keep[k].data == c->op[o]->data;
+            if (dup) continue;
+            if (t->n_keep == (int)(sizeof t->keep / sizeof t->keep[0]))
+                return lt_error(LT_EUNSUPPORTED, "node timer: too many in-place buffers");
+            size_t nb = lt_tensor_nbytes(c->op[o]);
+            void *copy = malloc(nb);
+            if (!copy) return lt_error(LT_ENOMEM, "node timer: out of memory");
+            memcpy(copy, c->op[o]->data, nb);
+            t->keep[t->n_keep].data = c->op[o]->data;
+            t->keep[t->n_keep].saved = copy;
+            t->keep[t->n_keep++].nbytes = nb;
+        }
+    }
+    return LT_OK;
+}
 
 int lt_node_timer_init(lt_node_timer **out, lt_program *p, int node, lt_pool *pool,
                        const lt_step *step, int tasks_per_thread) {
@@ -57,12 +99,18 @@ int lt_node_timer_init(lt_node_timer **out, lt_program *p, int node, lt_pool *po
     int nth = lt_pool_size(pool);
     t->n_tasks = nth == 1 ? 1 : nth * tasks_per_thread;
     t->step = *step;
+    int rc = keep_state(t, ni.kernel);
+    if (rc) {
+        lt_node_timer_free(t);
+        return rc;
+    }
     *out = t;
     return LT_OK;
 }
 
 void lt_node_timer_free(lt_node_timer *t) {
     if (!t) return;
+    for (int k = 0; k < t->n_keep; k++) free(t->keep[k].saved);
     free(t->calls);
     lt_aligned_free(t->ctr);
     free(t);
@@ -93,6 +141,7 @@ double lt_node_timer_run(lt_node_timer *t, const lt_params *p, bool *contended) 
         t->calls[i].params = *p;
         atomic_store_explicit(&t->ctr[i].next, 0, memory_order_relaxed);
     }
+    for (int k = 0; k < t->n_keep; k++) memcpy(t->keep[k].data, t->keep[k].saved, t->keep[k].nbytes);
     long cs0 = invol_switches();
     uint64_t t0 = lt_now_ns();
     lt_pool_run(t->pool, run_all, t);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "looptune/model.h"
 #include "looptune/tune.h"
 
 void lt_space_init(lt_space *s, const char *name, const lt_param_def *defs, int n) {
@@ -142,7 +143,7 @@ int lt_config_check(lt_kernel_id id, const lt_call *call, const lt_params *p) {
     return lt_call_check(id, &trial);
 }
 
-void lt_shape_of_call(const lt_call *call, lt_shape *out) {
+void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out) {
     memset(out, 0, sizeof *out);
     const lt_tensor *y = call->op[0];
     const lt_tensor *w = call->op[1] ? call->op[1] : y;
@@ -151,7 +152,9 @@ void lt_shape_of_call(const lt_call *call, lt_shape *out) {
         out->cols = w->ne[0];
         out->rows = w->ne[1];
     }
-    out->n_tokens = y ? y->ne[1] : 1;
+    /* the KV cache's rows are positions, not tokens: count the source's */
+    const lt_tensor *rows = id == LT_K_KV_STORE && call->op[1] ? call->op[1] : y;
+    out->n_tokens = rows ? rows->ne[1] : 1;
     for (int i = 0; i < 3; i++) out->ia[i] = call->ia[i];
     out->regime = out->n_tokens > 1 ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
 }
@@ -210,4 +213,10 @@ void lt_host_detect(lt_host *out) {
     out->l3_kib = (double)c->l3_bytes / 1024.0;
     snprintf(out->host_class, sizeof out->host_class, "%s:%s:%dc", tok,
              lt_isa_name((lt_isa)out->isa), out->cores);
+}
+
+size_t lt_exec_shape_format(const lt_model *m, int nth, char *buf, size_t n) {
+    return (size_t)snprintf(buf, n, "llama:d%lld:h%lld:l%lld:%s:t%d:decode",
+                            (long long)m->cfg.dim, (long long)m->cfg.hidden_dim,
+                            (long long)m->cfg.n_layers, lt_dtype_name(m->wtype), nth);
 }

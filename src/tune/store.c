@@ -109,7 +109,7 @@ int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const cha
         if (k->n_params == 0) continue;
         lt_shape sh;
         char sig[96];
-        lt_shape_of_call(lt_program_call(p, i), &sh);
+        lt_shape_of_call(ni.kernel, lt_program_call(p, i), &sh);
         lt_shape_format(&sh, sig, sizeof sig);
         const lt_config_entry *e = lt_store_get(s, k->name, sig, host);
         if (!e) continue;

@@ -52,7 +52,7 @@ static void test_apply(void) {
     lt_program *p = build(&node0, &iy, &ix);
     lt_shape sh;
     char sig[96];
-    lt_shape_of_call(lt_program_call(p, node0), &sh);
+    lt_shape_of_call(LT_K_MATVEC, lt_program_call(p, node0), &sh);
     lt_shape_format(&sh, sig, sizeof sig);
     ASSERT_STREQ(sig, "f32:64x32:decode");
     ASSERT_EQ(sh.regime, LT_REGIME_DECODE);
