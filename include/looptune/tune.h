@@ -204,10 +204,12 @@ int lt_space_by_name(const char *kernel, lt_space *out);
 /* Warm start: for every node of p, the entry for (its kernel, its shape,
  * host) if any, checked against the call (lt_config_check) and applied; a
  * config that fails is skipped with a warning. exec_shape (may be NULL)
- * keys the looped executor's entry. Returns the number of distinct entries
- * applied (>= 0); *skipped (may be NULL) gets the number refused. */
+ * keys the looped executor's entry. used (may be NULL; lt_store_count
+ * entries) gets used[i] = true for every entry applied, so calls on several
+ * programs can count distinct entries. Returns the number of distinct
+ * entries applied to p (>= 0); *skipped (may be NULL) gets the number refused. */
 int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const char *exec_shape,
-                   int *skipped);
+                   bool *used_out, int *skipped);
 
 #ifdef __cplusplus
 }

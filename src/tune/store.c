@@ -95,7 +95,7 @@ const lt_config_entry *lt_store_get(const lt_store *s, const char *kernel, const
 }
 
 int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const char *exec_shape,
-                   int *skipped) {
+                   bool *used_out, int *skipped) {
     int applied = 0, refused = 0;
     bool *used = calloc((size_t)s->n + 1, sizeof *used), *bad = calloc((size_t)s->n + 1, 1);
     if (!used || !bad) {
@@ -130,6 +130,7 @@ int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const cha
         }
         if (!used[ei]) applied++;
         used[ei] = true;
+        if (used_out) used_out[ei] = true;
     }
     if (exec_shape) {
         const lt_config_entry *e = lt_store_get(s, "looped", exec_shape, host);
@@ -145,6 +146,7 @@ int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const cha
                 refused++;
             } else {
                 applied++;
+                if (used_out) used_out[e - s->e] = true;
             }
         }
     }

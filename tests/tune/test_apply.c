@@ -68,8 +68,10 @@ static void test_apply(void) {
     ASSERT_EQ(lt_store_put(s, &ex), LT_OK);
 
     int skipped = -1;
-    ASSERT_EQ(lt_store_apply(s, p, "hostA", "mv3:decode", &skipped), 2);
+    bool used[3] = {false, false, false};
+    ASSERT_EQ(lt_store_apply(s, p, "hostA", "mv3:decode", used, &skipped), 2);
     ASSERT_EQ(skipped, 0);
+    ASSERT_TRUE(used[0] && !used[1] && used[2]);
     for (int l = 0; l < LAYERS; l++) {
         lt_node_info ni;
         lt_program_node(p, node0 + l, &ni);
@@ -81,7 +83,7 @@ static void test_apply(void) {
     lt_program_exec_params(p, &xp);
     ASSERT_EQ(xp.v[LT_XP_TILES], 2);
     ASSERT_EQ(xp.v[LT_XP_SYNC], 1);
-    ASSERT_EQ(lt_store_apply(s, p, "hostC", "mv3:decode", NULL), 0); /* no entry for that host */
+    ASSERT_EQ(lt_store_apply(s, p, "hostC", "mv3:decode", NULL, NULL), 0); /* no entry for that host */
 
     /* outside the space: refused by the check and by the store; nothing changes */
     lt_params bad;

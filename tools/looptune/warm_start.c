@@ -1,6 +1,7 @@
 /* Warm start for run and bench: the best known configurations from the
  * config store applied to the programs before the first token. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 #include "looptune/model.h"
@@ -25,7 +26,12 @@ int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const c
     lt_host_detect(&host);
     char xshape[128];
     lt_exec_shape_format(lt_llama_model(l), nthreads, xshape, sizeof xshape);
-    int applied = 0, skipped = 0;
+    int skipped = 0;
+    bool *used = calloc((size_t)lt_store_count(s) + 1, sizeof *used);
+    if (!used) {
+        lt_store_close(s);
+        return lt_cli_fail(cmd, "out of memory");
+    }
     for (int pass = 0; pass < 2 && rc >= 0; pass++) {
         int64_t n = pass == 0 ? 1 : prefill_n;
         if (n > lt_llama_max_batch(l)) n = lt_llama_max_batch(l);
@@ -33,11 +39,12 @@ int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const c
         lt_program *p;
         int sk = 0;
         rc = lt_llama_program(l, n, &p);
-        if (!rc) rc = lt_store_apply(s, p, host.host_class, pass == 0 ? xshape : NULL, &sk);
-        if (rc > 0) applied += rc;
+        if (!rc) rc = lt_store_apply(s, p, host.host_class, pass == 0 ? xshape : NULL, used, &sk);
         skipped += sk;
     }
-    int stored = lt_store_count(s);
+    int stored = lt_store_count(s), applied = 0;
+    for (int i = 0; i < stored; i++) applied += used[i];
+    free(used);
     lt_store_close(s);
     if (rc < 0) return lt_cli_fail_status(cmd, rc, "warm start failed");
     if (!explicit_path && stored == 0) return 0; /* no store yet: nothing to say */
