@@ -46,7 +46,8 @@ static double weighted_median(wpair *v, int n) {
     for (int i = 0; i < n; i++) {
         acc += v[i].w;
         if (acc > 0.5 * total * (1 + 1e-12)) return v[i].r;
-        if (acc >= 0.5 * total * (1 - 1e-12)) return i + 1 < n ? 0.5 * (v[i].r + v[i + 1].r) : v[i].r;
+        if (acc >= 0.5 * total * (1 - 1e-12))
+            return i + 1 < n ? 0.5 * (v[i].r + v[i + 1].r) : v[i].r;
     }
     return v[n - 1].r;
 }

@@ -48,7 +48,8 @@ static int keep_state(lt_node_timer *t, lt_kernel_id id) {
             if (!c->op[o] || !lt_kernel_writes(id, c, o)) continue;
             bool reread = lt_kernel_reads(id, c, o);
             for (int r = 0; r < LT_MAX_OPERANDS && !reread; r++)
-                reread = r != o && c->op[r] && lt_kernel_reads(id, c, r) && overlaps(c->op[o], c->op[r]);
+                reread = r != o && c->op[r] && lt_kernel_reads(id, c, r) &&
+                         overlaps(c->op[o], c->op[r]);
             if (!reread) continue;
             bool dup = false;
             for (int k = 0; k < t->n_keep; k++) dup |= t->keep[k].data == c->op[o]->data;
@@ -141,7 +142,8 @@ double lt_node_timer_run(lt_node_timer *t, const lt_params *p, bool *contended) 
         t->calls[i].params = *p;
         atomic_store_explicit(&t->ctr[i].next, 0, memory_order_relaxed);
     }
-    for (int k = 0; k < t->n_keep; k++) memcpy(t->keep[k].data, t->keep[k].saved, t->keep[k].nbytes);
+    for (int k = 0; k < t->n_keep; k++)
+        memcpy(t->keep[k].data, t->keep[k].saved, t->keep[k].nbytes);
     long cs0 = invol_switches();
     uint64_t t0 = lt_now_ns();
     lt_pool_run(t->pool, run_all, t);

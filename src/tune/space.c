@@ -125,7 +125,8 @@ int lt_space_parse(const lt_space *s, const char *text, lt_params *out) {
         c = *end ? end + 1 : end;
     }
     for (int i = 0; i < s->n_params; i++)
-        if (!seen[i]) return lt_error(LT_ECONFIG, "%s: parameter %s missing", s->name, s->params[i].name);
+        if (!seen[i])
+            return lt_error(LT_ECONFIG, "%s: parameter %s missing", s->name, s->params[i].name);
     int rc = lt_space_validate(s, &p);
     if (rc) return rc;
     *out = p;

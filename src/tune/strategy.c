@@ -26,7 +26,8 @@ int lt_strategy_parse(const char *s, lt_strategy_kind *out) {
 int lt_strategy_init(lt_strategy **out, lt_strategy_kind kind, const lt_space *space,
                      const lt_tune_context *ctx, uint64_t seed) {
     *out = NULL;
-    if ((unsigned)kind > LT_STRAT_MODEL) return lt_error(LT_EINVAL, "unknown strategy %d", (int)kind);
+    if ((unsigned)kind > LT_STRAT_MODEL)
+        return lt_error(LT_EINVAL, "unknown strategy %d", (int)kind);
     int64_t size = lt_space_size(space);
     if (size > LT__MAX_SPACE)
         return lt_error(LT_ERANGE, "%s: space of %lld points is too large to search", space->name,

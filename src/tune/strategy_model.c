@@ -134,7 +134,8 @@ static int train(lt_strategy *s) {
         }
         m->boosters[e] = b;
         char seed[32];
-        snprintf(seed, sizeof seed, "%llu", (unsigned long long)((s->rng >> 8) + (uint64_t)e) % 1000003);
+        unsigned long long sd = ((s->rng >> 8) + (uint64_t)e) % 1000003;
+        snprintf(seed, sizeof seed, "%llu", sd);
         const char *kv[][2] = {
             {"objective", "reg:squarederror"}, {"tree_method", "exact"}, {"nthread", "1"},
             {"max_depth", "4"}, {"eta", "0.3"}, {"min_child_weight", "1"}, {"lambda", "1"},

@@ -60,9 +60,12 @@ static void test_apply(void) {
     lt_store_backend be = {.name = "memory"}; /* no load, no save */
     lt_store *s;
     ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_OK);
-    lt_config_entry mine = entry("matvec", sig, "hostA", "rows_per_task=8,unroll=4,k_block=0,prefetch=512");
-    lt_config_entry other = entry("matvec", sig, "hostB", "rows_per_task=4,unroll=1,k_block=0,prefetch=0");
-    lt_config_entry ex = entry("looped", "mv3:decode", "hostA", "tiles_per_thread=2,prefetch_kb=0,sync=1");
+    lt_config_entry mine =
+        entry("matvec", sig, "hostA", "rows_per_task=8,unroll=4,k_block=0,prefetch=512");
+    lt_config_entry other =
+        entry("matvec", sig, "hostB", "rows_per_task=4,unroll=1,k_block=0,prefetch=0");
+    lt_config_entry ex =
+        entry("looped", "mv3:decode", "hostA", "tiles_per_thread=2,prefetch_kb=0,sync=1");
     ASSERT_EQ(lt_store_put(s, &mine), LT_OK);
     ASSERT_EQ(lt_store_put(s, &other), LT_OK);
     ASSERT_EQ(lt_store_put(s, &ex), LT_OK);
@@ -83,7 +86,8 @@ static void test_apply(void) {
     lt_program_exec_params(p, &xp);
     ASSERT_EQ(xp.v[LT_XP_TILES], 2);
     ASSERT_EQ(xp.v[LT_XP_SYNC], 1);
-    ASSERT_EQ(lt_store_apply(s, p, "hostC", "mv3:decode", NULL, NULL), 0); /* no entry for that host */
+    /* no entry for that host */
+    ASSERT_EQ(lt_store_apply(s, p, "hostC", "mv3:decode", NULL, NULL), 0);
 
     /* outside the space: refused by the check and by the store; nothing changes */
     lt_params bad;
@@ -93,7 +97,8 @@ static void test_apply(void) {
     bad.v[0] = 5;
     ASSERT_EQ(lt_config_check(LT_K_MATVEC, lt_program_call(p, node0), &bad), LT_ECONFIG);
     ASSERT_EQ(lt_program_set_params(p, node0, &bad), LT_ECONFIG);
-    lt_config_entry outside = entry("matvec", sig, "hostA", "rows_per_task=5,unroll=4,k_block=0,prefetch=512");
+    lt_config_entry outside =
+        entry("matvec", sig, "hostA", "rows_per_task=5,unroll=4,k_block=0,prefetch=512");
     ASSERT_EQ(lt_store_put(s, &outside), LT_ECONFIG);
     lt_node_info after;
     lt_program_node(p, node0, &after);

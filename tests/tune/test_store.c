@@ -76,7 +76,8 @@ static void test_roundtrip_and_hosts(void) {
     ASSERT_TRUE(lt_store_get(s, "matvec", "q8_0:288x288:decode", "cpuC:avx512:2c") == NULL);
     ASSERT_TRUE(lt_store_get(s, "looped", "stories15M:q8_0:decode", "cpuA:avx512:2c") != NULL);
     /* entries outside the space are refused by put */
-    lt_config_entry bad = entry("matvec", "s", "h", "rows_per_task=3,unroll=1,k_block=0,prefetch=0", 1);
+    lt_config_entry bad =
+        entry("matvec", "s", "h", "rows_per_task=3,unroll=1,k_block=0,prefetch=0", 1);
     ASSERT_EQ(lt_store_put(s, &bad), LT_ECONFIG);
     bad = entry("nokernel", "s", "h", MV, 1);
     ASSERT_EQ(lt_store_put(s, &bad), LT_ENOTFOUND);
@@ -97,7 +98,8 @@ static void test_corrupt_lines(void) {
     fprintf(f, "# looptune configs v1\n"
                "matvec\tq8_0:288x288:decode\th1\t%s\t100\t10\t1.1\n"       /* good */
                "matvec\tq8_0:288x288:decode\th1\t%s\t100\t10\n"            /* 6 fields */
-               "matvec\tq8_0:288x768:decode\th1\trows_per_task=5,unroll=1,k_block=0,prefetch=0\t1\t1\t1\n"
+               "matvec\tq8_0:288x768:decode\th1\t"
+               "rows_per_task=5,unroll=1,k_block=0,prefetch=0\t1\t1\t1\n"
                "warp\tx\th1\t%s\t100\t10\t1.1\n"                            /* unknown kernel */
                "matvec\tq8_0:768x288:decode\th1\t%s\tfast\t10\t1.1\n"      /* not a number */
                "matvec\tq8_0:768x288:decode\th1\t%s\t-5\t10\t1.1\n"        /* negative */

@@ -111,7 +111,8 @@ int lt_cmd_bench(int argc, char **argv) {
         {"json", no_argument, 0, O_JSON},      {"executor", required_argument, 0, O_EXEC},
         {"compare-executors", no_argument, 0, O_CMP}, {"help", no_argument, 0, 'h'},
         {"mmap", no_argument, 0, O_MMAP},
-        {"config-store", required_argument, 0, O_STORE}, {"no-warm-start", no_argument, 0, O_NOWARM},
+        {"config-store", required_argument, 0, O_STORE},
+        {"no-warm-start", no_argument, 0, O_NOWARM},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;

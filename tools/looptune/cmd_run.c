@@ -84,7 +84,8 @@ int lt_cmd_run(int argc, char **argv) {
         {"dump-program", no_argument, 0, O_DP},   {"isa", required_argument, 0, O_ISA},
         {"executor", required_argument, 0, O_EXEC}, {"no-loop-pass", no_argument, 0, O_NLP},
         {"mmap", no_argument, 0, O_MMAP},
-        {"config-store", required_argument, 0, O_STORE}, {"no-warm-start", no_argument, 0, O_NOWARM},
+        {"config-store", required_argument, 0, O_STORE},
+        {"no-warm-start", no_argument, 0, O_NOWARM},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -214,7 +215,9 @@ int lt_cmd_run(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot build the program");
         goto done;
     }
-    if (lt_cli_warm_start(cmd, l, (int)threads, store_path, no_warm, prefill_batch ? prefill_batch : n_ids)) goto done;
+    if (lt_cli_warm_start(cmd, l, (int)threads, store_path, no_warm,
+                          prefill_batch ? prefill_batch : n_ids))
+        goto done;
     if (seed < 0) seed = (int64_t)(lt_now_ns() & 0x7fffffffffffffffull);
     if ((rc = lt_sampler_init(&s, m->cfg.vocab_size, temp, top_p, (uint64_t)seed))) {
         lt_cli_fail_status(cmd, rc, "bad sampler settings");

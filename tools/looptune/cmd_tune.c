@@ -23,7 +23,7 @@ static const char *const tune_help =
     "\n"
     "  -m, --model FILE         GGUF or llama2.c checkpoint\n"
     "      --strategy S         model (XGBoost-guided, default), random or exhaustive\n"
-    "      --budget N           candidate configurations measured per kernel and shape (default 24)\n"
+    "      --budget N           configurations tried per kernel and shape (default 24)\n"
     "  -t, --threads T          threads (default 2 or the CPU count, whichever is smaller)\n"
     "      --regime R           decode (default), prefill (a batch of 64 tokens) or both\n"
     "      --config-store FILE  default $XDG_CACHE_HOME/looptune/configs.tsv or\n"
@@ -162,7 +162,8 @@ int lt_cmd_tune(int argc, char **argv) {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},         {"strategy", required_argument, 0, O_STRAT},
         {"budget", required_argument, 0, O_BUDGET},   {"threads", required_argument, 0, 't'},
-        {"regime", required_argument, 0, O_REGIME},   {"config-store", required_argument, 0, O_STORE},
+        {"regime", required_argument, 0, O_REGIME},
+        {"config-store", required_argument, 0, O_STORE},
         {"seed", required_argument, 0, O_SEED},       {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     opterr = 0;
@@ -176,7 +177,8 @@ int lt_cmd_tune(int argc, char **argv) {
             break;
         case O_BUDGET:
             if (!lt_cli_parse_i64(optarg, 1, 100000, &budget))
-                return lt_cli_fail(cmd, "bad --budget '%s': expected a number of trials >= 1", optarg);
+                return lt_cli_fail(cmd, "bad --budget '%s': expected a number of trials >= 1",
+                                   optarg);
             break;
         case 't':
             if (!lt_cli_parse_i64(optarg, 1, 64, &threads))
@@ -184,7 +186,8 @@ int lt_cmd_tune(int argc, char **argv) {
             break;
         case O_REGIME:
             if (strcmp(optarg, "decode") && strcmp(optarg, "prefill") && strcmp(optarg, "both"))
-                return lt_cli_fail(cmd, "bad --regime '%s': expected decode, prefill or both", optarg);
+                return lt_cli_fail(cmd, "bad --regime '%s': expected decode, prefill or both",
+                                   optarg);
             regime = optarg;
             break;
         case O_STORE: store_path = optarg; break;
@@ -196,12 +199,15 @@ int lt_cmd_tune(int argc, char **argv) {
         default: return lt_cli_bad_option(cmd, c, argv[optind - 1]);
         }
     }
-    if (optind < argc) return lt_cli_fail(cmd, "unexpected argument '%s' (see looptune tune --help)", argv[optind]);
+    if (optind < argc)
+        return lt_cli_fail(cmd, "unexpected argument '%s' (see looptune tune --help)",
+                           argv[optind]);
     if (!model_path) return lt_cli_fail(cmd, "no model: give -m MODEL (see looptune tune --help)");
     char defpath[1024];
     if (!store_path) {
         if (!lt_store_default_path(defpath, sizeof defpath))
-            return lt_cli_fail(cmd, "no config store: set HOME or XDG_CACHE_HOME, or give --config-store FILE");
+            return lt_cli_fail(cmd, "no config store: set HOME or XDG_CACHE_HOME, or give "
+                                    "--config-store FILE");
         store_path = defpath;
     }
 
@@ -275,7 +281,8 @@ int lt_cmd_tune(int argc, char **argv) {
             char sig[96];
             lt_shape_format(&ctx.shape, sig, sizeof sig);
             bool seen = false;
-            for (int r = 0; r < n_rows; r++) seen |= !strcmp(rows[r].kernel, k->name) && !strcmp(rows[r].shape, sig);
+            for (int r = 0; r < n_rows; r++)
+                seen |= !strcmp(rows[r].kernel, k->name) && !strcmp(rows[r].shape, sig);
             if (seen) continue;
             if (n_rows == cap_rows) {
                 cap_rows = cap_rows ? 2 * cap_rows : 16;
