@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "looptune/model.h"
@@ -29,6 +30,7 @@ static const char *const tune_help =
     "      --config-store FILE  default $XDG_CACHE_HOME/looptune/configs.tsv or\n"
     "                           ~/.cache/looptune/configs.tsv\n"
     "      --seed S             strategy seed (default 1)\n"
+    "      --membw              measure the memory bandwidth first (a cost-model feature)\n"
     "  -h, --help               this help\n";
 
 enum { PAIRS = 8, FINAL_PAIRS = 16, PREFILL_TOKENS = 64, DECODE_POS = 16 };
@@ -133,12 +135,14 @@ static int search(const char *what, target *t, const lt_space *sp, const lt_tune
             inc = cand;
             inc_cost *= res.ratio;
         }
-        fprintf(stderr, "\r%-10s %-34s trial %3d/%-3d best %.3fx   ", sp->name, row->shape, used,
-                budget, lt_median(ds, PAIRS) / inc_cost);
-        fflush(stderr);
+        if (isatty(STDERR_FILENO)) { /* one line, redrawn */
+            fprintf(stderr, "\r%-10s %-34s trial %3d/%-3d best %.3fx   ", sp->name, row->shape,
+                    used, budget, lt_median(ds, PAIRS) / inc_cost);
+            fflush(stderr);
+        }
     }
     lt_strategy_free(st);
-    fprintf(stderr, "\r%*s\r", 80, "");
+    if (isatty(STDERR_FILENO)) fprintf(stderr, "\r%*s\r", 80, "");
     if (rc) return rc;
     /* the verdict: default against the incumbent, more pairs */
     lt_compare_result fin;
@@ -158,13 +162,15 @@ int lt_cmd_tune(int argc, char **argv) {
     const char *model_path = NULL, *store_path = NULL, *regime = "decode";
     int64_t budget = 24, threads = 0, seed = 1;
     lt_strategy_kind kind = LT_STRAT_MODEL;
-    enum { O_STRAT = 256, O_BUDGET, O_REGIME, O_STORE, O_SEED };
+    bool membw = false;
+    enum { O_STRAT = 256, O_BUDGET, O_REGIME, O_STORE, O_SEED, O_MEMBW };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},         {"strategy", required_argument, 0, O_STRAT},
         {"budget", required_argument, 0, O_BUDGET},   {"threads", required_argument, 0, 't'},
         {"regime", required_argument, 0, O_REGIME},
         {"config-store", required_argument, 0, O_STORE},
         {"seed", required_argument, 0, O_SEED},       {"help", no_argument, 0, 'h'},
+        {"membw", no_argument, 0, O_MEMBW},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -191,6 +197,7 @@ int lt_cmd_tune(int argc, char **argv) {
             regime = optarg;
             break;
         case O_STORE: store_path = optarg; break;
+        case O_MEMBW: membw = true; break;
         case O_SEED:
             if (!lt_cli_parse_i64(optarg, 0, INT64_MAX, &seed))
                 return lt_cli_fail(cmd, "bad --seed '%s': expected a number >= 0", optarg);
@@ -242,6 +249,15 @@ int lt_cmd_tune(int argc, char **argv) {
     }
     lt_host host;
     lt_host_detect(&host);
+    if (membw) {
+        lt_membw bw;
+        if ((rc = lt_membw_measure(pool, 0, 3, &bw))) {
+            lt_cli_fail_status(cmd, rc, "cannot measure the memory bandwidth");
+            goto done;
+        }
+        host.bw_gb_s = bw.read_gb_s;
+        fprintf(stderr, "tune: read bandwidth %.1f GB/s\n", bw.read_gb_s);
+    }
     bool do_decode = strcmp(regime, "prefill") != 0, do_prefill = strcmp(regime, "decode") != 0;
     int64_t pre_n = PREFILL_TOKENS;
     if (pre_n > lt_llama_max_batch(l)) pre_n = lt_llama_max_batch(l);
