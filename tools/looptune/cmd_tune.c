@@ -34,6 +34,9 @@ static const char *const tune_help =
     "  -h, --help               this help\n";
 
 enum { PAIRS = 8, FINAL_PAIRS = 16, PREFILL_TOKENS = 64, DECODE_POS = 16 };
+/* A comparison goes on past its pairs, up to EXTEND times as many, until it
+ * has MIN_CLEAN pairs measured without preemption (a busy machine). */
+enum { EXTEND = 3, MIN_CLEAN = 5, MAX_PAIRS = FINAL_PAIRS * EXTEND };
 static const double MARGIN = 0.01;          /* "faster" means by more than 1% */
 static const double CONTENDED_WEIGHT = 0.1; /* weight of a pair measured while preempted */
 static const double MIN_SAMPLE_NS = 200e3;  /* a sample repeats the node to last this long */
@@ -67,17 +70,21 @@ static double measure(target *t, const lt_params *p, bool *busy) {
     return ns / t->reps;
 }
 
-/* Interleaved pairs: incumbent then candidate. */
+/* Interleaved pairs: incumbent then candidate, at least n of them (more on
+ * a busy machine, see EXTEND). *n_out gets the pairs measured. */
 static int compare(target *t, const lt_params *inc, const lt_params *cand, int n, uint64_t seed,
-                   double *a, double *b, lt_compare_result *res) {
-    bool busy[FINAL_PAIRS];
-    for (int i = 0; i < n; i++) {
+                   double *a, double *b, bool *busy, int *n_out, lt_compare_result *res) {
+    int i = 0, clean = 0;
+    while (i < n || (clean < MIN_CLEAN && i < n * EXTEND)) {
         bool ba, bb;
         a[i] = measure(t, inc, &ba);
         b[i] = measure(t, cand, &bb);
         busy[i] = ba || bb;
+        clean += !busy[i];
+        i++;
     }
-    return lt_compare_paired(a, b, busy, n, MARGIN, CONTENDED_WEIGHT, seed, res);
+    *n_out = i;
+    return lt_compare_paired(a, b, busy, i, MARGIN, CONTENDED_WEIGHT, seed, res);
 }
 
 typedef struct {
@@ -85,6 +92,7 @@ typedef struct {
     char shape[96];
     double def_ns, tuned_ns, speedup;
     int trials;
+    int samples; /* pairs behind the final verdict */
     char params[160];
 } result_row;
 
@@ -111,7 +119,9 @@ static int search(const char *what, target *t, const lt_space *sp, const lt_tune
     if (rc) return rc;
     lt_strategy_observe(st, &def, ds, PAIRS);
     int used = 0;
-    double a[FINAL_PAIRS], b[FINAL_PAIRS], costs[FINAL_PAIRS];
+    double a[MAX_PAIRS], b[MAX_PAIRS], costs[MAX_PAIRS];
+    bool busy[MAX_PAIRS];
+    int np;
     while (used < budget) {
         lt_params cand;
         int k = lt_strategy_propose(st, &cand, 1);
@@ -127,10 +137,14 @@ static int search(const char *what, target *t, const lt_space *sp, const lt_tune
             continue;
         }
         lt_compare_result res;
-        if ((rc = compare(t, &inc, &cand, PAIRS, seed + (uint64_t)used, a, b, &res))) break;
-        /* costs relative to the incumbent's, so slow drifts cancel */
-        for (int i = 0; i < PAIRS; i++) costs[i] = inc_cost * b[i] / a[i];
-        lt_strategy_observe(st, &cand, costs, PAIRS);
+        if ((rc = compare(t, &inc, &cand, PAIRS, seed + (uint64_t)used, a, b, busy, &np, &res)))
+            break;
+        /* costs relative to the incumbent's, so slow drifts cancel; clean
+         * pairs only, unless there are none */
+        int nc = 0;
+        for (int i = 0; i < np; i++)
+            if (!busy[i] || res.n_clean == 0) costs[nc++] = inc_cost * b[i] / a[i];
+        lt_strategy_observe(st, &cand, costs, nc);
         if (res.faster) {
             inc = cand;
             inc_cost *= res.ratio;
@@ -146,12 +160,14 @@ static int search(const char *what, target *t, const lt_space *sp, const lt_tune
     if (rc) return rc;
     /* the verdict: default against the incumbent, more pairs */
     lt_compare_result fin;
-    if ((rc = compare(t, &def, &inc, FINAL_PAIRS, seed ^ 0xf1a1, a, b, &fin))) return rc;
+    if ((rc = compare(t, &def, &inc, FINAL_PAIRS, seed ^ 0xf1a1, a, b, busy, &np, &fin)))
+        return rc;
     if (!fin.faster) inc = def, fin.b_median = fin.a_median, fin.ratio = 1.0;
     row->def_ns = fin.a_median;
     row->tuned_ns = fin.b_median;
     row->speedup = 1.0 / fin.ratio;
     row->trials = used;
+    row->samples = np;
     lt_space_format(sp, &inc, row->params, sizeof row->params);
     *best = inc;
     return LT_OK;
@@ -390,7 +406,7 @@ int lt_cmd_tune(int argc, char **argv) {
         snprintf(e.host, sizeof e.host, "%s", host.host_class);
         snprintf(e.params, sizeof e.params, "%s", row->params);
         e.median_ns = row->tuned_ns;
-        e.samples = FINAL_PAIRS;
+        e.samples = row->samples;
         e.speedup = row->speedup;
         if ((rc = lt_store_put(store, &e))) {
             lt_cli_fail_status(cmd, rc, "bad result");
