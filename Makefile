@@ -3,8 +3,8 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
-# The tests of everything that shares data between threads: pool, executors.
-TSAN_TESTS := test_pool test_program test_exec_looped test_llama_exec
+# The tests of everything that shares data between threads: pool, executors, node timer.
+TSAN_TESTS := test_pool test_program test_exec_looped test_llama_exec test_apply
 MODELS     ?= models
 DEMO       := $(MODELS)/stories110M-q8_0.gguf
 LOOPTUNE   := $(BUILD)/looptune
