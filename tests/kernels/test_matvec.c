@@ -2,7 +2,10 @@
  * lt_row_to_f32-dequantised weights: every dtype, shapes with odd row counts,
  * rows < nth, cols = 32 and a few thousand, every ISA this CPU has, every
  * point of the parameter space, nth = 1, 2, 3 (threads simulated by calling
- * each ith in turn), overwrite and accumulate; plus check() and cost(). */
+ * each ith in turn), overwrite and accumulate; plus check() and cost().
+ * act_int16 = 1 (q8_0 with int16 activations): within the quantisation bound,
+ * bit-identical between the portable and AVX-512 paths, a no-op elsewhere;
+ * its per-thread cache of x keyed by (call, step seq); NaN and zero x. */
 #include "looptune/kernels.h"
 #include "test.h"
 
@@ -12,6 +15,13 @@
  * few thousand terms in any order stay far below it (~1e-7 typical); one
  * wrong or missing weight (about 1/cols of the sum) is far above it. */
 #define TOL 1e-5
+
+/* act_int16 = 1 adds the error of x's quantisation: per 32-block b with
+ * s_b = max|x_b| / 32767, |x_k - s_b xq_k| <= s_b (0.5 + 2^-9) (the rounding
+ * of x_k * 32767 / max|x_b| to nearest, plus that product's own float
+ * rounding, < 32768 * 2^-24 = 2^-9), so |error| <= XQ_TOL * sum_b s_b
+ * sum_(k in b) |w_k|. */
+#define XQ_TOL (0.5 + 1.0 / 512)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -33,6 +43,7 @@ typedef struct {
     float *y0;      /* [rows] initial y for accumulate */
     double *ref;    /* [rows] sum_k w_k x_k in double */
     double *mag;    /* [rows] sum_k |w_k x_k| */
+    double *qerr;   /* [rows] sum_b s_b sum_(k in b) |w_k|, s_b = max|x_b| / 32767 */
     lt_tensor tw, tx, ty;
 } fixture;
 
@@ -46,6 +57,7 @@ static void fixture_init(fixture *f, lt_dtype dt, int64_t rows, int64_t cols) {
     f->y0 = lt_aligned_alloc(64, sizeof(float) * (size_t)rows);
     f->ref = lt_aligned_alloc(64, sizeof(double) * (size_t)rows);
     f->mag = lt_aligned_alloc(64, sizeof(double) * (size_t)rows);
+    f->qerr = lt_aligned_alloc(64, sizeof(double) * (size_t)rows);
     float *tmp = malloc(sizeof(float) * (size_t)cols);
     for (int64_t k = 0; k < cols; k++) f->x[k] = frand();
     for (int64_t r = 0; r < rows; r++) {
@@ -55,13 +67,22 @@ static void fixture_init(fixture *f, lt_dtype dt, int64_t rows, int64_t cols) {
         char *row = (char *)f->w + rb * (size_t)r;
         lt_row_from_f32(dt, tmp, row, cols);
         lt_row_to_f32(dt, row, tmp, cols); /* the exact weights the kernel sees */
-        double acc = 0, mag = 0;
+        double acc = 0, mag = 0, qerr = 0;
         for (int64_t k = 0; k < cols; k++) {
             acc += (double)tmp[k] * (double)f->x[k];
             mag += fabs((double)tmp[k] * (double)f->x[k]);
         }
+        for (int64_t k0 = 0; k0 + 32 <= cols; k0 += 32) {
+            double amax = 0, wsum = 0;
+            for (int64_t k = k0; k < k0 + 32; k++) {
+                amax = fmax(amax, fabs((double)f->x[k]));
+                wsum += fabs((double)tmp[k]);
+            }
+            qerr += amax / 32767.0 * wsum;
+        }
         f->ref[r] = acc;
         f->mag[r] = mag;
+        f->qerr[r] = qerr;
         f->y0[r] = 3.0f * frand();
     }
     free(tmp);
@@ -75,6 +96,7 @@ static void fixture_free(fixture *f) {
     lt_aligned_free(f->y0);
     lt_aligned_free(f->ref);
     lt_aligned_free(f->mag);
+    lt_aligned_free(f->qerr);
 }
 
 static void make_call(lt_call *c, fixture *f, float *y, int accumulate, const lt_params *p) {
@@ -109,12 +131,15 @@ static int run_threads(lt_kernel_fn fn, fixture *f, float *y, float *part, int n
     return bad;
 }
 
-/* Rows of y outside the tolerance (NaN, i.e. never written, counts). */
-static int64_t count_wrong(const fixture *f, const float *y, bool accumulate, int64_t *first) {
+/* Rows of y outside the tolerance (NaN, i.e. never written, counts); xq:
+ * the sums used int16 activations. */
+static int64_t count_wrong(const fixture *f, const float *y, bool accumulate, bool xq,
+                           int64_t *first) {
     int64_t bad = 0;
     for (int64_t r = 0; r < f->rows; r++) {
         double want = f->ref[r] + (accumulate ? (double)f->y0[r] : 0.0);
         double tol = TOL * (f->mag[r] + (accumulate ? fabs((double)f->y0[r]) : 0.0)) + 1e-30;
+        if (xq) tol += XQ_TOL * f->qerr[r];
         if (!(fabs((double)y[r] - want) <= tol)) {
             if (bad == 0) *first = r;
             bad++;
@@ -127,28 +152,49 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
     lt_kernel_fn fn = lt_kernel_fn_for(k, isa);
     float *y1 = malloc(sizeof(float) * (size_t)f->rows);
     float *yn = malloc(sizeof(float) * (size_t)f->rows);
+    float *ye = malloc(sizeof(float) * (size_t)f->rows);
     float *part = malloc(sizeof(float) * (size_t)f->rows);
     const lt_param_def *d = k->params;
-    int64_t points = 0, wrong = 0, owners = 0, nth_diff = 0;
+    int64_t points = 0, wrong = 0, owners = 0, nth_diff = 0, xq_diff = 0;
     lt_params p;
     lt_params_default(k, &p);
-    int idx[4] = {0, 0, 0, 0};
+    int idx[5] = {0, 0, 0, 0, 0};
+    /* int16 activations apply to q8_0 on the portable and AVX-512 paths; the
+     * AVX2 path keeps its f32 sums */
+    const bool xq_applies = f->dt == LT_Q8_0 && isa != LT_ISA_AVX2;
     for (;;) {
-        for (int i = 0; i < 4; i++) p.v[i] = d[i].values[idx[i]];
+        for (int i = 0; i < 5; i++) p.v[i] = d[i].values[idx[i]];
+        const bool xq = xq_applies && p.v[4] == 1;
         points++;
         for (int nth = 1; nth <= 3; nth++) {
             float *y = nth == 1 ? y1 : yn;
             owners += run_threads(fn, f, y, part, nth, &p);
-            int64_t first = -1, bad = count_wrong(f, y, false, &first);
+            int64_t first = -1, bad = count_wrong(f, y, false, xq, &first);
             if (bad && wrong == 0)
-                fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d nth=%d: "
+                fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d i16=%d nth=%d: "
                                 "row %lld = %.9g, want %.9g\n",
                         lt_isa_name(isa), lt_dtype_name(f->dt), (long long)f->rows,
-                        (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3], nth,
+                        (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3], p.v[4], nth,
                         (long long)first, (double)y[first], f->ref[first]);
             wrong += bad;
             /* rows are computed whole by one thread: nth must not change y */
             if (nth > 1 && memcmp(y1, yn, sizeof(float) * (size_t)f->rows) != 0) nth_diff++;
+        }
+        if (p.v[4] == 1) {
+            /* where it applies, act_int16 = 1 gives the portable integer path's
+             * bits on every ISA; elsewhere the same bits as act_int16 = 0 */
+            lt_params e = p;
+            if (!xq_applies) e.v[4] = 0;
+            owners += run_threads(xq ? lt_kernel_fn_for(k, LT_ISA_PORTABLE) : fn, f, ye, part, 1,
+                                  &e);
+            if (memcmp(y1, ye, sizeof(float) * (size_t)f->rows) != 0) {
+                if (xq_diff == 0)
+                    fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d: act_int16=1 "
+                                    "differs from its reference\n",
+                            lt_isa_name(isa), lt_dtype_name(f->dt), (long long)f->rows,
+                            (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3]);
+                xq_diff++;
+            }
         }
         /* accumulate mode, two threads */
         memcpy(yn, f->y0, sizeof(float) * (size_t)f->rows);
@@ -157,22 +203,24 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
         lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
         fn(&c, &step, 1, 2);
         fn(&c, &step, 0, 2);
-        int64_t first = -1, bad = count_wrong(f, yn, true, &first);
+        int64_t first = -1, bad = count_wrong(f, yn, true, xq, &first);
         if (bad && wrong == 0)
             fprintf(stderr, "  accumulate %s %s row %lld wrong\n", lt_isa_name(isa),
                     lt_dtype_name(f->dt), (long long)first);
         wrong += bad;
 
         int i = 0; /* next point of the space */
-        while (i < 4 && ++idx[i] == d[i].n_values) idx[i++] = 0;
-        if (i == 4) break;
+        while (i < 5 && ++idx[i] == d[i].n_values) idx[i++] = 0;
+        if (i == 5) break;
     }
-    ASSERT_EQ(points, 7 * 4 * 5 * 7);
+    ASSERT_EQ(points, 7 * 4 * 5 * 7 * 2);
     ASSERT_EQ(wrong, 0);
     ASSERT_EQ(owners, 0);
     ASSERT_EQ(nth_diff, 0);
+    ASSERT_EQ(xq_diff, 0);
     free(y1);
     free(yn);
+    free(ye);
     free(part);
 }
 
@@ -196,11 +244,12 @@ static void test_sweep(void) {
 static void test_descriptor(void) {
     const lt_kernel *k = lt_kernel_find("matvec");
     ASSERT_TRUE(k == lt_kernel_get(LT_K_MATVEC));
-    ASSERT_EQ(k->n_params, 4);
+    ASSERT_EQ(k->n_params, 5);
     ASSERT_EQ(lt_kernel_param_index(k, "rows_per_task"), 0);
     ASSERT_EQ(lt_kernel_param_index(k, "unroll"), 1);
     ASSERT_EQ(lt_kernel_param_index(k, "k_block"), 2);
     ASSERT_EQ(lt_kernel_param_index(k, "prefetch"), 3);
+    ASSERT_EQ(lt_kernel_param_index(k, "act_int16"), 4);
     for (int i = 0; i < k->n_params; i++) {
         const lt_param_def *d = &k->params[i];
         bool has_def = false;
