@@ -11,6 +11,10 @@
 
 #include <stdint.h>
 
+/* matvec's parameter index of act_int16 (its descriptor order, checked by
+ * test_descriptor) */
+#define LT_PARAM_ACT_INT16 4
+
 /* Tolerance: |y - ref| <= TOL * (sum_k |w_k x_k| + |y0|). Float sums of a
  * few thousand terms in any order stay far below it (~1e-7 typical); one
  * wrong or missing weight (about 1/cols of the sum) is far above it. */
@@ -333,9 +337,129 @@ static void test_check_and_cost(void) {
     fixture_free(&f);
 }
 
+/* y of every thread of nth (each ith in turn) for one call and step. */
+static void run_all(lt_kernel_fn fn, const lt_call *c, uint64_t seq, int nth) {
+    lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL, .seq = seq};
+    for (int ith = 0; ith < nth; ith++) fn(c, &step, ith, nth);
+}
+
+static bool same(const float *a, const float *b, int64_t n) {
+    return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
+}
+
+/* The per-thread cache of quantised x: reused within (call, seq), never
+ * across steps or across nodes that share x (a normalised row rewritten
+ * between layers within one step). */
+static void test_xq_cache(lt_isa isa) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    lt_kernel_fn fn = lt_kernel_fn_for(k, isa);
+    enum { R = 70, C = 256 };
+    fixture f;
+    fixture_init(&f, LT_Q8_0, R, C);
+    float y0[R], y1[R], y2[R];
+    lt_params p;
+    lt_params_default(k, &p);
+    p.v[LT_PARAM_ACT_INT16] = 1;
+    lt_call c, c2;
+    make_call(&c, &f, y0, 0, &p);
+    run_all(fn, &c, 0, 1); /* no seq: no cache */
+    int64_t first = -1;
+    ASSERT_EQ(count_wrong(&f, y0, false, true, &first), 0);
+    make_call(&c, &f, y1, 0, &p);
+    run_all(fn, &c, 41, 4); /* four tasks on this thread, one quantisation */
+    ASSERT_TRUE(same(y0, y1, R));
+
+    /* x changes under the same (call, seq): the cached quantisation is
+     * reused (what makes a node's tasks cheap), so y is unchanged */
+    float xsave[C];
+    memcpy(xsave, f.x, sizeof xsave);
+    for (int64_t i = 0; i < C; i++) f.x[i] = -2.0f * f.x[i] + 0.125f;
+    run_all(fn, &c, 41, 4);
+    ASSERT_TRUE(same(y0, y1, R));
+    /* a new seq sees the new x: the same bits as an uncached call */
+    run_all(fn, &c, 42, 4);
+    make_call(&c2, &f, y2, 0, &p);
+    run_all(fn, &c2, 0, 1);
+    ASSERT_TRUE(same(y1, y2, R));
+    ASSERT_TRUE(!same(y0, y1, R));
+    /* another node reading the same x buffer in the same step, after x was
+     * rewritten: its own quantisation */
+    memcpy(f.x, xsave, sizeof xsave);
+    run_all(fn, &c2, 42, 3);
+    ASSERT_TRUE(same(y0, y2, R));
+    fixture_free(&f);
+}
+
+/* x with a NaN turns every row NaN (as f32 sums would); zero x gives 0; a
+ * block of tiny values (quantised as zero) stays within the bound. */
+static void test_xq_special(lt_isa isa) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    lt_kernel_fn fn = lt_kernel_fn_for(k, isa);
+    enum { R = 9, C = 128 };
+    fixture f;
+    fixture_init(&f, LT_Q8_0, R, C);
+    float y[R];
+    lt_params p;
+    lt_params_default(k, &p);
+    p.v[LT_PARAM_ACT_INT16] = 1;
+    lt_call c;
+    make_call(&c, &f, y, 0, &p);
+    float x2 = f.x[70];
+    f.x[70] = NAN;
+    run_all(fn, &c, 0, 2);
+    for (int r = 0; r < R; r++) ASSERT_TRUE(isnan(y[r]));
+    f.x[70] = INFINITY;
+    run_all(fn, &c, 0, 2);
+    for (int r = 0; r < R; r++) ASSERT_TRUE(isnan(y[r]));
+    f.x[70] = x2;
+    float xsave[C];
+    memcpy(xsave, f.x, sizeof xsave);
+    memset(f.x, 0, sizeof xsave);
+    run_all(fn, &c, 0, 2);
+    for (int r = 0; r < R; r++) ASSERT_TRUE(y[r] == 0.0f);
+    memcpy(f.x, xsave, sizeof xsave);
+    for (int i = 32; i < 64; i++) f.x[i] = 1e-36f * (float)(i - 40); /* below the scale range */
+    fixture g; /* the reference for this x: rebuild with the same weights */
+    fixture_init(&g, LT_Q8_0, R, C);
+    memcpy(g.w, f.w, lt_dtype_row_bytes(LT_Q8_0, C) * R);
+    memcpy(g.x, f.x, sizeof xsave);
+    float wrow[C];
+    for (int r = 0; r < R; r++) {
+        lt_row_to_f32(LT_Q8_0, (const char *)g.w + lt_dtype_row_bytes(LT_Q8_0, C) * r, wrow, C);
+        double acc = 0, mag = 0, qerr = 0;
+        for (int i = 0; i < C; i++) {
+            acc += (double)wrow[i] * g.x[i];
+            mag += fabs((double)wrow[i] * g.x[i]);
+        }
+        for (int b = 0; b < C; b += 32) {
+            double amax = 0, wsum = 0;
+            for (int i = b; i < b + 32; i++) {
+                amax = fmax(amax, fabs((double)g.x[i]));
+                wsum += fabs((double)wrow[i]);
+            }
+            /* the tiny block is dropped whole: its error is up to max * sum|w| */
+            qerr += b == 32 ? amax * wsum / XQ_TOL : amax / 32767.0 * wsum;
+        }
+        g.ref[r] = acc;
+        g.mag[r] = mag;
+        g.qerr[r] = qerr;
+    }
+    make_call(&c, &g, y, 0, &p);
+    run_all(fn, &c, 0, 2);
+    int64_t first = -1;
+    ASSERT_EQ(count_wrong(&g, y, false, true, &first), 0);
+    fixture_free(&g);
+    fixture_free(&f);
+}
+
 int main(void) {
     test_descriptor();
     test_check_and_cost();
+    for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
+        if (isa == LT_ISA_AVX2) continue; /* act_int16 does not apply there */
+        test_xq_cache((lt_isa)isa);
+        test_xq_special((lt_isa)isa);
+    }
     test_sweep();
     return lt_test_finish();
 }
