@@ -9,7 +9,8 @@
  * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2] [--full]
  *                     [--shape ROWSxCOLS] [--dtype f32|q8_0|f16|bf16] [--isa NAME]
  *   --full sweeps the whole parameter space (slow); otherwise a grid of
- *   unroll x prefetch x rows_per_task at k_block 0, then each k_block. */
+ *   unroll x prefetch x rows_per_task at k_block 0, then each k_block, each
+ *   point with act_int16 = 0 and 1 (q8_0's int16-activation dots). */
 #include "looptune/kernels.h"
 
 #include "bench_team.h"
@@ -279,6 +280,7 @@ int main(int argc, char **argv) {
     for (int p = 0; p < npts; p++)
         if (!memcmp(&pts[p], &def, sizeof def))
             printf("defaults: rpt=%d unroll=%d k_block=%d prefetch=%d i16=%d: %.1f%%\n",
-                   def.v[0], def.v[1], def.v[2], def.v[3], def.v[4], 100.0 * exp(logratio[p] / ngroups));
+                   def.v[0], def.v[1], def.v[2], def.v[3], def.v[4],
+                   100.0 * exp(logratio[p] / ngroups));
     return 0;
 }
