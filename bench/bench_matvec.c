@@ -6,11 +6,12 @@
  * AVX-512 vector stream over the same bytes on the same threads, measured
  * in the same run. Ends with the point of best geometric-mean ratio.
  *
- * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2] [--full]
+ * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2] [--full | --defaults]
  *                     [--shape ROWSxCOLS] [--dtype f32|q8_0|f16|bf16] [--isa NAME]
  *   --full sweeps the whole parameter space (slow); otherwise a grid of
  *   unroll x prefetch x rows_per_task at k_block 0, then each k_block, each
- *   point with act_int16 = 0 and 1 (q8_0's int16-activation dots). */
+ *   point with act_int16 = 0 and 1 (q8_0's int16-activation dots);
+ *   --defaults measures only the default point and its act_int16 twin. */
 #include "looptune/kernels.h"
 
 #include "bench_team.h"
@@ -96,9 +97,15 @@ static stats measure(team *t, team_fn fn, job *j, double bytes, int reps) {
 }
 
 /* The point set: the whole space, or the grid described in the usage. */
-static int make_points(const lt_kernel *k, bool full, lt_params *pts) {
+static int make_points(const lt_kernel *k, int full, lt_params *pts) {
     int n = 0;
     const lt_param_def *d = k->params;
+    if (full == 2) {
+        lt_params_default(k, &pts[0]);
+        pts[1] = pts[0];
+        pts[1].v[4] = !pts[0].v[4];
+        return 2;
+    }
     if (full) {
         int idx[5] = {0, 0, 0, 0, 0};
         for (;;) {
@@ -153,6 +160,8 @@ int main(int argc, char **argv) {
             if (nnth < 1) nnth = 1;
         } else if (!strcmp(argv[i], "--full")) {
             full = 1;
+        } else if (!strcmp(argv[i], "--defaults")) {
+            full = 2;
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8) {
             long long r, c;
             if (sscanf(argv[++i], "%lldx%lld", &r, &c) == 2) shapes[nshapes++] = (shape){r, c};
@@ -162,7 +171,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
             if (lt_isa_parse(argv[++i], &isa) != LT_OK) isa = lt_isa_detect();
         } else {
-            fprintf(stderr, "usage: %s [--footprint MiB] [--reps N] [--threads 1,2] [--full] "
+            fprintf(stderr, "usage: %s [--footprint MiB] [--reps N] [--threads 1,2] "
+                            "[--full | --defaults] "
                             "[--shape RxC] [--dtype T] [--isa NAME]\n", argv[0]);
             return 2;
         }
