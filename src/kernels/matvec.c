@@ -146,10 +146,11 @@ static void matvec_avx512_any(const lt_call *call, const lt_step *step, int ith,
  * - k_block 0: x (at most 22 KB for 5632 columns) stays in L1 without it.
  * - act_int16 1 (q8_0 only; AVX-512 and portable): looptune bench, same
  *   model, builds with default 0 and 1 alternating in one session on a busy
- *   shared host (load 5-9 on 2 vCPUs), medians of 3 runs per invocation, 18
- *   invocations each: 1 thread 0.69 -> 0.93 of read-only on the quieter first
- *   8 rounds (0.78 -> 0.83 on the busier next 10), tokens/s +25%; 2 threads
- *   within noise (0.60 -> 0.67). Cache-resident (bench_matvec --footprint 1,
+ *   shared host (load 5-9 on 2 vCPUs), 18 invocations each (median of 3
+ *   runs in each), fraction of read-only min/median/max: 1 thread
+ *   0.47/0.74/0.94 -> 0.57/0.91/1.24 (0.69 -> 0.95 median on the quieter
+ *   first 8 rounds); 2 threads 0.26/0.66/1.01 -> 0.46/0.70/1.01, within the
+ *   noise. Cache-resident (bench_matvec --footprint 1,
  *   768x768) one core computes 23.3 GB/s of q8_0 instead of 15.5. Logits move
  *   by about 1e-5 relative per matvec (the reference tests still pass, at up
  *   to 0.99 of their 1e-4 bound in one run-to-run comparison). */
