@@ -146,11 +146,11 @@ static void matvec_avx512_any(const lt_call *call, const lt_step *step, int ith,
  * - k_block 0: x (at most 22 KB for 5632 columns) stays in L1 without it.
  * - act_int16 1 (q8_0 only; AVX-512 and portable): looptune bench, same
  *   model, builds with default 0 and 1 alternating in one session on a busy
- *   shared host (load 5-9 on 2 vCPUs), 18 invocations each (median of 3
+ *   shared host (load 2-9 on 2 vCPUs), 24 invocations each (median of 3
  *   runs in each), fraction of read-only min/median/max: 1 thread
- *   0.47/0.74/0.94 -> 0.57/0.91/1.24 (0.69 -> 0.95 median on the quieter
- *   first 8 rounds); 2 threads 0.26/0.66/1.01 -> 0.46/0.70/1.01, within the
- *   noise. Cache-resident (bench_matvec --footprint 1,
+ *   0.47/0.75/0.94 -> 0.57/0.89/1.24; 2 threads 0.26/0.64/1.01 ->
+ *   0.46/0.77/1.01 (on the quietest 6 rounds: 0.77 -> 0.89 and 0.62 -> 0.82
+ *   medians). Cache-resident (bench_matvec --footprint 1,
  *   768x768) one core computes 23.3 GB/s of q8_0 instead of 15.5. Logits move
  *   by about 1e-5 relative per matvec (the reference tests still pass, at up
  *   to 0.99 of their 1e-4 bound in one run-to-run comparison). */
