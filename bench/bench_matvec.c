@@ -6,10 +6,12 @@
  * AVX-512 vector stream over the same bytes on the same threads, measured
  * in the same run. Ends with the point of best geometric-mean ratio.
  *
- * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2] [--full]
+ * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2] [--full | --defaults]
  *                     [--shape ROWSxCOLS] [--dtype f32|q8_0|f16|bf16] [--isa NAME]
  *   --full sweeps the whole parameter space (slow); otherwise a grid of
- *   unroll x prefetch x rows_per_task at k_block 0, then each k_block. */
+ *   unroll x prefetch x rows_per_task at k_block 0, then each k_block, each
+ *   point with act_int16 = 0 and 1 (q8_0's int16-activation dots);
+ *   --defaults measures only the default point and its act_int16 twin. */
 #include "looptune/kernels.h"
 
 #include "bench_team.h"
@@ -20,7 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define MAX_POINTS 1024
+#define MAX_POINTS 2048
 #define MAX_REPS 32
 
 typedef struct {
@@ -95,17 +97,23 @@ static stats measure(team *t, team_fn fn, job *j, double bytes, int reps) {
 }
 
 /* The point set: the whole space, or the grid described in the usage. */
-static int make_points(const lt_kernel *k, bool full, lt_params *pts) {
+static int make_points(const lt_kernel *k, int full, lt_params *pts) {
     int n = 0;
     const lt_param_def *d = k->params;
+    if (full == 2) {
+        lt_params_default(k, &pts[0]);
+        pts[1] = pts[0];
+        pts[1].v[4] = !pts[0].v[4];
+        return 2;
+    }
     if (full) {
-        int idx[4] = {0, 0, 0, 0};
+        int idx[5] = {0, 0, 0, 0, 0};
         for (;;) {
-            for (int i = 0; i < 4; i++) pts[n].v[i] = d[i].values[idx[i]];
+            for (int i = 0; i < 5; i++) pts[n].v[i] = d[i].values[idx[i]];
             n++;
             int i = 0;
-            while (i < 4 && ++idx[i] == d[i].n_values) idx[i++] = 0;
-            if (i == 4) return n;
+            while (i < 5 && ++idx[i] == d[i].n_values) idx[i++] = 0;
+            if (i == 5) return n;
         }
     }
     static const int rpt[] = {8, 32, 128}, pf[] = {0, 512, 1024, 2048};
@@ -125,6 +133,11 @@ static int make_points(const lt_kernel *k, bool full, lt_params *pts) {
         n++;
     }
     lt_params_default(k, &pts[n++]);
+    /* every point again with the other act_int16 (q8_0 integer dots or not) */
+    for (int i = 0, m = n; i < m; i++) {
+        pts[n] = pts[i];
+        pts[n++].v[4] = !pts[i].v[4];
+    }
     return n;
 }
 
@@ -147,6 +160,8 @@ int main(int argc, char **argv) {
             if (nnth < 1) nnth = 1;
         } else if (!strcmp(argv[i], "--full")) {
             full = 1;
+        } else if (!strcmp(argv[i], "--defaults")) {
+            full = 2;
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8) {
             long long r, c;
             if (sscanf(argv[++i], "%lldx%lld", &r, &c) == 2) shapes[nshapes++] = (shape){r, c};
@@ -156,7 +171,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
             if (lt_isa_parse(argv[++i], &isa) != LT_OK) isa = lt_isa_detect();
         } else {
-            fprintf(stderr, "usage: %s [--footprint MiB] [--reps N] [--threads 1,2] [--full] "
+            fprintf(stderr, "usage: %s [--footprint MiB] [--reps N] [--threads 1,2] "
+                            "[--full | --defaults] "
                             "[--shape RxC] [--dtype T] [--isa NAME]\n", argv[0]);
             return 2;
         }
@@ -237,15 +253,17 @@ int main(int argc, char **argv) {
                     stats st = measure(&t, run_matvec, &j, b * ncopies, reps);
                     logratio[p] += log(st.med / base.med);
                     if (st.med > best_med) best_med = st.med, best = p;
-                    printf("  rpt=%3d unroll=%d k_block=%4d prefetch=%4d  %6.1f / %6.1f / %6.1f "
-                           "GB/s  %5.1f%% of stream\n",
-                           pts[p].v[0], pts[p].v[1], pts[p].v[2], pts[p].v[3], st.min, st.med,
+                    printf("  rpt=%3d unroll=%d k_block=%4d prefetch=%4d i16=%d  %6.1f / %6.1f / "
+                           "%6.1f GB/s  %5.1f%% of stream\n",
+                           pts[p].v[0], pts[p].v[1], pts[p].v[2], pts[p].v[3], pts[p].v[4], st.min,
+                           st.med,
                            st.max, 100.0 * st.med / base.med);
                 }
                 stats again = measure(&t, run_stream, &j, bytes_w, reps);
-                printf("  best: rpt=%d unroll=%d k_block=%d prefetch=%d %.1f GB/s = %.1f%% of "
-                       "stream (stream again: %.1f GB/s median)\n",
-                       pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3], best_med,
+                printf("  best: rpt=%d unroll=%d k_block=%d prefetch=%d i16=%d %.1f GB/s = %.1f%% "
+                       "of stream (stream again: %.1f GB/s median)\n",
+                       pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3],
+                       pts[best].v[4], best_med,
                        100.0 * best_med / base.med, again.med);
                 ngroups++;
                 team_free(&t);
@@ -264,14 +282,15 @@ int main(int argc, char **argv) {
     for (int p = 1; p < npts; p++)
         if (logratio[p] > logratio[best]) best = p;
     printf("\nbest overall (geometric mean of median / stream over %d groups): rpt=%d unroll=%d "
-           "k_block=%d prefetch=%d: %.1f%%\n",
-           ngroups, pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3],
+           "k_block=%d prefetch=%d i16=%d: %.1f%%\n",
+           ngroups, pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3], pts[best].v[4],
            100.0 * exp(logratio[best] / ngroups));
     lt_params def;
     lt_params_default(k, &def);
     for (int p = 0; p < npts; p++)
         if (!memcmp(&pts[p], &def, sizeof def))
-            printf("defaults: rpt=%d unroll=%d k_block=%d prefetch=%d: %.1f%%\n", def.v[0],
-                   def.v[1], def.v[2], def.v[3], 100.0 * exp(logratio[p] / ngroups));
+            printf("defaults: rpt=%d unroll=%d k_block=%d prefetch=%d i16=%d: %.1f%%\n",
+                   def.v[0], def.v[1], def.v[2], def.v[3], def.v[4],
+                   100.0 * exp(logratio[p] / ngroups));
     return 0;
 }

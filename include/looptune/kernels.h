@@ -34,11 +34,19 @@ typedef struct {
 } lt_params;
 
 /* Runtime values that change from one step of the program to the next.
- * A step processes n_tokens consecutive tokens at positions pos..pos+n-1. */
+ * A step processes n_tokens consecutive tokens at positions pos..pos+n-1.
+ *
+ * seq identifies one execution of a program: the executors (lt_exec_*) set
+ * it from a process-wide counter, so no two executions share a value. A
+ * kernel may cache per thread what it derives from its inputs (e.g. matvec's
+ * quantised activations) keyed by (its lt_call, seq): within one execution
+ * a node runs once, so its inputs cannot change under the same key. 0 means
+ * "not an executor step" (direct callers): nothing is reused. */
 typedef struct {
     int64_t pos;           /* position of the step's first token */
     int64_t n_tokens;      /* tokens in this step (>= 1) */
     const int32_t *tokens; /* [n_tokens] token ids (read by EMBED) */
+    uint64_t seq;          /* execution number set by the executor; 0 = none */
 } lt_step;
 
 /* One kernel call. op[0] is always the output. Operands, attributes and

@@ -12,6 +12,7 @@ enum {
     LT__MV_UNROLL,            /* rows computed simultaneously */
     LT__MV_K_BLOCK,           /* k block in elements, 0 = whole row */
     LT__MV_PREFETCH,          /* software prefetch distance in bytes, 0 = none */
+    LT__MV_ACT_INT16,         /* q8_0 W: 1 = x quantised to int16 per block, integer dots */
     LT__MV_NPARAMS
 };
 
@@ -49,12 +50,45 @@ float *lt__linear_scratch(size_t bytes);
  * their packing buffer cannot be allocated. */
 void lt__matmul_ref_rows(const lt_call *call, int64_t r0, int64_t r1);
 
+/* ---- q8_0 with int16 activations (act_int16 = 1) ---------------------------
+ * x is cut into 32-element blocks; block b has scale s[b] = max|x_b| / 32767
+ * and xq[k] = rint(x[k] * i) with i = 32767 / max|x_b| (|xq| <= 32767). A
+ * block whose i is not finite (max|x_b| = 0 or below ~1e-34) has s = 0 and
+ * xq = 0; a block with a NaN or infinity has s = NaN and xq = 0, so y turns
+ * NaN as it would in f32. A row's dot is then sum over blocks of
+ * (d_b * s[b]) * sum_k q_k xq_k with exact integer inner sums.
+ *
+ * Exact arithmetic order, shared by the portable and AVX-512 paths (so they
+ * give bit-identical y): lane l (0..15) of block b holds the exact int32
+ * p = q[2l] xq[2l] + q[2l+1] xq[2l+1]; with ds = (float)d_b * s[b] (rounded
+ * once), acc[b % 2][l] = fmaf((float)p, ds, acc[b % 2][l]) in increasing b
+ * (b counted from the row's start); then h[l] = acc[0][l] + acc[1][l] and
+ * h is summed by halves: h[l] += h[l + 8] (l < 8), += h[l + 4] (l < 4),
+ * += h[l + 2] (l < 2), sum = h[0] + h[1]. */
+#define LT__XQ_BLOCK 32
+#define LT__XQ_MAX 32767
+
+/* Quantises n (a multiple of 32) floats of x into q[n] and s[n / 32]. */
+typedef void (*lt__xq_quant_fn)(const float *x, int64_t n, int16_t *q, float *s);
+void lt__xq_quant_portable(const float *x, int64_t n, int16_t *q, float *s);
+
+/* x of call (op[2]) quantised by quant, cached per thread under (call, x,
+ * step->seq) when seq != 0, so a thread quantises x once per node and step
+ * however many tasks it runs. *q ([cols], 64-byte aligned) and *s ([cols / 32]
+ * followed by zeros up to a multiple of 16) stay valid until this thread's
+ * next call. Returns false if out of memory (the caller takes the f32 path). */
+bool lt__xq_get(const lt_call *call, const lt_step *step, lt__xq_quant_fn quant,
+                const int16_t **q, const float **s);
+
 /* The descriptors (matvec.c, matmul.c); check() validates params against them. */
 extern const lt_kernel lt__k_matvec, lt__k_matmul;
 
 /* ISA paths (same contract as lt_kernel_fn). */
 void lt__matvec_avx2(const lt_call *call, const lt_step *step, int ith, int nth);
 void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
+/* q8_0 W with act_int16 = 1 (matvec_q8i16_avx512.c): false, nothing
+ * written, if the quantised x cannot be allocated. */
+bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
 void lt__matmul_avx2(const lt_call *call, const lt_step *step, int ith, int nth);
 void lt__matmul_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
 

@@ -6,7 +6,10 @@
  * elements, 0-7 and 16-23 go to a0, 8-15 and 24-31 to a1 (a 16-element tail,
  * never for q8_0, adds 0-7 to a0 and 8-15 to a1), FMAs in increasing k, then
  * reduce(a0 + a1). With k_block the accumulators are parked in per-task
- * scratch between blocks, which keeps that order. */
+ * scratch between blocks, which keeps that order.
+ *
+ * act_int16 does not apply here: q8_0 keeps these f32 sums whatever its
+ * value (the integer path is AVX-512 and portable only). */
 #include "kernels/linear.h"
 
 #include <immintrin.h>

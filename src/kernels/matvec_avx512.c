@@ -183,8 +183,10 @@ static const mv_fn mv_table[LT_DTYPE_COUNT][4][2] = {
 };
 
 void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nth) {
-    (void)step;
     const lt_tensor *W = call->op[1];
+    if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT16] &&
+        lt__matvec_q8i16_avx512(call, step, ith, nth))
+        return;
     float *y = call->op[0]->data;
     const float *x = call->op[2]->data;
     const int64_t rows = W->ne[1], cols = W->ne[0];

@@ -39,10 +39,20 @@ static void dispatch_worker(void *arg, int ith, int nth) {
     if (ith < 64) c->per_thread[ith].wait_ns = wait;
 }
 
+/* Execution numbers: relaxed suffices, only uniqueness matters (the pool's
+ * hand-off publishes the step to the workers). */
+static _Atomic uint64_t exec_seq;
+
+uint64_t lt__exec_next_seq(void) {
+    return atomic_fetch_add_explicit(&exec_seq, 1, memory_order_relaxed) + 1;
+}
+
 int lt_exec_dispatch(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats) {
     if (!p->finalized) return lt_error(LT_ESTATE, "program %s is not finalized", p->name);
     if (p->n_nodes == 0) return LT_OK;
-    dispatch_ctx c = {.p = p, .pool = pool, .step = step, .timed = stats != NULL};
+    lt_step st = *step;
+    st.seq = lt__exec_next_seq();
+    dispatch_ctx c = {.p = p, .pool = pool, .step = &st, .timed = stats != NULL};
     uint64_t t0 = stats ? lt_now_ns() : 0;
     lt_pool_run(pool, dispatch_worker, &c);
     if (stats) {

@@ -295,7 +295,9 @@ int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_st
     }
     /* counters restart every step; the pool's hand-off publishes the zeros */
     memset(p->plan->ctr, 0, (size_t)p->n_nodes * sizeof *p->plan->ctr);
-    looped_ctx c = {.p = p, .pl = p->plan, .pool = pool, .step = step, .timed = stats != NULL};
+    lt_step st = *step;
+    st.seq = lt__exec_next_seq();
+    looped_ctx c = {.p = p, .pl = p->plan, .pool = pool, .step = &st, .timed = stats != NULL};
     uint64_t t0 = stats ? lt_now_ns() : 0;
     lt_pool_run(pool, looped_worker, &c);
     if (stats) {

@@ -53,4 +53,8 @@ struct lt_program {
 
 void lt__plan_free(struct lt__plan *plan);
 
+/* The next execution number for lt_step.seq: unique in the process, never 0
+ * (exec_dispatch.c). */
+uint64_t lt__exec_next_seq(void);
+
 #endif

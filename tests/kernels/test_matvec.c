@@ -2,16 +2,30 @@
  * lt_row_to_f32-dequantised weights: every dtype, shapes with odd row counts,
  * rows < nth, cols = 32 and a few thousand, every ISA this CPU has, every
  * point of the parameter space, nth = 1, 2, 3 (threads simulated by calling
- * each ith in turn), overwrite and accumulate; plus check() and cost(). */
+ * each ith in turn), overwrite and accumulate; plus check() and cost().
+ * act_int16 = 1 (q8_0 with int16 activations): within the quantisation bound,
+ * bit-identical between the portable and AVX-512 paths, a no-op elsewhere;
+ * its per-thread cache of x keyed by (call, step seq); NaN and zero x. */
 #include "looptune/kernels.h"
 #include "test.h"
 
 #include <stdint.h>
 
+/* matvec's parameter index of act_int16 (its descriptor order, checked by
+ * test_descriptor) */
+#define LT_PARAM_ACT_INT16 4
+
 /* Tolerance: |y - ref| <= TOL * (sum_k |w_k x_k| + |y0|). Float sums of a
  * few thousand terms in any order stay far below it (~1e-7 typical); one
  * wrong or missing weight (about 1/cols of the sum) is far above it. */
 #define TOL 1e-5
+
+/* act_int16 = 1 adds the error of x's quantisation: per 32-block b with
+ * s_b = max|x_b| / 32767, |x_k - s_b xq_k| <= s_b (0.5 + 2^-9) (the rounding
+ * of x_k * 32767 / max|x_b| to nearest, plus that product's own float
+ * rounding, < 32768 * 2^-24 = 2^-9), so |error| <= XQ_TOL * sum_b s_b
+ * sum_(k in b) |w_k|. */
+#define XQ_TOL (0.5 + 1.0 / 512)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -33,6 +47,7 @@ typedef struct {
     float *y0;      /* [rows] initial y for accumulate */
     double *ref;    /* [rows] sum_k w_k x_k in double */
     double *mag;    /* [rows] sum_k |w_k x_k| */
+    double *qerr;   /* [rows] sum_b s_b sum_(k in b) |w_k|, s_b = max|x_b| / 32767 */
     lt_tensor tw, tx, ty;
 } fixture;
 
@@ -46,6 +61,7 @@ static void fixture_init(fixture *f, lt_dtype dt, int64_t rows, int64_t cols) {
     f->y0 = lt_aligned_alloc(64, sizeof(float) * (size_t)rows);
     f->ref = lt_aligned_alloc(64, sizeof(double) * (size_t)rows);
     f->mag = lt_aligned_alloc(64, sizeof(double) * (size_t)rows);
+    f->qerr = lt_aligned_alloc(64, sizeof(double) * (size_t)rows);
     float *tmp = malloc(sizeof(float) * (size_t)cols);
     for (int64_t k = 0; k < cols; k++) f->x[k] = frand();
     for (int64_t r = 0; r < rows; r++) {
@@ -55,13 +71,22 @@ static void fixture_init(fixture *f, lt_dtype dt, int64_t rows, int64_t cols) {
         char *row = (char *)f->w + rb * (size_t)r;
         lt_row_from_f32(dt, tmp, row, cols);
         lt_row_to_f32(dt, row, tmp, cols); /* the exact weights the kernel sees */
-        double acc = 0, mag = 0;
+        double acc = 0, mag = 0, qerr = 0;
         for (int64_t k = 0; k < cols; k++) {
             acc += (double)tmp[k] * (double)f->x[k];
             mag += fabs((double)tmp[k] * (double)f->x[k]);
         }
+        for (int64_t k0 = 0; k0 + 32 <= cols; k0 += 32) {
+            double amax = 0, wsum = 0;
+            for (int64_t k = k0; k < k0 + 32; k++) {
+                amax = fmax(amax, fabs((double)f->x[k]));
+                wsum += fabs((double)tmp[k]);
+            }
+            qerr += amax / 32767.0 * wsum;
+        }
         f->ref[r] = acc;
         f->mag[r] = mag;
+        f->qerr[r] = qerr;
         f->y0[r] = 3.0f * frand();
     }
     free(tmp);
@@ -75,6 +100,7 @@ static void fixture_free(fixture *f) {
     lt_aligned_free(f->y0);
     lt_aligned_free(f->ref);
     lt_aligned_free(f->mag);
+    lt_aligned_free(f->qerr);
 }
 
 static void make_call(lt_call *c, fixture *f, float *y, int accumulate, const lt_params *p) {
@@ -109,12 +135,15 @@ static int run_threads(lt_kernel_fn fn, fixture *f, float *y, float *part, int n
     return bad;
 }
 
-/* Rows of y outside the tolerance (NaN, i.e. never written, counts). */
-static int64_t count_wrong(const fixture *f, const float *y, bool accumulate, int64_t *first) {
+/* Rows of y outside the tolerance (NaN, i.e. never written, counts); xq:
+ * the sums used int16 activations. */
+static int64_t count_wrong(const fixture *f, const float *y, bool accumulate, bool xq,
+                           int64_t *first) {
     int64_t bad = 0;
     for (int64_t r = 0; r < f->rows; r++) {
         double want = f->ref[r] + (accumulate ? (double)f->y0[r] : 0.0);
         double tol = TOL * (f->mag[r] + (accumulate ? fabs((double)f->y0[r]) : 0.0)) + 1e-30;
+        if (xq) tol += XQ_TOL * f->qerr[r];
         if (!(fabs((double)y[r] - want) <= tol)) {
             if (bad == 0) *first = r;
             bad++;
@@ -127,28 +156,49 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
     lt_kernel_fn fn = lt_kernel_fn_for(k, isa);
     float *y1 = malloc(sizeof(float) * (size_t)f->rows);
     float *yn = malloc(sizeof(float) * (size_t)f->rows);
+    float *ye = malloc(sizeof(float) * (size_t)f->rows);
     float *part = malloc(sizeof(float) * (size_t)f->rows);
     const lt_param_def *d = k->params;
-    int64_t points = 0, wrong = 0, owners = 0, nth_diff = 0;
+    int64_t points = 0, wrong = 0, owners = 0, nth_diff = 0, xq_diff = 0;
     lt_params p;
     lt_params_default(k, &p);
-    int idx[4] = {0, 0, 0, 0};
+    int idx[5] = {0, 0, 0, 0, 0};
+    /* int16 activations apply to q8_0 on the portable and AVX-512 paths; the
+     * AVX2 path keeps its f32 sums */
+    const bool xq_applies = f->dt == LT_Q8_0 && isa != LT_ISA_AVX2;
     for (;;) {
-        for (int i = 0; i < 4; i++) p.v[i] = d[i].values[idx[i]];
+        for (int i = 0; i < 5; i++) p.v[i] = d[i].values[idx[i]];
+        const bool xq = xq_applies && p.v[4] == 1;
         points++;
         for (int nth = 1; nth <= 3; nth++) {
             float *y = nth == 1 ? y1 : yn;
             owners += run_threads(fn, f, y, part, nth, &p);
-            int64_t first = -1, bad = count_wrong(f, y, false, &first);
+            int64_t first = -1, bad = count_wrong(f, y, false, xq, &first);
             if (bad && wrong == 0)
-                fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d nth=%d: "
+                fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d i16=%d nth=%d: "
                                 "row %lld = %.9g, want %.9g\n",
                         lt_isa_name(isa), lt_dtype_name(f->dt), (long long)f->rows,
-                        (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3], nth,
+                        (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3], p.v[4], nth,
                         (long long)first, (double)y[first], f->ref[first]);
             wrong += bad;
             /* rows are computed whole by one thread: nth must not change y */
             if (nth > 1 && memcmp(y1, yn, sizeof(float) * (size_t)f->rows) != 0) nth_diff++;
+        }
+        if (p.v[4] == 1) {
+            /* where it applies, act_int16 = 1 gives the portable integer path's
+             * bits on every ISA; elsewhere the same bits as act_int16 = 0 */
+            lt_params e = p;
+            if (!xq_applies) e.v[4] = 0;
+            owners += run_threads(xq ? lt_kernel_fn_for(k, LT_ISA_PORTABLE) : fn, f, ye, part, 1,
+                                  &e);
+            if (memcmp(y1, ye, sizeof(float) * (size_t)f->rows) != 0) {
+                if (xq_diff == 0)
+                    fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d: act_int16=1 "
+                                    "differs from its reference\n",
+                            lt_isa_name(isa), lt_dtype_name(f->dt), (long long)f->rows,
+                            (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3]);
+                xq_diff++;
+            }
         }
         /* accumulate mode, two threads */
         memcpy(yn, f->y0, sizeof(float) * (size_t)f->rows);
@@ -157,22 +207,24 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
         lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
         fn(&c, &step, 1, 2);
         fn(&c, &step, 0, 2);
-        int64_t first = -1, bad = count_wrong(f, yn, true, &first);
+        int64_t first = -1, bad = count_wrong(f, yn, true, xq, &first);
         if (bad && wrong == 0)
             fprintf(stderr, "  accumulate %s %s row %lld wrong\n", lt_isa_name(isa),
                     lt_dtype_name(f->dt), (long long)first);
         wrong += bad;
 
         int i = 0; /* next point of the space */
-        while (i < 4 && ++idx[i] == d[i].n_values) idx[i++] = 0;
-        if (i == 4) break;
+        while (i < 5 && ++idx[i] == d[i].n_values) idx[i++] = 0;
+        if (i == 5) break;
     }
-    ASSERT_EQ(points, 7 * 4 * 5 * 7);
+    ASSERT_EQ(points, 7 * 4 * 5 * 7 * 2);
     ASSERT_EQ(wrong, 0);
     ASSERT_EQ(owners, 0);
     ASSERT_EQ(nth_diff, 0);
+    ASSERT_EQ(xq_diff, 0);
     free(y1);
     free(yn);
+    free(ye);
     free(part);
 }
 
@@ -196,11 +248,12 @@ static void test_sweep(void) {
 static void test_descriptor(void) {
     const lt_kernel *k = lt_kernel_find("matvec");
     ASSERT_TRUE(k == lt_kernel_get(LT_K_MATVEC));
-    ASSERT_EQ(k->n_params, 4);
+    ASSERT_EQ(k->n_params, 5);
     ASSERT_EQ(lt_kernel_param_index(k, "rows_per_task"), 0);
     ASSERT_EQ(lt_kernel_param_index(k, "unroll"), 1);
     ASSERT_EQ(lt_kernel_param_index(k, "k_block"), 2);
     ASSERT_EQ(lt_kernel_param_index(k, "prefetch"), 3);
+    ASSERT_EQ(lt_kernel_param_index(k, "act_int16"), 4);
     for (int i = 0; i < k->n_params; i++) {
         const lt_param_def *d = &k->params[i];
         bool has_def = false;
@@ -284,9 +337,129 @@ static void test_check_and_cost(void) {
     fixture_free(&f);
 }
 
+/* y of every thread of nth (each ith in turn) for one call and step. */
+static void run_all(lt_kernel_fn fn, const lt_call *c, uint64_t seq, int nth) {
+    lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL, .seq = seq};
+    for (int ith = 0; ith < nth; ith++) fn(c, &step, ith, nth);
+}
+
+static bool same(const float *a, const float *b, int64_t n) {
+    return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
+}
+
+/* The per-thread cache of quantised x: reused within (call, seq), never
+ * across steps or across nodes that share x (a normalised row rewritten
+ * between layers within one step). */
+static void test_xq_cache(lt_isa isa) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    lt_kernel_fn fn = lt_kernel_fn_for(k, isa);
+    enum { R = 70, C = 256 };
+    fixture f;
+    fixture_init(&f, LT_Q8_0, R, C);
+    float y0[R], y1[R], y2[R];
+    lt_params p;
+    lt_params_default(k, &p);
+    p.v[LT_PARAM_ACT_INT16] = 1;
+    lt_call c, c2;
+    make_call(&c, &f, y0, 0, &p);
+    run_all(fn, &c, 0, 1); /* no seq: no cache */
+    int64_t first = -1;
+    ASSERT_EQ(count_wrong(&f, y0, false, true, &first), 0);
+    make_call(&c, &f, y1, 0, &p);
+    run_all(fn, &c, 41, 4); /* four tasks on this thread, one quantisation */
+    ASSERT_TRUE(same(y0, y1, R));
+
+    /* x changes under the same (call, seq): the cached quantisation is
+     * reused (what makes a node's tasks cheap), so y is unchanged */
+    float xsave[C];
+    memcpy(xsave, f.x, sizeof xsave);
+    for (int64_t i = 0; i < C; i++) f.x[i] = -2.0f * f.x[i] + 0.125f;
+    run_all(fn, &c, 41, 4);
+    ASSERT_TRUE(same(y0, y1, R));
+    /* a new seq sees the new x: the same bits as an uncached call */
+    run_all(fn, &c, 42, 4);
+    make_call(&c2, &f, y2, 0, &p);
+    run_all(fn, &c2, 0, 1);
+    ASSERT_TRUE(same(y1, y2, R));
+    ASSERT_TRUE(!same(y0, y1, R));
+    /* another node reading the same x buffer in the same step, after x was
+     * rewritten: its own quantisation */
+    memcpy(f.x, xsave, sizeof xsave);
+    run_all(fn, &c2, 42, 3);
+    ASSERT_TRUE(same(y0, y2, R));
+    fixture_free(&f);
+}
+
+/* x with a NaN turns every row NaN (as f32 sums would); zero x gives 0; a
+ * block of tiny values (quantised as zero) stays within the bound. */
+static void test_xq_special(lt_isa isa) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    lt_kernel_fn fn = lt_kernel_fn_for(k, isa);
+    enum { R = 9, C = 128 };
+    fixture f;
+    fixture_init(&f, LT_Q8_0, R, C);
+    float y[R];
+    lt_params p;
+    lt_params_default(k, &p);
+    p.v[LT_PARAM_ACT_INT16] = 1;
+    lt_call c;
+    make_call(&c, &f, y, 0, &p);
+    float x2 = f.x[70];
+    f.x[70] = NAN;
+    run_all(fn, &c, 0, 2);
+    for (int r = 0; r < R; r++) ASSERT_TRUE(isnan(y[r]));
+    f.x[70] = INFINITY;
+    run_all(fn, &c, 0, 2);
+    for (int r = 0; r < R; r++) ASSERT_TRUE(isnan(y[r]));
+    f.x[70] = x2;
+    float xsave[C];
+    memcpy(xsave, f.x, sizeof xsave);
+    memset(f.x, 0, sizeof xsave);
+    run_all(fn, &c, 0, 2);
+    for (int r = 0; r < R; r++) ASSERT_TRUE(y[r] == 0.0f);
+    memcpy(f.x, xsave, sizeof xsave);
+    for (int i = 32; i < 64; i++) f.x[i] = 1e-36f * (float)(i - 40); /* below the scale range */
+    fixture g; /* the reference for this x: rebuild with the same weights */
+    fixture_init(&g, LT_Q8_0, R, C);
+    memcpy(g.w, f.w, lt_dtype_row_bytes(LT_Q8_0, C) * R);
+    memcpy(g.x, f.x, sizeof xsave);
+    float wrow[C];
+    for (int r = 0; r < R; r++) {
+        lt_row_to_f32(LT_Q8_0, (const char *)g.w + lt_dtype_row_bytes(LT_Q8_0, C) * r, wrow, C);
+        double acc = 0, mag = 0, qerr = 0;
+        for (int i = 0; i < C; i++) {
+            acc += (double)wrow[i] * g.x[i];
+            mag += fabs((double)wrow[i] * g.x[i]);
+        }
+        for (int b = 0; b < C; b += 32) {
+            double amax = 0, wsum = 0;
+            for (int i = b; i < b + 32; i++) {
+                amax = fmax(amax, fabs((double)g.x[i]));
+                wsum += fabs((double)wrow[i]);
+            }
+            /* the tiny block is dropped whole: its error is up to max * sum|w| */
+            qerr += b == 32 ? amax * wsum / XQ_TOL : amax / 32767.0 * wsum;
+        }
+        g.ref[r] = acc;
+        g.mag[r] = mag;
+        g.qerr[r] = qerr;
+    }
+    make_call(&c, &g, y, 0, &p);
+    run_all(fn, &c, 0, 2);
+    int64_t first = -1;
+    ASSERT_EQ(count_wrong(&g, y, false, true, &first), 0);
+    fixture_free(&g);
+    fixture_free(&f);
+}
+
 int main(void) {
     test_descriptor();
     test_check_and_cost();
+    for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
+        if (isa == LT_ISA_AVX2) continue; /* act_int16 does not apply there */
+        test_xq_cache((lt_isa)isa);
+        test_xq_special((lt_isa)isa);
+    }
     test_sweep();
     return lt_test_finish();
 }
