@@ -20,7 +20,11 @@ import llama_ref as R
 # every shape and dtype of test_logits: worst error about 1e-6 * max|logit| (3e-6 absolute), so
 # the bound leaves a margin near 100x. It is kept that tight on purpose: at 1e-3 a wrong RMSNorm
 # epsilon (1e-6 for 1e-5) on stories260K would pass (see test_ref_selfcheck).
-REL_TOL = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 1e-4}
+# q8_0 is the exception: its AVX-512 matvec (parameter act_int16=1, the default) quantises the
+# activations to int16 per 32-element block (error <= half a step of max|x_block|/32767 per
+# element), which raises the measured worst error to about 0.75e-4 x max|logit|; its bound is
+# 5e-4 (a margin near 7x). stories260K (f32) keeps the tight bound that catches the epsilon bug.
+REL_TOL = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 5e-4}
 ABS_TOL = 1e-5
 CLI_TIMEOUT_S = 120
 
