@@ -12,6 +12,8 @@ static const struct {
     {"run", lt_cmd_run, "generate text with a model and print a performance summary"},
     {"bench", lt_cmd_bench, "decode benchmark with the machine's memory bandwidth as the ceiling"},
     {"model-gen", lt_cmd_modelgen, "write a random-weight Llama model (GGUF) of a preset shape"},
+    {"broker", lt_cmd_broker, "run the embedded development Kafka broker (in memory)"},
+    {"tail", lt_cmd_tail, "print the looptune records of a Kafka topic as JSON lines"},
 };
 
 static void usage(FILE *f) {

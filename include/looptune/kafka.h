@@ -1,0 +1,253 @@
+/* looptune kafka: the librdkafka glue. Client properties (-X key=value and
+ * properties files), an asynchronous producer that never blocks its caller,
+ * a consumer-group consumer, topic administration, the embedded development
+ * broker (librdkafka's in-memory mock cluster), and the codecs of the wire
+ * schema proto/looptune.proto (every record is one looptune.Envelope). */
+#ifndef LOOPTUNE_KAFKA_H
+#define LOOPTUNE_KAFKA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "looptune/core.h"
+#include "looptune.pb-c.h" /* generated from proto/looptune.proto at build time */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- properties ------------------------------------------------------------ */
+
+/* An ordered set of librdkafka properties (key -> value; setting a key again
+ * replaces its value in place). Filled from `-X key=value` arguments and from
+ * properties files, then applied to every client after looptune's defaults,
+ * so the user's word wins (SASL/SSL and tuning pass through unchanged). */
+typedef struct lt_kafka_props lt_kafka_props;
+
+int lt_kafka_props_init(lt_kafka_props **out);
+void lt_kafka_props_free(lt_kafka_props *props); /* NULL is a no-op */
+/* Copies key and value. LT_EINVAL for an empty key or one with spaces. */
+int lt_kafka_props_set(lt_kafka_props *props, const char *key, const char *value);
+/* One "key=value" (split at the first '='; surrounding spaces trimmed).
+ * LT_EINVAL naming the argument if it has no '=' or no key. */
+int lt_kafka_props_parse(lt_kafka_props *props, const char *arg);
+/* A properties file: one key=value per line, '#' starts a comment line,
+ * blank lines ignored. Errors name the file and line ("k.conf:3: ...");
+ * nothing is added from a file with an error. */
+int lt_kafka_props_load(lt_kafka_props *props, const char *path);
+const char *lt_kafka_props_get(const lt_kafka_props *props, const char *key); /* NULL: unset */
+size_t lt_kafka_props_count(const lt_kafka_props *props);
+/* The i-th property in insertion order (i < count). Pointers stay valid
+ * until the props are changed or freed. */
+void lt_kafka_props_at(const lt_kafka_props *props, size_t i, const char **key,
+                       const char **value);
+/* Applies every property to a throw-away librdkafka configuration, so a
+ * misspelled key or bad value is reported before any client starts:
+ * LT_ECONFIG "kafka property 'linger.mss': No such configuration property". */
+int lt_kafka_props_check(const lt_kafka_props *props);
+
+/* Where and how a client connects. */
+typedef struct {
+    const char *brokers;         /* bootstrap.servers "host:port[,...]"; NULL: props set it */
+    const lt_kafka_props *props; /* applied last, after looptune's defaults; may be NULL */
+    const char *client_id;       /* NULL: "looptune" */
+} lt_kafka_conn;
+
+/* ---- producer ---------------------------------------------------------------- */
+
+/* An asynchronous, batching producer (lz4, idempotent, linger) with a bounded
+ * local queue. lt_producer_send never blocks: when the queue is full (the
+ * broker is slow or down) the record is dropped and counted. A background
+ * thread serves delivery reports, which count acknowledged and failed
+ * records. Thread-safe: any thread may send. */
+typedef struct lt_producer lt_producer;
+
+typedef struct {
+    lt_kafka_conn conn;
+    const char *topic;      /* the topic records go to (required) */
+    int64_t queue_records;  /* local queue bound in records; 0: 100000 */
+    int64_t queue_kbytes;   /* local queue bound in KiB; 0: 65536 */
+    int32_t linger_ms;      /* batching delay; 0: 20; -1: send at once */
+    int32_t close_timeout_ms; /* lt_producer_close waits this long for delivery; 0: 5000 */
+} lt_producer_opts;
+
+typedef struct {
+    int64_t sent;      /* accepted into the local queue */
+    int64_t delivered; /* acknowledged by the broker */
+    int64_t dropped;   /* refused by lt_producer_send: local queue full, or too large */
+    int64_t failed;    /* accepted but never acknowledged: timed out, rejected, purged at close */
+    int64_t errors;    /* client-level errors librdkafka reported (broker down, refused, ...) */
+    int64_t in_queue;  /* records not yet acknowledged or failed, at the time of the call */
+    char last_error[256]; /* the latest client-level error, "" if none */
+} lt_producer_stats;
+
+/* Return value of lt_producer_send when the record was dropped (not an error). */
+#define LT_PRODUCER_DROPPED 1
+
+/* Starts a producer. Does not wait for the broker: a wrong or unreachable
+ * address shows as warnings on stderr, errors in the stats, and records that
+ * are dropped or fail, never as a hang. Free with lt_producer_close. */
+int lt_producer_open(lt_producer **out, const lt_producer_opts *opts);
+/* Queues one record (copied; key may be NULL). LT_OK when queued,
+ * LT_PRODUCER_DROPPED when the local queue is full or the record too large
+ * (counted in stats.dropped). Never blocks, never logs. */
+int lt_producer_send(lt_producer *p, const void *key, size_t key_len, const void *value,
+                     size_t len);
+/* Encodes env and queues it. key NULL: the envelope's natural key
+ * (lt_envelope_key). LT_EINVAL for an envelope lt_envelope_encode refuses. */
+int lt_producer_send_envelope(lt_producer *p, const char *key, const Looptune__Envelope *env);
+/* Waits up to timeout_ms until every queued record is acknowledged or failed.
+ * LT_ETIMEOUT (with the count left) if some remain. */
+int lt_producer_flush(lt_producer *p, int timeout_ms);
+void lt_producer_stats_get(lt_producer *p, lt_producer_stats *out);
+/* Flushes (up to opts.close_timeout_ms), purges what is left (counted as
+ * failed), stops the poll thread and frees. NULL is a no-op. */
+void lt_producer_close(lt_producer *p);
+
+/* ---- consumer ---------------------------------------------------------------- */
+
+/* A member of a consumer group subscribed to some topics. One thread at a time. */
+typedef struct lt_consumer lt_consumer;
+
+typedef struct {
+    lt_kafka_conn conn;
+    const char *group;          /* group.id (required) */
+    const char *const *topics;  /* [n_topics] */
+    size_t n_topics;
+    bool from_beginning; /* without a committed offset, start at the oldest record (else newest) */
+    bool auto_commit;    /* commit returned positions in the background; else lt_consumer_commit */
+} lt_consumer_opts;
+
+/* A consumed record. Pointers are valid until the next poll or close. */
+typedef struct {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms; /* producer's create time, -1 if none */
+    const void *key;      /* NULL if the record has no key */
+    size_t key_len;
+    const void *value;
+    size_t len;
+} lt_record;
+
+int lt_consumer_open(lt_consumer **out, const lt_consumer_opts *opts);
+/* Waits up to timeout_ms for one record: 1 = *rec filled, 0 = none arrived.
+ * Transient errors (a broker connection lost) are logged and retried inside;
+ * LT_ENOTFOUND when a subscribed topic does not exist, LT_EKAFKA for other
+ * errors the caller should see (the consumer stays usable after both). */
+int lt_consumer_poll(lt_consumer *c, int timeout_ms, lt_record *rec);
+/* Commits, synchronously, the positions after every record returned so far.
+ * LT_OK also when there is nothing new to commit. */
+int lt_consumer_commit(lt_consumer *c);
+/* Leaves the group (committing first when auto_commit) and frees. NULL is a no-op. */
+void lt_consumer_close(lt_consumer *c);
+
+/* ---- topics ------------------------------------------------------------------ */
+
+/* The looptune topics; the full name is prefix + suffix ("looptune.telemetry"). */
+typedef enum {
+    LT_TOPIC_TELEMETRY = 0,
+    LT_TOPIC_CONTROL,
+    LT_TOPIC_CONFIGS, /* log-compacted: key = kernel|shape|host class */
+    LT_TOPIC_TASKS,
+    LT_TOPIC_RESULTS,
+    LT_TOPIC_TRIALS,
+    LT_TOPIC_COUNT
+} lt_kafka_topic;
+
+#define LT_KAFKA_TOPIC_PREFIX "looptune."
+const char *lt_kafka_topic_suffix(lt_kafka_topic t); /* "telemetry", ... */
+
+typedef struct {
+    const char *name;
+    int32_t partitions;        /* -1: the broker's default */
+    int16_t replication;       /* -1: the broker's default */
+    const char *const *configs; /* [n_configs] "key=value" topic configs */
+    size_t n_configs;
+} lt_topic_spec;
+
+typedef struct {
+    int32_t partitions;
+    int32_t replication;     /* replicas of partition 0 */
+    lt_kafka_props *configs; /* every topic config as the broker reports it; free with
+                                lt_kafka_props_free */
+} lt_topic_info;
+
+typedef struct lt_kafka_admin lt_kafka_admin;
+
+int lt_kafka_admin_open(lt_kafka_admin **out, const lt_kafka_conn *conn);
+void lt_kafka_admin_close(lt_kafka_admin *a); /* NULL is a no-op */
+/* Creates the topics that do not exist yet; existing ones are left as they
+ * are. *created (may be NULL) counts the new ones. Errors name the topic. */
+int lt_kafka_admin_create_topics(lt_kafka_admin *a, const lt_topic_spec *specs, size_t n,
+                                 int timeout_ms, size_t *created);
+/* Creates prefix+suffix for every lt_kafka_topic that is missing, configs
+ * with cleanup.policy=compact. */
+int lt_kafka_admin_ensure_topics(lt_kafka_admin *a, const char *prefix, int32_t partitions,
+                                 int16_t replication, int timeout_ms);
+/* Partition count, replication and configs of one topic; LT_ENOTFOUND if it
+ * does not exist. */
+int lt_kafka_admin_describe_topic(lt_kafka_admin *a, const char *topic, int timeout_ms,
+                                  lt_topic_info *out);
+
+/* ---- embedded development broker ------------------------------------------ */
+
+/* librdkafka's mock cluster: the real Kafka protocol on 127.0.0.1, in this
+ * process, in memory. Not durable; about 5 MiB per partition (older records
+ * are dropped); no log compaction; no transactions to rely on; no CreateTopics
+ * (topics are created on first use). For development and fault-injection
+ * tests; open says so on stderr. */
+typedef struct lt_devbroker lt_devbroker;
+struct rd_kafka_mock_cluster_s;
+
+/* n_brokers >= 1. port 0: the brokers' own ports (chosen by the system) form
+ * the bootstrap list; port > 0: clients bootstrap through 127.0.0.1:port as
+ * well (a relay to broker 1; metadata then points them at the brokers'
+ * own ports). */
+int lt_devbroker_open(lt_devbroker **out, int n_brokers, int port);
+/* "127.0.0.1:P[,...]" for bootstrap.servers; valid until close. */
+const char *lt_devbroker_bootstrap(const lt_devbroker *b);
+/* The mock cluster, for fault injection (rdkafka_mock.h). */
+struct rd_kafka_mock_cluster_s *lt_devbroker_cluster(lt_devbroker *b);
+void lt_devbroker_close(lt_devbroker *b); /* NULL is a no-op */
+
+/* ---- wire codec ---------------------------------------------------------------- */
+
+/* The schema version this build writes and reads (Envelope.version). */
+#define LT_PROTO_VERSION 1
+
+/* looptune__envelope__init, then version = LT_PROTO_VERSION and time_ns =
+ * now (CLOCK_REALTIME). The caller then sets one payload (payload_case and
+ * the matching pointer). */
+void lt_envelope_init(Looptune__Envelope *env);
+/* Bytes lt_envelope_pack will write. */
+size_t lt_envelope_packed_size(const Looptune__Envelope *env);
+/* Validates env (a version, exactly the payload its case names) and packs it
+ * into buf of cap >= lt_envelope_packed_size bytes; *len gets the size. */
+int lt_envelope_pack(const Looptune__Envelope *env, uint8_t *buf, size_t cap, size_t *len);
+/* Same into a new malloc'd buffer (caller frees with free). */
+int lt_envelope_encode(const Looptune__Envelope *env, uint8_t **buf, size_t *len);
+/* Decodes len bytes into a new envelope (free with lt_envelope_free).
+ * LT_EFORMAT with detail naming the problem for malformed input: where the
+ * wire format breaks ("kernel_window.params: length 300 past the end at byte
+ * 41"), a wrong wire type, a missing or unknown schema version, no payload. */
+int lt_envelope_decode(const void *buf, size_t len, Looptune__Envelope **out);
+void lt_envelope_free(Looptune__Envelope *env); /* NULL is a no-op */
+/* The payload's field name: "kernel_window", ...; "none" if unset. */
+const char *lt_envelope_kind(const Looptune__Envelope *env);
+/* The natural record key: run_id for run telemetry and control,
+ * "kernel|shape|host_class" for Config, host_id for Host, job_id for Task
+ * and Result, study_id for Trial. Writes into buf (always NUL-terminated);
+ * returns the length it wanted. */
+size_t lt_envelope_key(const Looptune__Envelope *env, char *buf, size_t n);
+/* Canonical proto3 JSON of any message, on one line: field names as in the
+ * .proto, 64-bit integers as strings, enums by name, bytes in base64,
+ * fields at their default value left out. *json is malloc'd (caller frees). */
+int lt_message_to_json(const ProtobufCMessage *msg, char **json);
+int lt_envelope_to_json(const Looptune__Envelope *env, char **json);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

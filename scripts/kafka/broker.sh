@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The test Kafka broker: a real Apache Kafka 4 node (KRaft, broker and
+# controller in one JVM) on 127.0.0.1, in a temporary directory.
+#
+#   broker.sh start [--dir DIR] [--timeout S]   resolve jars (once), start, wait, print BOOTSTRAP=
+#   broker.sh stop  [--dir DIR]                 kill it, remove its data
+#   broker.sh status [--dir DIR]                print BOOTSTRAP= if it runs, exit 1 if not
+#
+# DIR (default .cache/kafka/run) holds the pid, the bootstrap address and the
+# broker's log; the data directory is a fresh mktemp directory per start. Jars
+# come from Maven Central via scripts/kafka/pom.xml into .cache/kafka/jars and
+# are reused while the pom is unchanged.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cache=${LT_KAFKA_CACHE:-$root/.cache/kafka}
+jars=$cache/jars
+
+die() { echo "broker.sh: $*" >&2; exit 1; }
+
+cmd=${1:-}
+[ -n "$cmd" ] && shift
+dir=$cache/run
+timeout_s=90
+while [ $# -gt 0 ]; do
+    case $1 in
+    --dir) dir=${2:?--dir needs a value}; shift 2 ;;
+    --timeout) timeout_s=${2:?--timeout needs a value}; shift 2 ;;
+    *) die "unknown option '$1' (usage: broker.sh start|stop|status [--dir DIR] [--timeout S])" ;;
+    esac
+done
+
+# ---- jars -------------------------------------------------------------------
+# Re-resolved only when the pom changes (its checksum is kept beside the jars).
+resolve_jars() {
+    local sum
+    sum=$(sha256sum "$here/pom.xml" | cut -d' ' -f1)
+    if [ -f "$jars/.pom.sha256" ] && [ "$(cat "$jars/.pom.sha256")" = "$sum" ]; then
+        return 0
+    fi
+    command -v mvn >/dev/null || die "mvn not found: run scripts/deps.sh (needs maven)"
+    echo "broker.sh: resolving Apache Kafka jars into $jars (once)" >&2
+    rm -rf "$jars.tmp"
+    mkdir -p "$cache"
+    if ! timeout 900 mvn -q -B -f "$here/pom.xml" dependency:copy-dependencies \
+        -DincludeScope=runtime -DoutputDirectory="$jars.tmp" >"$cache/mvn.log" 2>&1; then
+        die "maven could not resolve the Kafka jars; see $cache/mvn.log"
+    fi
+    echo "$sum" >"$jars.tmp/.pom.sha256"
+    rm -rf "$jars"
+    mv "$jars.tmp" "$jars"
+}
+
+# Two distinct free loopback ports (broker, controller), held open together
+# while the kernel picks them so they differ.
+free_ports() {
+    python3 - <<'PY'
+import socket
+socks = []
+for _ in range(2):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+}
+
+running_pid() {
+    [ -f "$dir/pid" ] || return 1
+    local pid
+    pid=$(cat "$dir/pid")
+    kill -0 "$pid" 2>/dev/null || return 1
+    echo "$pid"
+}
+
+do_stop() {
+    local pid
+    if pid=$(running_pid); then
+        kill -TERM "$pid" 2>/dev/null || true
+        # Data is thrown away, so a slow controlled shutdown is not waited for.
+        for _ in $(seq 1 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    if [ -f "$dir/datadir" ]; then
+        local d
+        d=$(cat "$dir/datadir")
+        case $d in /tmp/*|"${TMPDIR:-/tmp}"/*) rm -rf "$d" ;; esac
+    fi
+    rm -f "$dir/pid" "$dir/bootstrap" "$dir/datadir"
+}
+
+do_start() {
+    command -v java >/dev/null || die "java not found: run scripts/deps.sh (needs a JRE 17+)"
+    command -v python3 >/dev/null || die "python3 not found: run scripts/deps.sh"
+    resolve_jars
+    mkdir -p "$dir"
+    do_stop # a broker left over from an interrupted run
+
+    local ports port cport data cluster_id
+    ports=$(free_ports)
+    port=${ports% *}
+    cport=${ports#* }
+    data=$(mktemp -d "${TMPDIR:-/tmp}/looptune-kafka.XXXXXX")
+    echo "$data" >"$dir/datadir"
+    cat >"$data/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$data/logs
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+log.segment.bytes=16777216
+EOF
+    local jvm=(java -Xmx512m -Xms128m -XX:+UseSerialGC -Djava.awt.headless=true -cp "$jars/*")
+    # A cluster id is 16 random bytes, base64url without padding.
+    cluster_id=$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+    if ! timeout 60 "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
+        -c "$data/server.properties" >"$dir/format.log" 2>&1; then
+        die "formatting the broker's storage failed; see $dir/format.log"
+    fi
+
+    "${jvm[@]}" kafka.Kafka "$data/server.properties" >"$dir/broker.log" 2>&1 </dev/null &
+    local pid=$!
+    echo "$pid" >"$dir/pid"
+
+    local deadline=$((SECONDS + timeout_s))
+    until python3 "$here/probe.py" "127.0.0.1:$port" 2>"$dir/probe.err"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            rm -f "$dir/pid"
+            die "the broker exited during start-up; log kept at $dir/broker.log"
+        fi
+        if [ $SECONDS -ge $deadline ]; then
+            kill -KILL "$pid" 2>/dev/null || true
+            rm -f "$dir/pid"
+            die "the broker did not answer metadata within ${timeout_s}s ($(cat "$dir/probe.err"));" \
+                "log kept at $dir/broker.log"
+        fi
+        sleep 0.3
+    done
+    echo "127.0.0.1:$port" >"$dir/bootstrap"
+    echo "BOOTSTRAP=127.0.0.1:$port"
+}
+
+case $cmd in
+start) do_start ;;
+stop) do_stop ;;
+status)
+    running_pid >/dev/null && [ -f "$dir/bootstrap" ] || { echo "broker.sh: not running" >&2; exit 1; }
+    echo "BOOTSTRAP=$(cat "$dir/bootstrap")"
+    ;;
+*) die "usage: broker.sh start|stop|status [--dir DIR] [--timeout S]" ;;
+esac

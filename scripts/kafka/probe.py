@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Readiness probe for the test Kafka broker, standard library only: asks the
+broker at HOST:PORT for its API versions, then for cluster metadata, and exits 0
+once the metadata lists at least one broker (the node has joined its own KRaft
+quorum and serves clients). Exit 1 with one line on stderr otherwise."""
+import socket
+import struct
+import sys
+
+API_METADATA, API_VERSIONS = 3, 18
+METADATA_VERSION = 4  # the oldest version Kafka 4 still serves; non-flexible encoding
+
+
+def request(sock, api_key, version, corr, body):
+    client = b"looptune-probe"
+    header = struct.pack(">hhih", api_key, version, corr, len(client)) + client
+    msg = header + body
+    sock.sendall(struct.pack(">i", len(msg)) + msg)
+    size = struct.unpack(">i", recv_exact(sock, 4))[0]
+    resp = recv_exact(sock, size)
+    if struct.unpack(">i", resp[:4])[0] != corr:
+        raise RuntimeError("response correlation id does not match the request")
+    return resp[4:]
+
+
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise RuntimeError("connection closed by the broker")
+        buf += chunk
+    return buf
+
+
+def probe(host, port, timeout):
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        r = request(s, API_VERSIONS, 0, 1, b"")
+        err, n = struct.unpack(">hi", r[:6])
+        if err:
+            raise RuntimeError(f"ApiVersions error code {err}")
+        ranges = {}
+        for i in range(n):
+            key, lo, hi = struct.unpack(">hhh", r[6 + 6 * i:12 + 6 * i])
+            ranges[key] = (lo, hi)
+        lo, hi = ranges.get(API_METADATA, (0, -1))
+        if not lo <= METADATA_VERSION <= hi:
+            raise RuntimeError(f"broker serves Metadata v{lo}..v{hi}, probe speaks v{METADATA_VERSION}")
+        # topics = null (all), allow_auto_topic_creation = false
+        r = request(s, API_METADATA, METADATA_VERSION, 2, struct.pack(">ib", -1, 0))
+        n_brokers = struct.unpack(">i", r[4:8])[0]  # after throttle_time_ms
+        return n_brokers
+
+
+def main():
+    if len(sys.argv) != 2 or ":" not in sys.argv[1]:
+        print("usage: probe.py HOST:PORT", file=sys.stderr)
+        return 2
+    host, port = sys.argv[1].rsplit(":", 1)
+    try:
+        n = probe(host, int(port), 5.0)
+    except (OSError, RuntimeError, struct.error) as e:
+        print(f"probe {sys.argv[1]}: {e}", file=sys.stderr)
+        return 1
+    if n < 1:
+        print(f"probe {sys.argv[1]}: metadata lists no broker yet", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

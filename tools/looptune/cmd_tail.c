@@ -1,0 +1,163 @@
+/* looptune tail: the records of a topic as JSON lines, one per record, for
+ * people and for jq. Records that are not looptune envelopes are reported
+ * on stderr with their partition and offset, and skipped. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "looptune/kafka.h"
+
+static const char *const tail_help =
+    "usage: looptune tail TOPIC [options]\n"
+    "\n"
+    "Prints the looptune records of TOPIC as JSON lines on stdout, one per record\n"
+    "(proto3 JSON: field names as in proto/looptune.proto, 64-bit integers as strings).\n"
+    "A record that is not a looptune envelope is reported on stderr with its partition\n"
+    "and offset, and skipped. Runs until --max, --timeout-ms, or Ctrl-C.\n"
+    "\n"
+    "      --brokers B          bootstrap servers host:port[,...]\n"
+    "  -X  key=value            librdkafka property, repeatable (SASL/SSL, tuning)\n"
+    "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
+    "      --from-beginning     start at the oldest record (default: new records only)\n"
+    "      --group G            consume as group G and commit (default: a fresh group, no commit)\n"
+    "      --max N              stop after N records (skipped ones count)\n"
+    "      --timeout-ms T       stop after T ms without a new record\n"
+    "  -h, --help               this help\n";
+
+static volatile sig_atomic_t tail_stop;
+
+static void on_signal(int sig) {
+    (void)sig;
+    tail_stop = 1;
+}
+
+int lt_cmd_tail(int argc, char **argv) {
+    const char *cmd = "tail";
+    const char *brokers = NULL, *group = NULL;
+    bool from_beginning = false;
+    int64_t max = 0, timeout_ms = 0;
+    lt_kafka_props *props = NULL;
+    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
+    enum { O_BROKERS = 256, O_CONFIG, O_BEGIN, O_GROUP, O_MAX, O_TIMEOUT };
+    static const struct option opts[] = {
+        {"brokers", required_argument, 0, O_BROKERS},
+        {"kafka-config", required_argument, 0, O_CONFIG},
+        {"from-beginning", no_argument, 0, O_BEGIN},
+        {"group", required_argument, 0, O_GROUP},
+        {"max", required_argument, 0, O_MAX},
+        {"timeout-ms", required_argument, 0, O_TIMEOUT},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c, exit_code = 1;
+    lt_consumer *consumer = NULL;
+    while ((c = getopt_long(argc, argv, ":X:h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_BROKERS: brokers = optarg; break;
+        case 'X':
+            if (lt_kafka_props_parse(props, optarg)) {
+                lt_cli_fail(cmd, "%s", lt_errmsg());
+                goto done;
+            }
+            break;
+        case O_CONFIG:
+            if (lt_kafka_props_load(props, optarg)) {
+                lt_cli_fail(cmd, "%s", lt_errmsg());
+                goto done;
+            }
+            break;
+        case O_BEGIN: from_beginning = true; break;
+        case O_GROUP: group = optarg; break;
+        case O_MAX:
+            if (!lt_cli_parse_i64(optarg, 1, INT64_MAX, &max)) {
+                lt_cli_fail(cmd, "bad --max '%s': expected a positive number", optarg);
+                goto done;
+            }
+            break;
+        case O_TIMEOUT:
+            if (!lt_cli_parse_i64(optarg, 1, 86400000, &timeout_ms)) {
+                lt_cli_fail(cmd, "bad --timeout-ms '%s': expected 1..86400000", optarg);
+                goto done;
+            }
+            break;
+        case 'h':
+            fputs(tail_help, stdout);
+            exit_code = 0;
+            goto done;
+        default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done;
+        }
+    }
+    if (optind >= argc) {
+        lt_cli_fail(cmd, "no topic: give TOPIC (see looptune tail --help)");
+        goto done;
+    }
+    const char *topic = argv[optind++];
+    if (optind < argc) {
+        lt_cli_fail(cmd, "unexpected argument '%s'", argv[optind]);
+        goto done;
+    }
+    if (lt_kafka_props_check(props)) {
+        lt_cli_fail(cmd, "%s", lt_errmsg());
+        goto done;
+    }
+    char fresh[96];
+    if (!group) {
+        snprintf(fresh, sizeof fresh, "looptune-tail-%ld-%llu", (long)getpid(),
+                 (unsigned long long)lt_now_ns());
+    }
+    lt_consumer_opts co = {.conn = {.brokers = brokers, .props = props, .client_id = "looptune-tail"},
+                           .group = group ? group : fresh, .topics = &topic, .n_topics = 1,
+                           .from_beginning = from_beginning, .auto_commit = group != NULL};
+    int rc = lt_consumer_open(&consumer, &co);
+    if (rc) {
+        lt_cli_fail_status(cmd, rc, "cannot start the consumer");
+        goto done;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    int64_t n = 0;
+    uint64_t idle_since = lt_now_ns();
+    exit_code = 0;
+    while (!tail_stop && (!max || n < max)) {
+        lt_record r;
+        rc = lt_consumer_poll(consumer, 200, &r);
+        if (rc < 0) {
+            lt_cli_fail(cmd, "%s", lt_errmsg());
+            exit_code = 1;
+            break;
+        }
+        if (rc == 0) {
+            if (timeout_ms && lt_now_ns() - idle_since >= (uint64_t)timeout_ms * 1000000ull) break;
+            continue;
+        }
+        idle_since = lt_now_ns();
+        n++;
+        Looptune__Envelope *env;
+        char *json = NULL;
+        if ((rc = lt_envelope_decode(r.value, r.len, &env)) == LT_OK) {
+            rc = lt_envelope_to_json(env, &json);
+            lt_envelope_free(env);
+        }
+        if (rc) {
+            fprintf(stderr, "looptune tail: %s partition %d offset %lld: skipped: %s\n", r.topic,
+                    r.partition, (long long)r.offset, lt_errmsg());
+            continue;
+        }
+        fputs(json, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+        free(json);
+    }
+done:
+    lt_consumer_close(consumer);
+    lt_kafka_props_free(props);
+    return exit_code;
+}
