@@ -72,8 +72,9 @@ int main(void) {
         uint64_t d = b[LT_CTR_TASK_CLOCK] - a[LT_CTR_TASK_CLOCK];
         printf("task-clock %.2f ms, thread CPU time %.2f ms, wall %.1f ms\n", (double)d / 1e6,
                (double)cpu / 1e6, (double)wall / 1e6);
-        /* the kernel's other account of the same thing: this thread's CPU time */
-        ASSERT_NEAR((double)d, (double)cpu, 0.05 * (double)cpu + 2e5);
+        /* the kernel's other account of the same thing: this thread's CPU
+         * time (seen to differ by up to a scheduler tick on a loaded host) */
+        ASSERT_NEAR((double)d, (double)cpu, 0.05 * (double)cpu + 1.5e6);
         ASSERT_TRUE(d <= wall);
     }
     if (av & (1u << LT_CTR_PAGE_FAULTS)) {
