@@ -27,5 +27,6 @@ int lt_cmd_bench(int argc, char **argv);
 int lt_cmd_modelgen(int argc, char **argv);
 int lt_cmd_broker(int argc, char **argv);
 int lt_cmd_tail(int argc, char **argv);
+int lt_cmd_top(int argc, char **argv);
 
 #endif
