@@ -18,6 +18,7 @@
  * thread that waits prefetches the weights of the node it waits to enter,
  * so the memory pipeline keeps streaming across layer boundaries. */
 #include <immintrin.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,10 @@ int lt_program_set_exec_params(lt_program *p, const lt_params *v) {
 }
 
 void lt_program_exec_params(const lt_program *p, lt_params *out) { *out = p->xparams; }
+
+/* How long a waiting thread spins before it starts yielding its CPU. A
+ * dependency normally resolves within a task's duration (microseconds). */
+#define LT__SPIN_BEFORE_YIELD_NS 50000u
 
 /* Per node: its schedule and its two counters on a cache line of their own. */
 typedef struct {
@@ -198,7 +203,16 @@ static bool wait_done(const struct lt__plan *pl, int d, const lt__inst *next, si
     const atomic_int *done = &pl->ctr[d].done;
     const int want = pl->inst[d].n_tasks;
     if (atomic_load_explicit(done, memory_order_acquire) >= want) return false;
+    /* spin (prefetching) while the producer is running; past a bound, the
+     * producer is likely descheduled on a shared machine: yield the CPU
+     * instead of burning the time slice it may need */
+    uint64_t spins = 0, t_spin = 0;
     while (atomic_load_explicit(done, memory_order_acquire) < want) {
+        if ((++spins & 255) == 0) {
+            uint64_t now = lt_now_ns();
+            if (!t_spin) t_spin = now;
+            else if (now - t_spin > LT__SPIN_BEFORE_YIELD_NS) sched_yield();
+        }
         if (*pf_off < budget && *pf_off < next->pf_bytes) {
             /* two cache lines per spin: the waiting core's L2 gets the rows
              * the first tasks of the next node will stream */

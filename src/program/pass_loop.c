@@ -162,7 +162,7 @@ int lt_pass_kernel_looping(lt_program *p) {
     }
     free(map);
     if (rc) return rc;
-    qsort(p->loops, (size_t)p->n_loops, sizeof *p->loops, cmp_loop);
+    if (p->n_loops > 1) qsort(p->loops, (size_t)p->n_loops, sizeof *p->loops, cmp_loop);
     return p->n_loops - before;
 }
 

@@ -1,0 +1,107 @@
+"""The CLI's reporting, end to end: `bench --json` (single executor and --compare-executors)
+gives consistent figures (achieved GB/s = tokens/s x bytes per token; bandwidth fraction =
+achieved / read-only per run, so its median lies within the ranges), `run` prints a summary whose
+GB/s equals weights per token x decode tokens/s, --help works on every command, and bad flags give
+one line and a non-zero exit."""
+
+import json
+import os
+import subprocess
+import sys
+
+BIN = os.environ["LT_BIN"]
+DATA = os.environ["LT_DATA_DIR"]
+MODEL = os.path.join(DATA, "stories260K.bin")
+
+passed = failed = 0
+
+
+def check(ok, name, detail=""):
+    global passed, failed
+    print("%s %s%s" % ("PASS" if ok else "FAIL", name, (": " + str(detail)) if detail and not ok else ""))
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+
+
+def run(args, timeout=300):
+    return subprocess.run([BIN] + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def near(a, b, rel=1e-3):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
+
+
+def stat_ok(s):
+    return s["min"] <= s["median"] <= s["max"] and s["min"] > 0
+
+
+# bench --json, one executor
+p = run(["bench", "-m", MODEL, "-t", "2", "-n", "16", "-r", "3", "--membw-mib", "16", "--json"])
+check(p.returncode == 0, "bench --json exits 0", p.stderr)
+j = json.loads(p.stdout) if p.returncode == 0 else {}
+for key in ("tok_s", "gb_s", "read_gb_s", "triad_gb_s", "bw_fraction", "sync_share"):
+    check(key in j and all(k in j[key] for k in ("min", "median", "max")), "bench json has " + key)
+if j:
+    check(all(stat_ok(j[k]) for k in ("tok_s", "gb_s", "read_gb_s", "triad_gb_s", "bw_fraction")),
+          "every statistic is ordered min <= median <= max and positive")
+    for k in ("min", "median", "max"):
+        check(near(j["gb_s"][k], j["tok_s"][k] * j["bytes_per_token"] / 1e9),
+              "gb_s.%s = tok_s x bytes_per_token" % k)
+    check(j["executor"] == "looped", "default executor is looped")
+    check(0 <= j["sync_share"]["median"] < 1, "sync share is a fraction")
+
+# bench --compare-executors
+p = run(["bench", "-m", MODEL, "-t", "2", "-n", "16", "-r", "3", "--membw-mib", "16", "--json",
+         "--compare-executors"])
+check(p.returncode == 0, "bench --compare-executors exits 0", p.stderr)
+j = json.loads(p.stdout) if p.returncode == 0 else {}
+if j:
+    check("dispatch" in j and "looped" in j, "both executors reported")
+    d, l = j["dispatch"]["tok_s"], j["looped"]["tok_s"]
+    r = j["speedup_looped_over_dispatch"]
+    check(stat_ok(r) and r["min"] <= l["max"] / d["min"] + 1e-9 and r["max"] >= l["min"] / d["max"] - 1e-9,
+          "speed-up lies within the ratios of the ranges")
+    check(j["dispatch"]["sync_points_per_token"]["median"] > 0,
+          "dispatch synchronises at barriers every token")
+
+# run summary consistency
+p = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "20", "--temp", "0", "--print-ids"])
+check(p.returncode == 0, "run exits 0", p.stderr)
+lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+try:
+    dec = [ln for ln in lines if ln.strip().startswith("decode")][0]
+    w = [ln for ln in lines if ln.strip().startswith("weights")][0]
+    tps = float(dec.split("(")[1].split()[0])
+    mb = float(w.split()[1])
+    gbs = float(w.split(",")[1].split()[0])
+    check(near(gbs, mb * tps / 1e3, 0.05), "summary GB/s = MB per token x tokens/s", (mb, tps, gbs))
+    check(len(p.stdout.split()) == 20, "20 ids printed")
+except (IndexError, ValueError) as e:
+    check(False, "summary lines parse", e)
+
+# --help everywhere, errors on bad flags
+for cmd in ("run", "bench", "model-gen"):
+    p = run([cmd, "--help"])
+    check(p.returncode == 0 and "usage: looptune " + cmd in p.stdout, cmd + " --help")
+    p = run([cmd, "--no-such-flag"])
+    check(p.returncode != 0 and p.returncode > 0 and len(p.stderr.strip().splitlines()) == 1
+          and "unknown option" in p.stderr, cmd + " rejects an unknown flag in one line", p.stderr)
+p = run(["--help"])
+check(p.returncode == 0 and "commands:" in p.stdout, "looptune --help")
+p = run(["frobnicate"])
+check(p.returncode != 0 and "unknown command" in p.stderr, "unknown command")
+for args, word in ((["bench", "-m", MODEL, "--executor", "nope"], "executor"),
+                   (["run", "-m", MODEL, "--prompt-ids", "1", "--executor", "nope"], "executor"),
+                   (["bench", "-m", MODEL, "-t", "0"], "threads"),
+                   (["run", "-m", MODEL, "--prompt-ids", "1", "--isa", "sse9"], "ISA"),
+                   (["run", "-m", MODEL, "--prompt-ids", "1", "--top-p", "1.5"], "top-p"),
+                   (["run", "-m", MODEL, "--prompt-ids", "1", "--ctx", "100000"], "context")):
+    p = run(args)
+    check(p.returncode > 0 and word in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+          "%s: one-line error naming %s" % (" ".join(args[:1] + args[3:]), word), p.stderr)
+
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed or not passed else 0)
