@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs what looptune needs to build and test on a Debian machine, only
 # where it is missing: a C toolchain, CMake, Ninja, Python 3 with numpy, and
-# OpenBLAS (for the prefill benchmark's baseline).
+# OpenBLAS (for the prefill benchmark's baseline); for the kafka layer
+# librdkafka, protobuf-c and its compiler, pkg-config, and for its tests a
+# Java runtime and Maven (the test broker, scripts/kafka/broker.sh) and the
+# Python packages protobuf, grpcio-tools and confluent-kafka (the Python
+# reader of looptune's topics).
 set -euo pipefail
 
 need_apt=()
@@ -11,6 +15,12 @@ command -v ninja >/dev/null 2>&1 || need_apt+=(ninja-build)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 [ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || [ -e /usr/include/cblas.h ] ||
     need_apt+=(libopenblas-dev)
+[ -e /usr/include/librdkafka/rdkafka.h ] || need_apt+=(librdkafka-dev)
+[ -e /usr/include/protobuf-c/protobuf-c.h ] || need_apt+=(libprotobuf-c-dev)
+command -v protoc-c >/dev/null 2>&1 || need_apt+=(protobuf-c-compiler)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless) # Kafka 4 needs Java 17+
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -28,4 +38,18 @@ if ! python3 -c 'import numpy' >/dev/null 2>&1; then
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-numpy >/dev/null
     }
     python3 -c 'import numpy' || { echo "deps: numpy is not importable by python3" >&2; exit 1; }
+fi
+
+# Python packages, each by the module it provides.
+pip_install() { # package...
+    python3 -m pip install -q "$@" 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages "$@"
+}
+need_pip=()
+python3 -c 'import google.protobuf' >/dev/null 2>&1 || need_pip+=(protobuf)
+python3 -c 'import grpc_tools.protoc' >/dev/null 2>&1 || need_pip+=(grpcio-tools)
+python3 -c 'import confluent_kafka' >/dev/null 2>&1 || need_pip+=(confluent-kafka)
+if [ ${#need_pip[@]} -gt 0 ]; then
+    echo "deps: installing ${need_pip[*]} for $(command -v python3)" >&2
+    pip_install "${need_pip[@]}" || { echo "deps: pip could not install ${need_pip[*]}" >&2; exit 1; }
 fi

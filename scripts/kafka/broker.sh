@@ -93,13 +93,39 @@ do_stop() {
     rm -f "$dir/pid" "$dir/bootstrap" "$dir/datadir"
 }
 
+java_bin() {
+    if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then echo "$JAVA_HOME/bin/java"
+    else command -v java; fi
+}
+
 do_start() {
-    command -v java >/dev/null || die "java not found: run scripts/deps.sh (needs a JRE 17+)"
+    local java
+    java=$(java_bin) || die "java not found: run scripts/deps.sh (Kafka 4 needs Java 17+)"
+    local jv
+    jv=$("$java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+    [ "${jv:-0}" -ge 17 ] || die "Kafka 4 needs Java 17+, $java is Java ${jv:-?}; set JAVA_HOME"
     command -v python3 >/dev/null || die "python3 not found: run scripts/deps.sh"
     resolve_jars
     mkdir -p "$dir"
     do_stop # a broker left over from an interrupted run
+    # The free ports are picked before Kafka binds them: if another process
+    # took one meanwhile, try once more with new ones.
+    local attempt rc
+    for attempt in 1 2; do
+        rc=0
+        launch || rc=$?
+        [ $rc -eq 0 ] && return 0
+        [ $rc -eq 2 ] && [ $attempt -eq 1 ] ||
+            die "the broker exited during start-up; log kept at $dir/broker.log"
+        echo "broker.sh: a port was taken meanwhile; retrying with new ports" >&2
+        do_stop
+    done
+}
 
+# One start: ports, config, storage format, JVM, wait for metadata. Returns
+# 0 when the broker answers, 2 when it exited because a port was taken;
+# dies on any other failure.
+launch() {
     local ports port cport data cluster_id
     ports=$(free_ports)
     port=${ports% *}
@@ -127,9 +153,10 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 log.segment.bytes=16777216
 EOF
-    local jvm=(java -Xmx512m -Xms128m -XX:+UseSerialGC -Djava.awt.headless=true -cp "$jars/*")
+    local jvm=("$java" -Xmx512m -Xms128m -XX:+UseSerialGC -Djava.awt.headless=true -cp "$jars/*")
     # A cluster id is 16 random bytes, base64url without padding.
-    cluster_id=$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+    cluster_id=$(python3 -c 'import base64, uuid
+print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
     if ! timeout 60 "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
         -c "$data/server.properties" >"$dir/format.log" 2>&1; then
         die "formatting the broker's storage failed; see $dir/format.log"
@@ -140,16 +167,17 @@ EOF
     echo "$pid" >"$dir/pid"
 
     local deadline=$((SECONDS + timeout_s))
-    until python3 "$here/probe.py" "127.0.0.1:$port" 2>"$dir/probe.err"; do
+    until python3 "$here/probe.py" "127.0.0.1:$port" "$cluster_id" 2>"$dir/probe.err"; do
         if ! kill -0 "$pid" 2>/dev/null; then
             rm -f "$dir/pid"
+            grep -q "Address already in use" "$dir/broker.log" && return 2
             die "the broker exited during start-up; log kept at $dir/broker.log"
         fi
         if [ $SECONDS -ge $deadline ]; then
             kill -KILL "$pid" 2>/dev/null || true
             rm -f "$dir/pid"
-            die "the broker did not answer metadata within ${timeout_s}s ($(cat "$dir/probe.err"));" \
-                "log kept at $dir/broker.log"
+            die "the broker did not answer metadata within ${timeout_s}s" \
+                "($(cat "$dir/probe.err")); log kept at $dir/broker.log"
         fi
         sleep 0.3
     done
@@ -161,7 +189,10 @@ case $cmd in
 start) do_start ;;
 stop) do_stop ;;
 status)
-    running_pid >/dev/null && [ -f "$dir/bootstrap" ] || { echo "broker.sh: not running" >&2; exit 1; }
+    if ! running_pid >/dev/null || [ ! -f "$dir/bootstrap" ]; then
+        echo "broker.sh: not running" >&2
+        exit 1
+    fi
     echo "BOOTSTRAP=$(cat "$dir/bootstrap")"
     ;;
 *) die "usage: broker.sh start|stop|status [--dir DIR] [--timeout S]" ;;

@@ -2,7 +2,11 @@
 """Readiness probe for the test Kafka broker, standard library only: asks the
 broker at HOST:PORT for its API versions, then for cluster metadata, and exits 0
 once the metadata lists at least one broker (the node has joined its own KRaft
-quorum and serves clients). Exit 1 with one line on stderr otherwise."""
+quorum and serves clients) and, if CLUSTER_ID is given, names that cluster (so
+another broker that happens to hold the port is not taken for ours). Exit 1
+with one line on stderr otherwise.
+
+    probe.py HOST:PORT [CLUSTER_ID]"""
 import socket
 import struct
 import sys
@@ -46,25 +50,39 @@ def probe(host, port, timeout):
             ranges[key] = (lo, hi)
         lo, hi = ranges.get(API_METADATA, (0, -1))
         if not lo <= METADATA_VERSION <= hi:
-            raise RuntimeError(f"broker serves Metadata v{lo}..v{hi}, probe speaks v{METADATA_VERSION}")
+            raise RuntimeError(f"broker serves Metadata v{lo}..v{hi}, "
+                               f"probe speaks v{METADATA_VERSION}")
         # topics = null (all), allow_auto_topic_creation = false
         r = request(s, API_METADATA, METADATA_VERSION, 2, struct.pack(">ib", -1, 0))
         n_brokers = struct.unpack(">i", r[4:8])[0]  # after throttle_time_ms
-        return n_brokers
+        at = 8
+        for _ in range(max(n_brokers, 0)):  # node_id, host, port, rack
+            at += 4
+            at += 2 + struct.unpack(">h", r[at:at + 2])[0]
+            at += 4
+            rack = struct.unpack(">h", r[at:at + 2])[0]
+            at += 2 + max(rack, 0)
+        n = struct.unpack(">h", r[at:at + 2])[0]
+        cluster = r[at + 2:at + 2 + n].decode() if n >= 0 else ""
+        return n_brokers, cluster
 
 
 def main():
-    if len(sys.argv) != 2 or ":" not in sys.argv[1]:
-        print("usage: probe.py HOST:PORT", file=sys.stderr)
+    if len(sys.argv) not in (2, 3) or ":" not in sys.argv[1]:
+        print("usage: probe.py HOST:PORT [CLUSTER_ID]", file=sys.stderr)
         return 2
     host, port = sys.argv[1].rsplit(":", 1)
     try:
-        n = probe(host, int(port), 5.0)
+        n, cluster = probe(host, int(port), 5.0)
     except (OSError, RuntimeError, struct.error) as e:
         print(f"probe {sys.argv[1]}: {e}", file=sys.stderr)
         return 1
     if n < 1:
         print(f"probe {sys.argv[1]}: metadata lists no broker yet", file=sys.stderr)
+        return 1
+    if len(sys.argv) == 3 and cluster != sys.argv[2]:
+        print(f"probe {sys.argv[1]}: cluster {cluster}, not {sys.argv[2]}: another broker holds "
+              "the port", file=sys.stderr)
         return 1
     return 0
 

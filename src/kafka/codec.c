@@ -43,7 +43,8 @@ static int check_for_pack(const Looptune__Envelope *env) {
         return lt_error(LT_EINVAL, "envelope: no schema version: start with lt_envelope_init");
     const ProtobufCFieldDescriptor *f = payload_field(env);
     if (!f)
-        return lt_error(LT_EINVAL, "envelope: no payload (payload_case %d)", (int)env->payload_case);
+        return lt_error(LT_EINVAL, "envelope: no payload (payload_case %d)",
+                        (int)env->payload_case);
     if (!*(void *const *)((const char *)env + f->offset))
         return lt_error(LT_EINVAL, "envelope: payload_case says %s but its pointer is NULL",
                         f->name);
@@ -183,8 +184,9 @@ static int walk(walker *w, const ProtobufCMessageDescriptor *d, size_t begin, si
             unsigned want = wire_type_of(f->type);
             bool packed_ok = f->label == PROTOBUF_C_LABEL_REPEATED && want != 2 && wt == 2;
             if (wt != want && !packed_ok) {
-                snprintf(what, sizeof what, "field '%s' (%llu) has wire type %s, the schema says %s",
-                         f->name, (unsigned long long)num, wire_name(wt), wire_name(want));
+                snprintf(what, sizeof what,
+                         "field '%s' (%llu) has wire type %s, the schema says %s", f->name,
+                         (unsigned long long)num, wire_name(wt), wire_name(want));
                 return bad(w, at, what);
             }
         }

@@ -98,9 +98,11 @@ int lt_consumer_poll(lt_consumer *c, int timeout_ms, lt_record *rec) {
         else
             snprintf(what, sizeof what, "kafka consumer: poll");
         rd_kafka_message_destroy(m);
-        if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+        if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+            err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
             return lt_error(LT_ENOTFOUND, "%s does not exist", what);
-        if (err == RD_KAFKA_RESP_ERR__FATAL || err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+        if (err == RD_KAFKA_RESP_ERR__FATAL ||
+            err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
             err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED)
             return lt__kafka_status(err, what);
         /* Anything else is transient: librdkafka retries; say so and go on. */

@@ -169,7 +169,8 @@ void lt_producer_close(lt_producer *p) {
     if (lost) {
         char last[256];
         lt__kafka_last_error(&p->client, last, sizeof last);
-        lt_log(LT_LOG_WARN, "kafka producer: %lld records were never acknowledged by the broker%s%s",
+        lt_log(LT_LOG_WARN,
+               "kafka producer: %lld records were never acknowledged by the broker%s%s",
                (long long)lost, last[0] ? "; last error: " : "", last);
     }
     rd_kafka_topic_destroy(p->rkt);

@@ -42,8 +42,8 @@ static bool key_ok(const char *key) {
 
 int lt_kafka_props_set(lt_kafka_props *props, const char *key, const char *value) {
     if (!key_ok(key))
-        return lt_error(LT_EINVAL, "kafka property key '%s': expected letters, digits, '.', '_', '-'",
-                        key);
+        return lt_error(LT_EINVAL,
+                        "kafka property key '%s': expected letters, digits, '.', '_', '-'", key);
     char *v = strdup(value);
     if (!v) return lt_error(LT_ENOMEM, "kafka properties: out of memory");
     for (size_t i = 0; i < props->n; i++) {

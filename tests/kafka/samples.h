@@ -286,7 +286,8 @@ static inline bool sample_equal_value(const ProtobufCFieldDescriptor *f, const c
         return true;
     }
     case PROTOBUF_C_TYPE_MESSAGE: {
-        const ProtobufCMessage *x = *(ProtobufCMessage *const *)pa, *y = *(ProtobufCMessage *const *)pb;
+        const ProtobufCMessage *x = *(ProtobufCMessage *const *)pa;
+        const ProtobufCMessage *y = *(ProtobufCMessage *const *)pb;
         if (!x || !y) {
             if (x == y) return true;
             snprintf(why, n, "%s: present on one side only", path);
@@ -324,7 +325,8 @@ static inline bool sample_equal_msg(const ProtobufCMessage *a, const ProtobufCMe
                 snprintf(why, n, "%s: %zu vs %zu elements", sub, na, nb);
                 return false;
             }
-            const char *xa = *(char *const *)(ba + f->offset), *xb = *(char *const *)(bb + f->offset);
+            const char *xa = *(char *const *)(ba + f->offset);
+            const char *xb = *(char *const *)(bb + f->offset);
             size_t sz = sample_elem_size(f->type);
             for (size_t k = 0; k < na; k++) {
                 char el[256];

@@ -89,14 +89,16 @@ static void test_tail(void) {
     ASSERT_TRUE(strstr(err, want) != NULL);
     snprintf(want, sizeof want, "%s partition 0 offset 4: skipped: empty record", topic);
     ASSERT_TRUE(strstr(err, want) != NULL);
-    snprintf(want, sizeof want, "%s partition 0 offset 5: skipped: envelope: field 11: length", topic);
+    snprintf(want, sizeof want, "%s partition 0 offset 5: skipped: envelope: field 11: length",
+             topic);
     ASSERT_TRUE(strstr(err, want) != NULL);
     if (count_lines(err) != 3) fprintf(stderr, "tail stderr:\n%s", err);
     free(out);
     free(err);
 
     /* --timeout-ms ends a tail that has read everything */
-    ASSERT_EQ(run_tail(topic, "--from-beginning", "--timeout-ms", "1500", NULL, NULL, NULL, &ms), 0);
+    ASSERT_EQ(run_tail(topic, "--from-beginning", "--timeout-ms", "1500", NULL, NULL, NULL, &ms),
+              0);
     out = kt_slurp(out_path);
     ASSERT_EQ(count_lines(out ? out : ""), 5);
     ASSERT_TRUE(ms >= 1500 && ms < 30000);

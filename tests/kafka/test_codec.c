@@ -135,13 +135,16 @@ static void expect_error(const uint8_t *buf, size_t len, const char *needle) {
 
 static void test_malformed(void) {
     expect_error(known, 0, "empty record");
-    expect_error(known, sizeof known - 1, "field 10: length 5 past the end (4 bytes left) at byte 3");
-    expect_error(BYTES(0x08, 0x01, 0x52, 0x02, 0x0a, 0x81), "run_end: field 1: truncated length at byte 5");
-    expect_error(BYTES(0x0a, 0x01, 0x00),
-                 "field 'version' (1) has wire type length-delimited, the schema says varint at byte 0");
+    expect_error(known, sizeof known - 1,
+                 "field 10: length 5 past the end (4 bytes left) at byte 3");
+    expect_error(BYTES(0x08, 0x01, 0x52, 0x02, 0x0a, 0x81),
+                 "run_end: field 1: truncated length at byte 5");
+    expect_error(BYTES(0x0a, 0x01, 0x00), "field 'version' (1) has wire type length-delimited, "
+                                          "the schema says varint at byte 0");
     expect_error(BYTES(0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
                  "field 1: over-long varint at byte 1");
-    expect_error(BYTES(0xc7, 0x0c), "field 200: wire type invalid (7), which looptune never writes");
+    expect_error(BYTES(0xc7, 0x0c),
+                 "field 200: wire type invalid (7), which looptune never writes");
     expect_error(BYTES(0x08, 0x01, 0xa3, 0x06), "field 100: wire type group start");
     expect_error(BYTES(0x00, 0x00), "field number 0 out of range at byte 0");
     expect_error(BYTES(0x52, 0x05, 0x0a, 0x01, 'r', 0x10, 0x05), "no schema version");

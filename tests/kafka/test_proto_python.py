@@ -149,7 +149,8 @@ def main():
             mine = json_format.MessageToDict(env, preserving_proto_field_name=True)
             try:
                 assert got_kind == kind, f"record {n}: kind {got_kind}, expected {kind}"
-                assert mine == want, f"record {n} ({kind}): protobuf's JSON {mine} != looptune's {want}"
+                assert mine == want, \
+                    f"record {n} ({kind}): protobuf's JSON {mine} != looptune's {want}"
                 check_formulas(env, kind, i)
             except AssertionError as e:
                 failures += 1

@@ -110,9 +110,10 @@ int lt_cmd_tail(int argc, char **argv) {
         snprintf(fresh, sizeof fresh, "looptune-tail-%ld-%llu", (long)getpid(),
                  (unsigned long long)lt_now_ns());
     }
-    lt_consumer_opts co = {.conn = {.brokers = brokers, .props = props, .client_id = "looptune-tail"},
-                           .group = group ? group : fresh, .topics = &topic, .n_topics = 1,
-                           .from_beginning = from_beginning, .auto_commit = group != NULL};
+    lt_consumer_opts co = {
+        .conn = {.brokers = brokers, .props = props, .client_id = "looptune-tail"},
+        .group = group ? group : fresh, .topics = &topic, .n_topics = 1,
+        .from_beginning = from_beginning, .auto_commit = group != NULL};
     int rc = lt_consumer_open(&consumer, &co);
     if (rc) {
         lt_cli_fail_status(cmd, rc, "cannot start the consumer");
