@@ -119,7 +119,7 @@ typedef struct {
     uint64_t total_ns;            /* sum of the count durations */
     double bytes, flops;          /* analytic, per call (mean over the window's steps) */
     double gb_s, gflops;          /* bytes * count / total_ns, flops * count / total_ns */
-    double wait_share;            /* sum of wait / (total_ns * threads) */
+    double wait_share;            /* sum of wait / (sum of wait + total_ns * threads): 0..1 */
     /* Counters of the window, summed over threads (read every counters_every
      * steps: a read's delta goes to the window its read falls in). Only the
      * available ones are meaningful: bit c of available = counter c. */

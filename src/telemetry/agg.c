@@ -287,7 +287,11 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
             w->flops = flops / (double)n;
             w->gb_s = total ? bytes / (double)total : 0; /* B/ns = GB/s */
             w->gflops = total ? flops / (double)total : 0;
-            w->wait_share = total ? (double)wait / ((double)total * a->o.nth) : 0;
+            /* waiting as a share of the thread time the node accounts for: its
+             * interval on every thread plus the waits reported with it (a
+             * wait lies outside the interval: before it in the looped
+             * executor, at the barrier after it in dispatch) */
+            w->wait_share = wait ? (double)wait / ((double)total * a->o.nth + (double)wait) : 0;
             memcpy(w->counters, ctr, sizeof ctr);
             w->available = av;
             w->counters_read = read;

@@ -16,7 +16,7 @@
 #define CACHE_MAGIC "looptune host cache 1"
 
 static uint64_t fnv1a(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 14695981039346656037ull; /* FNV-1a 64-bit offset basis */
     for (size_t i = 0; i < n; i++) {
         h ^= (unsigned char)s[i];
         h *= 1099511628211ull;
