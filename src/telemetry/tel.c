@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,8 +99,16 @@ static void drain_once(lt_tel *t) {
     lt__tel_agg_flush(t->agg);
 }
 
+/* The drain's work can wait (the rings buffer seconds of records) and the
+ * compute threads' cannot: on a machine with no spare CPU the drain runs at
+ * a lower priority, so it takes the gaps instead of preempting a worker that
+ * the others then wait for. (Linux nice values are per thread.) */
+#define DRAIN_NICE 10
+
 static void *drain_main(void *arg) {
     lt_tel *t = arg;
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), DRAIN_NICE) != 0)
+        lt_log(LT_LOG_DEBUG, "telemetry: drain thread keeps its priority: %s", strerror(errno));
     pthread_mutex_lock(&t->mu);
     while (!t->stop) {
         struct timespec ts;
