@@ -160,6 +160,7 @@ typedef struct {
     int64_t emitted; /* accepted */
     int64_t dropped; /* refused locally (a full queue): never sent */
     int64_t failed;  /* accepted but not delivered (write errors, broker never acknowledged) */
+    int64_t pending; /* accepted, neither delivered nor failed yet (in flight) */
 } lt_tel_sink_stats;
 
 /* Returned by emit when the sink dropped the record (not an error). */
@@ -257,8 +258,9 @@ void lt_tel_step_end(lt_tel *t, const lt_step *step);
 /* Stops observing (removes the observer) and closes the last window. */
 void lt_tel_end(lt_tel *t);
 /* Stops the drain thread after a last drain, emits the run end, flushes and
- * closes the sink, frees t. stats (may be NULL) gets the final figures.
- * NULL is a no-op. */
+ * closes the sink (waiting up to 5 s for delivery; what is still in flight
+ * then counts as a delivery failure), frees t. stats (may be NULL) gets the
+ * final figures. NULL is a no-op. */
 void lt_tel_close(lt_tel *t, lt_tel_stats *stats);
 
 #ifdef __cplusplus

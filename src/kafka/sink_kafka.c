@@ -29,7 +29,8 @@ static int kafka_flush(void *ctx, int timeout_ms) {
 static void kafka_stats(void *ctx, lt_tel_sink_stats *out) {
     lt_producer_stats ps;
     lt_producer_stats_get(((kafka_sink *)ctx)->p, &ps);
-    *out = (lt_tel_sink_stats){.emitted = ps.sent, .dropped = ps.dropped, .failed = ps.failed};
+    *out = (lt_tel_sink_stats){.emitted = ps.sent, .dropped = ps.dropped, .failed = ps.failed,
+                               .pending = ps.in_queue};
 }
 
 static void kafka_close(void *ctx) {

@@ -39,7 +39,7 @@ static void ensure_topic(const lt_kafka_conn *conn, const char *topic) {
         return;
     }
     lt_topic_spec spec = {.name = topic, .partitions = -1, .replication = -1};
-    if (lt_kafka_admin_create_topics(a, &spec, 1, 10000, NULL))
+    if (lt_kafka_admin_create_topics(a, &spec, 1, 5000, NULL))
         lt_log(LT_LOG_WARN, "telemetry: topic %s: %s", topic, lt_errmsg());
     lt_kafka_admin_close(a);
 }
@@ -76,7 +76,9 @@ int lt_cli_tel_start(lt_cli_tel **out, const lt_cli_tel_opts *o, lt_program *dec
                  lt_kafka_topic_suffix(LT_TOPIC_TELEMETRY));
         lt_kafka_conn conn = {.brokers = brokers, .props = o->props};
         if (!t->dev) ensure_topic(&conn, topic);
-        lt_producer_opts po = {.conn = conn, .topic = topic};
+        /* the run's end already waited for delivery (lt_tel_close): closing
+         * the producer need not wait long again */
+        lt_producer_opts po = {.conn = conn, .topic = topic, .close_timeout_ms = 1000};
         if ((rc = lt_tel_sink_kafka_open(&sink, &po, run_id))) goto fail;
         snprintf(t->where_buf, sizeof t->where_buf, "kafka topic %s at %s%s", topic, brokers,
                  t->dev ? " (embedded)" : "");
