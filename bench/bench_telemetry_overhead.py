@@ -5,13 +5,15 @@ records to Kafka, side by side in one run.
 For each model (stories15M- and stories110M-shaped, q8_0, generated with
 `looptune model-gen`) and thread count, the three modes run interleaved
 (round r runs them in a rotated order, so drift on a shared machine hits all
-three alike) and `looptune run` reports decode tokens/s. Prints min / median
+three alike) and `looptune run` reports decode tokens/s (a fourth mode, window records to
+/dev/null, is the telemetry runtime without Kafka). Prints min / median
 / max per mode and the overhead of each telemetry mode against off (median
 of the per-round ratios). Goals: window within 1 % of off, per-call within 5 %.
 
 Kafka: --brokers B, or a real Apache Kafka broker started here with
-scripts/kafka/broker.sh (stopped at the end). Every run writes to its own
-topic prefix.
+scripts/kafka/broker.sh (stopped at the end). All runs write to one topic,
+created by the warm-up run: creating a topic keeps the broker busy for a
+while, which a broker on the same small machine would charge to the run.
 
 usage: bench/bench_telemetry_overhead.py [--build build] [--rounds 7] [--tokens 128]
            [--threads 1,2] [--models stories15M,stories110M] [--brokers B] [--json]
@@ -28,6 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = {
     "off": [],
+    "file": ["--telemetry", "file:/dev/null"],  # the runtime without Kafka: separates the two
     "window": ["--telemetry", "kafka"],
     "per-call": ["--telemetry", "kafka", "--telemetry-detail", "per-call"],
 }
@@ -52,7 +55,7 @@ def stop_broker(run_dir):
 def decode_tok_s(binary, model, threads, tokens, mode, brokers, prefix):
     cmd = [binary, "run", "-m", model, "--prompt-ids", "1,400,300", "-n", str(tokens),
            "--temp", "0", "--ignore-eos", "--print-ids", "--threads", str(threads)] + MODES[mode]
-    if mode != "off":
+    if "kafka" in MODES[mode]:
         cmd += ["--brokers", brokers, "--topic-prefix", prefix]
     r = sh(cmd, timeout=600)
     m = re.search(r"decode\s+(\d+) tokens in ([0-9.]+) ms \(([0-9.]+) tokens/s", r.stderr)
@@ -85,6 +88,7 @@ def main():
                 sys.exit(f"bench: model-gen {preset} failed: {r.stderr.strip()}")
         models[preset] = path
 
+    prefix = f"bench-telemetry-{os.getpid()}."
     broker_dir = None
     brokers = a.brokers
     if not brokers:
@@ -95,13 +99,13 @@ def main():
         for preset, path in models.items():
             for threads in [int(t) for t in a.threads.split(",")]:
                 # warm-up: page cache, the host cache, the broker's first topic
-                decode_tok_s(binary, path, threads, 16, "window", brokers, f"bench-warm-{os.getpid()}.")
+                decode_tok_s(binary, path, threads, 16, "window", brokers, prefix)
+                time.sleep(2)
                 runs = {m: [] for m in MODES}
                 stats = {m: [] for m in MODES}
                 order = list(MODES)
                 for r in range(a.rounds):
-                    for mode in order[r % 3:] + order[:r % 3]:
-                        prefix = f"bench-{os.getpid()}-{preset}-{threads}-{r}-{mode}."
+                    for mode in order[r % len(order):] + order[:r % len(order)]:
                         tps, st = decode_tok_s(binary, path, threads, a.tokens, mode, brokers,
                                                prefix)
                         runs[mode].append(tps)

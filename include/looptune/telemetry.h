@@ -228,6 +228,10 @@ typedef struct {
     int64_t counters_every; /* read counters every this many steps; 0: 8; < 0: no counters */
     int64_t ring_records;   /* ring capacity per thread (rounded up to a power of two); 0: 65536 */
     lt_tel_detail detail;
+    /* > 0: lt_tel_open waits up to this long for the header records to be
+     * delivered (sink flush), so connecting to a broker happens before the
+     * run, not during its first steps */
+    int64_t open_flush_ms;
 } lt_tel_opts;
 
 typedef struct {

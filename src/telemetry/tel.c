@@ -236,6 +236,10 @@ int lt_tel_open(lt_tel **out, const lt_tel_opts *opts) {
         .executor = opts->executor ? opts->executor : "", .threads = t->nth,
         .n_nodes = t->nodes.n, .nodes = t->nodes.nodes};
     lt__tel_agg_emit(t->agg, &rs);
+    if (opts->open_flush_ms > 0 && t->o.sink.flush &&
+        t->o.sink.flush(t->o.sink.ctx, (int)opts->open_flush_ms) != LT_OK)
+        lt_log(LT_LOG_WARN, "telemetry: the run's first records are not delivered yet: %s",
+               lt_errmsg());
 
     if (pthread_create(&t->drain, NULL, drain_main, t)) {
         rc = lt_error(LT_ENOMEM, "telemetry: cannot start the drain thread");

@@ -93,6 +93,7 @@ int lt_cli_tel_start(lt_cli_tel **out, const lt_cli_tel_opts *o, lt_program *dec
     to.model = model;
     to.dtype = dtype;
     to.executor = executor;
+    if (o->mode == LT_CLI_TEL_KAFKA) to.open_flush_ms = 3000; /* connect before decoding */
     if ((rc = lt_tel_open(&t->tel, &to))) goto fail; /* closes the sink on failure */
     *out = t;
     return LT_OK;
