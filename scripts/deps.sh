@@ -5,7 +5,7 @@
 # librdkafka, protobuf-c and its compiler, pkg-config, and for its tests a
 # Java runtime and Maven (the test broker, scripts/kafka/broker.sh) and the
 # Python packages protobuf, grpcio-tools and confluent-kafka (the Python
-# reader of looptune's topics).
+# reader of looptune's topics); XGBoost's C library (the tuner's cost model).
 set -euo pipefail
 
 need_apt=()
@@ -21,6 +21,7 @@ command -v protoc-c >/dev/null 2>&1 || need_apt+=(protobuf-c-compiler)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless) # Kafka 4 needs Java 17+
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+[ -e /usr/include/xgboost/c_api.h ] || need_apt+=(libxgboost-dev)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

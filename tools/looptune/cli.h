@@ -28,5 +28,14 @@ int lt_cmd_modelgen(int argc, char **argv);
 int lt_cmd_broker(int argc, char **argv);
 int lt_cmd_tail(int argc, char **argv);
 int lt_cmd_top(int argc, char **argv);
+int lt_cmd_tune(int argc, char **argv);
+
+/* Warm start for run/bench: unless off, loads the config store (store_path,
+ * or the default one) and applies its configurations for this host to the
+ * decode program and, if prefill_n > 1, the prefill program of that batch
+ * size; says how many on stderr. Returns 0, or 1 after printing the error. */
+struct lt_llama;
+int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const char *store_path,
+                      bool off, int64_t prefill_n);
 
 #endif

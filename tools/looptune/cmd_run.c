@@ -36,6 +36,9 @@ static const char *const run_help =
     "                          huge-page memory in decode order, faster to stream)\n"
     "      --dump-program      print the decode program before and after the kernel-looping pass\n"
     "      --isa ISA           force kernels to portable, avx2 or avx512 (default: best)\n"
+    "      --config-store FILE tuned configurations to start from (default: the user's\n"
+    "                          cache, see looptune tune --help)\n"
+    "      --no-warm-start     run with the kernels' default parameters\n"
     "  -h, --help              this help\n"
     "\n"
     "Telemetry (per-kernel windows of the decode steps, see looptune top):\n"
@@ -95,7 +98,9 @@ int lt_cmd_run(int argc, char **argv) {
     lt_kafka_props *props = NULL;
     enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
            O_EXEC, O_NLP, O_MMAP, O_TEL, O_BROKERS, O_KCONF, O_PREFIX, O_WTOK, O_WMS, O_DETAIL,
-           O_DRAIN, O_CTR };
+           O_DRAIN, O_CTR, O_STORE, O_NOWARM };
+    const char *store_path = NULL;
+    bool no_warm = false;
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},     {"tokenizer", required_argument, 0, 'z'},
         {"prompt", required_argument, 0, 'p'},    {"prompt-ids", required_argument, 0, O_IDS},
@@ -107,6 +112,8 @@ int lt_cmd_run(int argc, char **argv) {
         {"dump-program", no_argument, 0, O_DP},   {"isa", required_argument, 0, O_ISA},
         {"executor", required_argument, 0, O_EXEC}, {"no-loop-pass", no_argument, 0, O_NLP},
         {"mmap", no_argument, 0, O_MMAP},
+        {"config-store", required_argument, 0, O_STORE},
+        {"no-warm-start", no_argument, 0, O_NOWARM},
         {"telemetry", required_argument, 0, O_TEL}, {"brokers", required_argument, 0, O_BROKERS},
         {"kafka-config", required_argument, 0, O_KCONF},
         {"topic-prefix", required_argument, 0, O_PREFIX},
@@ -162,6 +169,8 @@ int lt_cmd_run(int argc, char **argv) {
         case O_DP: dump_program = true; break;
         case O_NLP: no_loop_pass = true; break;
         case O_MMAP: use_mmap = true; break;
+        case O_STORE: store_path = optarg; break;
+        case O_NOWARM: no_warm = true; break;
         case O_EXEC:
             if (lt_executor_parse(optarg, &executor)) FAIL("%s", lt_errmsg());
             break;
@@ -283,6 +292,9 @@ int lt_cmd_run(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot build the program");
         goto done;
     }
+    if (lt_cli_warm_start(cmd, l, (int)threads, store_path, no_warm,
+                          prefill_batch ? prefill_batch : n_ids))
+        goto done;
     if (seed < 0) seed = (int64_t)(lt_now_ns() & 0x7fffffffffffffffull);
     if ((rc = lt_sampler_init(&s, m->cfg.vocab_size, temp, top_p, (uint64_t)seed))) {
         lt_cli_fail_status(cmd, rc, "bad sampler settings");

@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"run", lt_cmd_run, "generate text with a model and print a performance summary"},
     {"bench", lt_cmd_bench, "decode benchmark with the machine's memory bandwidth as the ceiling"},
+    {"tune", lt_cmd_tune, "search kernel and executor parameters; best ones go to the config store"},
     {"model-gen", lt_cmd_modelgen, "write a random-weight Llama model (GGUF) of a preset shape"},
     {"broker", lt_cmd_broker, "run the embedded development Kafka broker (in memory)"},
     {"tail", lt_cmd_tail, "print the looptune records of a Kafka topic as JSON lines"},

@@ -1,0 +1,217 @@
+/* looptune tune: parameter spaces and configuration validation, search
+ * strategies (exhaustive, random, XGBoost model-guided), the paired A/B
+ * comparison that holds on a noisy machine, node timing in isolation, and
+ * the config store (best configuration per kernel, shape and host class). */
+#ifndef LOOPTUNE_TUNE_H
+#define LOOPTUNE_TUNE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "looptune/core.h"
+#include "looptune/kernels.h"
+#include "looptune/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- parameter spaces ---------------------------------------------------------- */
+
+/* A space: the cross product of each parameter's allowed values. A point is
+ * an lt_params holding values (not indices). */
+typedef struct {
+    char name[32]; /* kernel name, or "looped" for the looped executor */
+    int n_params;
+    lt_param_def params[LT_MAX_PARAMS];
+} lt_space;
+
+void lt_space_from_kernel(lt_space *s, const lt_kernel *k);
+void lt_space_from_exec(lt_space *s); /* the looped executor's space */
+/* Any space built by hand: copies defs (n <= LT_MAX_PARAMS). */
+void lt_space_init(lt_space *s, const char *name, const lt_param_def *defs, int n);
+int64_t lt_space_size(const lt_space *s);
+/* Mixed-radix index (last parameter fastest) <-> point. */
+void lt_space_point(const lt_space *s, int64_t index, lt_params *out);
+/* Index of p, or -1 if some value is not an allowed value. */
+int64_t lt_space_index(const lt_space *s, const lt_params *p);
+void lt_space_default(const lt_space *s, lt_params *out);
+/* LT_OK if p lies in the space, else LT_ECONFIG naming parameter and value. */
+int lt_space_validate(const lt_space *s, const lt_params *p);
+/* "name=value,name=value"; returns the length it wanted (snprintf-like). */
+size_t lt_space_format(const lt_space *s, const lt_params *p, char *buf, size_t n);
+/* Parses the format above: every parameter exactly once, values in the
+ * space. LT_ECONFIG with detail otherwise. */
+int lt_space_parse(const lt_space *s, const char *text, lt_params *out);
+
+/* A kernel call's configuration, checked before it is ever applied: in the
+ * space, then the kernel's shape and parameter constraints on the real call. */
+int lt_config_check(lt_kernel_id id, const lt_call *call, const lt_params *p);
+
+/* ---- shapes and hosts ------------------------------------------------------------ */
+
+typedef enum { LT_REGIME_DECODE = 0, LT_REGIME_PREFILL } lt_regime;
+
+/* A call's shape signature: what a tuned configuration is keyed by. The
+ * regime (decode: one token, prefill: many) stands for the token count, so
+ * a prefill configuration applies to every prefill batch size. */
+typedef struct {
+    lt_dtype dtype;   /* the weight operand's dtype (op[1]), else op[0]'s */
+    int64_t rows, cols; /* op[1]'s ne[1], ne[0] (op[0]'s when there is no op[1]) */
+    int64_t n_tokens; /* tokens of the step: op[0]->ne[1] (KV_STORE: its source's) */
+    int64_t ia[3];    /* integer attributes (heads, head_dim, ...) */
+    lt_regime regime;
+} lt_shape;
+
+void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out);
+/* "q8_0:768x288:decode" (+ ":ia=a,b,c" when attributes are set); no tabs. */
+size_t lt_shape_format(const lt_shape *s, char *buf, size_t n);
+
+typedef struct {
+    char host_class[96]; /* CPU model, ISA level and cores: "Intel-Xeon-8481C:avx512:2c" */
+    int isa;             /* lt_isa */
+    int cores;
+    double l2_kib, l3_kib;
+    double bw_gb_s;      /* measured read bandwidth, 0 if not measured */
+} lt_host;
+
+/* The running host (bandwidth left 0: set it if measured). */
+void lt_host_detect(lt_host *out);
+
+/* Key of the looped executor's configuration for a model's decode steps on
+ * nth threads: "llama:d288:h768:l6:q8_0:t2:decode". */
+struct lt_model;
+size_t lt_exec_shape_format(const struct lt_model *m, int nth, char *buf, size_t n);
+
+/* ---- search strategies --------------------------------------------------------------- */
+
+typedef enum { LT_STRAT_EXHAUSTIVE = 0, LT_STRAT_RANDOM, LT_STRAT_MODEL } lt_strategy_kind;
+const char *lt_strategy_name(lt_strategy_kind k);
+int lt_strategy_parse(const char *s, lt_strategy_kind *out); /* "exhaustive"|"random"|"model" */
+
+/* Context features the cost model sees besides the parameter values. */
+typedef struct {
+    lt_shape shape;
+    lt_host host;
+} lt_tune_context;
+
+typedef struct lt_strategy lt_strategy;
+
+/* Creates a strategy over space (copied); ctx may be NULL (no context
+ * features). Deterministic for a seed. Free with lt_strategy_free. */
+int lt_strategy_init(lt_strategy **out, lt_strategy_kind kind, const lt_space *space,
+                     const lt_tune_context *ctx, uint64_t seed);
+void lt_strategy_free(lt_strategy *s); /* NULL is a no-op */
+/* Writes up to n points never proposed before into out; returns how many
+ * (0 once the space is exhausted) or a negative status. */
+int lt_strategy_propose(lt_strategy *s, lt_params *out, int n);
+/* Reports the cost samples (lower is better, any positive unit) measured
+ * for a proposed point. n_samples 0 reports a point that failed validation:
+ * it is never proposed again and never trains the model. */
+int lt_strategy_observe(lt_strategy *s, const lt_params *p, const double *costs, int n_samples);
+/* The best point observed so far (median cost); false if none. */
+bool lt_strategy_best(const lt_strategy *s, lt_params *out, double *cost);
+
+/* ---- paired comparison -------------------------------------------------------------- */
+
+/* Pairs (a[i], b[i]) measured back to back (A, B, A, B, ...): a is the
+ * incumbent, b the candidate. contended[i] (may be NULL) marks a pair during
+ * which the machine was known busy: such pairs weigh `contended_weight`
+ * (e.g. 0.1) instead of 1. */
+typedef struct {
+    double ratio;        /* weighted median of b[i]/a[i] */
+    double ci_lo, ci_hi; /* 95% bootstrap interval of that median */
+    double a_median, b_median; /* medians of the uncontended samples (all if none) */
+    int n_clean;         /* uncontended pairs */
+    bool faster;         /* b faster: ci_hi < 1 - margin */
+    bool slower;         /* b slower: ci_lo > 1 + margin */
+} lt_compare_result;
+
+int lt_compare_paired(const double *a, const double *b, const bool *contended, int n,
+                      double margin, double contended_weight, uint64_t seed,
+                      lt_compare_result *out);
+double lt_median(const double *x, int n); /* n >= 1; x is not modified */
+
+/* ---- node timing in isolation ---------------------------------------------------------- */
+
+/* Times one node of a finalized program through the pool, the way the
+ * executors split it: when the node lies in a LOOP, every iteration's
+ * instance runs back to back (so the weights streamed are all layers' and
+ * decode stays memory-bound as in a real step). Free with lt_node_timer_free. */
+typedef struct lt_node_timer lt_node_timer;
+int lt_node_timer_init(lt_node_timer **out, lt_program *p, int node, lt_pool *pool,
+                       const lt_step *step, int tasks_per_thread);
+void lt_node_timer_free(lt_node_timer *t);
+int lt_node_timer_instances(const lt_node_timer *t);
+/* Runs every instance once with parameters p (not validated here: check
+ * first) and returns the wall time in ns; *contended (may be NULL) is set
+ * when the process was preempted meanwhile (involuntary context switches). */
+double lt_node_timer_run(lt_node_timer *t, const lt_params *p, bool *contended);
+
+/* ---- config store ------------------------------------------------------------------- */
+
+typedef struct {
+    char kernel[32];     /* kernel name or "looped" */
+    char shape[96];      /* lt_shape_format, or a model signature for "looped" */
+    char host[96];       /* lt_host.host_class */
+    char params[160];    /* lt_space_format */
+    double median_ns;    /* tuned median time */
+    int64_t samples;     /* measurements behind it */
+    double speedup;      /* default time / tuned time */
+} lt_config_entry;
+
+typedef struct lt_store lt_store;
+
+/* Where a store lives. load appends entries with lt_store_put; save writes
+ * them all (atomically: readers see the old or the new set, never a mix). */
+typedef struct {
+    const char *name; /* for messages: a path, a topic */
+    int (*load)(void *ctx, lt_store *s);
+    int (*save)(void *ctx, const lt_store *s);
+    void (*free)(void *ctx);
+    void *ctx;
+} lt_store_backend;
+
+/* The file backend. Line format (UTF-8 text, '\t'-separated, one entry a line):
+ *   # looptune configs v1                      first line: magic and version
+ *   kernel  shape  host  params  median_ns  samples  speedup
+ * Lines starting with '#' are comments. A bad line (wrong field count, an
+ * unknown kernel, params outside the kernel's space, numbers that do not
+ * parse) is reported with its line number and skipped. A missing file is an
+ * empty store. Saving writes PATH.tmp.PID then renames it over PATH. */
+int lt_store_backend_file(lt_store_backend *out, const char *path);
+/* $XDG_CACHE_HOME/looptune/configs.tsv or ~/.cache/looptune/configs.tsv
+ * (written into buf; false when neither variable is set). */
+bool lt_store_default_path(char *buf, size_t n);
+
+/* Opens a store on a backend (taken over: freed with the store) and loads
+ * it. *skipped (may be NULL) gets the number of bad entries skipped. */
+int lt_store_open(lt_store **out, const lt_store_backend *backend, int *skipped);
+void lt_store_close(lt_store *s); /* NULL is a no-op; does not save */
+int lt_store_save(lt_store *s);
+const char *lt_store_name(const lt_store *s);
+/* Validates e (kernel known, params in its space, numbers positive), then
+ * inserts or replaces the entry with the same (kernel, shape, host). */
+int lt_store_put(lt_store *s, const lt_config_entry *e);
+const lt_config_entry *lt_store_get(const lt_store *s, const char *kernel, const char *shape,
+                                    const char *host);
+int lt_store_count(const lt_store *s);
+const lt_config_entry *lt_store_at(const lt_store *s, int i);
+
+/* Space of a store entry's kernel name (a kernel or "looped"). */
+int lt_space_by_name(const char *kernel, lt_space *out);
+
+/* Warm start: for every node of p, the entry for (its kernel, its shape,
+ * host) if any, checked against the call (lt_config_check) and applied; a
+ * config that fails is skipped with a warning. exec_shape (may be NULL)
+ * keys the looped executor's entry. used (may be NULL; lt_store_count
+ * entries) gets used[i] = true for every entry applied, so calls on several
+ * programs can count distinct entries. Returns the number of distinct
+ * entries applied to p (>= 0); *skipped (may be NULL) gets the number refused. */
+int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const char *exec_shape,
+                   bool *used_out, int *skipped);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

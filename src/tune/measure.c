@@ -1,0 +1,153 @@
+/* Times one node of a program in isolation, split over the pool the way the
+ * looped executor splits it (nth * tiles tasks from a shared counter). A
+ * node inside a LOOP runs as all of its iterations back to back: each
+ * iteration reads another layer's weights, so the working set is the whole
+ * model's share of that node and a memory-bound decode kernel is measured
+ * streaming from memory, not from a cache warmed by the previous run.
+ * A node that reads what it writes (in place, accumulating, or an output
+ * aliasing an input) would drift run after run (a swiglu applied to its own
+ * output a thousand times ends in infinities and denormals, which are slow):
+ * those buffers are saved once and restored before every run, untimed. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "tune/tune_internal.h"
+
+typedef struct {
+    _Alignas(LT_CACHE_LINE) atomic_int next;
+} task_ctr;
+
+struct lt_node_timer {
+    lt_pool *pool;
+    lt_kernel_fn fn;
+    lt_call *calls; /* [n_inst] copies of the instances' calls; params set per run */
+    int n_inst;
+    int n_tasks;
+    lt_step step;
+    task_ctr *ctr;  /* [n_inst] */
+    struct {
+        void *data;
+        void *saved;
+        size_t nbytes;
+    } keep[LT_MAX_OPERANDS * 4];
+    int n_keep;
+};
+
+static bool overlaps(const lt_tensor *a, const lt_tensor *b) {
+    const char *a0 = a->data, *b0 = b->data;
+    return a0 < b0 + lt_tensor_nbytes(b) && b0 < a0 + lt_tensor_nbytes(a);
+}
+
+/* Records the buffers instance calls write and also read, to restore them. */
+static int keep_state(lt_node_timer *t, lt_kernel_id id) {
+    for (int i = 0; i < t->n_inst; i++) {
+        const lt_call *c = &t->calls[i];
+        for (int o = 0; o < LT_MAX_OPERANDS; o++) {
+            if (!c->op[o] || !lt_kernel_writes(id, c, o)) continue;
+            bool reread = lt_kernel_reads(id, c, o);
+            for (int r = 0; r < LT_MAX_OPERANDS && !reread; r++)
+                reread = r != o && c->op[r] && lt_kernel_reads(id, c, r) &&
+                         overlaps(c->op[o], c->op[r]);
+            if (!reread) continue;
+            bool dup = false;
+            for (int k = 0; k < t->n_keep; k++) dup |= t->keep[k].data == c->op[o]->data;
+            if (dup) continue;
+            if (t->n_keep == (int)(sizeof t->keep / sizeof t->keep[0]))
+                return lt_error(LT_EUNSUPPORTED, "node timer: too many in-place buffers");
+            size_t nb = lt_tensor_nbytes(c->op[o]);
+            void *copy = malloc(nb);
+            if (!copy) return lt_error(LT_ENOMEM, "node timer: out of memory");
+            memcpy(copy, c->op[o]->data, nb);
+            t->keep[t->n_keep].data = c->op[o]->data;
+            t->keep[t->n_keep].saved = copy;
+            t->keep[t->n_keep++].nbytes = nb;
+        }
+    }
+    return LT_OK;
+}
+
+int lt_node_timer_init(lt_node_timer **out, lt_program *p, int node, lt_pool *pool,
+                       const lt_step *step, int tasks_per_thread) {
+    *out = NULL;
+    if (node < 0 || node >= lt_program_n_nodes(p)) return lt_error(LT_EINVAL, "no node %d", node);
+    if (tasks_per_thread < 1) return lt_error(LT_EINVAL, "tasks per thread must be >= 1");
+    int first = node, stride = 1, count = 1;
+    for (int i = 0; i < lt_program_n_loops(p); i++) {
+        lt_loop_info L;
+        lt_program_loop(p, i, &L);
+        if (node >= L.first && node < L.first + L.n_iter * L.body_len) {
+            first = L.first + (node - L.first) % L.body_len;
+            stride = L.body_len;
+            count = L.n_iter;
+        }
+    }
+    lt_node_timer *t = calloc(1, sizeof *t);
+    if (!t) return lt_error(LT_ENOMEM, "node timer: out of memory");
+    t->calls = malloc((size_t)count * sizeof *t->calls);
+    t->ctr = lt_aligned_alloc(LT_CACHE_LINE, (size_t)count * sizeof *t->ctr);
+    if (!t->calls || !t->ctr) {
+        lt_node_timer_free(t);
+        return lt_error(LT_ENOMEM, "node timer: out of memory");
+    }
+    lt_node_info ni;
+    lt_program_node(p, node, &ni);
+    for (int it = 0; it < count; it++) t->calls[it] = *lt_program_call(p, first + it * stride);
+    t->n_inst = count;
+    t->pool = pool;
+    t->fn = lt_kernel_fn_for(lt_kernel_get(ni.kernel), lt_isa_active());
+    int nth = lt_pool_size(pool);
+    t->n_tasks = nth == 1 ? 1 : nth * tasks_per_thread;
+    t->step = *step;
+    int rc = keep_state(t, ni.kernel);
+    if (rc) {
+        lt_node_timer_free(t);
+        return rc;
+    }
+    *out = t;
+    return LT_OK;
+}
+
+void lt_node_timer_free(lt_node_timer *t) {
+    if (!t) return;
+    for (int k = 0; k < t->n_keep; k++) free(t->keep[k].saved);
+    free(t->calls);
+    lt_aligned_free(t->ctr);
+    free(t);
+}
+
+int lt_node_timer_instances(const lt_node_timer *t) { return t->n_inst; }
+
+static void run_all(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
+    lt_node_timer *t = arg;
+    for (int i = 0; i < t->n_inst; i++) {
+        int u;
+        while ((u = atomic_fetch_add_explicit(&t->ctr[i].next, 1, memory_order_relaxed)) <
+               t->n_tasks)
+            t->fn(&t->calls[i], &t->step, u, t->n_tasks);
+        /* the next instance writes the same activations: all threads finish first */
+        lt_pool_barrier(t->pool);
+    }
+}
+
+static long invol_switches(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
+double lt_node_timer_run(lt_node_timer *t, const lt_params *p, bool *contended) {
+    for (int i = 0; i < t->n_inst; i++) {
+        t->calls[i].params = *p;
+        atomic_store_explicit(&t->ctr[i].next, 0, memory_order_relaxed);
+    }
+    for (int k = 0; k < t->n_keep; k++)
+        memcpy(t->keep[k].data, t->keep[k].saved, t->keep[k].nbytes);
+    long cs0 = invol_switches();
+    uint64_t t0 = lt_now_ns();
+    lt_pool_run(t->pool, run_all, t);
+    uint64_t t1 = lt_now_ns();
+    if (contended) *contended = invol_switches() != cs0;
+    return (double)(t1 - t0);
+}

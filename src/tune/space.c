@@ -1,0 +1,223 @@
+/* Parameter spaces (kernel and executor descriptors as cross products of
+ * allowed values), their text form, configuration checks, shape signatures
+ * and the host class. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "looptune/model.h"
+#include "looptune/tune.h"
+
+void lt_space_init(lt_space *s, const char *name, const lt_param_def *defs, int n) {
+    LT_ASSERT(n >= 0 && n <= LT_MAX_PARAMS);
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->n_params = n;
+    for (int i = 0; i < n; i++) {
+        LT_ASSERT(defs[i].n_values >= 1 && defs[i].n_values <= LT_MAX_PARAM_VALUES);
+        s->params[i] = defs[i];
+    }
+}
+
+void lt_space_from_kernel(lt_space *s, const lt_kernel *k) {
+    lt_space_init(s, k->name, k->params, k->n_params);
+}
+
+void lt_space_from_exec(lt_space *s) {
+    int n;
+    const lt_param_def *d = lt_exec_looped_params(&n);
+    lt_space_init(s, "looped", d, n);
+}
+
+int lt_space_by_name(const char *kernel, lt_space *out) {
+    if (!strcmp(kernel, "looped")) {
+        lt_space_from_exec(out);
+        return LT_OK;
+    }
+    const lt_kernel *k = lt_kernel_find(kernel);
+    if (!k) return lt_error(LT_ENOTFOUND, "unknown kernel '%s'", kernel);
+    lt_space_from_kernel(out, k);
+    return LT_OK;
+}
+
+int64_t lt_space_size(const lt_space *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->n_params; i++) n *= s->params[i].n_values;
+    return n;
+}
+
+void lt_space_point(const lt_space *s, int64_t index, lt_params *out) {
+    LT_ASSERT(index >= 0 && index < lt_space_size(s));
+    memset(out, 0, sizeof *out);
+    for (int i = s->n_params - 1; i >= 0; i--) {
+        int64_t nv = s->params[i].n_values;
+        out->v[i] = s->params[i].values[index % nv];
+        index /= nv;
+    }
+}
+
+static int value_index(const lt_param_def *d, int32_t v) {
+    for (int j = 0; j < d->n_values; j++)
+        if (d->values[j] == v) return j;
+    return -1;
+}
+
+int64_t lt_space_index(const lt_space *s, const lt_params *p) {
+    int64_t idx = 0;
+    for (int i = 0; i < s->n_params; i++) {
+        int j = value_index(&s->params[i], p->v[i]);
+        if (j < 0) return -1;
+        idx = idx * s->params[i].n_values + j;
+    }
+    return idx;
+}
+
+void lt_space_default(const lt_space *s, lt_params *out) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < s->n_params; i++) out->v[i] = s->params[i].def;
+}
+
+int lt_space_validate(const lt_space *s, const lt_params *p) {
+    for (int i = 0; i < s->n_params; i++)
+        if (value_index(&s->params[i], p->v[i]) < 0)
+            return lt_error(LT_ECONFIG, "%s: %s=%d is not an allowed value", s->name,
+                            s->params[i].name, p->v[i]);
+    return LT_OK;
+}
+
+size_t lt_space_format(const lt_space *s, const lt_params *p, char *buf, size_t n) {
+    size_t len = 0;
+    if (n) buf[0] = '\0';
+    for (int i = 0; i < s->n_params; i++) {
+        int w = snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s=%d",
+                         i ? "," : "", s->params[i].name, p->v[i]);
+        len += (size_t)w;
+    }
+    return len;
+}
+
+int lt_space_parse(const lt_space *s, const char *text, lt_params *out) {
+    lt_params p;
+    memset(&p, 0, sizeof p);
+    bool seen[LT_MAX_PARAMS] = {false};
+    const char *c = text;
+    while (*c) {
+        const char *eq = strchr(c, '=');
+        if (!eq) return lt_error(LT_ECONFIG, "%s: '%s': expected name=value", s->name, c);
+        int idx = -1;
+        for (int i = 0; i < s->n_params; i++)
+            if (strlen(s->params[i].name) == (size_t)(eq - c) &&
+                !strncmp(s->params[i].name, c, (size_t)(eq - c)))
+                idx = i;
+        if (idx < 0)
+            return lt_error(LT_ECONFIG, "%s: unknown parameter '%.*s'", s->name, (int)(eq - c), c);
+        if (seen[idx])
+            return lt_error(LT_ECONFIG, "%s: parameter %s given twice", s->name,
+                            s->params[idx].name);
+        char *end;
+        long v = strtol(eq + 1, &end, 10);
+        if (end == eq + 1 || (*end && *end != ',') || v < INT32_MIN || v > INT32_MAX)
+            return lt_error(LT_ECONFIG, "%s: parameter %s: bad value '%s'", s->name,
+                            s->params[idx].name, eq + 1);
+        p.v[idx] = (int32_t)v;
+        seen[idx] = true;
+        c = *end ? end + 1 : end;
+    }
+    for (int i = 0; i < s->n_params; i++)
+        if (!seen[i])
+            return lt_error(LT_ECONFIG, "%s: parameter %s missing", s->name, s->params[i].name);
+    int rc = lt_space_validate(s, &p);
+    if (rc) return rc;
+    *out = p;
+    return LT_OK;
+}
+
+int lt_config_check(lt_kernel_id id, const lt_call *call, const lt_params *p) {
+    const lt_kernel *k = lt_kernel_get(id);
+    lt_space s;
+    lt_space_from_kernel(&s, k);
+    int rc = lt_space_validate(&s, p);
+    if (rc) return rc;
+    lt_call trial = *call;
+    trial.params = *p;
+    return lt_call_check(id, &trial);
+}
+
+void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out) {
+    memset(out, 0, sizeof *out);
+    const lt_tensor *y = call->op[0];
+    const lt_tensor *w = call->op[1] ? call->op[1] : y;
+    if (w) {
+        out->dtype = w->dtype;
+        out->cols = w->ne[0];
+        out->rows = w->ne[1];
+    }
+    /* the KV cache's rows are positions, not tokens: count the source's */
+    const lt_tensor *rows = id == LT_K_KV_STORE && call->op[1] ? call->op[1] : y;
+    out->n_tokens = rows ? rows->ne[1] : 1;
+    for (int i = 0; i < 3; i++) out->ia[i] = call->ia[i];
+    out->regime = out->n_tokens > 1 ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
+}
+
+size_t lt_shape_format(const lt_shape *s, char *buf, size_t n) {
+    const char *reg = s->regime == LT_REGIME_PREFILL ? "prefill" : "decode";
+    if (s->ia[0] || s->ia[1] || s->ia[2])
+        return (size_t)snprintf(buf, n, "%s:%lldx%lld:%s:ia=%lld,%lld,%lld",
+                                lt_dtype_name(s->dtype), (long long)s->cols, (long long)s->rows,
+                                reg, (long long)s->ia[0], (long long)s->ia[1],
+                                (long long)s->ia[2]);
+    return (size_t)snprintf(buf, n, "%s:%lldx%lld:%s", lt_dtype_name(s->dtype),
+                            (long long)s->cols, (long long)s->rows, reg);
+}
+
+/* The CPU model reduced to a stable token: brand noise dropped, runs of
+ * anything but letters and digits turned into one '-'. */
+static void model_token(const char *model, char *out, size_t n) {
+    static const char *const noise[] = {"(R)", "(TM)", "(r)", "(tm)", "CPU", "Processor", "@"};
+    char tmp[128];
+    snprintf(tmp, sizeof tmp, "%s", model);
+    for (size_t i = 0; i < sizeof noise / sizeof noise[0]; i++) {
+        char *p;
+        while ((p = strstr(tmp, noise[i]))) memset(p, ' ', strlen(noise[i]));
+    }
+    /* a clock frequency ("2.70GHz") is not part of the class */
+    char *ghz = strstr(tmp, "GHz");
+    if (ghz) {
+        char *b = ghz;
+        while (b > tmp && (isdigit((unsigned char)b[-1]) || b[-1] == '.')) b--;
+        memset(b, ' ', (size_t)(ghz + 3 - b));
+    }
+    size_t len = 0;
+    bool dash = false;
+    for (const char *c = tmp; *c && len + 2 < n; c++) {
+        if (isalnum((unsigned char)*c)) {
+            if (dash && len) out[len++] = '-';
+            out[len++] = *c;
+            dash = false;
+        } else {
+            dash = true;
+        }
+    }
+    out[len] = '\0';
+    if (!len) snprintf(out, n, "unknown-cpu");
+}
+
+void lt_host_detect(lt_host *out) {
+    memset(out, 0, sizeof *out);
+    const lt_cpu_info *c = lt_cpu();
+    char tok[64];
+    model_token(c->model, tok, sizeof tok);
+    out->isa = (int)lt_isa_active();
+    out->cores = c->logical_cpus;
+    out->l2_kib = (double)c->l2_bytes / 1024.0;
+    out->l3_kib = (double)c->l3_bytes / 1024.0;
+    snprintf(out->host_class, sizeof out->host_class, "%s:%s:%dc", tok,
+             lt_isa_name((lt_isa)out->isa), out->cores);
+}
+
+size_t lt_exec_shape_format(const lt_model *m, int nth, char *buf, size_t n) {
+    return (size_t)snprintf(buf, n, "llama:d%lld:h%lld:l%lld:%s:t%d:decode",
+                            (long long)m->cfg.dim, (long long)m->cfg.hidden_dim,
+                            (long long)m->cfg.n_layers, lt_dtype_name(m->wtype), nth);
+}

@@ -1,0 +1,156 @@
+/* The config store: the best known configuration per (kernel, shape
+ * signature, host class), in memory, behind a backend that loads and saves
+ * it (a local file today; a compacted Kafka topic fits the same interface).
+ * Also the warm start: applying the store's entries to a program. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune/tune_internal.h"
+
+struct lt_store {
+    lt_store_backend be;
+    lt_config_entry *e;
+    int n, cap;
+};
+
+int lt_store_open(lt_store **out, const lt_store_backend *backend, int *skipped) {
+    *out = NULL;
+    lt_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        if (backend->free) backend->free(backend->ctx);
+        return lt_error(LT_ENOMEM, "config store: out of memory");
+    }
+    s->be = *backend;
+    int rc = s->be.load ? s->be.load(s->be.ctx, s) : LT_OK;
+    if (rc < 0) {
+        lt_store_close(s);
+        return rc;
+    }
+    if (skipped) *skipped = rc;
+    *out = s;
+    return LT_OK;
+}
+
+void lt_store_close(lt_store *s) {
+    if (!s) return;
+    if (s->be.free) s->be.free(s->be.ctx);
+    free(s->e);
+    free(s);
+}
+
+int lt_store_save(lt_store *s) { return s->be.save ? s->be.save(s->be.ctx, s) : LT_OK; }
+const char *lt_store_name(const lt_store *s) { return s->be.name ? s->be.name : "(store)"; }
+int lt_store_count(const lt_store *s) { return s->n; }
+const lt_config_entry *lt_store_at(const lt_store *s, int i) {
+    return i >= 0 && i < s->n ? &s->e[i] : NULL;
+}
+
+static bool field_ok(const char *f, size_t cap) {
+    size_t n = strnlen(f, cap);
+    if (n == 0 || n == cap) return false;
+    for (size_t i = 0; i < n; i++)
+        if (f[i] == '\t' || f[i] == '\n' || f[i] == '\r' || f[i] == ' ') return false;
+    return true;
+}
+
+int lt_store_put(lt_store *s, const lt_config_entry *e) {
+    if (!field_ok(e->kernel, sizeof e->kernel) || !field_ok(e->shape, sizeof e->shape) ||
+        !field_ok(e->host, sizeof e->host) || !field_ok(e->params, sizeof e->params))
+        return lt_error(LT_EINVAL, "config entry: empty field or one with blanks");
+    lt_space sp;
+    lt_params p;
+    int rc = lt_space_by_name(e->kernel, &sp);
+    if (!rc) rc = lt_space_parse(&sp, e->params, &p);
+    if (rc) return rc;
+    if (!(e->median_ns > 0) || !isfinite(e->median_ns) || e->samples < 1 ||
+        !(e->speedup > 0) || !isfinite(e->speedup))
+        return lt_error(LT_EINVAL, "config entry %s %s: median, samples and speed-up must be "
+                                   "positive", e->kernel, e->shape);
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->e[i].kernel, e->kernel) && !strcmp(s->e[i].shape, e->shape) &&
+            !strcmp(s->e[i].host, e->host)) {
+            s->e[i] = *e;
+            return LT_OK;
+        }
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 32;
+        lt_config_entry *ne = realloc(s->e, (size_t)cap * sizeof *ne);
+        if (!ne) return lt_error(LT_ENOMEM, "config store: out of memory");
+        s->e = ne;
+        s->cap = cap;
+    }
+    s->e[s->n++] = *e;
+    return LT_OK;
+}
+
+const lt_config_entry *lt_store_get(const lt_store *s, const char *kernel, const char *shape,
+                                    const char *host) {
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->e[i].kernel, kernel) && !strcmp(s->e[i].shape, shape) &&
+            !strcmp(s->e[i].host, host))
+            return &s->e[i];
+    return NULL;
+}
+
+int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const char *exec_shape,
+                   bool *used_out, int *skipped) {
+    int applied = 0, refused = 0;
+    bool *used = calloc((size_t)s->n + 1, sizeof *used), *bad = calloc((size_t)s->n + 1, 1);
+    if (!used || !bad) {
+        free(used), free(bad);
+        return lt_error(LT_ENOMEM, "warm start: out of memory");
+    }
+    for (int i = 0; i < lt_program_n_nodes(p); i++) {
+        lt_node_info ni;
+        lt_program_node(p, i, &ni);
+        const lt_kernel *k = lt_kernel_get(ni.kernel);
+        if (k->n_params == 0) continue;
+        lt_shape sh;
+        char sig[96];
+        lt_shape_of_call(ni.kernel, lt_program_call(p, i), &sh);
+        lt_shape_format(&sh, sig, sizeof sig);
+        const lt_config_entry *e = lt_store_get(s, k->name, sig, host);
+        if (!e) continue;
+        int ei = (int)(e - s->e);
+        if (bad[ei]) continue;
+        lt_space sp;
+        lt_params prm;
+        lt_space_from_kernel(&sp, k);
+        int rc = lt_space_parse(&sp, e->params, &prm);
+        if (!rc) rc = lt_config_check(ni.kernel, lt_program_call(p, i), &prm);
+        if (!rc) rc = lt_program_set_params(p, i, &prm);
+        if (rc) {
+            lt_log(LT_LOG_WARN, "warm start: %s %s: config %s skipped: %s", e->kernel, e->shape,
+                   e->params, lt_errmsg());
+            bad[ei] = true;
+            refused++;
+            continue;
+        }
+        if (!used[ei]) applied++;
+        used[ei] = true;
+        if (used_out) used_out[ei] = true;
+    }
+    if (exec_shape) {
+        const lt_config_entry *e = lt_store_get(s, "looped", exec_shape, host);
+        if (e) {
+            lt_space sp;
+            lt_params prm;
+            lt_space_from_exec(&sp);
+            int rc = lt_space_parse(&sp, e->params, &prm);
+            if (!rc) rc = lt_program_set_exec_params(p, &prm);
+            if (rc) {
+                lt_log(LT_LOG_WARN, "warm start: looped %s: config %s skipped: %s", e->shape,
+                       e->params, lt_errmsg());
+                refused++;
+            } else {
+                applied++;
+                if (used_out) used_out[e - s->e] = true;
+            }
+        }
+    }
+    free(used), free(bad);
+    if (skipped) *skipped = refused;
+    return applied;
+}

@@ -1,0 +1,110 @@
+"""looptune tune end to end on a stories15M-shaped q8_0 model: the tuner writes a config
+store, a later `looptune run` warm-starts from it (and says how many configurations it
+applied), and tuned, hand-set or corrupt stores never change the greedy tokens."""
+
+import os
+import re
+import subprocess
+import sys
+
+BIN = os.environ.get("LT_BIN", "build/looptune")
+WORK = os.path.join(os.environ.get("LT_WORK_DIR", "/tmp"), "tune_e2e")
+failures = 0
+
+
+def check(ok, name, detail=""):
+    global failures
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else ": " + detail))
+    if not ok:
+        failures += 1
+
+
+def cli(*args, timeout=600):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def greedy(model, store=None):
+    args = ["run", "-m", model, "-p", "Once upon a time", "-n", "24", "--temp", "0",
+            "--print-ids", "--ignore-eos"]
+    args += ["--config-store", store] if store else ["--no-warm-start"]
+    p = cli(*args)
+    m = re.search(r"warm start: (\d+) configurations", p.stderr)
+    return p, (int(m.group(1)) if m else None)
+
+
+def read_store(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    return lines[0], [l.split("\t") for l in lines[1:] if l and not l.startswith("#")]
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    model = os.path.join(WORK, "s15-q8_0.gguf")
+    store = os.path.join(WORK, "configs.tsv")
+    if os.path.exists(store):
+        os.remove(store)
+    p = cli("model-gen", "--preset", "stories15M", "--dtype", "q8_0", "-o", model)
+    check(p.returncode == 0, "model-gen", p.stderr)
+
+    p = cli("tune", "-m", model, "--budget", "3", "--regime", "both", "--config-store", store,
+            "--seed", "7")
+    check(p.returncode == 0, "tune exits 0", p.stderr[-500:])
+    check("speedup" in p.stdout and "matvec" in p.stdout and "matmul" in p.stdout,
+          "tune prints the table with decode and prefill kernels", p.stdout)
+    check("written to " + store in p.stderr, "tune says where it wrote", p.stderr[-300:])
+    magic, entries = read_store(store)
+    check(magic == "# looptune configs v1", "store magic line", magic)
+    check(len(entries) >= 10 and all(len(e) == 7 for e in entries), "store entries",
+          repr(entries[:3]))
+    hosts = {e[2] for e in entries}
+    kernels = {e[0] for e in entries}
+    check(len(hosts) == 1, "one host class", repr(hosts))
+    check({"matvec", "matmul", "looped"} <= kernels, "kernels, prefill and executor tuned",
+          repr(kernels))
+    check(any(e[1].endswith(":prefill") for e in entries) and
+          any(e[1].endswith(":decode") for e in entries), "regimes keyed apart", "")
+
+    base, n0 = greedy(model)
+    check(base.returncode == 0 and n0 is None, "untuned run", base.stderr[-300:])
+    tuned, n1 = greedy(model, store)
+    check(tuned.returncode == 0, "warm-started run", tuned.stderr[-300:])
+    check(n1 is not None and n1 >= 8, "run says how many configurations it applied",
+          tuned.stderr[:300])
+    check(tuned.stdout == base.stdout, "tuned tokens equal untuned", tuned.stdout + base.stdout)
+
+    # far-from-default but valid parameters everywhere: still the same tokens
+    hand = os.path.join(WORK, "hand.tsv")
+    with open(hand, "w") as f:
+        f.write(magic + "\n")
+        for e in entries:
+            if e[0] == "matvec":
+                e = e[:3] + ["rows_per_task=4,unroll=8,k_block=256,prefetch=0"] + e[4:]
+            elif e[0] == "matmul":
+                e = e[:3] + ["n_block=12,m_block=32,k_block=64"] + e[4:]
+            elif e[0] == "looped":
+                e = e[:3] + ["tiles_per_thread=1,prefetch_kb=0,sync=1"] + e[4:]
+            f.write("\t".join(e) + "\n")
+        # corrupt lines: skipped with a message, the rest still applies
+        f.write("matvec\tq8_0:288x288:decode\t%s\trows_per_task=5,unroll=1,k_block=0,prefetch=0"
+                "\t1\t1\t1\n" % entries[0][2])
+        f.write("garbage line\n")
+    h, n2 = greedy(model, hand)
+    check(h.returncode == 0, "hand-set store run", h.stderr[-300:])
+    check(h.stdout == base.stdout, "hand-set parameters give the same tokens", h.stdout)
+    check(n2 == n1, "every valid hand-set entry applied", "%r vs %r" % (n2, n1))
+    check(h.stderr.count("bad config line skipped") == 2, "corrupt lines reported",
+          h.stderr[:500])
+
+    # errors: one line, exit != 0
+    for args, what in [(["--budget", "0"], "budget < 1"), (["--strategy", "annealing"], "strategy"),
+                       (["--regime", "train"], "regime"), (["--bogus"], "unknown flag")]:
+        p = cli("tune", "-m", model, "--config-store", store, *args)
+        check(p.returncode != 0 and p.stderr.count("\n") == 1, "tune refuses " + what, p.stderr)
+    p = cli("tune", "-m", os.path.join(WORK, "missing.gguf"), "--config-store", store)
+    check(p.returncode != 0 and "missing.gguf" in p.stderr, "tune: missing model", p.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+/* Config store: file round trip, atomic rewrite, corrupt lines skipped with
+ * a message, entries keyed by host class; warm start applies only configs
+ * that pass validation against the real call. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "looptune/tune.h"
+#include "test.h"
+
+static char dir[512];
+
+static void path_of(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
+
+static lt_config_entry entry(const char *kernel, const char *shape, const char *host,
+                             const char *params, double med) {
+    lt_config_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.kernel, sizeof e.kernel, "%s", kernel);
+    snprintf(e.shape, sizeof e.shape, "%s", shape);
+    snprintf(e.host, sizeof e.host, "%s", host);
+    snprintf(e.params, sizeof e.params, "%s", params);
+    e.median_ns = med;
+    e.samples = 40;
+    e.speedup = 1.25;
+    return e;
+}
+
+static const char *MV = "rows_per_task=64,unroll=2,k_block=0,prefetch=4096";
+
+static lt_store *open_file(const char *path, int *skipped) {
+    lt_store_backend be;
+    LT_ASSERT(lt_store_backend_file(&be, path) == LT_OK);
+    lt_store *s = NULL;
+    int rc = lt_store_open(&s, &be, skipped);
+    return rc ? NULL : s;
+}
+
+static void test_roundtrip_and_hosts(void) {
+    char path[600];
+    path_of(path, sizeof path, "sub/dir/configs.tsv"); /* parents are created */
+    unlink(path);
+    int skipped = -1;
+    lt_store *s = open_file(path, &skipped);
+    ASSERT_TRUE(s != NULL);
+    ASSERT_EQ(skipped, 0);
+    ASSERT_EQ(lt_store_count(s), 0);
+    lt_config_entry a = entry("matvec", "q8_0:288x288:decode", "cpuA:avx512:2c", MV, 12345.5);
+    lt_config_entry b = entry("matvec", "q8_0:288x288:decode", "cpuB:avx2:8c",
+                              "rows_per_task=8,unroll=1,k_block=256,prefetch=0", 999);
+    lt_config_entry x = entry("looped", "stories15M:q8_0:decode", "cpuA:avx512:2c",
+                              "tiles_per_thread=8,prefetch_kb=64,sync=0", 5e5);
+    ASSERT_EQ(lt_store_put(s, &a), LT_OK);
+    ASSERT_EQ(lt_store_put(s, &b), LT_OK);
+    ASSERT_EQ(lt_store_put(s, &x), LT_OK);
+    a.median_ns = 11111; /* same key: replaced */
+    ASSERT_EQ(lt_store_put(s, &a), LT_OK);
+    ASSERT_EQ(lt_store_count(s), 3);
+    ASSERT_EQ(lt_store_save(s), LT_OK);
+    lt_store_close(s);
+
+    s = open_file(path, &skipped);
+    ASSERT_TRUE(s != NULL);
+    ASSERT_EQ(skipped, 0);
+    ASSERT_EQ(lt_store_count(s), 3);
+    const lt_config_entry *ga = lt_store_get(s, "matvec", "q8_0:288x288:decode", "cpuA:avx512:2c");
+    const lt_config_entry *gb = lt_store_get(s, "matvec", "q8_0:288x288:decode", "cpuB:avx2:8c");
+    ASSERT_TRUE(ga && gb);
+    if (ga && gb) {
+        ASSERT_STREQ(ga->params, MV);
+        ASSERT_NEAR(ga->median_ns, 11111, 0.1);
+        ASSERT_EQ(ga->samples, 40);
+        ASSERT_NEAR(ga->speedup, 1.25, 1e-4);
+        ASSERT_STREQ(gb->params, "rows_per_task=8,unroll=1,k_block=256,prefetch=0");
+    }
+    ASSERT_TRUE(lt_store_get(s, "matvec", "q8_0:288x288:decode", "cpuC:avx512:2c") == NULL);
+    ASSERT_TRUE(lt_store_get(s, "looped", "stories15M:q8_0:decode", "cpuA:avx512:2c") != NULL);
+    /* entries outside the space are refused by put */
+    lt_config_entry bad =
+        entry("matvec", "s", "h", "rows_per_task=3,unroll=1,k_block=0,prefetch=0", 1);
+    ASSERT_EQ(lt_store_put(s, &bad), LT_ECONFIG);
+    bad = entry("nokernel", "s", "h", MV, 1);
+    ASSERT_EQ(lt_store_put(s, &bad), LT_ENOTFOUND);
+    bad = entry("matvec", "with space", "h", MV, 1);
+    ASSERT_EQ(lt_store_put(s, &bad), LT_EINVAL);
+    lt_store_close(s);
+
+    /* atomic rewrite: no temporary left behind, the file is replaced whole */
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    ASSERT_TRUE(access(tmp, F_OK) != 0);
+}
+
+static void test_corrupt_lines(void) {
+    char path[600];
+    path_of(path, sizeof path, "corrupt.tsv");
+    FILE *f = fopen(path, "w");
+    fprintf(f, "# looptune configs v1\n"
+               "matvec\tq8_0:288x288:decode\th1\t%s\t100\t10\t1.1\n"       /* good */
+               "matvec\tq8_0:288x288:decode\th1\t%s\t100\t10\n"            /* 6 fields */
+               "matvec\tq8_0:288x768:decode\th1\t"
+               "rows_per_task=5,unroll=1,k_block=0,prefetch=0\t1\t1\t1\n"
+               "warp\tx\th1\t%s\t100\t10\t1.1\n"                            /* unknown kernel */
+               "matvec\tq8_0:768x288:decode\th1\t%s\tfast\t10\t1.1\n"      /* not a number */
+               "matvec\tq8_0:768x288:decode\th1\t%s\t-5\t10\t1.1\n"        /* negative */
+               "\n# a comment\n"
+               "rmsnorm\tf32:288x1:decode\th1\tmin_chunk=",
+            MV, MV, MV, MV, MV);
+    fclose(f);
+    int skipped = -1;
+    lt_store *s = open_file(path, &skipped);
+    ASSERT_TRUE(s != NULL);
+    ASSERT_EQ(skipped, 6);
+    ASSERT_EQ(lt_store_count(s), 1);
+    lt_store_close(s);
+
+    f = fopen(path, "w");
+    fprintf(f, "kernel\tshape\n");
+    fclose(f);
+    lt_store_backend be;
+    lt_store_backend_file(&be, path);
+    ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_EFORMAT);
+    ASSERT_TRUE(strstr(lt_errmsg(), "not a looptune config store") != NULL);
+}
+
+static void test_default_path(void) {
+    char buf[512];
+    setenv("XDG_CACHE_HOME", "/x/cache", 1);
+    ASSERT_TRUE(lt_store_default_path(buf, sizeof buf));
+    ASSERT_STREQ(buf, "/x/cache/looptune/configs.tsv");
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "/home/u", 1);
+    ASSERT_TRUE(lt_store_default_path(buf, sizeof buf));
+    ASSERT_STREQ(buf, "/home/u/.cache/looptune/configs.tsv");
+}
+
+static void test_host_class(void) {
+    lt_host a, b;
+    lt_host_detect(&a);
+    lt_host_detect(&b);
+    ASSERT_STREQ(a.host_class, b.host_class);
+    ASSERT_TRUE(strlen(a.host_class) > 4);
+    ASSERT_TRUE(strpbrk(a.host_class, " \t") == NULL);
+    ASSERT_TRUE(strstr(a.host_class, lt_isa_name(lt_isa_active())) != NULL);
+}
+
+int main(void) {
+    const char *w = getenv("LT_WORK_DIR");
+    snprintf(dir, sizeof dir, "%s/tune_store", w ? w : "/tmp");
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+    if (system(cmd) != 0) return 1;
+    test_roundtrip_and_hosts();
+    test_corrupt_lines();
+    test_host_class();
+    test_default_path();
+    return lt_test_finish();
+}
