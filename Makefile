@@ -3,8 +3,10 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
-# The tests of everything that shares data between threads: pool, executors, node timer.
-TSAN_TESTS := test_pool test_program test_exec_looped test_llama_exec test_apply
+# The tests of everything that shares data between threads: pool, executors, node timer,
+# telemetry.
+TSAN_TESTS := test_pool test_program test_exec_looped test_llama_exec test_apply test_tel_ring \
+              test_tel_runtime test_tel_llama
 MODELS     ?= models
 DEMO       := $(MODELS)/stories110M-q8_0.gguf
 LOOPTUNE   := $(BUILD)/looptune
@@ -42,7 +44,7 @@ run: build $(DEMO)
 	$(LOOPTUNE) run -m $(DEMO) -p "Once upon a time" -n 96 --temp 0.8 --seed 42
 
 # The kafka tests that need a real Apache Kafka broker (test_broker_*, the
-# Python reader) start one through a ctest fixture: kafka_broker_start runs
+# Python readers) start one through a ctest fixture: kafka_broker_start runs
 # scripts/kafka/broker.sh start before them, kafka_broker_stop runs
 # broker.sh stop after them, also when they fail. Under the sanitizers only
 # the kafka tests that need no broker run (codec, properties, mock cluster).

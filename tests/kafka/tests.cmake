@@ -37,3 +37,13 @@ if(PYTHON3 AND NOT LT_SANITIZE)
     FIXTURES_REQUIRED kafka_broker
     ENVIRONMENT "${LT_KAFKA_ENV};LT_KAFKA_SAMPLES=$<TARGET_FILE:kafka_samples>;LT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto;LT_WORK_DIR=${CMAKE_BINARY_DIR}/testwork")
 endif()
+
+# A run's telemetry, produced by `looptune run --telemetry kafka` and decoded
+# in Python with the .proto alone.
+if(PYTHON3 AND NOT LT_SANITIZE)
+  add_test(NAME py_test_tel_python
+    COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/kafka/test_tel_python.py)
+  set_tests_properties(py_test_tel_python PROPERTIES LABELS kafka TIMEOUT 300
+    FIXTURES_REQUIRED kafka_broker
+    ENVIRONMENT "${LT_KAFKA_ENV};LT_BIN=$<TARGET_FILE:looptune_cli>;LT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto;LT_DATA_DIR=${LT_DATA_DIR};LT_WORK_DIR=${CMAKE_BINARY_DIR}/testwork")
+endif()

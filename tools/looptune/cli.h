@@ -27,6 +27,7 @@ int lt_cmd_bench(int argc, char **argv);
 int lt_cmd_modelgen(int argc, char **argv);
 int lt_cmd_broker(int argc, char **argv);
 int lt_cmd_tail(int argc, char **argv);
+int lt_cmd_top(int argc, char **argv);
 int lt_cmd_tune(int argc, char **argv);
 
 /* Warm start for run/bench: unless off, loads the config store (store_path,

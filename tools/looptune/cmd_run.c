@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "looptune/model.h"
 #include "looptune/program.h"
+#include "tel_cli.h"
 
 static const char *const run_help =
     "usage: looptune run -m MODEL (-p PROMPT | --prompt-ids IDS) [options]\n"
@@ -38,16 +39,33 @@ static const char *const run_help =
     "      --config-store FILE tuned configurations to start from (default: the user's\n"
     "                          cache, see looptune tune --help)\n"
     "      --no-warm-start     run with the kernels' default parameters\n"
-    "  -h, --help              this help\n";
+    "  -h, --help              this help\n"
+    "\n"
+    "Telemetry (per-kernel windows of the decode steps, see looptune top):\n"
+    "      --telemetry T       off (default), file:PATH (length-delimited protobuf\n"
+    "                          Envelopes) or kafka (topic looptune.telemetry)\n"
+    "      --brokers B         Kafka bootstrap servers (default: an embedded in-memory broker)\n"
+    "  -X  key=value           librdkafka property, repeatable (SASL/SSL, tuning)\n"
+    "      --kafka-config FILE librdkafka properties file: key=value lines, '#' comments\n"
+    "      --topic-prefix P    topic names start with P (default looptune.)\n"
+    "      --telemetry-window-tokens K  a window closes after K decode steps (default 32)\n"
+    "      --telemetry-window-ms T      ... or once it lasted T ms (default 1000)\n"
+    "      --telemetry-detail D window (default) or per-call: also every thread's share of\n"
+    "                          every node in every step\n"
+    "      --telemetry-drain-ms T       how often the rings are drained (default 200)\n"
+    "      --counters-every N  read perf counters every N steps (default 8; 0: never)\n";
 
 typedef struct {
     const lt_vocab *vocab;
     bool print_ids;
     int64_t count;
+    lt_cli_tel *tel;  /* NULL: no telemetry */
+    int64_t n_prompt;
 } out_state;
 
 static int on_token(void *user, int32_t prev, int32_t tok) {
     out_state *o = user;
+    lt_cli_tel_token(o->tel, o->n_prompt); /* first: a step boundary, before any printing */
     if (o->print_ids) {
         printf(o->count ? " %d" : "%d", tok);
     } else if (o->vocab) {
@@ -60,6 +78,13 @@ static int on_token(void *user, int32_t prev, int32_t tok) {
     return 0;
 }
 
+/* An error while reading the options: say it, free what was parsed, exit 1. */
+#define FAIL(...)                                                              \
+    do {                                                                       \
+        lt_cli_fail(cmd, __VA_ARGS__);                                         \
+        goto done_args;                                                        \
+    } while (0)
+
 int lt_cmd_run(int argc, char **argv) {
     const char *cmd = "run";
     const char *model_path = NULL, *tok_path = NULL, *prompt = NULL, *prompt_ids = NULL;
@@ -69,8 +94,11 @@ int lt_cmd_run(int argc, char **argv) {
     bool print_ids = false, dump_program = false, ignore_eos = false, no_loop_pass = false;
     bool use_mmap = false;
     lt_executor executor = LT_EXEC_LOOPED;
+    lt_cli_tel_opts tel_opts = {.mode = LT_CLI_TEL_OFF};
+    lt_kafka_props *props = NULL;
     enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
-           O_EXEC, O_NLP, O_MMAP, O_STORE, O_NOWARM };
+           O_EXEC, O_NLP, O_MMAP, O_TEL, O_BROKERS, O_KCONF, O_PREFIX, O_WTOK, O_WMS, O_DETAIL,
+           O_DRAIN, O_CTR, O_STORE, O_NOWARM };
     const char *store_path = NULL;
     bool no_warm = false;
     static const struct option opts[] = {
@@ -86,11 +114,22 @@ int lt_cmd_run(int argc, char **argv) {
         {"mmap", no_argument, 0, O_MMAP},
         {"config-store", required_argument, 0, O_STORE},
         {"no-warm-start", no_argument, 0, O_NOWARM},
+        {"telemetry", required_argument, 0, O_TEL}, {"brokers", required_argument, 0, O_BROKERS},
+        {"kafka-config", required_argument, 0, O_KCONF},
+        {"topic-prefix", required_argument, 0, O_PREFIX},
+        {"telemetry-window-tokens", required_argument, 0, O_WTOK},
+        {"telemetry-window-ms", required_argument, 0, O_WMS},
+        {"telemetry-detail", required_argument, 0, O_DETAIL},
+        {"telemetry-drain-ms", required_argument, 0, O_DRAIN},
+        {"counters-every", required_argument, 0, O_CTR},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
+    tel_opts.props = props;
+    int exit_code = 1;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:z:p:n:t:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:z:p:n:t:X:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_path = optarg; break;
         case 'z': tok_path = optarg; break;
@@ -98,31 +137,31 @@ int lt_cmd_run(int argc, char **argv) {
         case O_IDS: prompt_ids = optarg; break;
         case 'n':
             if (!lt_cli_parse_i64(optarg, 0, INT32_MAX, &n_new))
-                return lt_cli_fail(cmd, "bad -n '%s': expected a number of tokens >= 0", optarg);
+                FAIL("bad -n '%s': expected a number of tokens >= 0", optarg);
             break;
         case 't':
             if (!lt_cli_parse_i64(optarg, 1, 64, &threads))
-                return lt_cli_fail(cmd, "bad --threads '%s': expected 1..64", optarg);
+                FAIL("bad --threads '%s': expected 1..64", optarg);
             break;
         case O_TEMP:
             if (!lt_cli_parse_f32(optarg, 0.0f, 100.0f, &temp))
-                return lt_cli_fail(cmd, "bad --temp '%s': expected a number in [0, 100]", optarg);
+                FAIL("bad --temp '%s': expected a number in [0, 100]", optarg);
             break;
         case O_TOPP:
             if (!lt_cli_parse_f32(optarg, 1e-6f, 1.0f, &top_p))
-                return lt_cli_fail(cmd, "bad --top-p '%s': expected a number in (0, 1]", optarg);
+                FAIL("bad --top-p '%s': expected a number in (0, 1]", optarg);
             break;
         case O_SEED:
             if (!lt_cli_parse_i64(optarg, 0, INT64_MAX, &seed))
-                return lt_cli_fail(cmd, "bad --seed '%s': expected a number >= 0", optarg);
+                FAIL("bad --seed '%s': expected a number >= 0", optarg);
             break;
         case O_CTX:
             if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &ctx))
-                return lt_cli_fail(cmd, "bad --ctx '%s': expected a positive number", optarg);
+                FAIL("bad --ctx '%s': expected a positive number", optarg);
             break;
         case O_PB:
             if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &prefill_batch))
-                return lt_cli_fail(cmd, "bad --prefill-batch '%s': expected a positive number", optarg);
+                FAIL("bad --prefill-batch '%s': expected a positive number", optarg);
             break;
         case O_EOS: ignore_eos = true; break;
         case O_PIDS: print_ids = true; break;
@@ -133,25 +172,62 @@ int lt_cmd_run(int argc, char **argv) {
         case O_STORE: store_path = optarg; break;
         case O_NOWARM: no_warm = true; break;
         case O_EXEC:
-            if (lt_executor_parse(optarg, &executor)) return lt_cli_fail(cmd, "%s", lt_errmsg());
+            if (lt_executor_parse(optarg, &executor)) FAIL("%s", lt_errmsg());
             break;
         case O_ISA: {
             lt_isa isa;
-            if (lt_isa_parse(optarg, &isa)) return lt_cli_fail(cmd, "%s", lt_errmsg());
+            if (lt_isa_parse(optarg, &isa)) FAIL("%s", lt_errmsg());
             lt_isa_force(isa);
             break;
         }
-        case 'h': fputs(run_help, stdout); return 0;
-        default: return lt_cli_bad_option(cmd, c, argv[optind - 1]);
+        case O_TEL:
+            if (lt_cli_tel_parse(optarg, &tel_opts)) FAIL("%s", lt_errmsg());
+            break;
+        case O_BROKERS: tel_opts.brokers = optarg; break;
+        case 'X':
+            if (lt_kafka_props_parse(props, optarg)) FAIL("%s", lt_errmsg());
+            break;
+        case O_KCONF:
+            if (lt_kafka_props_load(props, optarg)) FAIL("%s", lt_errmsg());
+            break;
+        case O_PREFIX: tel_opts.topic_prefix = optarg; break;
+        case O_WTOK:
+            if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &tel_opts.tel.window_tokens))
+                FAIL("bad --telemetry-window-tokens '%s': expected a positive number", optarg);
+            break;
+        case O_WMS:
+            if (!lt_cli_parse_i64(optarg, 1, 86400000, &tel_opts.tel.window_ms))
+                FAIL("bad --telemetry-window-ms '%s': expected 1..86400000", optarg);
+            break;
+        case O_DRAIN:
+            if (!lt_cli_parse_i64(optarg, 1, 60000, &tel_opts.tel.drain_ms))
+                FAIL("bad --telemetry-drain-ms '%s': expected 1..60000", optarg);
+            break;
+        case O_DETAIL:
+            if (lt_tel_detail_parse(optarg, &tel_opts.tel.detail)) FAIL("%s", lt_errmsg());
+            break;
+        case O_CTR: {
+            int64_t n;
+            if (!lt_cli_parse_i64(optarg, 0, INT32_MAX, &n))
+                FAIL("bad --counters-every '%s': expected a number of steps >= 0", optarg);
+            tel_opts.tel.counters_every = n ? n : -1;
+            break;
+        }
+        case 'h': fputs(run_help, stdout); exit_code = 0; goto done_args;
+        default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done_args;
         }
     }
-    if (optind < argc) return lt_cli_fail(cmd, "unexpected argument '%s' (see looptune run --help)", argv[optind]);
-    if (!model_path) return lt_cli_fail(cmd, "no model: give -m MODEL (see looptune run --help)");
-    if (prompt && prompt_ids) return lt_cli_fail(cmd, "give either -p or --prompt-ids, not both");
-    if (!prompt && !prompt_ids) return lt_cli_fail(cmd, "no prompt: give -p TEXT or --prompt-ids IDS");
-    if (prompt && !*prompt) return lt_cli_fail(cmd, "empty prompt: -p needs some text");
+    if (optind < argc) FAIL("unexpected argument '%s' (see looptune run --help)", argv[optind]);
+    if (!model_path) FAIL("no model: give -m MODEL (see looptune run --help)");
+    if (prompt && prompt_ids) FAIL("give either -p or --prompt-ids, not both");
+    if (!prompt && !prompt_ids) FAIL("no prompt: give -p TEXT or --prompt-ids IDS");
+    if (prompt && !*prompt) FAIL("empty prompt: -p needs some text");
 
-    int rc, exit_code = 1;
+    if (tel_opts.mode != LT_CLI_TEL_KAFKA &&
+        (tel_opts.brokers || lt_kafka_props_count(props) || tel_opts.topic_prefix))
+        FAIL("--brokers, -X, --kafka-config and --topic-prefix need --telemetry kafka");
+
+    int rc;
     lt_model *m = NULL;
     lt_pool *pool = NULL;
     lt_llama *l = NULL;
@@ -159,6 +235,7 @@ int lt_cmd_run(int argc, char **argv) {
     int32_t *ids = NULL;
     int64_t n_ids = 0;
     FILE *dump = NULL;
+    lt_cli_tel *tel = NULL;
 
     if ((rc = lt_model_open(&m, model_path, tok_path))) {
         lt_cli_fail_status(cmd, rc, "cannot load model");
@@ -227,7 +304,16 @@ int lt_cmd_run(int argc, char **argv) {
         lt_cli_fail(cmd, "cannot create %s", dump_logits);
         goto done;
     }
-    out_state os = {.vocab = m->vocab, .print_ids = print_ids};
+    if (tel_opts.mode != LT_CLI_TEL_OFF) {
+        lt_program *decode;
+        if ((rc = lt_llama_program(l, 1, &decode)) ||
+            (rc = lt_cli_tel_start(&tel, &tel_opts, decode, pool, model_path,
+                                   lt_dtype_name(m->wtype), lt_executor_name(executor)))) {
+            lt_cli_fail_status(cmd, rc, "cannot start telemetry");
+            goto done;
+        }
+    }
+    out_state os = {.vocab = m->vocab, .print_ids = print_ids, .tel = tel, .n_prompt = n_ids};
     if (!print_ids && m->vocab) {
         /* echo the prompt as the model sees it */
         for (int64_t i = 1; i < n_ids; i++) on_token(&(out_state){.vocab = m->vocab}, ids[i - 1], ids[i]);
@@ -264,13 +350,18 @@ int lt_cmd_run(int argc, char **argv) {
             (long long)st.n_prompt,
             st.prefill_s * 1e3, pre_tps, (long long)n_dec, st.decode_s * 1e3, dec_tps,
             dec_tps ? 1e3 / dec_tps : 0.0, wbytes / 1e6, wbytes * dec_tps / 1e9);
+    lt_cli_tel_finish(tel, stderr);
+    tel = NULL;
     exit_code = 0;
 done:
+    lt_cli_tel_finish(tel, NULL); /* before the program it observes goes */
     if (dump) fclose(dump);
     free(ids);
     lt_sampler_free(s);
     lt_llama_free(l);
     lt_pool_free(pool);
     lt_model_close(m);
+done_args:
+    lt_kafka_props_free(props);
     return exit_code;
 }

@@ -1,0 +1,168 @@
+/* Telemetry's cost on the decode hot path, measured in one process so that
+ * process start-up and the noise of a shared machine cancel out: the decode
+ * program runs in rounds; each round runs every mode over the same block of
+ * positions, in a rotated order, and times the block's steps:
+ *   off          no observer
+ *   ring         window telemetry into a null sink (observer, rings, drain,
+ *                counters: the runtime without any I/O)
+ *   window       window records to Kafka
+ *   per-call     window and per-call records to Kafka
+ * Kafka: --brokers B (a real broker, e.g. scripts/kafka/broker.sh), else the
+ * embedded broker. Reports tokens/s min/median/max per mode and the median
+ * of the per-round ratios to off.
+ *
+ *   bench_telemetry MODEL [--threads T] [--rounds R] [--block N] [--brokers B]
+ *                         [--executor looped|dispatch] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "looptune/model.h"
+#include "looptune/program.h"
+#include "looptune/telemetry_sinks.h"
+
+enum { M_OFF, M_RING, M_WINDOW, M_PERCALL, M_COUNT };
+static const char *const mode_name[M_COUNT] = {"off", "ring", "window", "per-call"};
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "bench_telemetry: %s: %s\n", what, lt_errmsg());
+    exit(1);
+}
+
+static int32_t argmax(const float *v, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = (int32_t)i;
+    return best;
+}
+
+int main(int argc, char **argv) {
+    const char *model = NULL, *brokers = NULL;
+    int threads = 2, rounds = 30, block = 16;
+    lt_executor ex = LT_EXEC_LOOPED;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--block") && i + 1 < argc) block = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--brokers") && i + 1 < argc) brokers = argv[++i];
+        else if (!strcmp(argv[i], "--executor") && i + 1 < argc) {
+            if (lt_executor_parse(argv[++i], &ex)) die("--executor");
+        } else if (argv[i][0] != '-' && !model) model = argv[i];
+        else {
+            fprintf(stderr, "usage: bench_telemetry MODEL [--threads T] [--rounds R] [--block N] "
+                            "[--brokers B] [--executor looped|dispatch]\n");
+            return 2;
+        }
+    }
+    if (!model || threads < 1 || rounds < 1 || block < 1) {
+        fprintf(stderr, "bench_telemetry: give a model (and positive numbers)\n");
+        return 2;
+    }
+    lt_model *m;
+    lt_pool *pool;
+    lt_llama *l;
+    if (lt_model_open(&m, model, NULL) || lt_model_make_resident(m)) die(model);
+    if (lt_pool_init(&pool, threads)) die("pool");
+    lt_llama_opts lo = {.executor = (int)ex};
+    if (lt_llama_init(&l, m, pool, &lo)) die("llama");
+    lt_program *p;
+    if (lt_llama_program(l, 1, &p)) die("program");
+    const int64_t ctx = lt_llama_ctx_len(l), V = m->cfg.vocab_size;
+    if (block + 1 > ctx) die("block longer than the context");
+
+    lt_devbroker *dev = NULL;
+    if (!brokers) {
+        if (lt_devbroker_open(&dev, 1, 0)) die("embedded broker");
+        brokers = lt_devbroker_bootstrap(dev);
+    }
+    lt_tel_host host;
+    if (lt_tel_host_get(&host, 0)) die("host");
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "bench-tel-%ld.telemetry", (long)lt_now_ns() % 1000000000);
+    lt_tel *tel[M_COUNT] = {0};
+    for (int k = M_RING; k < M_COUNT; k++) {
+        lt_tel_sink sink;
+        char run_id[33];
+        lt_tel_run_id(run_id);
+        if (k == M_RING) {
+            if (lt_tel_sink_null(&sink)) die("sink");
+        } else {
+            lt_producer_opts po = {.conn = {.brokers = brokers}, .topic = prefix};
+            if (lt_tel_sink_kafka_open(&sink, &po, run_id)) die("kafka sink");
+        }
+        lt_tel_opts o = {.program = p, .pool = pool, .sink = sink, .host = &host, .run_id = run_id,
+                         .detail = k == M_PERCALL ? LT_TEL_DETAIL_PER_CALL : LT_TEL_DETAIL_WINDOW,
+                         .model = model, .executor = lt_executor_name(ex)};
+        if (lt_tel_open(&tel[k], &o)) die("telemetry");
+    }
+
+    double *tps[M_COUNT], *ratio[M_COUNT];
+    for (int k = 0; k < M_COUNT; k++) {
+        tps[k] = calloc((size_t)rounds, sizeof(double));
+        ratio[k] = calloc((size_t)rounds, sizeof(double));
+    }
+    int32_t tok = 1;
+    int64_t p0 = 0;
+    /* warm-up: a block of every mode */
+    for (int r = -1; r < rounds; r++) {
+        if (p0 + block + 1 > ctx) p0 = 0;
+        for (int j = 0; j < M_COUNT; j++) {
+            int k = (j + (r < 0 ? 0 : r)) % M_COUNT;
+            lt_tel *t = tel[k];
+            int32_t tk = tok;
+            if (t) lt_tel_begin(t);
+            uint64_t t0 = lt_now_ns();
+            for (int s = 0; s < block; s++) {
+                if (lt_llama_eval(l, &tk, 1, p0 + s)) die("eval");
+                tk = argmax(lt_llama_logits(l, NULL), V);
+                if (t) lt_tel_step_end(t, &(lt_step){.pos = p0 + s, .n_tokens = 1});
+            }
+            double s = (double)(lt_now_ns() - t0) * 1e-9;
+            if (t) lt_tel_end(t);
+            if (r >= 0) tps[k][r] = block / s;
+        }
+        if (r >= 0)
+            for (int k = 0; k < M_COUNT; k++) ratio[k][r] = tps[k][r] / tps[M_OFF][r];
+        p0 += block;
+    }
+    lt_tel_stats st[M_COUNT] = {0};
+    for (int k = M_RING; k < M_COUNT; k++) lt_tel_close(tel[k], &st[k]);
+
+    printf("%s, %d thread%s, %s executor, %d rounds of %d tokens, kafka at %s%s\n", model,
+           threads, threads == 1 ? "" : "s", lt_executor_name(ex), rounds, block, brokers,
+           dev ? " (embedded)" : "");
+    printf("  %-9s %9s %9s %9s   %9s  %9s %8s %8s\n", "mode", "min", "median", "max", "vs off",
+           "records", "dropped", "failed");
+    for (int k = 0; k < M_COUNT; k++) {
+        double mn = tps[k][0], mx = tps[k][0];
+        for (int r = 1; r < rounds; r++) {
+            if (tps[k][r] < mn) mn = tps[k][r];
+            if (tps[k][r] > mx) mx = tps[k][r];
+        }
+        double med = median(tps[k], rounds), rel = median(ratio[k], rounds);
+        printf("  %-9s %9.1f %9.1f %9.1f   %+8.2f%%", mode_name[k], mn, med, mx, 100.0 * (rel - 1));
+        if (k != M_OFF)
+            printf("  %9lld %8lld %8lld", (long long)st[k].sink.emitted,
+                   (long long)(st[k].ring_dropped + st[k].sink.dropped), (long long)st[k].sink.failed);
+        printf("\n");
+    }
+    for (int k = 0; k < M_COUNT; k++) {
+        free(tps[k]);
+        free(ratio[k]);
+    }
+    lt_devbroker_close(dev);
+    lt_llama_free(l);
+    lt_pool_free(pool);
+    lt_model_close(m);
+    return 0;
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""A run's telemetry read from the real broker with the .proto alone.
+
+Runs `looptune run --telemetry kafka` (stories260K, a fresh topic prefix),
+then consumes the telemetry topic with confluent-kafka and decodes every
+record with the pure-Python protobuf runtime (proto/looptune.proto compiled
+by grpc_tools at test time), and checks:
+  - the run's records in order: host, run start, windows, run end; all keyed
+    by the run id the summary prints;
+  - one window record per node per window, each node counted once per
+    decode step, window counts of --telemetry-window-tokens steps;
+  - the figures agree with the run summary (tokens, records emitted) and
+    with themselves (gb_s = bytes * count / node time, quantiles ordered);
+  - `looptune tail` prints exactly protobuf's JSON of every record.
+Needs what tests/kafka/test_proto_python.py needs (its helpers are reused)."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_proto_python import bootstrap, compile_proto, consume, fail  # noqa: E402
+
+STEPS, WINDOW = 40, 8
+
+
+def main():
+    binary, proto_dir = os.environ.get("LT_BIN"), os.environ.get("LT_PROTO_DIR")
+    data = os.environ.get("LT_DATA_DIR")
+    if not binary or not proto_dir or not data:
+        fail("LT_BIN, LT_PROTO_DIR and LT_DATA_DIR must be set (ctest sets them)")
+    servers = bootstrap()
+    prefix = f"pytel-{os.getpid()}-{int(time.time() * 1000) % 10**9}."
+    topic = prefix + "telemetry"
+    run = subprocess.run(
+        [binary, "run", "-m", os.path.join(data, "stories260K.bin"), "--prompt-ids", "1,403,407",
+         "-n", str(STEPS + 1), "--temp", "0", "--print-ids", "--telemetry", "kafka", "--brokers",
+         servers, "--topic-prefix", prefix, "--telemetry-window-tokens", str(WINDOW)],
+        capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        fail(f"looptune run failed: {run.stderr.strip()}")
+    m = re.search(r"telemetry run ([0-9a-f]{32}) to .*: (\d+) windows; (\d+) records emitted, "
+                  r"(\d+) dropped, (\d+) delivery failures", run.stderr)
+    d = re.search(r"decode\s+(\d+) tokens in ([0-9.]+) ms", run.stderr)
+    if not m or not d:
+        fail(f"no telemetry summary in: {run.stderr.strip()}")
+    run_id, windows, emitted = m.group(1), int(m.group(2)), int(m.group(3))
+    assert int(d.group(1)) == STEPS, d.group(0)
+    assert windows == STEPS // WINDOW and m.group(4) == "0" and m.group(5) == "0", m.group(0)
+
+    from google.protobuf import json_format
+    with tempfile.TemporaryDirectory() as out_dir:
+        pb = compile_proto(proto_dir, out_dir)
+        records = consume(servers, topic, emitted)
+        if len(records) != emitted:
+            fail(f"consumed {len(records)} records, the run emitted {emitted}")
+        envs = [pb.Envelope.FromString(r.value()) for r in records]
+        assert all(r.key().decode() == run_id for r in records), "a record not keyed by the run id"
+        kinds = [e.WhichOneof("payload") for e in envs]
+        assert kinds[0] == "host" and kinds[1] == "run_start" and kinds[-1] == "run_end", kinds[:3]
+        assert set(kinds[2:-1]) == {"kernel_window"}, set(kinds[2:-1])
+        start, end = envs[1].run_start, envs[-1].run_end
+        nodes = [k.node for k in start.kernels]
+        assert len(set(nodes)) == len(nodes), "node labels are not unique"
+        assert start.run_id == run_id and end.run_id == run_id
+        assert start.host.triad_gb_s > 0 and start.host.peak_gflops > 0
+        assert end.tokens == STEPS and end.dropped_records == 0, end
+
+        counts = {n: 0 for n in nodes}
+        per_window = {}
+        for e in envs[2:-1]:
+            w = e.kernel_window
+            assert w.run_id == run_id
+            counts[w.node] += w.count
+            per_window[w.window] = per_window.get(w.window, 0) + 1
+            assert w.count == WINDOW, (w.node, w.window, w.count)
+            assert w.min_ns <= w.median_ns <= w.p90_ns <= w.max_ns
+            assert w.t_start_ns < w.t_end_ns
+            assert 0 <= w.wait_share <= 1
+            assert w.shape.startswith(w.kernel + ":"), w.shape
+            assert "task-clock" in w.available_counters, list(w.available_counters)
+            node_ns = w.bytes * w.count / w.gb_s  # 1 GB/s = 1 byte/ns
+            assert w.min_ns * w.count * 0.999 <= node_ns <= w.max_ns * w.count * 1.001, w
+            if w.flops > 0:
+                assert abs(w.flops * w.count / w.gflops - node_ns) <= 1e-6 * node_ns
+        assert all(c == STEPS for c in counts.values()), counts
+        assert per_window == {i: len(nodes) for i in range(windows)}, per_window
+
+        tail = subprocess.run([binary, "tail", topic, "--from-beginning", "--brokers", servers,
+                               "--max", str(emitted), "--timeout-ms", "20000"],
+                              capture_output=True, text=True, timeout=120)
+        if tail.returncode != 0:
+            fail(f"looptune tail failed: {tail.stderr.strip()}")
+        lines = tail.stdout.splitlines()
+        assert len(lines) == emitted, (len(lines), emitted)
+        for i, (line, e) in enumerate(zip(lines, envs)):
+            mine = json_format.MessageToDict(e, preserving_proto_field_name=True)
+            assert json.loads(line) == mine, f"record {i}: tail {line} != protobuf {mine}"
+    print(f"run {run_id}: {emitted} records decoded with the .proto alone; {windows} windows of "
+          f"{len(nodes)} nodes, every node counted {STEPS} times")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        fail(f"mismatch: {e}")

@@ -1,0 +1,269 @@
+/* Window aggregation on synthetic records with answers computed by hand:
+ * per-step node durations (max end - min start over threads), nearest-rank
+ * quantiles, analytic bytes and FLOPs, achieved rates, wait share, counters
+ * and the contention flag; windows closed by messages; per-call samples;
+ * records of lost steps and of emitted windows counted as orphans. */
+#include "telemetry/tel_internal.h"
+#include "tel_test.h"
+#include "test.h"
+
+typedef struct {
+    lt_program *p;
+    lt__tel_nodes nodes;
+    lt__tel_agg *agg;
+    mem_sink ms;
+    lt_tel_sink sink;
+} fixture;
+
+static void setup(fixture *f, lt_tel_detail detail, uint32_t available) {
+    memset(f, 0, sizeof *f);
+    f->p = syn_program(0);
+    ASSERT_TRUE(f->p != NULL);
+    ASSERT_EQ(lt__tel_nodes_init(&f->nodes, f->p), LT_OK);
+    f->sink = mem_sink_of(&f->ms);
+    lt__tel_agg_opts o = {.program = f->p, .nodes = &f->nodes, .nth = 2, .run_id = "run-x",
+                          .detail = detail, .available = available, .sink = &f->sink};
+    ASSERT_EQ(lt__tel_agg_init(&f->agg, &o), LT_OK);
+}
+
+static void teardown(fixture *f) {
+    lt__tel_agg_free(f->agg);
+    lt__tel_nodes_free(&f->nodes);
+    lt_program_free(f->p);
+    mem_free(&f->ms);
+}
+
+static void rec(fixture *f, int th, uint32_t step, int node, uint64_t t0, uint64_t t1,
+                uint64_t wait) {
+    lt__tel_agg_add(f->agg, th, &(lt__tel_rec){step, node, t0, t1, wait});
+}
+
+static void step(fixture *f, uint64_t seq, uint64_t tb, uint64_t te, uint32_t flags,
+                 uint64_t task_clock, uint64_t cs, uint64_t wall) {
+    lt__tel_stepmsg m = {.seq = seq, .pos = (int64_t)seq, .n_tokens = 1, .t_begin_ns = tb,
+                         .t_end_ns = te, .flags = flags, .ctr_wall_ns = wall};
+    m.ctr[LT_CTR_TASK_CLOCK] = task_clock;
+    m.ctr[LT_CTR_CONTEXT_SWITCHES] = cs;
+    m.ctr[LT_CTR_CYCLES] = 777; /* not available: must not show */
+    lt__tel_agg_step(f->agg, &m);
+}
+
+static const mem_rec *find_window(const mem_sink *s, uint64_t window, int node) {
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].kind == LT_TEL_KERNEL_WINDOW && s->v[i].w.window == window &&
+            s->v[i].node == node)
+            return &s->v[i];
+    return NULL;
+}
+
+static void test_hand_computed(void) {
+    fixture f;
+    const uint32_t av = 1u << LT_CTR_TASK_CLOCK | 1u << LT_CTR_CONTEXT_SWITCHES;
+    setup(&f, LT_TEL_DETAIL_WINDOW, av);
+    /* window 0 = steps 0..2, window 1 = step 3 */
+    step(&f, 0, 0, 900, 0, 0, 0, 0);
+    step(&f, 1, 900, 1900, LT__STEP_COUNTERS, 1000, 0, 2000);
+    step(&f, 2, 1900, 2900, LT__STEP_CLOSE | LT__STEP_COUNTERS, 3000, 3, 2000);
+    /* node 0: step durations 150, 300, 50; node 1: 100, 100, 300 */
+    rec(&f, 0, 0, 0, 100, 200, 10);
+    rec(&f, 1, 0, 0, 110, 250, 5);
+    rec(&f, 0, 0, 1, 300, 400, 0);
+    rec(&f, 0, 1, 0, 1000, 1100, 0);
+    rec(&f, 1, 1, 0, 1000, 1300, 20);
+    rec(&f, 0, 1, 1, 1400, 1450, 0);
+    rec(&f, 1, 1, 1, 1400, 1500, 0);
+    rec(&f, 0, 2, 0, 2000, 2050, 0);
+    rec(&f, 1, 2, 1, 2100, 2400, 30);
+    /* node 2 ran in step 1 only */
+    rec(&f, 1, 1, 2, 1600, 1607, 1);
+    lt__tel_agg_flush(f.agg);
+    ASSERT_EQ(mem_count(&f.ms, LT_TEL_KERNEL_WINDOW), 3);
+
+    const mem_rec *w = find_window(&f.ms, 0, 0);
+    ASSERT_TRUE(w != NULL);
+    if (w) {
+        ASSERT_STREQ(w->label, "first");
+        ASSERT_STREQ(w->kernel, "add");
+        ASSERT_STREQ(w->shape, "add:f32:4096x1");
+        ASSERT_STREQ(w->run_id, "run-x");
+        ASSERT_EQ(w->w.t_start_ns, 0);
+        ASSERT_EQ(w->w.t_end_ns, 2900);
+        ASSERT_EQ(w->w.steps, 3);
+        ASSERT_EQ(w->w.count, 3);
+        ASSERT_EQ(w->w.min_ns, 50);
+        ASSERT_EQ(w->w.median_ns, 150); /* rank ceil(1.5) = 2 of {50,150,300} */
+        ASSERT_EQ(w->w.p90_ns, 300);    /* rank ceil(2.7) = 3 */
+        ASSERT_EQ(w->w.max_ns, 300);
+        ASSERT_EQ(w->w.total_ns, 500);
+        ASSERT_NEAR(w->w.bytes, SYN_ADD_BYTES, 0);
+        ASSERT_NEAR(w->w.flops, SYN_ADD_FLOPS, 0);
+        ASSERT_NEAR(w->w.gb_s, 3 * SYN_ADD_BYTES / 500.0, 1e-9); /* bytes/ns = GB/s */
+        ASSERT_NEAR(w->w.gflops, 3 * SYN_ADD_FLOPS / 500.0, 1e-9);
+        ASSERT_NEAR(w->w.wait_share, 35.0 / (500.0 * 2 + 35.0), 1e-12);
+        ASSERT_TRUE(w->w.counters_read);
+        ASSERT_EQ(w->w.counters[LT_CTR_TASK_CLOCK], 4000);
+        ASSERT_EQ(w->w.counters[LT_CTR_CONTEXT_SWITCHES], 3);
+        ASSERT_EQ(w->w.available, av);
+        ASSERT_TRUE(w->w.contention); /* 3 context switches */
+    }
+    w = find_window(&f.ms, 0, 1);
+    ASSERT_TRUE(w != NULL);
+    if (w) {
+        ASSERT_STREQ(w->shape, "matvec:f32:64x32");
+        ASSERT_EQ(w->w.count, 3);
+        ASSERT_EQ(w->w.min_ns, 100);
+        ASSERT_EQ(w->w.median_ns, 100);
+        ASSERT_EQ(w->w.p90_ns, 300);
+        ASSERT_EQ(w->w.max_ns, 300);
+        ASSERT_NEAR(w->w.bytes, SYN_MV_BYTES, 0);
+        ASSERT_NEAR(w->w.gb_s, 3 * SYN_MV_BYTES / 500.0, 1e-9);
+        ASSERT_NEAR(w->w.gflops, 3 * SYN_MV_FLOPS / 500.0, 1e-9);
+        ASSERT_NEAR(w->w.wait_share, 30.0 / 1030.0, 1e-12);
+    }
+    w = find_window(&f.ms, 0, 2);
+    ASSERT_TRUE(w != NULL);
+    if (w) {
+        ASSERT_EQ(w->w.count, 1);
+        ASSERT_EQ(w->w.min_ns, 7);
+        ASSERT_EQ(w->w.median_ns, 7);
+        ASSERT_EQ(w->w.max_ns, 7);
+    }
+
+    /* window 1: step 3, closed by the end-of-run message; a late record of
+     * step 0 is an orphan */
+    step(&f, 3, 2900, 6000, 0, 0, 0, 0);
+    rec(&f, 0, 3, 0, 5000, 5400, 0);
+    rec(&f, 1, 0, 0, 5, 6, 0);
+    lt__tel_agg_step(f.agg, &(lt__tel_stepmsg){.seq = 4, .flags = LT__STEP_NONE | LT__STEP_CLOSE});
+    lt__tel_agg_flush(f.agg);
+    ASSERT_EQ(mem_count(&f.ms, LT_TEL_KERNEL_WINDOW), 4); /* nodes 1 and 2 did not run */
+    w = find_window(&f.ms, 1, 0);
+    ASSERT_TRUE(w != NULL);
+    if (w) {
+        ASSERT_EQ(w->w.t_start_ns, 2900);
+        ASSERT_EQ(w->w.t_end_ns, 6000);
+        ASSERT_EQ(w->w.count, 1);
+        ASSERT_EQ(w->w.median_ns, 400);
+        ASSERT_TRUE(!w->w.counters_read);
+        ASSERT_TRUE(!w->w.contention);
+    }
+    lt__tel_agg_counts c;
+    lt__tel_agg_counts_get(f.agg, &c);
+    ASSERT_EQ(c.windows, 2);
+    ASSERT_EQ(c.orphans, 1);
+    ASSERT_EQ(c.emitted, 4);
+    teardown(&f);
+}
+
+/* Contention from task-clock alone: 0.85 of the wall is < 0.9, 0.95 is not. */
+static void test_contention_task_clock(void) {
+    for (int k = 0; k < 2; k++) {
+        fixture f;
+        setup(&f, LT_TEL_DETAIL_WINDOW, 1u << LT_CTR_TASK_CLOCK);
+        step(&f, 0, 0, 1000, LT__STEP_CLOSE | LT__STEP_COUNTERS, k ? 950 : 850, 5, 1000);
+        rec(&f, 0, 0, 0, 10, 20, 0);
+        lt__tel_agg_flush(f.agg);
+        const mem_rec *w = find_window(&f.ms, 0, 0);
+        ASSERT_TRUE(w != NULL);
+        /* context switches are not available: their 5 must not count */
+        if (w) ASSERT_EQ(w->w.contention, k == 0);
+        teardown(&f);
+    }
+}
+
+/* A window of an even count: the median is the lower middle (nearest rank). */
+static void test_quantiles(void) {
+    fixture f;
+    setup(&f, LT_TEL_DETAIL_WINDOW, 0);
+    const uint64_t d[10] = {70, 10, 100, 40, 20, 90, 30, 60, 50, 80};
+    for (uint64_t s = 0; s < 10; s++) {
+        step(&f, s, s * 1000, s * 1000 + 1000, s == 9 ? LT__STEP_CLOSE : 0, 0, 0, 0);
+        rec(&f, 0, (uint32_t)s, 1, s * 1000, s * 1000 + d[s], 0);
+    }
+    lt__tel_agg_flush(f.agg);
+    const mem_rec *w = find_window(&f.ms, 0, 1);
+    ASSERT_TRUE(w != NULL);
+    if (w) {
+        ASSERT_EQ(w->w.count, 10);
+        ASSERT_EQ(w->w.median_ns, 50); /* rank 5 of 10 */
+        ASSERT_EQ(w->w.p90_ns, 90);    /* rank 9 */
+        ASSERT_EQ(w->w.total_ns, 550);
+    }
+    teardown(&f);
+}
+
+/* A step whose message never came: its records are orphans, the window
+ * still closes where the (carried) close says. Per-call samples carry the
+ * call's bytes for the step's position. */
+static void test_lost_step_and_per_call(void) {
+    fixture f;
+    setup(&f, LT_TEL_DETAIL_PER_CALL, 0);
+    step(&f, 0, 0, 100, 0, 0, 0, 0);
+    step(&f, 2, 200, 300, LT__STEP_CLOSE, 0, 0, 0); /* step 1 lost */
+    rec(&f, 0, 0, 1, 10, 20, 1);
+    rec(&f, 1, 0, 1, 12, 25, 2);
+    rec(&f, 0, 1, 1, 110, 120, 0);
+    rec(&f, 0, 2, 1, 210, 290, 0);
+    lt__tel_agg_flush(f.agg);
+    ASSERT_EQ(mem_count(&f.ms, LT_TEL_CALL_SAMPLE), 3);
+    const mem_rec *w = find_window(&f.ms, 0, 1);
+    ASSERT_TRUE(w != NULL);
+    if (w) {
+        ASSERT_EQ(w->w.steps, 2);
+        ASSERT_EQ(w->w.count, 2);
+        ASSERT_EQ(w->w.min_ns, 15);
+        ASSERT_EQ(w->w.max_ns, 80);
+    }
+    const mem_rec *c = NULL;
+    for (size_t i = 0; i < f.ms.n; i++)
+        if (f.ms.v[i].kind == LT_TEL_CALL_SAMPLE) {
+            c = &f.ms.v[i];
+            break;
+        }
+    ASSERT_TRUE(c != NULL);
+    if (c) {
+        ASSERT_EQ(c->c.token, 0);
+        ASSERT_EQ(c->c.thread, 0);
+        ASSERT_EQ(c->c.start_ns, 10);
+        ASSERT_EQ(c->c.end_ns, 20);
+        ASSERT_EQ(c->c.wait_ns, 1);
+        ASSERT_NEAR(c->c.bytes, SYN_MV_BYTES, 0);
+        ASSERT_STREQ(c->label, "proj");
+    }
+    lt__tel_agg_counts n;
+    lt__tel_agg_counts_get(f.agg, &n);
+    ASSERT_EQ(n.orphans, 1);
+    teardown(&f);
+}
+
+/* Many steps in flight before any close: the step table grows and keeps
+ * every row. */
+static void test_growth(void) {
+    fixture f;
+    setup(&f, LT_TEL_DETAIL_WINDOW, 0);
+    const uint64_t n = 1000;
+    for (uint64_t s = 0; s < n; s++) {
+        step(&f, s, s * 10, s * 10 + 10, s == n - 1 ? LT__STEP_CLOSE : 0, 0, 0, 0);
+        rec(&f, (int)(s % 2), (uint32_t)s, 0, s * 10, s * 10 + 1 + s % 5, 0);
+    }
+    lt__tel_agg_flush(f.agg);
+    const mem_rec *w = find_window(&f.ms, 0, 0);
+    ASSERT_TRUE(w != NULL);
+    if (w) {
+        ASSERT_EQ(w->w.count, n);
+        ASSERT_EQ(w->w.total_ns, n * 3); /* 1..5 evenly: mean 3 */
+        ASSERT_EQ(w->w.min_ns, 1);
+        ASSERT_EQ(w->w.max_ns, 5);
+        ASSERT_EQ(w->w.median_ns, 3);
+    }
+    teardown(&f);
+}
+
+int main(void) {
+    test_hand_computed();
+    test_contention_task_clock();
+    test_quantiles();
+    test_lost_step_and_per_call();
+    test_growth();
+    return lt_test_finish();
+}

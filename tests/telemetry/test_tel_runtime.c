@@ -1,0 +1,253 @@
+/* The telemetry runtime on real executors and threads: windows closed by K
+ * steps and by T ms, counts and totals consistent with the steps run and
+ * the decode time, a full ring drops (and counts) instead of waiting, the
+ * sink's drops reported, and the run's header and end records. Threaded:
+ * also run under ThreadSanitizer by `make test`. */
+#include <time.h>
+
+#include "tel_test.h"
+#include "test.h"
+
+typedef struct {
+    lt_tel *tel;
+    mem_sink ms;
+    lt_tel_stats st;
+} run_result;
+
+static void sleep_ms(int ms) { nanosleep(&(struct timespec){0, ms * 1000000L}, NULL); }
+
+/* Runs `steps` steps of p on pool under telemetry with opts o (program,
+ * pool, sink filled in here); sleep_each > 0 sleeps that long after each. */
+static void run(lt_program *p, lt_pool *pool, lt_executor ex, lt_tel_opts o, int steps,
+                int sleep_each, run_result *r) {
+    memset(r, 0, sizeof *r);
+    o.program = p;
+    o.pool = pool;
+    o.sink = mem_sink_of(&r->ms);
+    o.model = "synthetic";
+    o.executor = lt_executor_name(ex);
+    ASSERT_EQ(lt_tel_open(&r->tel, &o), LT_OK);
+    if (!r->tel) return;
+    lt_tel_begin(r->tel);
+    for (int s = 0; s < steps; s++) {
+        lt_step st = {.pos = s, .n_tokens = 1};
+        ASSERT_EQ(lt_exec_run(ex, p, pool, &st, NULL), LT_OK);
+        if (sleep_each) sleep_ms(sleep_each);
+        lt_tel_step_end(r->tel, &st);
+    }
+    lt_tel_end(r->tel);
+    lt_tel_close(r->tel, &r->st);
+    ASSERT_EQ(r->ms.closed, 1);
+}
+
+/* Checks that hold for every run: header records, windows contiguous and
+ * covering the decode time, every node counted once per step, run end. */
+static void check_consistency(const run_result *r, int n_nodes, int steps, int nth) {
+    const mem_sink *s = &r->ms;
+    ASSERT_TRUE(s->n >= 2);
+    if (s->n < 2) return;
+    ASSERT_EQ(s->v[0].kind, LT_TEL_RUN_START);
+    ASSERT_EQ(s->v[0].n_nodes, n_nodes);
+    ASSERT_EQ(s->v[0].threads, nth);
+    ASSERT_EQ(s->v[s->n - 1].kind, LT_TEL_RUN_END);
+    const mem_rec *e = &s->v[s->n - 1];
+    ASSERT_EQ(e->e.tokens, steps);
+    ASSERT_EQ(r->st.steps, steps);
+    ASSERT_NEAR(e->e.decode_s, (double)r->st.decode_ns * 1e-9, 1e-12);
+    ASSERT_STREQ(e->run_id, s->v[0].run_id);
+    int64_t count[64] = {0};
+    uint64_t steps_seen = 0, covered = 0, node_time = 0, prev_end = 0;
+    int64_t last_window = -1;
+    for (size_t i = 0; i < s->n; i++) {
+        const mem_rec *w = &s->v[i];
+        if (w->kind != LT_TEL_KERNEL_WINDOW) continue;
+        ASSERT_TRUE(w->node >= 0 && w->node < n_nodes);
+        count[w->node] += (int64_t)w->w.count;
+        node_time += w->w.total_ns;
+        ASSERT_TRUE(w->w.min_ns <= w->w.median_ns && w->w.median_ns <= w->w.p90_ns &&
+                    w->w.p90_ns <= w->w.max_ns);
+        ASSERT_TRUE(w->w.wait_share >= 0 && w->w.wait_share <= 1.0);
+        if ((int64_t)w->w.window != last_window) {
+            /* the first record of a new window: windows follow each other */
+            ASSERT_EQ(w->w.window, (uint64_t)(last_window + 1));
+            if (last_window >= 0) ASSERT_EQ(w->w.t_start_ns, prev_end);
+            last_window = (int64_t)w->w.window;
+            steps_seen += w->w.steps;
+            covered += w->w.t_end_ns - w->w.t_start_ns;
+            prev_end = w->w.t_end_ns;
+        }
+    }
+    ASSERT_EQ(steps_seen, steps);
+    ASSERT_EQ(r->st.windows, last_window + 1);
+    for (int j = 0; j < n_nodes; j++) ASSERT_EQ(count[j], steps);
+    /* windows tile the observed steps exactly */
+    ASSERT_EQ(covered, r->st.decode_ns);
+    /* Every node interval lies inside its step, and at any instant a thread
+     * works on one node at most: the intervals sum to at most nth x the
+     * decode time (dispatch, where barriers separate nodes: 1 x). */
+    ASSERT_TRUE((double)node_time <= (double)nth * (double)r->st.decode_ns * 1.0001);
+    ASSERT_TRUE(node_time > 0);
+}
+
+static void test_windows_by_tokens(lt_executor ex, int nth) {
+    lt_program *p = syn_program(5);
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, nth), LT_OK);
+    run_result r;
+    lt_tel_opts o = {.window_tokens = 10, .window_ms = 600000, .drain_ms = 5};
+    run(p, pool, ex, o, 95, 0, &r);
+    check_consistency(&r, 8, 95, nth);
+    ASSERT_EQ(r.st.windows, 10); /* 9 of 10 steps, then the last 5 */
+    ASSERT_EQ(r.st.ring_dropped, 0);
+    ASSERT_EQ(mem_count(&r.ms, LT_TEL_KERNEL_WINDOW), 10 * 8);
+    for (size_t i = 0; i < r.ms.n; i++) {
+        const mem_rec *w = &r.ms.v[i];
+        if (w->kind != LT_TEL_KERNEL_WINDOW) continue;
+        ASSERT_EQ(w->w.steps, w->w.window < 9 ? 10 : 5);
+        ASSERT_EQ(w->w.count, w->w.steps);
+        ASSERT_NEAR(w->w.bytes, w->node == 1 ? SYN_MV_BYTES : SYN_ADD_BYTES, 0);
+    }
+    /* the dispatch executor's barriers keep nodes apart: their intervals
+     * cannot add up to more than the decode time */
+    if (ex == LT_EXEC_DISPATCH) {
+        uint64_t node_time = 0;
+        for (size_t i = 0; i < r.ms.n; i++)
+            if (r.ms.v[i].kind == LT_TEL_KERNEL_WINDOW) node_time += r.ms.v[i].w.total_ns;
+        ASSERT_TRUE(node_time <= r.st.decode_ns);
+    }
+    /* dispatch: every thread reports every node; looped: a thread that took
+     * no task of a node does not */
+    if (ex == LT_EXEC_DISPATCH) ASSERT_EQ(r.st.records, 95 * 8 * nth);
+    else ASSERT_TRUE(r.st.records >= 95 * 8 && r.st.records <= 95 * 8 * nth);
+    mem_free(&r.ms);
+    lt_pool_free(pool);
+    lt_program_free(p);
+}
+
+/* T = 40 ms, steps of >= 15 ms: a window closes once it lasted 40 ms, so it
+ * holds 3 steps at most, and every closed window but the last lasted >= T. */
+static void test_windows_by_time(void) {
+    lt_program *p = syn_program(0);
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
+    run_result r;
+    lt_tel_opts o = {.window_tokens = 1000, .window_ms = 40, .drain_ms = 10};
+    run(p, pool, LT_EXEC_LOOPED, o, 20, 15, &r);
+    check_consistency(&r, 3, 20, 2);
+    ASSERT_TRUE(r.st.windows >= 5 && r.st.windows <= 10);
+    for (size_t i = 0; i < r.ms.n; i++) {
+        const mem_rec *w = &r.ms.v[i];
+        if (w->kind != LT_TEL_KERNEL_WINDOW || w->node != 0) continue;
+        ASSERT_TRUE(w->w.steps >= 1 && w->w.steps <= 3);
+        if ((int64_t)w->w.window < r.st.windows - 1)
+            ASSERT_TRUE(w->w.t_end_ns - w->w.t_start_ns >= 40000000u);
+    }
+    mem_free(&r.ms);
+    lt_pool_free(pool);
+    lt_program_free(p);
+}
+
+/* A ring of 16 records and a drain that does not run before the end: of 3
+ * steps x 8 nodes on one thread, the first 16 records fit and the last 8
+ * are dropped, counted, and missing from the windows. */
+static void test_ring_full_drops(void) {
+    lt_program *p = syn_program(5);
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 1), LT_OK);
+    run_result r;
+    lt_tel_opts o = {.window_tokens = 100, .window_ms = 600000, .drain_ms = 600000,
+                     .ring_records = 16};
+    run(p, pool, LT_EXEC_DISPATCH, o, 3, 0, &r);
+    ASSERT_EQ(r.st.records, 24);
+    ASSERT_EQ(r.st.ring_dropped, 8);
+    ASSERT_EQ(r.ms.v[r.ms.n - 1].e.dropped_records, 8);
+    ASSERT_EQ(mem_count(&r.ms, LT_TEL_KERNEL_WINDOW), 8);
+    for (size_t i = 0; i < r.ms.n; i++)
+        if (r.ms.v[i].kind == LT_TEL_KERNEL_WINDOW) {
+            ASSERT_EQ(r.ms.v[i].w.count, 2);
+            ASSERT_EQ(r.ms.v[i].w.steps, 3);
+        }
+    mem_free(&r.ms);
+    lt_pool_free(pool);
+    lt_program_free(p);
+}
+
+/* Records the sink drops are counted and reported in the run end. */
+static void test_sink_drops(void) {
+    lt_program *p = syn_program(0);
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
+    run_result r;
+    memset(&r, 0, sizeof r);
+    lt_tel_opts o = {.program = p, .pool = pool, .window_tokens = 1, .drain_ms = 5};
+    r.ms.refuse_every = 5;
+    o.sink = mem_sink_of(&r.ms);
+    ASSERT_EQ(lt_tel_open(&r.tel, &o), LT_OK);
+    lt_tel_begin(r.tel);
+    for (int s = 0; s < 10; s++) {
+        lt_step st = {.pos = s, .n_tokens = 1};
+        ASSERT_EQ(lt_exec_looped(p, pool, &st, NULL), LT_OK);
+        lt_tel_step_end(r.tel, &st);
+    }
+    lt_tel_close(r.tel, &r.st); /* also ends observing */
+    /* 1 run start + 30 windows + 1 run end = 32 offered, every 5th dropped */
+    ASSERT_EQ(r.st.sink.emitted + r.st.sink.dropped, 32);
+    ASSERT_EQ(r.st.sink.dropped, 6);
+    ASSERT_EQ((int64_t)r.ms.n, r.st.sink.emitted);
+    const mem_rec *e = &r.ms.v[r.ms.n - 1];
+    ASSERT_EQ(e->kind, LT_TEL_RUN_END);
+    ASSERT_EQ(e->e.dropped_records, 6);
+    mem_free(&r.ms);
+    lt_pool_free(pool);
+    lt_program_free(p);
+}
+
+/* Counters: whatever this machine offers, the figures agree with it. */
+static void test_counters_consistent(void) {
+    lt_program *p = syn_program(5);
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
+    run_result r;
+    lt_tel_opts o = {.window_tokens = 8, .counters_every = 4, .drain_ms = 5};
+    run(p, pool, LT_EXEC_LOOPED, o, 40, 1, &r);
+    check_consistency(&r, 8, 40, 2);
+    const uint32_t av = r.st.counters_available;
+    printf("counters available: 0x%x\n", av);
+    int read_windows = 0;
+    for (size_t i = 0; i < r.ms.n; i++) {
+        const mem_rec *w = &r.ms.v[i];
+        if (w->kind != LT_TEL_KERNEL_WINDOW) continue;
+        ASSERT_EQ(w->w.available, av);
+        ASSERT_EQ(w->w.counters_read, av != 0); /* 8-step windows, reads every 4 */
+        for (int c = 0; c < LT_CTR_COUNT; c++)
+            if (!(av & (1u << c))) ASSERT_EQ(w->w.counters[c], 0);
+        if (!w->w.counters_read || w->node != 0) continue;
+        read_windows++;
+        uint64_t wall = (w->w.t_end_ns - w->w.t_start_ns) * 2;
+        if (av & (1u << LT_CTR_TASK_CLOCK)) {
+            /* both threads were on a CPU for part of the window, never more than all of it */
+            ASSERT_TRUE(w->w.counters[LT_CTR_TASK_CLOCK] > 0);
+            ASSERT_TRUE((double)w->w.counters[LT_CTR_TASK_CLOCK] <= 1.05 * (double)wall + 2e6);
+        }
+        if (av & (1u << LT_CTR_CONTEXT_SWITCHES))
+            /* the 1 ms sleeps between steps switch the stepping thread out */
+            ASSERT_TRUE(w->w.counters[LT_CTR_CONTEXT_SWITCHES] >= 4 && w->w.contention);
+        if (av & (1u << LT_CTR_CYCLES)) ASSERT_TRUE(w->w.counters[LT_CTR_CYCLES] > 0);
+        if (av & (1u << LT_CTR_INSTRUCTIONS)) ASSERT_TRUE(w->w.counters[LT_CTR_INSTRUCTIONS] > 0);
+    }
+    if (av) ASSERT_EQ(read_windows, 5);
+    mem_free(&r.ms);
+    lt_pool_free(pool);
+    lt_program_free(p);
+}
+
+int main(void) {
+    test_windows_by_tokens(LT_EXEC_DISPATCH, 1);
+    test_windows_by_tokens(LT_EXEC_DISPATCH, 2);
+    test_windows_by_tokens(LT_EXEC_LOOPED, 2);
+    test_windows_by_time();
+    test_ring_full_drops();
+    test_sink_drops();
+    test_counters_consistent();
+    return lt_test_finish();
+}
