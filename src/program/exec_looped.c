@@ -196,23 +196,21 @@ typedef struct {
 } looped_ctx;
 
 /* Spins until node d has finished every task, prefetching up to `budget`
- * bytes of the weights of node `next` meanwhile. Returns true if it had to
- * wait at all. */
-static bool wait_done(const struct lt__plan *pl, int d, const lt__inst *next, size_t *pf_off,
-                      size_t budget) {
+ * bytes of the weights of node `next` meanwhile. Returns the nanoseconds it
+ * waited (0 if node d was already done: the clock is read only when a wait
+ * really starts). */
+static uint64_t wait_done(const struct lt__plan *pl, int d, const lt__inst *next, size_t *pf_off,
+                          size_t budget) {
     const atomic_int *done = &pl->ctr[d].done;
     const int want = pl->inst[d].n_tasks;
-    if (atomic_load_explicit(done, memory_order_acquire) >= want) return false;
+    if (atomic_load_explicit(done, memory_order_acquire) >= want) return 0;
     /* spin (prefetching) while the producer is running; past a bound, the
      * producer is likely descheduled on a shared machine: yield the CPU
      * instead of burning the time slice it may need */
-    uint64_t spins = 0, t_spin = 0;
+    const uint64_t t0 = lt_now_ns();
+    uint64_t spins = 0;
     while (atomic_load_explicit(done, memory_order_acquire) < want) {
-        if ((++spins & 255) == 0) {
-            uint64_t now = lt_now_ns();
-            if (!t_spin) t_spin = now;
-            else if (now - t_spin > LT__SPIN_BEFORE_YIELD_NS) sched_yield();
-        }
+        if ((++spins & 255) == 0 && lt_now_ns() - t0 > LT__SPIN_BEFORE_YIELD_NS) sched_yield();
         if (*pf_off < budget && *pf_off < next->pf_bytes) {
             /* two cache lines per spin: the waiting core's L2 gets the rows
              * the first tasks of the next node will stream */
@@ -223,7 +221,8 @@ static bool wait_done(const struct lt__plan *pl, int d, const lt__inst *next, si
             _mm_pause();
         }
     }
-    return true;
+    uint64_t w = lt_now_ns() - t0;
+    return w ? w : 1;
 }
 
 static void looped_worker(void *arg, int ith, int nth) {
@@ -235,6 +234,7 @@ static void looped_worker(void *arg, int ith, int nth) {
     uint64_t wait_ns = 0, waits = 0;
     const lt_exec_observer *obs = p->obs.node_done ? &p->obs : NULL;
     const bool timed = c->timed || obs;
+    uint64_t t_prev = 0; /* when this thread finished its last node (observer only) */
     for (int i = 0; i < p->n_nodes; i++) {
         uint64_t node_wait = 0;
         const lt__node *n = &p->nodes[i];
@@ -247,10 +247,10 @@ static void looped_worker(void *arg, int ith, int nth) {
         } else {
             size_t pf_off = 0;
             for (int k = in->dep_begin; k < in->dep_end; k++) {
-                uint64_t t0 = timed ? lt_now_ns() : 0;
-                if (wait_done(pl, pl->deps[k], in, &pf_off, budget)) {
+                uint64_t w = wait_done(pl, pl->deps[k], in, &pf_off, budget);
+                if (w) {
                     waits++;
-                    if (timed) node_wait += lt_now_ns() - t0;
+                    node_wait += w;
                 }
             }
         }
@@ -268,13 +268,16 @@ static void looped_worker(void *arg, int ith, int nth) {
             int t = atomic_fetch_add_explicit(next, k, memory_order_relaxed);
             if (t >= nt) break;
             int e = t + k < nt ? t + k : nt;
-            if (obs && !t_first) t_first = lt_now_ns();
+            /* a node that starts right after this thread's previous one
+             * (no wait) starts when that one ended: one clock read per node */
+            if (obs && !t_first) t_first = t_prev && !node_wait ? t_prev : lt_now_ns();
             for (int u = t; u < e; u++) n->fn(&n->call, c->step, u, nt);
             atomic_fetch_add_explicit(done, e - t, memory_order_release);
         }
         if (obs && t_first) {
             t_last = lt_now_ns();
             obs->node_done(obs->user, ith, i, t_first, t_last, node_wait);
+            t_prev = t_last;
         }
     }
     if (ith < 64) {
