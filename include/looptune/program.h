@@ -146,9 +146,10 @@ int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_st
 /* The looped executor's tunable parameters, like a kernel's:
  *   tiles_per_thread  tasks per node per thread (load balance vs overhead)
  *   prefetch_kb       weight bytes a waiting thread prefetches ahead
- *   sync              0 = dependency counters, 1 = a barrier after every node */
+ *   sync              0 = dependency counters, 1 = a barrier after every node
+ *   min_task_kb       smallest task in KiB of memory traffic (0 = always every tile) */
 #define LT_EXEC_MAX_TILES 64
-enum { LT_XP_TILES = 0, LT_XP_PREFETCH_KB, LT_XP_SYNC, LT_XP_COUNT };
+enum { LT_XP_TILES = 0, LT_XP_PREFETCH_KB, LT_XP_SYNC, LT_XP_MIN_TASK_KB, LT_XP_COUNT };
 const lt_param_def *lt_exec_looped_params(int *n_params);
 /* Validates against the space (LT_ECONFIG) and sets them for this program. */
 int lt_program_set_exec_params(lt_program *p, const lt_params *params);

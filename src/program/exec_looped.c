@@ -28,6 +28,7 @@ static const lt_param_def looped_params[LT_XP_COUNT] = {
     [LT_XP_TILES] = {"tiles_per_thread", 7, {1, 2, 4, 8, 16, 32, 64}, 32},
     [LT_XP_PREFETCH_KB] = {"prefetch_kb", 6, {0, 16, 64, 256, 1024, 4096}, 256},
     [LT_XP_SYNC] = {"sync", 2, {0, 1}, 0},
+    [LT_XP_MIN_TASK_KB] = {"min_task_kb", 5, {0, 16, 32, 64, 128}, 32},
 };
 _Static_assert(LT_EXEC_MAX_TILES == 64, "largest tiles_per_thread value");
 
@@ -103,6 +104,26 @@ static int add_dep(int **deps, int *n, int *cap, int begin, int d) {
     return LT_OK;
 }
 
+/* Tasks for a node: up to `tasks`, but no smaller than min_task bytes of
+ * memory traffic each, so a tiny node (a norm, rope, a small projection of a
+ * small model) is not cut into pieces whose hand-off between cores costs more
+ * than the work. Nodes that read state (the KV cache: attention) grow with
+ * the position, so they always get every task. */
+static int node_tasks(const lt_program *p, const lt__node *n, int tasks, double min_task) {
+    if (min_task <= 0) return tasks;
+    for (int o = 0; o < n->n_ops; o++)
+        if (n->ops[o] >= 0 && p->bufs[n->ops[o]].kind == LT_BUF_STATE &&
+            lt_kernel_reads(n->kernel, &n->call, o))
+            return tasks;
+    const lt_kernel *k = lt_kernel_get(n->kernel);
+    if (!k->cost) return tasks;
+    lt_step one = {.pos = 0, .n_tokens = n->call.op[0] ? n->call.op[0]->ne[1] : 1};
+    double bytes = 0, flops = 0;
+    k->cost(&n->call, &one, &bytes, &flops);
+    double want = bytes / min_task;
+    return want >= tasks ? tasks : want < 1 ? 1 : (int)want;
+}
+
 /* Builds the schedule: task counts and dependency lists. */
 static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
     struct lt__plan *pl = calloc(1, sizeof *pl);
@@ -119,10 +140,11 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
     for (int b = 0; b < p->n_bufs; b++) last_writer[b] = -1;
     int n_deps = 0, cap_deps = 0;
     const int tasks = nth * p->xparams.v[LT_XP_TILES];
+    const double min_task = (double)p->xparams.v[LT_XP_MIN_TASK_KB] * 1024.0;
     for (int i = 0; i < p->n_nodes; i++) {
         const lt__node *n = &p->nodes[i];
         lt__inst *in = &pl->inst[i];
-        in->n_tasks = nth == 1 ? 1 : tasks;
+        in->n_tasks = nth == 1 ? 1 : node_tasks(p, n, tasks, min_task);
         in->dep_begin = n_deps;
         for (int o = 0; o < n->n_ops && rc == LT_OK; o++) {
             int b = root_of(p, n->ops[o]);

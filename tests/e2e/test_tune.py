@@ -83,7 +83,7 @@ def main():
             elif e[0] == "matmul":
                 e = e[:3] + ["n_block=12,m_block=32,k_block=64"] + e[4:]
             elif e[0] == "looped":
-                e = e[:3] + ["tiles_per_thread=1,prefetch_kb=0,sync=1"] + e[4:]
+                e = e[:3] + ["tiles_per_thread=1,prefetch_kb=0,sync=1,min_task_kb=16"] + e[4:]
             f.write("\t".join(e) + "\n")
         # corrupt lines: skipped with a message, the rest still applies
         f.write("matvec\tq8_0:288x288:decode\t%s\trows_per_task=5,unroll=1,k_block=0,prefetch=0,act_int16=1"

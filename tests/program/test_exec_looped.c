@@ -158,11 +158,12 @@ int main(void) {
             /* every point of the executor's space */
             for (int t = 0; t < xp[LT_XP_TILES].n_values; t++)
                 for (int f = 0; f < xp[LT_XP_PREFETCH_KB].n_values; f += 2)
-                    for (int s = 0; s < xp[LT_XP_SYNC].n_values; s++) {
+                    for (int s = 0; s < xp[LT_XP_SYNC].n_values * xp[LT_XP_MIN_TASK_KB].n_values; s++) {
                         lt_params v = {{0}};
+                        v.v[LT_XP_MIN_TASK_KB] = xp[LT_XP_MIN_TASK_KB].values[s / 2];
                         v.v[LT_XP_TILES] = xp[LT_XP_TILES].values[t];
                         v.v[LT_XP_PREFETCH_KB] = xp[LT_XP_PREFETCH_KB].values[f];
-                        v.v[LT_XP_SYNC] = xp[LT_XP_SYNC].values[s];
+                        v.v[LT_XP_SYNC] = xp[LT_XP_SYNC].values[s % 2];
                         ASSERT_EQ(lt_program_set_exec_params(g.p, &v), LT_OK);
                         for (int rep = 0; rep < 3; rep++) {
                             memset(got, 0, sizeof got);
@@ -180,7 +181,7 @@ int main(void) {
     /* parameters outside the space are refused and change nothing */
     prog g;
     build(&g, 5, 3);
-    lt_params before, bad = {{5, 256, 0}};
+    lt_params before, bad = {{5, 256, 0, 32}};
     lt_program_exec_params(g.p, &before);
     ASSERT_EQ(lt_program_set_exec_params(g.p, &bad), LT_ECONFIG);
     lt_params after;

@@ -65,7 +65,7 @@ static void test_apply(void) {
     lt_config_entry other =
         entry("matvec", sig, "hostB", "rows_per_task=4,unroll=1,k_block=0,prefetch=0,act_int16=1");
     lt_config_entry ex =
-        entry("looped", "mv3:decode", "hostA", "tiles_per_thread=2,prefetch_kb=0,sync=1");
+        entry("looped", "mv3:decode", "hostA", "tiles_per_thread=2,prefetch_kb=0,sync=1,min_task_kb=0");
     ASSERT_EQ(lt_store_put(s, &mine), LT_OK);
     ASSERT_EQ(lt_store_put(s, &other), LT_OK);
     ASSERT_EQ(lt_store_put(s, &ex), LT_OK);

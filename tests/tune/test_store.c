@@ -49,7 +49,7 @@ static void test_roundtrip_and_hosts(void) {
     lt_config_entry b = entry("matvec", "q8_0:288x288:decode", "cpuB:avx2:8c",
                               "rows_per_task=8,unroll=1,k_block=256,prefetch=0,act_int16=1", 999);
     lt_config_entry x = entry("looped", "stories15M:q8_0:decode", "cpuA:avx512:2c",
-                              "tiles_per_thread=8,prefetch_kb=64,sync=0", 5e5);
+                              "tiles_per_thread=8,prefetch_kb=64,sync=0,min_task_kb=32", 5e5);
     ASSERT_EQ(lt_store_put(s, &a), LT_OK);
     ASSERT_EQ(lt_store_put(s, &b), LT_OK);
     ASSERT_EQ(lt_store_put(s, &x), LT_OK);
