@@ -145,7 +145,7 @@ static void matvec_avx512_any(const lt_call *call, const lt_step *step, int ith,
  *   within noise.
  * - k_block 0: x (at most 22 KB for 5632 columns) stays in L1 without it.
  * - act_int16 1 (q8_0 only; AVX-512 and portable): looptune bench, same
- *   model, builds with default 0 and 1 alternating in one session on a busy
+ *   model, builds with default 0 and 1 alternating in one run on a busy
  *   shared host (load 2-9 on 2 vCPUs), 24 invocations each (median of 3
  *   runs in each), fraction of read-only min/median/max: 1 thread
  *   0.47/0.75/0.94 -> 0.57/0.89/1.24; 2 threads 0.26/0.64/1.01 ->
