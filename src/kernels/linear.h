@@ -80,6 +80,29 @@ void lt__xq_quant_portable(const float *x, int64_t n, int16_t *q, float *s);
 bool lt__xq_get(const lt_call *call, const lt_step *step, lt__xq_quant_fn quant,
                 const int16_t **q, const float **s);
 
+/* ---- the matvec driver shared by every ISA path ------------------------------ */
+
+/* The activations a row function reads: x in f32, or (act_int16) quantised. */
+typedef struct {
+    const float *x;     /* [cols] */
+    const int16_t *xq;  /* [cols], act_int16 paths only */
+    const float *xs;    /* [cols / 32] block scales, act_int16 paths only */
+} lt__mv_x;
+
+/* 1 << lg rows from w (row stride ld) over elements [k0, k1): part holds the
+ * rows' accumulators between k blocks ([rows][32] floats; read unless
+ * first, written unless last); when last, y[u] = (or +=) row u's sum. */
+typedef void (*lt__mv_rows_fn)(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,
+                               int64_t k1, size_t pf, float *part, bool first, bool last,
+                               float *y, bool accumulate);
+
+/* Thread ith's rows of a matvec: the row split, the k blocks and the
+ * largest power-of-two row groups up to `unroll`, each through
+ * table[log2 rows][prefetch on]. Every ISA path calls this, so all split
+ * and order work alike. */
+void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_fn table[4][2],
+                      const lt__mv_x *x);
+
 /* The descriptors (matvec.c, matmul.c); check() validates params against them. */
 extern const lt_kernel lt__k_matvec, lt__k_matmul;
 

@@ -3,6 +3,8 @@
  * The AVX2 / AVX-512 paths live in matvec_avx2.c / matvec_avx512.c. */
 #include "kernels/linear.h"
 
+#include <stdalign.h>
+
 #include <math.h>
 
 static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int ith, int nth);
@@ -118,6 +120,43 @@ static void matvec_cost(const lt_call *call, const lt_step *step, double *bytes,
     double wbytes = rows * (double)lt_dtype_row_bytes(W->dtype, W->ne[0]);
     *bytes = wbytes + 4.0 * cols + 4.0 * rows * (call->ia[0] ? 2.0 : 1.0);
     *flops = 2.0 * rows * cols;
+}
+
+void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_fn table[4][2],
+                      const lt__mv_x *x) {
+    const lt_tensor *W = call->op[1];
+    float *y = call->op[0]->data;
+    const int64_t rows = W->ne[1], cols = W->ne[0];
+    const int64_t per = call->params.v[LT__MV_ROWS_PER_TASK];
+    const int unroll = call->params.v[LT__MV_UNROLL];
+    int64_t kb = call->params.v[LT__MV_K_BLOCK];
+    const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
+    const bool accumulate = call->ia[0] != 0;
+    LT_ASSERT(per > 0 && per <= LT__MV_MAX_ROWS_PER_TASK && unroll >= 1 && unroll <= 8);
+    if (kb <= 0 || kb >= cols) kb = cols;
+
+    int64_t r0, r1;
+    lt__linear_split(rows, per, ith, nth, &r0, &r1);
+    const size_t ld = W->nb[1];
+    const char *base = W->data;
+    alignas(64) float part[LT__MV_MAX_ROWS_PER_TASK * 32];
+
+    for (int64_t t = r0; t < r1; t += per) {
+        const int64_t te = t + per < r1 ? t + per : r1;
+        for (int64_t k0 = 0; k0 < cols; k0 += kb) {
+            const int64_t k1 = k0 + kb < cols ? k0 + kb : cols;
+            const bool first = k0 == 0, last = k1 == cols;
+            for (int64_t r = t; r < te;) {
+                /* the largest power of two <= min(unroll, rows left) */
+                int64_t left = te - r;
+                int lg = 0;
+                while ((1 << (lg + 1)) <= unroll && (1 << (lg + 1)) <= left) lg++;
+                table[lg][pf != 0](base + (size_t)r * ld, ld, x, k0, k1, pf, part + 32 * (r - t),
+                                   first, last, y + r, accumulate);
+                r += 1 << lg;
+            }
+        }
+    }
 }
 
 /* The vector paths work on whole 16-column groups; the rare widths that are

@@ -112,15 +112,13 @@ LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, co
     }
 }
 
-typedef void (*mv_fn)(const char *w, size_t ld, const float *x, int64_t k0, int64_t k1,
-                      size_t pf, float *part, bool first, bool last, float *y, bool accumulate);
 
 /* One specialisation per (dtype, rows at once, prefetch on/off). */
 #define MV_FN(DT, U, PF)                                                                   \
-    static void mv_##DT##_##U##_##PF(const char *w, size_t ld, const float *x, int64_t k0, \
+    static void mv_##DT##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,\
                                      int64_t k1, size_t pf, float *part, bool first,       \
                                      bool last, float *y, bool accumulate) {               \
-        mv_rows(LT_##DT, U, PF, w, ld, x, k0, k1, pf, part, first, last, y, accumulate);   \
+        mv_rows(LT_##DT, U, PF, w, ld, x->x, k0, k1, pf, part, first, last, y, accumulate); \
     }
 #define MV_FNS_U(DT, U) MV_FN(DT, U, 0) MV_FN(DT, U, 1)
 #define MV_FNS(DT) MV_FNS_U(DT, 1) MV_FNS_U(DT, 2) MV_FNS_U(DT, 4) MV_FNS_U(DT, 8)
@@ -132,7 +130,7 @@ MV_FNS(Q8_0)
 #define MV_ROW_U(DT, U) {mv_##DT##_##U##_0, mv_##DT##_##U##_1}
 #define MV_ROW(DT) {MV_ROW_U(DT, 1), MV_ROW_U(DT, 2), MV_ROW_U(DT, 4), MV_ROW_U(DT, 8)}
 /* [dtype][log2 rows at once][prefetch] */
-static const mv_fn mv_table[LT_DTYPE_COUNT][4][2] = {
+static const lt__mv_rows_fn mv_table[LT_DTYPE_COUNT][4][2] = {
     [LT_F32] = MV_ROW(F32),
     [LT_F16] = MV_ROW(F16),
     [LT_BF16] = MV_ROW(BF16),
@@ -142,38 +140,6 @@ static const mv_fn mv_table[LT_DTYPE_COUNT][4][2] = {
 void lt__matvec_avx2(const lt_call *call, const lt_step *step, int ith, int nth) {
     (void)step;
     const lt_tensor *W = call->op[1];
-    float *y = call->op[0]->data;
-    const float *x = call->op[2]->data;
-    const int64_t rows = W->ne[1], cols = W->ne[0];
-    const int64_t per = call->params.v[LT__MV_ROWS_PER_TASK];
-    const int unroll = call->params.v[LT__MV_UNROLL];
-    int64_t kb = call->params.v[LT__MV_K_BLOCK];
-    const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
-    const bool accumulate = call->ia[0] != 0;
-    LT_ASSERT(per > 0 && per <= LT__MV_MAX_ROWS_PER_TASK && unroll >= 1 && unroll <= 8);
-    if (kb <= 0 || kb >= cols) kb = cols;
-
-    int64_t r0, r1;
-    lt__linear_split(rows, per, ith, nth, &r0, &r1);
-    const size_t ld = W->nb[1];
-    const char *base = W->data;
-    alignas(64) float part[LT__MV_MAX_ROWS_PER_TASK * 32];
-
-    for (int64_t t = r0; t < r1; t += per) {
-        const int64_t te = t + per < r1 ? t + per : r1;
-        for (int64_t k0 = 0; k0 < cols; k0 += kb) {
-            const int64_t k1 = k0 + kb < cols ? k0 + kb : cols;
-            const bool first = k0 == 0, last = k1 == cols;
-            for (int64_t r = t; r < te;) {
-                /* the largest power of two <= min(unroll, rows left) */
-                int64_t left = te - r;
-                int lg = 0;
-                while ((1 << (lg + 1)) <= unroll && (1 << (lg + 1)) <= left) lg++;
-                mv_table[W->dtype][lg][pf != 0](base + (size_t)r * ld, ld, x, k0, k1, pf,
-                                               part + 32 * (r - t), first, last, y + r,
-                                               accumulate);
-                r += 1 << lg;
-            }
-        }
-    }
+    const lt__mv_x x = {.x = call->op[2]->data};
+    lt__matvec_drive(call, ith, nth, mv_table[W->dtype], &x);
 }

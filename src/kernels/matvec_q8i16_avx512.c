@@ -130,17 +130,15 @@ LT_INLINE void q8i16_rows(int U, bool PF, const char *w, size_t ld, const int16_
     }
 }
 
-typedef void (*q8i16_fn)(const char *w, size_t ld, const int16_t *xq, const float *xs,
-                         int64_t b0, int64_t b1, size_t pf, float *part, bool first, bool last,
-                         float *y, bool accumulate);
 
-/* One specialisation per (rows at once, prefetch on/off). */
+/* One specialisation per (rows at once, prefetch on/off); k in elements,
+ * whole 32-element blocks. */
 #define Q8I16_FN(U, PF)                                                                     \
-    static void q8i16_##U##_##PF(const char *w, size_t ld, const int16_t *xq,               \
-                                 const float *xs, int64_t b0, int64_t b1, size_t pf,        \
-                                 float *part, bool first, bool last, float *y,              \
-                                 bool accumulate) {                                         \
-        q8i16_rows(U, PF, w, ld, xq, xs, b0, b1, pf, part, first, last, y, accumulate);     \
+    static void q8i16_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,   \
+                                 int64_t k1, size_t pf, float *part, bool first, bool last, \
+                                 float *y, bool accumulate) {                               \
+        q8i16_rows(U, PF, w, ld, x->xq, x->xs, k0 / LT_QK8_0, k1 / LT_QK8_0, pf, part, first, \
+                   last, y, accumulate);                                                    \
     }
 #define Q8I16_FNS(U) Q8I16_FN(U, 0) Q8I16_FN(U, 1)
 Q8I16_FNS(1)
@@ -149,7 +147,7 @@ Q8I16_FNS(4)
 Q8I16_FNS(8)
 
 /* [log2 rows at once][prefetch] */
-static const q8i16_fn q8i16_table[4][2] = {
+static const lt__mv_rows_fn q8i16_table[4][2] = {
     {q8i16_1_0, q8i16_1_1}, {q8i16_2_0, q8i16_2_1},
     {q8i16_4_0, q8i16_4_1}, {q8i16_8_0, q8i16_8_1},
 };
@@ -158,40 +156,10 @@ bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, 
     const int16_t *xq;
     const float *xs;
     if (!lt__xq_get(call, step, xq_quant_avx512, &xq, &xs)) return false;
-    const lt_tensor *W = call->op[1];
-    float *y = call->op[0]->data;
-    const int64_t rows = W->ne[1], cols = W->ne[0];
-    const int64_t per = call->params.v[LT__MV_ROWS_PER_TASK];
-    const int unroll = call->params.v[LT__MV_UNROLL];
-    int64_t kb = call->params.v[LT__MV_K_BLOCK];
-    const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
-    const bool accumulate = call->ia[0] != 0;
-    LT_ASSERT(per > 0 && per <= LT__MV_MAX_ROWS_PER_TASK && unroll >= 1 && unroll <= 8);
-    if (kb <= 0 || kb >= cols) kb = cols;
-    LT_ASSERT(kb == cols || kb % (2 * LT_QK8_0) == 0); /* k blocks start at even blocks */
-
-    int64_t r0, r1;
-    lt__linear_split(rows, per, ith, nth, &r0, &r1);
-    const size_t ld = W->nb[1];
-    const char *base = W->data;
-    alignas(64) float part[LT__MV_MAX_ROWS_PER_TASK * 32];
-
-    for (int64_t t = r0; t < r1; t += per) {
-        const int64_t te = t + per < r1 ? t + per : r1;
-        for (int64_t k0 = 0; k0 < cols; k0 += kb) {
-            const int64_t k1 = k0 + kb < cols ? k0 + kb : cols;
-            const bool first = k0 == 0, last = k1 == cols;
-            for (int64_t r = t; r < te;) {
-                /* the largest power of two <= min(unroll, rows left) */
-                int64_t left = te - r;
-                int lg = 0;
-                while ((1 << (lg + 1)) <= unroll && (1 << (lg + 1)) <= left) lg++;
-                q8i16_table[lg][pf != 0](base + (size_t)r * ld, ld, xq, xs, k0 / LT_QK8_0,
-                                         k1 / LT_QK8_0, pf, part + 32 * (r - t), first, last,
-                                         y + r, accumulate);
-                r += 1 << lg;
-            }
-        }
-    }
+    const int64_t cols = call->op[1]->ne[0], kb = call->params.v[LT__MV_K_BLOCK];
+    /* k blocks start at even blocks (the row function pairs blocks) */
+    LT_ASSERT(kb <= 0 || kb >= cols || kb % (2 * LT_QK8_0) == 0);
+    const lt__mv_x x = {.x = call->op[2]->data, .xq = xq, .xs = xs};
+    lt__matvec_drive(call, ith, nth, q8i16_table, &x);
     return true;
 }
