@@ -132,17 +132,45 @@ def run(a):
                           file=sys.stderr, flush=True)
 
 
-def table(path):
+def weight_bytes_per_token(path):
+    """Bytes of weights one decoded token reads: every tensor once, except
+    the token embedding, of which only one row is read."""
+    import gguf  # only needed for this column
+    total = 0
+    for t in gguf.GGUFReader(path).tensors:
+        n = int(t.n_bytes)
+        if t.name == "token_embd.weight":
+            n //= int(t.shape[-1]) if len(t.shape) > 1 else 1
+        total += n
+    return total
+
+
+def table(path, max_others, weights_dir):
     cells = {}
+    dropped = 0
     for line in open(path):
         if not line.strip():
             continue
         r = json.loads(line)
+        if max_others is not None and (r.get("others_cores") is None
+                                       or r["others_cores"] > max_others):
+            dropped += 1
+            continue
         key = (r["label"], r["threads"], r["config"])
         c = cells.setdefault(key, {"r": r, "runs": [], "others": []})
         c["runs"] += r["runs_tok_s"]
         if r.get("others_cores") is not None:
             c["others"].append(r["others_cores"])
+    order = {}
+    for line in open(path):
+        if line.strip():
+            order.setdefault(json.loads(line)["label"], len(order))
+    cells = dict(sorted(cells.items(), key=lambda kv: (order[kv[0][0]], kv[0][1])))
+    bpt = {}
+    if weights_dir:
+        for (label, _, _), c in cells.items():
+            if label not in bpt:
+                bpt[label] = weight_bytes_per_token(os.path.join(weights_dir, c["r"]["model"]))
     print("| model | file MB | threads | config | tok/s min | median | max | runs | "
           "prompt+gen | others' CPU (cores) |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---|---|")
@@ -157,11 +185,19 @@ def table(path):
         med = statistics.median(c["runs"])
         if (label, t) not in best or med > best[(label, t)][1]:
             best[(label, t)] = (cname, med, min(c["runs"]), max(c["runs"]))
+    if max_others is not None:
+        print()
+        print("(%d processes left out: other processes used more than %.2f cores meanwhile)"
+              % (dropped, max_others))
     print()
-    print("| model | threads | best config (by median) | tok/s median | min | max |")
-    print("|---|---:|---|---:|---:|---:|")
+    print("| model | threads | best config (by median) | tok/s median | min | max |"
+          + (" weights MB/token | GB/s at median |" if bpt else ""))
+    print("|---|---:|---|---:|---:|---:|" + ("---:|---:|" if bpt else ""))
     for (label, t), (cname, med, lo, hi) in best.items():
-        print("| %s | %d | %s | %.1f | %.1f | %.1f |" % (label, t, cname, med, lo, hi))
+        extra = ""
+        if bpt:
+            extra = " %.1f | %.1f |" % (bpt[label] / 1e6, bpt[label] * med / 1e9)
+        print("| %s | %d | %s | %.1f | %.1f | %.1f |%s" % (label, t, cname, med, lo, hi, extra))
 
 
 def main():
@@ -183,9 +219,13 @@ def main():
                     help="seconds before one cell's process is abandoned")
     ap.add_argument("--jsonl", help="append results here")
     ap.add_argument("--table", help="render a Markdown table from this JSONL file and exit")
+    ap.add_argument("--weights-dir",
+                    help="with --table: folder of the GGUF files, adds weight GB/s (needs gguf)")
+    ap.add_argument("--max-others", type=float,
+                    help="with --table: leave out processes during which others used more cores")
     a = ap.parse_args()
     if a.table:
-        table(a.table)
+        table(a.table, a.max_others, a.weights_dir)
         return 0
     if not (a.config and a.model and a.jsonl):
         ap.error("--config, --model and --jsonl are required to run")
