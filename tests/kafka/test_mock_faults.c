@@ -192,7 +192,9 @@ static void test_wrong_bootstrap(void) {
         ASSERT_EQ(send_seq(p, i), LT_OK);
         if (lt_now_ns() - s > worst) worst = lt_now_ns() - s;
     }
-    ASSERT_TRUE(worst < 1000000);
+    /* no call waits for the unreachable broker (that would take seconds); the
+     * bound allows for a scheduler preemption on a shared 2-CPU machine */
+    ASSERT_TRUE(worst < 50000000);
     lt_producer_stats st;
     for (int i = 0; i < 100; i++) { /* the client says so within seconds */
         lt_producer_stats_get(p, &st);
