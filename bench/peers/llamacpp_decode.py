@@ -122,14 +122,15 @@ def main():
     n_ctx = a.prompt + a.gen
     if a.no_extra_bufts:
         # Llama() takes no such argument; it fills its model parameters from
-        # llama_model_default_params(), so wrap that.
-        default_params = llama_cpp.llama_model_default_params
+        # llama_cpp.llama_cpp.llama_model_default_params(), so wrap that.
+        lib = llama_cpp.llama_cpp
+        default_params = lib.llama_model_default_params
 
         def no_extra():
             p = default_params()
             p.use_extra_bufts = False
             return p
-        llama_cpp.llama_model_default_params = no_extra
+        lib.llama_model_default_params = no_extra
     llm = Llama(
         model_path=a.model,
         n_ctx=n_ctx,

@@ -85,6 +85,9 @@ def main():
     dim, hidden, n_layers, n_heads, n_kv, n_vocab, seq_len, tied = PRESETS[a.preset]
     tied = tied or a.tied
     head_dim = dim // n_heads
+    if a.dtype == "q8_0" and (dim % 32 or hidden % 32):
+        ap.error("q8_0 needs dim and hidden_dim divisible by 32 (%s: %d, %d)"
+                 % (a.preset, dim, hidden))
     qt = QTYPES[a.dtype]
     rng = np.random.default_rng(a.seed)
 

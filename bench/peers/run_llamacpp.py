@@ -165,7 +165,7 @@ def table(path, max_others, weights_dir):
     for line in open(path):
         if line.strip():
             order.setdefault(json.loads(line)["label"], len(order))
-    cells = dict(sorted(cells.items(), key=lambda kv: (order[kv[0][0]], kv[0][1])))
+    cells = dict(sorted(cells.items(), key=lambda kv: (order[kv[0][0]], kv[0][1], kv[0][2])))
     bpt = {}
     if weights_dir:
         for (label, _, _), c in cells.items():
