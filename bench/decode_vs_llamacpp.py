@@ -49,7 +49,8 @@ def main():
     ap.add_argument("--llamacpp-python", default=None,
                     help="a Python with llama-cpp-python (omit to measure looptune alone)")
     ap.add_argument("--llamacpp-arg", action="append", default=[],
-                    help="extra argument for the llama.cpp probe, e.g. --no-extra-bufts")
+                    help="extra argument for the llama.cpp probe (default: its fastest path; "
+                         "--no-extra-bufts selects the plain ggml kernels, about half as fast on Q8_0)")
     ap.add_argument("--model", action="append", required=True, help="LABEL=PATH.gguf")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--tokens", type=int, default=64)
