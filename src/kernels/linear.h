@@ -103,6 +103,24 @@ typedef void (*lt__mv_rows_fn)(const char *w, size_t ld, const lt__mv_x *x, int6
 void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_fn table[4][2],
                       const lt__mv_x *x);
 
+/* ---- the matmul driver shared by the vector paths ------------------------------ */
+
+/* Packs rows [0, nrows) of W (row stride ld) over elements [k0, k1) to f32,
+ * panel-major as the ISA's micro-kernel reads it. */
+typedef void (*lt__mm_pack_fn)(lt_dtype dt, const char *w, size_t ld, int64_t nrows, int64_t k0,
+                               int64_t k1, float *dst);
+/* m tokens (the table index) x nr outputs of one packed panel p over kc:
+ * c = (or +=, when add) x p. */
+typedef void (*lt__mm_tile_fn)(const float *x, size_t ldx, const float *p, int64_t kc, float *c,
+                               size_t ldc, int64_t nr, bool add);
+
+/* Thread ith's output rows of a matmul: k blocks, m blocks packed into the
+ * thread's scratch, n blocks, panels of panel_rows outputs, tiles of up to
+ * max_tokens tokens through tiles[m]. Falls back to the portable rows when
+ * the scratch cannot be allocated. */
+void lt__matmul_drive(const lt_call *call, int ith, int nth, int64_t panel_rows, int max_tokens,
+                      lt__mm_pack_fn pack, const lt__mm_tile_fn *tiles);
+
 /* The descriptors (matvec.c, matmul.c); check() validates params against them. */
 extern const lt_kernel lt__k_matvec, lt__k_matmul;
 

@@ -33,6 +33,55 @@ void lt__matmul_ref_rows(const lt_call *call, int64_t r0, int64_t r1) {
 
 /* The portable reference: W rows split over threads in tasks of 16. The
  * block parameters do not change what it computes. */
+void lt__matmul_drive(const lt_call *call, int ith, int nth, int64_t panel_rows, int max_tokens,
+                      lt__mm_pack_fn pack, const lt__mm_tile_fn *tiles) {
+    const int64_t NR = panel_rows, MR = max_tokens;
+    const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
+    const int64_t rows = W->ne[1], cols = W->ne[0], n = Y->ne[1];
+    const int64_t nb = call->params.v[LT__MM_N_BLOCK];
+    const int64_t mb = (call->params.v[LT__MM_M_BLOCK] + NR - 1) / NR * NR;
+    const int64_t kb = call->params.v[LT__MM_K_BLOCK];
+    LT_ASSERT(nb > 0 && mb > 0 && kb > 0 && kb % LT_QK8_0 == 0);
+
+    int64_t r0, r1;
+    lt__linear_split(rows, NR, ith, nth, &r0, &r1);
+    if (r0 >= r1) return;
+    const int64_t kmax = kb < cols ? kb : cols;
+    float *buf = lt__linear_scratch((size_t)(mb * kmax) * sizeof(float));
+    if (!buf) {
+        lt__matmul_ref_rows(call, r0, r1);
+        return;
+    }
+    const size_t ld = W->nb[1], ldx = X->nb[1] / sizeof(float), ldy = Y->nb[1] / sizeof(float);
+    const char *wbase = W->data;
+    const float *xbase = X->data;
+    float *ybase = Y->data;
+
+    for (int64_t k0 = 0; k0 < cols; k0 += kb) {
+        const int64_t k1 = k0 + kb < cols ? k0 + kb : cols, kc = k1 - k0;
+        const bool add = call->ia[0] != 0 || k0 > 0;
+        for (int64_t jb = r0; jb < r1; jb += mb) {
+            const int64_t je = jb + mb < r1 ? jb + mb : r1;
+            const int64_t npanel = (je - jb + NR - 1) / NR;
+            for (int64_t p = 0; p < npanel; p++) {
+                int64_t j = jb + p * NR, nr = je - j < NR ? je - j : NR;
+                pack(W->dtype, wbase + (size_t)j * ld, ld, nr, k0, k1, buf + p * NR * kc);
+            }
+            for (int64_t ib = 0; ib < n; ib += nb) {
+                const int64_t ie = ib + nb < n ? ib + nb : n;
+                for (int64_t p = 0; p < npanel; p++) {
+                    int64_t j = jb + p * NR, nr = je - j < NR ? je - j : NR;
+                    for (int64_t i = ib; i < ie; i += MR) {
+                        int m = ie - i < MR ? (int)(ie - i) : (int)MR;
+                        tiles[m](xbase + (size_t)i * ldx + k0, ldx, buf + p * NR * kc, kc,
+                                 ybase + (size_t)i * ldy + j, ldy, nr, add);
+                    }
+                }
+            }
+        }
+    }
+}
+
 static void matmul_portable(const lt_call *call, const lt_step *step, int ith, int nth) {
     (void)step;
     int64_t r0, r1;

@@ -99,60 +99,15 @@ LT_INLINE void tile(int M, const float *x, size_t ldx, const float *p, int64_t k
     }
 }
 
-typedef void (*tile_fn)(const float *x, size_t ldx, const float *p, int64_t kc, float *c,
-                        size_t ldc, int64_t nr, bool add);
 #define TILE_FN(M)                                                                           \
     static void tile_##M(const float *x, size_t ldx, const float *p, int64_t kc, float *c,   \
                          size_t ldc, int64_t nr, bool add) {                                 \
         tile(M, x, ldx, p, kc, c, ldc, nr, add);                                             \
     }
 TILE_FN(1) TILE_FN(2) TILE_FN(3) TILE_FN(4) TILE_FN(5) TILE_FN(6)
-static const tile_fn tiles[MR + 1] = {NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
+static const lt__mm_tile_fn tiles[MR + 1] = {NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
 
 void lt__matmul_avx2(const lt_call *call, const lt_step *step, int ith, int nth) {
     (void)step;
-    const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
-    const int64_t rows = W->ne[1], cols = W->ne[0], n = Y->ne[1];
-    const int64_t nb = call->params.v[LT__MM_N_BLOCK];
-    const int64_t mb = (call->params.v[LT__MM_M_BLOCK] + NR - 1) / NR * NR;
-    const int64_t kb = call->params.v[LT__MM_K_BLOCK];
-    LT_ASSERT(nb > 0 && mb > 0 && kb > 0 && kb % LT_QK8_0 == 0);
-
-    int64_t r0, r1;
-    lt__linear_split(rows, NR, ith, nth, &r0, &r1);
-    if (r0 >= r1) return;
-    const int64_t kmax = kb < cols ? kb : cols;
-    float *buf = lt__linear_scratch((size_t)(mb * kmax) * sizeof(float));
-    if (!buf) {
-        lt__matmul_ref_rows(call, r0, r1);
-        return;
-    }
-    const size_t ld = W->nb[1], ldx = X->nb[1] / sizeof(float), ldy = Y->nb[1] / sizeof(float);
-    const char *wbase = W->data;
-    const float *xbase = X->data;
-    float *ybase = Y->data;
-
-    for (int64_t k0 = 0; k0 < cols; k0 += kb) {
-        const int64_t k1 = k0 + kb < cols ? k0 + kb : cols, kc = k1 - k0;
-        const bool add = call->ia[0] != 0 || k0 > 0;
-        for (int64_t jb = r0; jb < r1; jb += mb) {
-            const int64_t je = jb + mb < r1 ? jb + mb : r1;
-            const int64_t npanel = (je - jb + NR - 1) / NR;
-            for (int64_t p = 0; p < npanel; p++) {
-                int64_t j = jb + p * NR, nr = je - j < NR ? je - j : NR;
-                pack(W->dtype, wbase + (size_t)j * ld, ld, nr, k0, k1, buf + p * NR * kc);
-            }
-            for (int64_t ib = 0; ib < n; ib += nb) {
-                const int64_t ie = ib + nb < n ? ib + nb : n;
-                for (int64_t p = 0; p < npanel; p++) {
-                    int64_t j = jb + p * NR, nr = je - j < NR ? je - j : NR;
-                    for (int64_t i = ib; i < ie; i += MR) {
-                        int m = ie - i < MR ? (int)(ie - i) : MR;
-                        tiles[m](xbase + (size_t)i * ldx + k0, ldx, buf + p * NR * kc, kc,
-                                 ybase + (size_t)i * ldy + j, ldy, nr, add);
-                    }
-                }
-            }
-        }
-    }
+    lt__matmul_drive(call, ith, nth, NR, MR, pack, tiles);
 }
