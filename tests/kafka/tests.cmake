@@ -20,9 +20,13 @@ file(GLOB kafka_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/kafka/test_*.c
 foreach(t ${kafka_tests})
   get_filename_component(name ${t} NAME_WE)
   set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT ${LT_KAFKA_ENV})
-  if(name MATCHES "^test_broker_")
-    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED kafka_broker)
-  endif()
+endforeach()
+# test_broker_* of any layer needs the real broker (and is labelled kafka).
+file(GLOB broker_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*/test_broker_*.c)
+foreach(t ${broker_tests})
+  get_filename_component(name ${t} NAME_WE)
+  set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT ${LT_KAFKA_ENV})
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED kafka_broker LABELS kafka)
 endforeach()
 
 # kafka_samples produces one record of every message kind and prints each as
