@@ -1,8 +1,9 @@
 /* looptune kafka: the librdkafka glue. Client properties (-X key=value and
  * properties files), an asynchronous producer that never blocks its caller,
- * a consumer-group consumer, topic administration, the embedded development
- * broker (librdkafka's in-memory mock cluster), and the codecs of the wire
- * schema proto/looptune.proto (every record is one looptune.Envelope). */
+ * a consumer-group consumer, a reader of a whole topic (no group), topic
+ * administration, the embedded development broker (librdkafka's in-memory
+ * mock cluster), and the codecs of the wire schema proto/looptune.proto
+ * (every record is one looptune.Envelope). */
 #ifndef LOOPTUNE_KAFKA_H
 #define LOOPTUNE_KAFKA_H
 
@@ -142,6 +143,34 @@ int lt_consumer_poll(lt_consumer *c, int timeout_ms, lt_record *rec);
 int lt_consumer_commit(lt_consumer *c);
 /* Leaves the group (committing first when auto_commit) and frees. NULL is a no-op. */
 void lt_consumer_close(lt_consumer *c);
+
+/* ---- reader: a whole topic, once ---------------------------------------------- */
+
+/* Reads every partition of a topic from its oldest record up to the high
+ * watermarks taken when it opens, then ends by itself: records produced
+ * later are not returned (a snapshot, e.g. of a compacted topic). Partitions
+ * are assigned directly: the reader never joins a consumer group and commits
+ * nothing, so it disturbs no group (librdkafka wants a group.id all the
+ * same: a fixed one, "looptune.reader", that -X group.id overrides). One
+ * thread at a time. */
+typedef struct lt_kafka_reader lt_kafka_reader;
+
+/* Looks the topic up (never creating it) and takes each partition's low and
+ * high watermarks; timeout_ms bounds each of these requests. LT_ENOTFOUND
+ * when the topic does not exist. Free with lt_kafka_reader_close. */
+int lt_kafka_reader_open(lt_kafka_reader **out, const lt_kafka_conn *conn, const char *topic,
+                         int timeout_ms);
+/* The next record, partitions interleaved, each in offset order: 1 = *rec
+ * filled (value NULL for a null value, a tombstone; pointers valid until the
+ * next call or close), 0 = every partition has reached its end. LT_ETIMEOUT
+ * when nothing arrives within timeout_ms although some partition has not,
+ * LT_ENOTFOUND if the topic went away, LT_EKAFKA for other errors. */
+int lt_kafka_reader_next(lt_kafka_reader *r, int timeout_ms, lt_record *rec);
+/* Records between the watermarks at open, summed over partitions: an upper
+ * bound of what the reader returns (compaction and aborted transactions
+ * leave gaps in the offsets). */
+int64_t lt_kafka_reader_span(const lt_kafka_reader *r);
+void lt_kafka_reader_close(lt_kafka_reader *r); /* NULL is a no-op */
 
 /* ---- topics ------------------------------------------------------------------ */
 
