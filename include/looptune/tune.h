@@ -1,7 +1,8 @@
 /* looptune tune: parameter spaces and configuration validation, search
  * strategies (exhaustive, random, XGBoost model-guided), the paired A/B
  * comparison that holds on a noisy machine, node timing in isolation, and
- * the config store (best configuration per kernel, shape and host class). */
+ * the config store (best configuration per kernel, shape and host class) in
+ * a file or on a log-compacted Kafka topic. */
 #ifndef LOOPTUNE_TUNE_H
 #define LOOPTUNE_TUNE_H
 
@@ -9,6 +10,7 @@
 #include <stdint.h>
 
 #include "looptune/core.h"
+#include "looptune/kafka.h"
 #include "looptune/kernels.h"
 #include "looptune/program.h"
 
@@ -158,6 +160,8 @@ typedef struct {
     double median_ns;    /* tuned median time */
     int64_t samples;     /* measurements behind it */
     double speedup;      /* default time / tuned time */
+    int64_t trials;      /* configurations tried behind it, 0..UINT32_MAX (0: unknown) */
+    bool converged;      /* the search stopped exploring this kernel/shape on this host */
 } lt_config_entry;
 
 typedef struct lt_store lt_store;
@@ -178,7 +182,9 @@ typedef struct {
  * Lines starting with '#' are comments. A bad line (wrong field count, an
  * unknown kernel, params outside the kernel's space, numbers that do not
  * parse) is reported with its line number and skipped. A missing file is an
- * empty store. Saving writes PATH.tmp.PID then renames it over PATH. */
+ * empty store. Saving writes PATH.tmp.PID then renames it over PATH. The
+ * entry's trials and converged are not in the file (v1 keeps its 7 columns):
+ * they load as 0 and false, and a save drops them. */
 int lt_store_backend_file(lt_store_backend *out, const char *path);
 /* $XDG_CACHE_HOME/looptune/configs.tsv or ~/.cache/looptune/configs.tsv
  * (written into buf; false when neither variable is set). */
@@ -190,8 +196,9 @@ int lt_store_open(lt_store **out, const lt_store_backend *backend, int *skipped)
 void lt_store_close(lt_store *s); /* NULL is a no-op; does not save */
 int lt_store_save(lt_store *s);
 const char *lt_store_name(const lt_store *s);
-/* Validates e (kernel known, params in its space, numbers positive), then
- * inserts or replaces the entry with the same (kernel, shape, host). */
+/* Validates e (kernel known, params in its space, median, samples and
+ * speed-up positive, trials in 0..UINT32_MAX), then inserts or replaces the
+ * entry with the same (kernel, shape, host). */
 int lt_store_put(lt_store *s, const lt_config_entry *e);
 const lt_config_entry *lt_store_get(const lt_store *s, const char *kernel, const char *shape,
                                     const char *host);
@@ -200,6 +207,55 @@ const lt_config_entry *lt_store_at(const lt_store *s, int i);
 
 /* Space of a store entry's kernel name (a kernel or "looped"). */
 int lt_space_by_name(const char *kernel, lt_space *out);
+
+/* ---- the config store on a log-compacted Kafka topic ----------------------------------- */
+
+/* Config envelope <-> entry. lt_config_to_envelope fills caller-provided
+ * storage (no allocation): env, cfg, stats and params[LT_MAX_PARAMS] live in
+ * *buf and point into e. lt_config_from_envelope validates like lt_store_put. */
+typedef struct {
+    Looptune__Envelope env;
+    Looptune__Config cfg;
+    Looptune__ConfigStats stats;
+    Looptune__Param prm[LT_MAX_PARAMS];
+    Looptune__Param *pp[LT_MAX_PARAMS];
+    char names[LT_MAX_PARAMS][32];
+} lt_config_msg;
+/* Validates e as lt_store_put does (LT_EINVAL/LT_ECONFIG/LT_ENOTFOUND with
+ * detail), then fills *buf: a Config envelope (time_ns now) whose strings
+ * point into e (keep e alive and unchanged while the envelope is used), its
+ * params one Param per parameter of the kernel's space, in the space's
+ * order; stats.gb_s and gflops are 0 (the entry does not hold them). */
+int lt_config_to_envelope(const lt_config_entry *e, lt_config_msg *buf);
+/* A Config envelope (a decoded record) into *out: LT_EFORMAT for another
+ * payload or a missing part (stats), a string too long for the entry or a
+ * parameter name with '=' or ','; then the checks of lt_store_put (every
+ * parameter of the kernel's space exactly once, values allowed). out->params
+ * is in the space's order whatever the message's order. */
+int lt_config_from_envelope(const Looptune__Envelope *env, lt_config_entry *out);
+/* Publishes e on an open producer, keyed kernel|shape|host (lt_envelope_key).
+ * Never blocks. LT_OK when queued, LT_PRODUCER_DROPPED when the producer's
+ * local queue is full (counted in its stats), a negative status for an entry
+ * that does not validate. Delivery is the producer's: lt_producer_flush. */
+int lt_store_topic_publish(lt_producer *p, const lt_config_entry *e);
+/* The topic backend: load reads every partition of `topic` from the oldest
+ * record to the high watermark taken at load time (assign, no consumer group,
+ * so it never disturbs a group and ends by itself), the latest record per key
+ * wins, a null value (tombstone) deletes the key, a record that does not
+ * decode or validate is logged with partition/offset and skipped (counted).
+ * A record whose key is not its Config's kernel|shape|host counts as one
+ * that does not validate. A missing topic is an empty store (and is not
+ * created by loading). save creates the topic if missing
+ * (cleanup.policy=compact; partitions and replication: the broker's
+ * defaults; an existing topic that is not compacted is a warning) and
+ * publishes every entry, then flushes (error if not all delivered within
+ * timeout). Unlike the file's, a save is not atomic across entries: a
+ * reader meanwhile sees each key old or new, and keys not in the store are
+ * left on the topic. The conn is copied (strings too). timeout_ms (<= 0:
+ * 10000) bounds each wait: metadata, the next record while reading, topic
+ * creation, delivery. The backend's name is "TOPIC on BOOTSTRAP-SERVERS". */
+int lt_store_backend_topic(lt_store_backend *out, const lt_kafka_conn *conn, const char *topic,
+                           int timeout_ms);
 
 /* Warm start: for every node of p, the entry for (its kernel, its shape,
  * host) if any, checked against the call (lt_config_check) and applied; a

@@ -1,6 +1,6 @@
 /* The config store: the best known configuration per (kernel, shape
  * signature, host class), in memory, behind a backend that loads and saves
- * it (a local file today; a compacted Kafka topic fits the same interface).
+ * it (a local file, store_file.c, or a compacted Kafka topic, store_topic.c).
  * Also the warm start: applying the store's entries to a program. */
 #include <math.h>
 #include <stdio.h>
@@ -55,19 +55,28 @@ static bool field_ok(const char *f, size_t cap) {
     return true;
 }
 
-int lt_store_put(lt_store *s, const lt_config_entry *e) {
+int lt__config_entry_check(const lt_config_entry *e, lt_space *sp, lt_params *p) {
     if (!field_ok(e->kernel, sizeof e->kernel) || !field_ok(e->shape, sizeof e->shape) ||
         !field_ok(e->host, sizeof e->host) || !field_ok(e->params, sizeof e->params))
         return lt_error(LT_EINVAL, "config entry: empty field or one with blanks");
-    lt_space sp;
-    lt_params p;
-    int rc = lt_space_by_name(e->kernel, &sp);
-    if (!rc) rc = lt_space_parse(&sp, e->params, &p);
+    int rc = lt_space_by_name(e->kernel, sp);
+    if (!rc) rc = lt_space_parse(sp, e->params, p);
     if (rc) return rc;
     if (!(e->median_ns > 0) || !isfinite(e->median_ns) || e->samples < 1 ||
         !(e->speedup > 0) || !isfinite(e->speedup))
         return lt_error(LT_EINVAL, "config entry %s %s: median, samples and speed-up must be "
                                    "positive", e->kernel, e->shape);
+    if (e->trials < 0 || e->trials > (int64_t)UINT32_MAX)
+        return lt_error(LT_EINVAL, "config entry %s %s: trials %lld outside 0..%lu", e->kernel,
+                        e->shape, (long long)e->trials, (unsigned long)UINT32_MAX);
+    return LT_OK;
+}
+
+int lt_store_put(lt_store *s, const lt_config_entry *e) {
+    lt_space sp;
+    lt_params p;
+    int rc = lt__config_entry_check(e, &sp, &p);
+    if (rc) return rc;
     for (int i = 0; i < s->n; i++)
         if (!strcmp(s->e[i].kernel, e->kernel) && !strcmp(s->e[i].shape, e->shape) &&
             !strcmp(s->e[i].host, e->host)) {
@@ -83,6 +92,20 @@ int lt_store_put(lt_store *s, const lt_config_entry *e) {
     }
     s->e[s->n++] = *e;
     return LT_OK;
+}
+
+bool lt__store_remove_key(lt_store *s, const void *key, size_t len) {
+    for (int i = 0; i < s->n; i++) {
+        const lt_config_entry *e = &s->e[i];
+        char k[sizeof e->kernel + sizeof e->shape + sizeof e->host + 2];
+        size_t kl = (size_t)snprintf(k, sizeof k, "%s|%s|%s", e->kernel, e->shape, e->host);
+        if (kl != len || memcmp(k, key, len)) continue;
+        /* keys are unique: at most one entry goes; the order of the rest is kept */
+        memmove(&s->e[i], &s->e[i + 1], (size_t)(s->n - i - 1) * sizeof *s->e);
+        s->n--;
+        return true;
+    }
+    return false;
 }
 
 const lt_config_entry *lt_store_get(const lt_store *s, const char *kernel, const char *shape,

@@ -1,6 +1,6 @@
 /* Internal to the tune layer: the strategy object shared by the simple
- * strategies (strategy.c) and the model-guided one (strategy_model.c), and
- * a small deterministic RNG. */
+ * strategies (strategy.c) and the model-guided one (strategy_model.c), a
+ * small deterministic RNG, and what the store's backends share with it. */
 #ifndef LT_TUNE_INTERNAL_H
 #define LT_TUNE_INTERNAL_H
 
@@ -55,5 +55,11 @@ int lt__model_init(lt_strategy *s);
 void lt__model_free(lt_strategy *s);
 int lt__model_propose(lt_strategy *s, lt_params *out, int n);
 void lt__model_observed(lt_strategy *s);
+
+/* The checks of lt_store_put: fields present without blanks, kernel known,
+ * params in its space (*sp and *p get both), numbers in range. */
+int lt__config_entry_check(const lt_config_entry *e, lt_space *sp, lt_params *p);
+/* Removes the entry whose "kernel|shape|host" is key[0, len); false if none. */
+bool lt__store_remove_key(lt_store *s, const void *key, size_t len);
 
 #endif

@@ -200,6 +200,8 @@ static inline Looptune__Envelope *sample_build(sample *s, int k, int i) {
         s->stats.gb_s = 9.75;
         s->stats.gflops = 120.0 + i;
         s->stats.speedup = 1.0625;
+        s->stats.trials = 24 + (uint32_t)i;
+        s->stats.converged = i % 2 == 1;
         s->config.stats = &s->stats;
         s->env.config = &s->config;
         break;

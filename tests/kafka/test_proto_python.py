@@ -108,6 +108,8 @@ def check_formulas(env, kind, i):
         assert env.control.candidate_id == f'cand-{i} "quoted"\t\\'
     elif kind == "config":
         assert env.config.stats.gflops == 120.0 + i
+        assert env.config.stats.trials == 24 + i
+        assert env.config.stats.converged == (i % 2 == 1)
     elif kind == "task":
         assert env.task.spec == bytes((j * 37 + i) % 256 for j in range(8))
     elif kind == "result":
