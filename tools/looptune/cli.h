@@ -7,6 +7,8 @@
 #include <stdint.h>
 
 #include "looptune/core.h"
+#include "looptune/kafka.h"
+#include "looptune/tune.h"
 
 /* Prints "looptune CMD: message" on stderr (one line). Returns 1 (the exit code). */
 int lt_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -30,12 +32,31 @@ int lt_cmd_tail(int argc, char **argv);
 int lt_cmd_top(int argc, char **argv);
 int lt_cmd_tune(int argc, char **argv);
 
-/* Warm start for run/bench: unless off, loads the config store (store_path,
- * or the default one) and applies its configurations for this host to the
- * decode program and, if prefill_n > 1, the prefill program of that batch
- * size; says how many on stderr. Returns 0, or 1 after printing the error. */
+/* The Kafka cluster a command talks to: --brokers, -X and --kafka-config,
+ * --topic-prefix. */
+typedef struct {
+    lt_kafka_conn conn;       /* brokers NULL: none given (-X bootstrap.servers may set it) */
+    const char *topic_prefix; /* NULL: "looptune." */
+} lt_cli_kafka;
+
+/* Whether any of the Kafka options was given. */
+bool lt_cli_kafka_given(const lt_cli_kafka *k);
+/* --config-store SPEC is the word kafka. */
+bool lt_cli_store_is_kafka(const char *spec);
+/* The store backend of --config-store SPEC: a file path, or kafka (the topic
+ * <prefix>configs on k's cluster, which must have a broker address: the
+ * embedded broker would lose the configurations with the process). Returns
+ * 0, or 1 after printing a one-line error. */
+int lt_cli_store_backend(const char *cmd, const char *spec, const lt_cli_kafka *k,
+                         lt_store_backend *out);
+
+/* Warm start for run/bench: unless off, loads the config store (store_spec:
+ * a file or kafka on the cluster of kafka; NULL: the default file) and
+ * applies its configurations for this host to the decode program and, if
+ * prefill_n > 1, the prefill program of that batch size; says how many on
+ * stderr. Returns 0, or 1 after printing the error. */
 struct lt_llama;
-int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const char *store_path,
-                      bool off, int64_t prefill_n);
+int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const char *store_spec,
+                      const lt_cli_kafka *kafka, bool off, int64_t prefill_n);
 
 #endif

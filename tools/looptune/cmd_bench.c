@@ -29,8 +29,13 @@ static const char *const bench_help =
     "      --compare-executors  run both executors alternately in one process, with the ratio\n"
     "      --mmap           read weights from the file mapping instead of huge-page memory\n"
     "      --json           one JSON object on stdout instead of the table\n"
-    "      --config-store FILE  tuned configurations to start from (default: the user's cache)\n"
+    "      --config-store SPEC  tuned configurations to start from: a file (default: the\n"
+    "                       user's cache) or kafka (the topic looptune.configs at --brokers)\n"
     "      --no-warm-start  run with the kernels' default parameters\n"
+    "      --brokers B      Kafka bootstrap servers of --config-store kafka\n"
+    "  -X  key=value        librdkafka property, repeatable (SASL/SSL, tuning)\n"
+    "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
+    "      --topic-prefix P topic names start with P (default looptune.)\n"
     "  -h, --help           this help\n";
 
 typedef struct {
@@ -99,15 +104,25 @@ static void print_table_row(const char *name, int decimals, stat3 s) {
            s.max);
 }
 
+/* An error while reading the options: say it, free the Kafka properties. */
+#define BAIL(...)                                                              \
+    do {                                                                       \
+        lt_kafka_props_free(props);                                            \
+        return lt_cli_fail(cmd, __VA_ARGS__);                                  \
+    } while (0)
+
 int lt_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     const char *model_path = NULL;
     int64_t threads = 0, n_tok = 64, runs = 5, membw_mib = 256;
     bool json = false, compare = false, use_mmap = false;
     lt_executor executor = LT_EXEC_LOOPED;
-    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_STORE, O_NOWARM };
+    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_STORE, O_NOWARM, O_BROKERS,
+           O_KCONF, O_PREFIX };
     const char *store_path = NULL;
     bool no_warm = false;
+    lt_kafka_props *props = NULL;
+    lt_cli_kafka kafka = {{0}, NULL};
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"threads", required_argument, 0, 't'},
         {"tokens", required_argument, 0, 'n'}, {"runs", required_argument, 0, 'r'},
@@ -117,49 +132,66 @@ int lt_cmd_bench(int argc, char **argv) {
         {"mmap", no_argument, 0, O_MMAP},
         {"config-store", required_argument, 0, O_STORE},
         {"no-warm-start", no_argument, 0, O_NOWARM},
+        {"brokers", required_argument, 0, O_BROKERS},
+        {"kafka-config", required_argument, 0, O_KCONF},
+        {"topic-prefix", required_argument, 0, O_PREFIX},
         {0, 0, 0, 0}};
+    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
+    kafka.conn.props = props;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:t:n:r:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:t:n:r:X:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_path = optarg; break;
         case 't':
             if (!lt_cli_parse_i64(optarg, 1, 64, &threads))
-                return lt_cli_fail(cmd, "bad --threads '%s': expected 1..64", optarg);
+                BAIL("bad --threads '%s': expected 1..64", optarg);
             break;
         case 'n':
             if (!lt_cli_parse_i64(optarg, 1, 1 << 20, &n_tok))
-                return lt_cli_fail(cmd, "bad --tokens '%s': expected a positive number", optarg);
+                BAIL("bad --tokens '%s': expected a positive number", optarg);
             break;
         case 'r':
             if (!lt_cli_parse_i64(optarg, 1, 1000, &runs))
-                return lt_cli_fail(cmd, "bad --runs '%s': expected 1..1000", optarg);
+                BAIL("bad --runs '%s': expected 1..1000", optarg);
             break;
         case O_MEMBW:
             if (!lt_cli_parse_i64(optarg, 1, 1 << 16, &membw_mib))
-                return lt_cli_fail(cmd, "bad --membw-mib '%s': expected 1..65536", optarg);
+                BAIL("bad --membw-mib '%s': expected 1..65536", optarg);
             break;
         case O_ISA: {
             lt_isa isa;
-            if (lt_isa_parse(optarg, &isa)) return lt_cli_fail(cmd, "%s", lt_errmsg());
+            if (lt_isa_parse(optarg, &isa)) BAIL("%s", lt_errmsg());
             lt_isa_force(isa);
             break;
         }
         case O_EXEC:
-            if (lt_executor_parse(optarg, &executor)) return lt_cli_fail(cmd, "%s", lt_errmsg());
+            if (lt_executor_parse(optarg, &executor)) BAIL("%s", lt_errmsg());
             break;
         case O_CMP: compare = true; break;
         case O_MMAP: use_mmap = true; break;
         case O_STORE: store_path = optarg; break;
         case O_NOWARM: no_warm = true; break;
         case O_JSON: json = true; break;
-        case 'h': fputs(bench_help, stdout); return 0;
-        default: return lt_cli_bad_option(cmd, c, argv[optind - 1]);
+        case O_BROKERS: kafka.conn.brokers = optarg; break;
+        case 'X':
+            if (lt_kafka_props_parse(props, optarg)) BAIL("%s", lt_errmsg());
+            break;
+        case O_KCONF:
+            if (lt_kafka_props_load(props, optarg)) BAIL("%s", lt_errmsg());
+            break;
+        case O_PREFIX: kafka.topic_prefix = optarg; break;
+        case 'h': fputs(bench_help, stdout); lt_kafka_props_free(props); return 0;
+        default:
+            lt_kafka_props_free(props);
+            return lt_cli_bad_option(cmd, c, argv[optind - 1]);
         }
     }
-    if (optind < argc) return lt_cli_fail(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!model_path) return lt_cli_fail(cmd, "no model: give -m MODEL (see looptune bench --help)");
+    if (optind < argc) BAIL("unexpected argument '%s'", argv[optind]);
+    if (!model_path) BAIL("no model: give -m MODEL (see looptune bench --help)");
+    if (!lt_cli_store_is_kafka(store_path) && lt_cli_kafka_given(&kafka))
+        BAIL("--brokers, -X, --kafka-config and --topic-prefix need --config-store kafka");
     if (!threads) threads = lt_cpu()->logical_cpus < 2 ? 1 : 2;
 
     int rc, exit_code = 1;
@@ -168,7 +200,7 @@ int lt_cmd_bench(int argc, char **argv) {
     const int n_exec = compare ? 2 : 1;
     exec_samples ex[2] = {{.e = compare ? LT_EXEC_DISPATCH : executor}, {.e = LT_EXEC_LOOPED}};
     double *v = calloc((size_t)runs * (2 + N_SERIES * 2), sizeof *v);
-    if (!v) return lt_cli_fail(cmd, "out of memory");
+    if (!v) BAIL("out of memory");
     double *rd = v, *tr = v + runs;
     for (int e = 0; e < 2; e++) {
         double *base = v + runs * (2 + N_SERIES * e);
@@ -202,7 +234,8 @@ int lt_cmd_bench(int argc, char **argv) {
             lt_cli_fail_status(cmd, rc, "cannot build the program");
             goto done;
         }
-        if (lt_cli_warm_start(cmd, ex[e].l, (int)threads, store_path, no_warm, 0)) goto done;
+        if (lt_cli_warm_start(cmd, ex[e].l, (int)threads, store_path, &kafka, no_warm, 0))
+            goto done;
         /* wait times are read with two clock reads per synchronisation */
         lt_llama_set_timing(ex[e].l, true);
     }
@@ -304,6 +337,7 @@ int lt_cmd_bench(int argc, char **argv) {
     exit_code = 0;
 done:
     free(v);
+    lt_kafka_props_free(props);
     for (int e = 0; e < 2; e++) lt_llama_free(ex[e].l);
     lt_pool_free(pool);
     lt_model_close(m);

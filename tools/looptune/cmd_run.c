@@ -36,8 +36,9 @@ static const char *const run_help =
     "                          huge-page memory in decode order, faster to stream)\n"
     "      --dump-program      print the decode program before and after the kernel-looping pass\n"
     "      --isa ISA           force kernels to portable, avx2 or avx512 (default: best)\n"
-    "      --config-store FILE tuned configurations to start from (default: the user's\n"
-    "                          cache, see looptune tune --help)\n"
+    "      --config-store SPEC tuned configurations to start from: a file (default: the\n"
+    "                          user's cache, see looptune tune --help) or kafka (the topic\n"
+    "                          looptune.configs at --brokers; Kafka options below)\n"
     "      --no-warm-start     run with the kernels' default parameters\n"
     "  -h, --help              this help\n"
     "\n"
@@ -223,9 +224,10 @@ int lt_cmd_run(int argc, char **argv) {
     if (!prompt && !prompt_ids) FAIL("no prompt: give -p TEXT or --prompt-ids IDS");
     if (prompt && !*prompt) FAIL("empty prompt: -p needs some text");
 
-    if (tel_opts.mode != LT_CLI_TEL_KAFKA &&
+    if (tel_opts.mode != LT_CLI_TEL_KAFKA && !lt_cli_store_is_kafka(store_path) &&
         (tel_opts.brokers || lt_kafka_props_count(props) || tel_opts.topic_prefix))
-        FAIL("--brokers, -X, --kafka-config and --topic-prefix need --telemetry kafka");
+        FAIL("--brokers, -X, --kafka-config and --topic-prefix need --telemetry kafka or "
+             "--config-store kafka");
 
     int rc;
     lt_model *m = NULL;
@@ -292,7 +294,8 @@ int lt_cmd_run(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot build the program");
         goto done;
     }
-    if (lt_cli_warm_start(cmd, l, (int)threads, store_path, no_warm,
+    lt_cli_kafka kafka = {{.brokers = tel_opts.brokers, .props = props}, tel_opts.topic_prefix};
+    if (lt_cli_warm_start(cmd, l, (int)threads, store_path, &kafka, no_warm,
                           prefill_batch ? prefill_batch : n_ids))
         goto done;
     if (seed < 0) seed = (int64_t)(lt_now_ns() & 0x7fffffffffffffffull);

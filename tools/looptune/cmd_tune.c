@@ -27,10 +27,15 @@ static const char *const tune_help =
     "      --budget N           configurations tried per kernel and shape (default 24)\n"
     "  -t, --threads T          threads (default 2 or the CPU count, whichever is smaller)\n"
     "      --regime R           decode (default), prefill (a batch of 64 tokens) or both\n"
-    "      --config-store FILE  default $XDG_CACHE_HOME/looptune/configs.tsv or\n"
-    "                           ~/.cache/looptune/configs.tsv\n"
+    "      --config-store SPEC  a file (default $XDG_CACHE_HOME/looptune/configs.tsv or\n"
+    "                           ~/.cache/looptune/configs.tsv) or kafka: the compacted topic\n"
+    "                           looptune.configs (created if missing) at --brokers\n"
     "      --seed S             strategy seed (default 1)\n"
     "      --membw              measure the memory bandwidth first (a cost-model feature)\n"
+    "      --brokers B          Kafka bootstrap servers of --config-store kafka (required)\n"
+    "  -X  key=value            librdkafka property, repeatable (SASL/SSL, tuning)\n"
+    "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
+    "      --topic-prefix P     topic names start with P (default looptune.)\n"
     "  -h, --help               this help\n";
 
 enum { PAIRS = 8, FINAL_PAIRS = 16, PREFILL_TOKENS = 64, DECODE_POS = 16 };
@@ -173,13 +178,23 @@ static int search(const char *what, target *t, const lt_space *sp, const lt_tune
     return LT_OK;
 }
 
+/* An error while reading the options: say it, free the Kafka properties. */
+#define BAIL(...)                                                              \
+    do {                                                                       \
+        lt_kafka_props_free(props);                                            \
+        return lt_cli_fail(cmd, __VA_ARGS__);                                  \
+    } while (0)
+
 int lt_cmd_tune(int argc, char **argv) {
     const char *cmd = "tune";
     const char *model_path = NULL, *store_path = NULL, *regime = "decode";
     int64_t budget = 24, threads = 0, seed = 1;
     lt_strategy_kind kind = LT_STRAT_MODEL;
     bool membw = false;
-    enum { O_STRAT = 256, O_BUDGET, O_REGIME, O_STORE, O_SEED, O_MEMBW };
+    enum { O_STRAT = 256, O_BUDGET, O_REGIME, O_STORE, O_SEED, O_MEMBW, O_BROKERS, O_KCONF,
+           O_PREFIX };
+    lt_kafka_props *props = NULL;
+    lt_cli_kafka kafka = {{0}, NULL};
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},         {"strategy", required_argument, 0, O_STRAT},
         {"budget", required_argument, 0, O_BUDGET},   {"threads", required_argument, 0, 't'},
@@ -187,50 +202,63 @@ int lt_cmd_tune(int argc, char **argv) {
         {"config-store", required_argument, 0, O_STORE},
         {"seed", required_argument, 0, O_SEED},       {"help", no_argument, 0, 'h'},
         {"membw", no_argument, 0, O_MEMBW},
+        {"brokers", required_argument, 0, O_BROKERS},
+        {"kafka-config", required_argument, 0, O_KCONF},
+        {"topic-prefix", required_argument, 0, O_PREFIX},
         {0, 0, 0, 0}};
+    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
+    kafka.conn.props = props;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:t:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:t:X:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_path = optarg; break;
         case O_STRAT:
-            if (lt_strategy_parse(optarg, &kind)) return lt_cli_fail(cmd, "%s", lt_errmsg());
+            if (lt_strategy_parse(optarg, &kind)) BAIL("%s", lt_errmsg());
             break;
         case O_BUDGET:
             if (!lt_cli_parse_i64(optarg, 1, 100000, &budget))
-                return lt_cli_fail(cmd, "bad --budget '%s': expected a number of trials >= 1",
-                                   optarg);
+                BAIL("bad --budget '%s': expected a number of trials >= 1", optarg);
             break;
         case 't':
             if (!lt_cli_parse_i64(optarg, 1, 64, &threads))
-                return lt_cli_fail(cmd, "bad --threads '%s': expected 1..64", optarg);
+                BAIL("bad --threads '%s': expected 1..64", optarg);
             break;
         case O_REGIME:
             if (strcmp(optarg, "decode") && strcmp(optarg, "prefill") && strcmp(optarg, "both"))
-                return lt_cli_fail(cmd, "bad --regime '%s': expected decode, prefill or both",
-                                   optarg);
+                BAIL("bad --regime '%s': expected decode, prefill or both", optarg);
             regime = optarg;
             break;
         case O_STORE: store_path = optarg; break;
         case O_MEMBW: membw = true; break;
         case O_SEED:
             if (!lt_cli_parse_i64(optarg, 0, INT64_MAX, &seed))
-                return lt_cli_fail(cmd, "bad --seed '%s': expected a number >= 0", optarg);
+                BAIL("bad --seed '%s': expected a number >= 0", optarg);
             break;
-        case 'h': fputs(tune_help, stdout); return 0;
-        default: return lt_cli_bad_option(cmd, c, argv[optind - 1]);
+        case O_BROKERS: kafka.conn.brokers = optarg; break;
+        case 'X':
+            if (lt_kafka_props_parse(props, optarg)) BAIL("%s", lt_errmsg());
+            break;
+        case O_KCONF:
+            if (lt_kafka_props_load(props, optarg)) BAIL("%s", lt_errmsg());
+            break;
+        case O_PREFIX: kafka.topic_prefix = optarg; break;
+        case 'h': fputs(tune_help, stdout); lt_kafka_props_free(props); return 0;
+        default:
+            lt_kafka_props_free(props);
+            return lt_cli_bad_option(cmd, c, argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return lt_cli_fail(cmd, "unexpected argument '%s' (see looptune tune --help)",
-                           argv[optind]);
-    if (!model_path) return lt_cli_fail(cmd, "no model: give -m MODEL (see looptune tune --help)");
+        BAIL("unexpected argument '%s' (see looptune tune --help)", argv[optind]);
+    if (!model_path) BAIL("no model: give -m MODEL (see looptune tune --help)");
+    if (!lt_cli_store_is_kafka(store_path) && lt_cli_kafka_given(&kafka))
+        BAIL("--brokers, -X, --kafka-config and --topic-prefix need --config-store kafka");
     char defpath[1024];
     if (!store_path) {
         if (!lt_store_default_path(defpath, sizeof defpath))
-            return lt_cli_fail(cmd, "no config store: set HOME or XDG_CACHE_HOME, or give "
-                                    "--config-store FILE");
+            BAIL("no config store: set HOME or XDG_CACHE_HOME, or give --config-store FILE");
         store_path = defpath;
     }
 
@@ -241,7 +269,8 @@ int lt_cmd_tune(int argc, char **argv) {
     lt_store *store = NULL;
     result_row *rows = NULL;
     lt_store_backend be;
-    if ((rc = lt_store_backend_file(&be, store_path)) || (rc = lt_store_open(&store, &be, NULL))) {
+    if (lt_cli_store_backend(cmd, store_path, &kafka, &be)) goto done;
+    if ((rc = lt_store_open(&store, &be, NULL))) {
         lt_cli_fail_status(cmd, rc, "cannot open the config store");
         goto done;
     }
@@ -408,6 +437,8 @@ int lt_cmd_tune(int argc, char **argv) {
         e.median_ns = row->tuned_ns;
         e.samples = row->samples;
         e.speedup = row->speedup;
+        e.trials = row->trials;
+        e.converged = row->trials < budget; /* the strategy ran out of points first */
         if ((rc = lt_store_put(store, &e))) {
             lt_cli_fail_status(cmd, rc, "bad result");
             goto done;
@@ -418,10 +449,11 @@ int lt_cmd_tune(int argc, char **argv) {
         goto done;
     }
     fprintf(stderr, "tune: %d configurations for host %s written to %s\n", n_rows,
-            host.host_class, store_path);
+            host.host_class, lt_store_name(store));
     exit_code = 0;
 done:
     free(rows);
+    lt_kafka_props_free(props);
     lt_store_close(store);
     lt_llama_free(l);
     lt_pool_free(pool);

@@ -1,5 +1,6 @@
 /* Warm start for run and bench: the best known configurations from the
- * config store applied to the programs before the first token. */
+ * config store (a file or the Kafka topic) applied to the programs before
+ * the first token. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -8,19 +9,19 @@
 #include "looptune/program.h"
 #include "looptune/tune.h"
 
-int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const char *store_path,
-                      bool off, int64_t prefill_n) {
+int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const char *store_spec,
+                      const lt_cli_kafka *kafka, bool off, int64_t prefill_n) {
     if (off) return 0;
     char defpath[1024];
-    bool explicit_path = store_path != NULL;
-    if (!store_path) {
+    bool explicit_path = store_spec != NULL;
+    if (!store_spec) {
         if (!lt_store_default_path(defpath, sizeof defpath)) return 0; /* nowhere to look */
-        store_path = defpath;
+        store_spec = defpath;
     }
     lt_store_backend be;
     lt_store *s = NULL;
-    int rc = lt_store_backend_file(&be, store_path);
-    if (!rc) rc = lt_store_open(&s, &be, NULL);
+    if (lt_cli_store_backend(cmd, store_spec, kafka, &be)) return 1;
+    int rc = lt_store_open(&s, &be, NULL);
     if (rc) return lt_cli_fail_status(cmd, rc, "cannot read the config store");
     lt_host host;
     lt_host_detect(&host);
@@ -45,11 +46,15 @@ int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const c
     int stored = lt_store_count(s), applied = 0;
     for (int i = 0; i < stored; i++) applied += used[i];
     free(used);
+    if (rc < 0) {
+        lt_store_close(s);
+        return lt_cli_fail_status(cmd, rc, "warm start failed");
+    }
+    if (explicit_path || stored > 0) { /* no default store yet: nothing to say */
+        fprintf(stderr, "warm start: %d configurations from %s", applied, lt_store_name(s));
+        if (skipped) fprintf(stderr, " (%d refused)", skipped);
+        fputc('\n', stderr);
+    }
     lt_store_close(s);
-    if (rc < 0) return lt_cli_fail_status(cmd, rc, "warm start failed");
-    if (!explicit_path && stored == 0) return 0; /* no store yet: nothing to say */
-    fprintf(stderr, "warm start: %d configurations from %s", applied, store_path);
-    if (skipped) fprintf(stderr, " (%d refused)", skipped);
-    fputc('\n', stderr);
     return 0;
 }
