@@ -107,13 +107,19 @@ typedef struct {
 /* One node over one window. A node's duration in a step is max t1 - min t0
  * over the threads that reported it; count is the number of steps it ran in.
  * Quantiles are nearest-rank: q-th of n sorted values is element
- * ceil(q n) - 1 (median: q = 0.5). */
+ * ceil(q n) - 1 (median: q = 0.5). A window never spans an lt_tel_retag: it
+ * ran one configuration, the one node->params and the tag describe. */
 typedef struct {
     const char *run_id;
     uint64_t window;              /* index from 0 */
     uint64_t t_start_ns, t_end_ns; /* window bounds, lt_now_ns clock */
     uint64_t steps;               /* steps in the window */
-    const lt_tel_node_desc *node;
+    const lt_tel_node_desc *node; /* node->params: the values in force during the window */
+    /* the tag in force (lt_tel_retag): candidate_id "" (never NULL) when
+     * untagged, and then on_candidate = false, pair = 0 */
+    const char *candidate_id;
+    bool on_candidate;
+    uint32_t pair;
     uint64_t count;
     uint64_t min_ns, median_ns, p90_ns, max_ns;
     uint64_t total_ns;            /* sum of the count durations */
@@ -121,8 +127,9 @@ typedef struct {
     double gb_s, gflops;          /* bytes * count / total_ns, flops * count / total_ns */
     double wait_share;            /* sum of wait / (sum of wait + total_ns * threads): 0..1 */
     /* Counters of the window, summed over threads (read every counters_every
-     * steps: a read's delta goes to the window its read falls in). Only the
-     * available ones are meaningful: bit c of available = counter c. */
+     * steps: a read's delta goes to the window its read falls in; also read
+     * by lt_tel_retag, so no window's counters mix two configurations). Only
+     * the available ones are meaningful: bit c of available = counter c. */
     uint64_t counters[LT_CTR_COUNT];
     uint32_t available;
     bool counters_read;           /* at least one read fell in this window */
@@ -261,6 +268,30 @@ void lt_tel_begin(lt_tel *t);
 void lt_tel_step_end(lt_tel *t, const lt_step *step);
 /* Stops observing (removes the observer) and closes the last window. */
 void lt_tel_end(lt_tel *t);
+
+/* A window's attribution to an online-tuning trial. */
+typedef struct {
+    const char *candidate_id; /* NULL or "": no trial (the incumbent outside any trial) */
+    bool on_candidate;        /* the window ran the candidate's parameters */
+    uint32_t pair;            /* index of the A/B pair within the trial, from 0 */
+} lt_tel_tag;
+/* Between steps, on the stepping thread, after lt_tel_step_end (and the
+ * caller has just changed node parameters with lt_program_set_params):
+ * the window in progress closes with the step that just ended (no empty
+ * window is emitted when it has no step), and every later window carries
+ * `tag` (copied; NULL = no tag) and the parameter values the program's nodes
+ * hold NOW (re-read here, between steps, so no race with the drain). Never
+ * blocks for long: if the drain's queue is full it waits for room (rare).
+ * Before lt_tel_begin it sets the tag and parameters of the first window.
+ * Untagged (no candidate_id), on_candidate and pair are reported as false
+ * and 0. The counters are read here too: their delta goes to the window
+ * this call closes, or is discarded if that window has no step (its steps
+ * were closed by lt_tel_step_end already, and the delta must not go to the
+ * next configuration's window). candidate_id should be UTF-8 (it goes into
+ * a protobuf string). Returns LT_ENOMEM, or LT_ETIMEOUT if the drain took
+ * no message for 2 s; on failure later windows keep the previous tag and
+ * parameter values (restore the program's parameters to match). */
+int lt_tel_retag(lt_tel *t, const lt_tel_tag *tag);
 /* Stops the drain thread after a last drain, emits the run end, flushes and
  * closes the sink (waiting up to 5 s for delivery; what is still in flight
  * then counts as a delivery failure), frees t. stats (may be NULL) gets the

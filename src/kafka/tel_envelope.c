@@ -150,6 +150,11 @@ int lt_tel_record_to_envelope(const lt_tel_record *r, lt_tel_pb *pb, Looptune__E
         m->n_available_counters = na;
         m->available_counters = na ? pb->available : NULL;
         m->contention = w->contention;
+        m->candidate_id = str(w->candidate_id);
+        m->on_candidate = w->on_candidate;
+        m->pair = w->pair;
+        m->steps = w->steps;
+        m->total_ns = w->total_ns;
         env->payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_KERNEL_WINDOW;
         env->kernel_window = m;
         break;

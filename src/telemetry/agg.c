@@ -3,7 +3,10 @@
  * windows, and per row one cell per node: the earliest start, latest end and
  * summed wait over the threads that reported the node in that step. When a
  * window's closing message has been seen (and, by the drain's protocol, all
- * records of its steps are in) its rows become one record per node. */
+ * records of its steps are in) its rows become one record per node, each
+ * with the tag and parameter values of the configuration snapshot in force
+ * from the window's first step (a retag closes the window, so one
+ * snapshot covers all of it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,10 @@ struct lt__tel_agg {
     uint64_t *closes; /* pending window ends (exclusive), ascending */
     size_t n_closes, cap_closes;
     uint64_t window;
+    /* configuration snapshots: cur is in force at base (NULL: no retag yet,
+     * the values at open, untagged); later ones wait in start order */
+    lt__tel_snap *cur, *pend, *pend_tail;
+    lt_tel_node_desc desc; /* scratch: a node with the values of a snapshot */
     uint64_t *dur;  /* scratch: durations of one node over a window */
     uint64_t cap_dur;
     bool warned;
@@ -99,6 +106,12 @@ void lt__tel_agg_free(lt__tel_agg *a) {
     free(a->cells);
     free(a->closes);
     free(a->dur);
+    lt__tel_snap_free(a->cur);
+    while (a->pend) {
+        lt__tel_snap *next = a->pend->next;
+        lt__tel_snap_free(a->pend);
+        a->pend = next;
+    }
     free(a);
 }
 
@@ -132,14 +145,43 @@ static void push_close(lt__tel_agg *a, uint64_t end) {
     a->closes[a->n_closes++] = end;
 }
 
+/* Counter deltas read between steps (a retag) belong to the last step
+ * before seq, if it still is in the window that is open: its first step is
+ * where the last pending close put it (or base). */
+static void attach_counters(lt__tel_agg *a, const lt__tel_stepmsg *m) {
+    uint64_t first = a->n_closes ? a->closes[a->n_closes - 1] : a->base;
+    for (uint64_t s = m->seq; s > first && s > a->base;) {
+        s--;
+        if (s - a->base >= a->cap) continue; /* never given a row */
+        row *r = &a->rows[s & (a->cap - 1)];
+        if (!r->known) continue; /* lost: try the step before */
+        r->flags |= LT__STEP_COUNTERS;
+        r->ctr_wall += m->ctr_wall_ns;
+        for (int c = 0; c < LT_CTR_COUNT; c++) r->ctr[c] += m->ctr[c];
+        return;
+    }
+}
+
+static void queue_snap(lt__tel_agg *a, lt__tel_snap *snap, uint64_t start) {
+    LT_ASSERT(snap->n == a->n_nodes);
+    snap->start = start;
+    snap->next = NULL;
+    if (a->pend_tail) a->pend_tail->next = snap;
+    else a->pend = snap;
+    a->pend_tail = snap;
+}
+
 void lt__tel_agg_step(lt__tel_agg *a, const lt__tel_stepmsg *m) {
     LT_ASSERT(m->seq >= a->next);
+    LT_ASSERT(!(m->flags & LT__STEP_RETAG) || (m->flags & LT__STEP_NONE));
     /* steps whose messages never came: their records are orphans */
     for (uint64_t s = a->next; s < m->seq; s++)
         if (ensure(a, s)) a->rows[s & (a->cap - 1)].lost = true;
     if (m->flags & LT__STEP_NONE) {
         a->next = m->seq;
+        if (m->flags & LT__STEP_COUNTERS) attach_counters(a, m);
         if (m->flags & LT__STEP_CLOSE) push_close(a, m->seq);
+        if ((m->flags & LT__STEP_RETAG) && m->snap) queue_snap(a, m->snap, m->seq);
         return;
     }
     a->next = m->seq + 1;
@@ -160,6 +202,33 @@ void lt__tel_agg_step(lt__tel_agg *a, const lt__tel_stepmsg *m) {
 }
 
 uint64_t lt__tel_agg_steps_known(const lt__tel_agg *a) { return a->next; }
+
+/* The snapshot in force at step (NULL: the values at open), without
+ * retiring any: records may be added for steps ahead of base. */
+static const lt__tel_snap *snap_at(const lt__tel_agg *a, uint64_t step) {
+    const lt__tel_snap *s = a->cur;
+    for (const lt__tel_snap *p = a->pend; p && p->start <= step; p = p->next) s = p;
+    return s;
+}
+
+/* Makes the snapshot in force at base current, freeing those it replaces. */
+static void retire_snaps(lt__tel_agg *a) {
+    while (a->pend && a->pend->start <= a->base) {
+        lt__tel_snap_free(a->cur);
+        a->cur = a->pend;
+        a->pend = a->pend->next;
+    }
+    if (!a->pend) a->pend_tail = NULL;
+}
+
+/* Node j as records name it under snapshot s (a->desc is the scratch). */
+static const lt_tel_node_desc *node_desc(lt__tel_agg *a, int j, const lt__tel_snap *s) {
+    const lt_tel_node_desc *d = &a->o.nodes->nodes[j];
+    if (!s) return d;
+    a->desc = *d;
+    for (int k = 0; k < d->n_params; k++) a->desc.params[k].value = s->params[j].v[k];
+    return &a->desc;
+}
 
 static void node_cost(const lt__tel_agg *a, int node, const row *r, double *bytes, double *flops) {
     lt_step step = {.pos = r->pos, .n_tokens = r->n_tokens > 0 ? r->n_tokens : 1};
@@ -193,7 +262,7 @@ void lt__tel_agg_add(lt__tel_agg *a, int ith, const lt__tel_rec *r) {
         s->run_id = a->o.run_id;
         s->token = step;
         s->thread = (uint32_t)ith;
-        s->node = &a->o.nodes->nodes[r->node];
+        s->node = node_desc(a, r->node, snap_at(a, step));
         s->start_ns = r->t0;
         s->end_ns = r->t1;
         s->wait_ns = r->wait;
@@ -213,7 +282,8 @@ static uint64_t quantile(const uint64_t *v, uint64_t n, uint64_t num, uint64_t d
     return v[k ? k - 1 : 0];
 }
 
-/* Emits the window of steps [a->base, end) and forgets its rows. */
+/* Emits the window of steps [a->base, end), which lie under one snapshot
+ * (a->cur), and forgets its rows. */
 static void finish_window(lt__tel_agg *a, uint64_t end) {
     /* rows exist up to base + cap (fewer only if growing ran out of memory) */
     if (end - a->base > a->cap) end = a->base + a->cap;
@@ -276,7 +346,10 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
             w->t_start_ns = t_start;
             w->t_end_ns = t_end;
             w->steps = steps;
-            w->node = &a->o.nodes->nodes[j];
+            w->node = node_desc(a, j, a->cur);
+            w->candidate_id = a->cur ? a->cur->candidate_id : "";
+            w->on_candidate = a->cur && a->cur->on_candidate;
+            w->pair = a->cur ? a->cur->pair : 0;
             w->count = n;
             w->min_ns = a->dur[0];
             w->median_ns = quantile(a->dur, n, 1, 2);
@@ -305,9 +378,22 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
     a->base = end;
 }
 
+/* Emits the windows of steps [a->base, end). A retag always closes the
+ * window, so the cut at a snapshot's start only matters when a close was
+ * lost (out of memory): even then no window mixes two configurations. */
+static void finish_until(lt__tel_agg *a, uint64_t end) {
+    while (a->base < end) {
+        retire_snaps(a);
+        uint64_t e = end;
+        if (a->pend && a->pend->start < e) e = a->pend->start; /* > base after retiring */
+        finish_window(a, e);
+    }
+}
+
 void lt__tel_agg_flush(lt__tel_agg *a) {
-    for (size_t i = 0; i < a->n_closes; i++) finish_window(a, a->closes[i]);
+    for (size_t i = 0; i < a->n_closes; i++) finish_until(a, a->closes[i]);
     a->n_closes = 0;
+    retire_snaps(a);
 }
 
 void lt__tel_agg_counts_get(const lt__tel_agg *a, lt__tel_agg_counts *out) { *out = a->st; }

@@ -9,7 +9,11 @@
  *    record of the steps they announce, aggregates, and emits to the sink.
  * A step's message is sent after the pool has joined the step's threads, so
  * once the drain has read a message for step s, every record of s is already
- * in the rings: windows are complete when they are emitted. */
+ * in the rings: windows are complete when they are emitted. A retag (the
+ * tuner changed parameters between steps) travels the same way: a message
+ * that closes the window and hands the drain an immutable snapshot of the
+ * tag and parameter values, applied in step order; the observer never sees
+ * it. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -320,21 +324,82 @@ void lt_tel_step_end(lt_tel *t, const lt_step *step) {
     t->t_step_begin = now;
 }
 
-void lt_tel_end(lt_tel *t) {
-    if (!t->observing) return;
-    lt_program_set_observer(t->o.program, NULL);
-    t->observing = false;
-    /* closes the last window; waits for room (not the hot path any more) */
-    lt__tel_stepmsg m = {.seq = t->seq, .flags = LT__STEP_NONE | LT__STEP_CLOSE,
-                         .t_begin_ns = t->t_step_begin, .t_end_ns = t->t_step_begin};
-    m.flags |= t->carry_flags & LT__STEP_CLOSE;
-    for (int tries = 0; !lt__ring_push(&t->msgs, &m, sizeof m) && tries < 2000; tries++) {
+/* Sends a message that must not be lost (between steps, not the hot path):
+ * while the queue is full, wakes the drain and waits, up to 2 s. */
+static bool send_wait(lt_tel *t, const lt__tel_stepmsg *m) {
+    for (int tries = 0; tries < 2000; tries++) {
+        if (lt__ring_push(&t->msgs, m, sizeof *m)) return true;
         pthread_mutex_lock(&t->mu);
         pthread_cond_signal(&t->cv);
         pthread_mutex_unlock(&t->mu);
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
+    return lt__ring_push(&t->msgs, m, sizeof *m);
+}
+
+void lt_tel_end(lt_tel *t) {
+    if (!t->observing) return;
+    lt_program_set_observer(t->o.program, NULL);
+    t->observing = false;
+    /* closes the last window */
+    lt__tel_stepmsg m = {.seq = t->seq, .flags = LT__STEP_NONE | LT__STEP_CLOSE,
+                         .t_begin_ns = t->t_step_begin, .t_end_ns = t->t_step_begin};
+    send_wait(t, &m);
     t->carry_flags = 0;
+}
+
+int lt_tel_retag(lt_tel *t, const lt_tel_tag *tag) {
+    /* the parameter values the next steps run with: the caller changes them
+     * on this thread, between steps, so reading them here races with nothing */
+    lt__tel_snap *snap = lt__tel_snap_new(t->o.program, tag);
+    if (!snap) return lt_error(LT_ENOMEM, "telemetry: out of memory for a retag");
+    uint64_t now = lt_now_ns();
+    lt__tel_stepmsg m = {.seq = t->seq, .flags = LT__STEP_NONE | LT__STEP_CLOSE | LT__STEP_RETAG,
+                         .t_begin_ns = t->t_step_begin, .t_end_ns = t->t_step_begin,
+                         .snap = snap};
+    /* a carried close is this close; carried counters belong to the window
+     * this closes, like the ones read now */
+    uint64_t ctr[LT_CTR_COUNT] = {0}, wall = 0;
+    bool have_ctr = false;
+    if (t->carry_flags & LT__STEP_COUNTERS) {
+        memcpy(ctr, t->carry_ctr, sizeof ctr);
+        wall = t->carry_wall;
+        have_ctr = true;
+    }
+    if (t->ctrs && t->observing) {
+        uint64_t v[LT_CTR_COUNT];
+        lt__tel_counters_read(t->ctrs, v);
+        for (int c = 0; c < LT_CTR_COUNT; c++) {
+            ctr[c] += v[c] >= t->ctr_prev[c] ? v[c] - t->ctr_prev[c] : 0;
+            t->ctr_prev[c] = v[c];
+        }
+        wall += (now - t->t_ctr_prev) * (uint64_t)t->nth;
+        t->t_ctr_prev = now;
+        have_ctr = true;
+    }
+    /* no step in the window: the delta is the closed window's tail, and must
+     * not count for the next configuration */
+    if (have_ctr && t->win_steps > 0) {
+        m.flags |= LT__STEP_COUNTERS;
+        memcpy(m.ctr, ctr, sizeof ctr);
+        m.ctr_wall_ns = wall;
+    }
+    if (!send_wait(t, &m)) {
+        lt__tel_snap_free(snap);
+        /* this close is lost with the message; an earlier one and the
+         * counters are kept for the next message */
+        t->carry_flags = (t->carry_flags & LT__STEP_CLOSE) | (m.flags & LT__STEP_COUNTERS);
+        memcpy(t->carry_ctr, m.ctr, sizeof t->carry_ctr);
+        t->carry_wall = m.ctr_wall_ns;
+        return lt_error(LT_ETIMEOUT, "telemetry: the drain took no message for 2 s; "
+                                     "the retag is not applied");
+    }
+    t->carry_flags = 0;
+    memset(t->carry_ctr, 0, sizeof t->carry_ctr);
+    t->carry_wall = 0;
+    t->win_steps = 0;
+    t->t_win_begin = now;
+    return LT_OK;
 }
 
 /* ---- closing ------------------------------------------------------------------------ */

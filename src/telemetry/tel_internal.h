@@ -17,19 +17,45 @@ typedef struct {
     uint64_t t0, t1, wait;
 } lt__tel_rec;
 
+/* ---- configuration snapshots (snap.c) ------------------------------------------ */
+
+/* What a window ran: the tag and every node's parameter values, as
+ * lt_tel_retag found them between steps. Immutable once sent: the stepping
+ * thread builds it, a RETAG message hands it to the aggregator, which frees
+ * it when a later snapshot replaces it. One allocation (candidate_id
+ * points into it). */
+typedef struct lt__tel_snap {
+    struct lt__tel_snap *next; /* the aggregator's list of pending snapshots */
+    uint64_t start;            /* first step it applies to (set by the aggregator) */
+    const char *candidate_id;  /* "" when untagged */
+    bool on_candidate;
+    uint32_t pair;
+    int n;                     /* nodes */
+    lt_params params[];        /* [n] */
+} lt__tel_snap;
+
+/* Reads the values p's nodes hold now; tag may be NULL. NULL on out of memory. */
+lt__tel_snap *lt__tel_snap_new(const lt_program *p, const lt_tel_tag *tag);
+void lt__tel_snap_free(lt__tel_snap *s);
+
+/* ---- step messages ----------------------------------------------------------------- */
+
 /* Sent by the stepping thread at the end of every step, in step order. */
 enum {
     LT__STEP_CLOSE = 1u,    /* the window ends with this step */
     LT__STEP_COUNTERS = 2u, /* ctr/ctr_wall_ns carry counter deltas */
-    LT__STEP_NONE = 4u,     /* no step: only closes the window (the end of the run) */
+    LT__STEP_NONE = 4u,     /* no step: only closes the window (the end of the run, a retag) */
+    LT__STEP_RETAG = 8u,    /* with NONE: snap applies from step seq on */
 };
 typedef struct {
-    uint64_t seq;       /* step index from 0 */
+    uint64_t seq;       /* step index from 0 (NONE: the next step) */
     int64_t pos, n_tokens;
     uint64_t t_begin_ns, t_end_ns; /* when the step began and ended (lt_now_ns) */
     uint32_t flags;
     uint64_t ctr_wall_ns; /* wall time the counter deltas cover, times threads */
-    uint64_t ctr[LT_CTR_COUNT]; /* deltas summed over threads since the last read */
+    uint64_t ctr[LT_CTR_COUNT]; /* deltas summed over threads since the last read; with
+                                 * NONE they belong to the last step before seq */
+    lt__tel_snap *snap; /* RETAG: owned by the message, then by the aggregator */
 } lt__tel_stepmsg;
 
 /* ---- node descriptors (shape.c) ------------------------------------------------- */
@@ -86,7 +112,8 @@ int lt__tel_agg_init(lt__tel_agg **out, const lt__tel_agg_opts *o);
 void lt__tel_agg_free(lt__tel_agg *a);
 /* Step messages, in order. A CLOSE finalises and emits the window when all
  * its records are in (the caller adds a step's records before, or after,
- * its message; lt__tel_agg_add fails only for steps already emitted). */
+ * its message; lt__tel_agg_add fails only for steps already emitted). Takes
+ * ownership of a RETAG message's snap. */
 void lt__tel_agg_step(lt__tel_agg *a, const lt__tel_stepmsg *m);
 /* One ring record of thread ith. Records of a step must be added before the
  * message that closes its window is processed by lt__tel_agg_flush. */

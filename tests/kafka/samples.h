@@ -156,6 +156,12 @@ static inline Looptune__Envelope *sample_build(sample *s, int k, int i) {
         w->n_available_counters = 2;
         w->available_counters = avail;
         w->contention = i % 2 == 1;
+        /* a trial's windows every 3 in 1..2, the incumbent outside one at 0 */
+        w->candidate_id = i % 3 ? "cand-\u00fc" : "";
+        w->on_candidate = i % 3 == 1;
+        w->pair = 7u * (uint32_t)i;
+        w->steps = 32 + (uint64_t)i;
+        w->total_ns = (1000 + (uint64_t)i) * (10000 + (uint64_t)i);
         s->env.kernel_window = w;
         break;
     }

@@ -143,6 +143,9 @@ static void test_window_run(void) {
         if (w->window < 16) per_window[w->window]++;
         long long left = STEPS - (long long)w->window * WINDOW;
         ASSERT_EQ(w->count, left < WINDOW ? left : WINDOW);
+        ASSERT_EQ(w->steps, w->count); /* every node runs in every step */
+        ASSERT_TRUE(w->total_ns >= w->count * w->min_ns && w->total_ns <= w->count * w->max_ns);
+        ASSERT_STREQ(w->candidate_id, ""); /* no trial */
         int j = find_node(rs, w->node); /* labels are unique: "blk.3.ffn_up" */
         ASSERT_TRUE(j >= 0);
         if (j < 0) continue;

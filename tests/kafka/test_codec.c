@@ -60,6 +60,11 @@ static void test_decoded_values(void) {
     ASSERT_EQ(e->kernel_window->counters[1]->value, 2 * 123456789012ll + 7);
     ASSERT_TRUE(e->kernel_window->contention);
     ASSERT_NEAR(e->kernel_window->wait_share, 0.125, 0);
+    ASSERT_STREQ(e->kernel_window->candidate_id, "cand-\xc3\xbc"); /* 7 % 3 = 1: on the candidate */
+    ASSERT_TRUE(e->kernel_window->on_candidate);
+    ASSERT_EQ(e->kernel_window->pair, 49);
+    ASSERT_EQ(e->kernel_window->steps, 39);
+    ASSERT_EQ(e->kernel_window->total_ns, 1007ull * 10007ull);
     char key[64];
     lt_envelope_key(e, key, sizeof key);
     ASSERT_STREQ(key, "run-0007");

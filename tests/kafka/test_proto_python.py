@@ -102,6 +102,9 @@ def check_formulas(env, kind, i):
         assert (w.count, w.p90_ns, w.max_ns) == (1000 + i, 12000 + i, 400000 + i)
         assert w.counters[1].value == 2 * 123456789012 + i
         assert w.contention == (i % 2 == 1)
+        assert w.candidate_id == ("cand-\u00fc" if i % 3 else ""), w.candidate_id
+        assert (w.on_candidate, w.pair) == (i % 3 == 1, 7 * i)
+        assert (w.steps, w.total_ns) == (32 + i, (1000 + i) * (10000 + i))
     elif kind == "call_sample":
         assert env.call_sample.end_ns - env.call_sample.start_ns == 4321
     elif kind == "control":

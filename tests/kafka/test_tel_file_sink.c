@@ -1,7 +1,8 @@
 /* The file telemetry sink, no broker needed: a run's records go both to a
  * memory sink and to a file; the file, read back with lt_tel_file_next and
  * the wire codec, holds the same records in the same order, field by field
- * (both detail levels). A truncated file is reported, not misread. */
+ * (both detail levels), including a retag's trial attribution and changed
+ * parameter values. A truncated file is reported, not misread. */
 #include <unistd.h>
 
 #include "looptune/telemetry_sinks.h"
@@ -95,6 +96,16 @@ static void compare(const mem_rec *m, const Looptune__Envelope *e) {
         ASSERT_NEAR(w->gflops, m->w.gflops, 0);
         ASSERT_NEAR(w->wait_share, m->w.wait_share, 0);
         ASSERT_EQ(w->contention, m->w.contention);
+        ASSERT_STREQ(w->candidate_id, m->candidate_id);
+        ASSERT_EQ(w->on_candidate, m->w.on_candidate);
+        ASSERT_EQ(w->pair, m->w.pair);
+        ASSERT_EQ(w->steps, m->w.steps);
+        ASSERT_EQ(w->total_ns, m->w.total_ns);
+        ASSERT_EQ(w->n_params, m->n_params);
+        for (size_t k = 0; k < w->n_params && k < LT_MAX_PARAMS; k++) {
+            ASSERT_STREQ(w->params[k]->name, m->params[k].name);
+            ASSERT_EQ(w->params[k]->value, m->params[k].value);
+        }
         /* available counters by name, values only when read */
         size_t na = 0, nc = 0;
         for (int c = 0; c < LT_CTR_COUNT; c++) {
@@ -151,7 +162,17 @@ static void round_trip(lt_tel_detail detail, const char *path) {
     lt_tel *tel;
     ASSERT_EQ(lt_tel_open(&tel, &o), LT_OK);
     lt_tel_begin(tel);
+    /* a trial on the matvec (node 1): candidate for steps 2..6, then none */
+    lt_node_info info;
+    lt_program_node(p, 1, &info);
+    lt_params inc = info.params, cand = info.params;
+    cand.v[0] = inc.v[0] == 64 ? 128 : 64; /* rows_per_task */
     for (int s = 0; s < 10; s++) {
+        if (s == 2 || s == 7) {
+            ASSERT_EQ(lt_program_set_params(p, 1, s == 2 ? &cand : &inc), LT_OK);
+            ASSERT_EQ(lt_tel_retag(tel, s == 2 ? &(lt_tel_tag){"cand-\u00e9", true, 2} : NULL),
+                      LT_OK);
+        }
         lt_step st = {.pos = s, .n_tokens = 1};
         ASSERT_EQ(lt_exec_looped(p, pool, &st, NULL), LT_OK);
         lt_tel_step_end(tel, &st);
@@ -161,7 +182,17 @@ static void round_trip(lt_tel_detail detail, const char *path) {
     ASSERT_EQ(stats.sink.failed, 0);
     ASSERT_EQ((int64_t)ms.n, stats.sink.emitted);
     size_t windows = mem_count(&ms, LT_TEL_KERNEL_WINDOW);
-    ASSERT_EQ(windows, 3 * 5); /* 4 + 4 + 2 steps, 5 nodes */
+    ASSERT_EQ(windows, 4 * 5); /* 2 | 4 1 | 3 steps (K = 4, retags at 2 and 7), 5 nodes */
+    int tagged = 0;
+    for (size_t i = 0; i < ms.n; i++) {
+        const mem_rec *m = &ms.v[i];
+        if (m->kind != LT_TEL_KERNEL_WINDOW) continue;
+        bool in_trial = m->w.window == 1 || m->w.window == 2;
+        ASSERT_STREQ(m->candidate_id, in_trial ? "cand-\u00e9" : "");
+        if (m->node == 1) ASSERT_EQ(m->params[0].value, in_trial ? cand.v[0] : inc.v[0]);
+        tagged += in_trial;
+    }
+    ASSERT_EQ(tagged, 2 * 5);
     if (detail == LT_TEL_DETAIL_PER_CALL) ASSERT_TRUE(mem_count(&ms, LT_TEL_CALL_SAMPLE) >= 50);
 
     FILE *f = fopen(path, "rb");

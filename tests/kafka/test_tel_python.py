@@ -10,7 +10,9 @@ by grpc_tools at test time), and checks:
   - one window record per node per window, each node counted once per
     decode step, window counts of --telemetry-window-tokens steps;
   - the figures agree with the run summary (tokens, records emitted) and
-    with themselves (gb_s = bytes * count / node time, quantiles ordered);
+    with themselves (gb_s = bytes * count / total_ns, quantiles ordered,
+    count * min_ns <= total_ns <= count * max_ns, steps = the window's);
+  - a run without a trial leaves every window untagged (candidate_id "");
   - `looptune tail` prints exactly protobuf's JSON of every record.
 Needs what tests/kafka/test_proto_python.py needs (its helpers are reused)."""
 import json
@@ -82,10 +84,14 @@ def main():
             assert 0 <= w.wait_share <= 1
             assert w.shape.startswith(w.kernel + ":"), w.shape
             assert "task-clock" in w.available_counters, list(w.available_counters)
+            assert w.steps == WINDOW, (w.node, w.window, w.steps)
+            assert w.min_ns * w.count <= w.total_ns <= w.max_ns * w.count, w
+            assert w.total_ns > 0, w
             node_ns = w.bytes * w.count / w.gb_s  # 1 GB/s = 1 byte/ns
-            assert w.min_ns * w.count * 0.999 <= node_ns <= w.max_ns * w.count * 1.001, w
+            assert abs(node_ns - w.total_ns) <= 1e-9 * w.total_ns + 1e-6, (node_ns, w.total_ns)
             if w.flops > 0:
-                assert abs(w.flops * w.count / w.gflops - node_ns) <= 1e-6 * node_ns
+                assert abs(w.flops * w.count / w.gflops - w.total_ns) <= 1e-6 * w.total_ns
+            assert w.candidate_id == "" and not w.on_candidate and w.pair == 0, w
         assert all(c == STEPS for c in counts.values()), counts
         assert per_window == {i: len(nodes) for i in range(windows)}, per_window
 
@@ -99,6 +105,10 @@ def main():
         for i, (line, e) in enumerate(zip(lines, envs)):
             mine = json_format.MessageToDict(e, preserving_proto_field_name=True)
             assert json.loads(line) == mine, f"record {i}: tail {line} != protobuf {mine}"
+            if e.WhichOneof("payload") == "kernel_window":
+                # proto3 JSON leaves zeros out: a window's steps and total_ns are never zero
+                w = json.loads(line)["kernel_window"]
+                assert int(w["steps"]) == WINDOW and int(w["total_ns"]) > 0, line
     print(f"run {run_id}: {emitted} records decoded with the .proto alone; {windows} windows of "
           f"{len(nodes)} nodes, every node counted {STEPS} times")
 

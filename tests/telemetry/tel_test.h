@@ -14,7 +14,10 @@ typedef struct {
     lt_tel_kind kind;
     int node;            /* window and call records: the node index */
     char label[64], kernel[32], shape[96], run_id[64];
-    lt_tel_kernel_window w; /* w.node, w.run_id are NULL: see above */
+    int n_params;                       /* window and call records: the node's values */
+    lt_tel_param params[LT_MAX_PARAMS]; /* (names are static strings) */
+    char candidate_id[64];              /* window records */
+    lt_tel_kernel_window w; /* w.node, w.run_id, w.candidate_id are NULL: see above */
     lt_tel_call_sample c;
     lt_tel_run_end e;
     int n_nodes, threads;   /* run start */
@@ -34,6 +37,8 @@ static inline void mem_copy_node(mem_rec *m, const lt_tel_node_desc *d) {
     snprintf(m->label, sizeof m->label, "%s", d->label);
     snprintf(m->kernel, sizeof m->kernel, "%s", d->kernel);
     snprintf(m->shape, sizeof m->shape, "%s", d->shape);
+    m->n_params = d->n_params;
+    memcpy(m->params, d->params, sizeof m->params);
 }
 
 static inline int mem_emit(void *ctx, const lt_tel_record *r) {
@@ -66,8 +71,10 @@ static inline int mem_emit(void *ctx, const lt_tel_record *r) {
         m->w = r->u.window;
         snprintf(m->run_id, sizeof m->run_id, "%s", r->u.window.run_id);
         mem_copy_node(m, r->u.window.node);
+        snprintf(m->candidate_id, sizeof m->candidate_id, "%s", r->u.window.candidate_id);
         m->w.node = NULL;
         m->w.run_id = NULL;
+        m->w.candidate_id = NULL;
         break;
     case LT_TEL_CALL_SAMPLE:
         m->c = r->u.call;

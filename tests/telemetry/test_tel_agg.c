@@ -2,7 +2,8 @@
  * per-step node durations (max end - min start over threads), nearest-rank
  * quantiles, analytic bytes and FLOPs, achieved rates, wait share, counters
  * and the contention flag; windows closed by messages; per-call samples;
- * records of lost steps and of emitted windows counted as orphans. */
+ * records of lost steps and of emitted windows counted as orphans; retags
+ * that cut windows and give them the tag and parameter values in force. */
 #include "telemetry/tel_internal.h"
 #include "tel_test.h"
 #include "test.h"
@@ -259,11 +260,196 @@ static void test_growth(void) {
     teardown(&f);
 }
 
+/* ---- retags ------------------------------------------------------------------------ */
+
+/* What the test set for one step, logged as it goes: the reference the
+ * windows are checked against. */
+typedef struct {
+    int32_t rows, unroll; /* matvec's rows_per_task and unroll */
+    char id[16];
+    bool on;
+    uint32_t pair;
+} step_conf;
+
+static int mv_param(const char *name) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    for (int i = 0; i < k->n_params; i++)
+        if (!strcmp(k->params[i].name, name)) return i;
+    ASSERT_TRUE(!"matvec has no such parameter");
+    return 0;
+}
+
+/* Sets node 1's (matvec) rows_per_task and unroll, the way the tuner would. */
+static void set_mv(lt_program *p, int32_t rows, int32_t unroll) {
+    lt_node_info info;
+    lt_program_node(p, 1, &info);
+    info.params.v[mv_param("rows_per_task")] = rows;
+    info.params.v[mv_param("unroll")] = unroll;
+    ASSERT_EQ(lt_program_set_params(p, 1, &info.params), LT_OK);
+}
+
+/* The message lt_tel_retag sends: no step, closes, a snapshot from now on. */
+static void retag(fixture *f, uint64_t seq, const lt_tel_tag *tag, uint64_t task_clock,
+                  step_conf *cur, int32_t rows, int32_t unroll) {
+    set_mv(f->p, rows, unroll);
+    lt__tel_stepmsg m = {.seq = seq, .flags = LT__STEP_NONE | LT__STEP_CLOSE | LT__STEP_RETAG,
+                         .snap = lt__tel_snap_new(f->p, tag)};
+    ASSERT_TRUE(m.snap != NULL);
+    if (task_clock) {
+        m.flags |= LT__STEP_COUNTERS;
+        m.ctr[LT_CTR_TASK_CLOCK] = task_clock;
+        m.ctr_wall_ns = 10 * task_clock;
+    }
+    lt__tel_agg_step(f->agg, &m);
+    memset(cur, 0, sizeof *cur);
+    cur->rows = rows;
+    cur->unroll = unroll;
+    if (tag && tag->candidate_id) {
+        snprintf(cur->id, sizeof cur->id, "%s", tag->candidate_id);
+        cur->on = tag->on_candidate;
+        cur->pair = tag->pair;
+    }
+}
+
+/* Step s: 1000 ns from 1000 s, all three nodes on thread 0. */
+static void full_step(fixture *f, uint64_t s, uint32_t flags, step_conf *log,
+                      const step_conf *cur) {
+    step(f, s, s * 1000, s * 1000 + 1000, flags, 0, 0, 0);
+    for (int j = 0; j < 3; j++) {
+        uint64_t t0 = s * 1000 + 100 * (uint64_t)j;
+        rec(f, 0, (uint32_t)s, j, t0, t0 + 50 + s, 0);
+    }
+    log[s] = *cur;
+}
+
+static void test_retag(void) {
+    fixture f;
+    setup(&f, LT_TEL_DETAIL_WINDOW, 1u << LT_CTR_TASK_CLOCK);
+    const lt_kernel *mv = lt_kernel_get(LT_K_MATVEC);
+    const int32_t def_rows = mv->params[mv_param("rows_per_task")].def;
+    const int32_t def_unroll = mv->params[mv_param("unroll")].def;
+    ASSERT_TRUE(def_rows != 8 && def_unroll != 4); /* the candidate differs */
+    step_conf log[12], cur;
+    /* before the first step: the incumbent of trial c1, pair 0 */
+    retag(&f, 0, &(lt_tel_tag){"c1", false, 0}, 0, &cur, def_rows, def_unroll);
+    full_step(&f, 0, 0, log, &cur);
+    full_step(&f, 1, LT__STEP_CLOSE, log, &cur); /* a window of K = 2 steps */
+    full_step(&f, 2, 0, log, &cur);
+    lt__tel_agg_flush(f.agg);
+    /* the candidate; the counters read at the retag go to step 2's window */
+    retag(&f, 3, &(lt_tel_tag){"c1", true, 0}, 500, &cur, 8, 4);
+    full_step(&f, 3, 0, log, &cur);
+    full_step(&f, 4, 0, log, &cur);
+    full_step(&f, 5, LT__STEP_CLOSE, log, &cur);
+    /* right after a close: nothing to cut, and counters with no step in the
+     * window go nowhere; twice in a row: the second one counts */
+    retag(&f, 6, &(lt_tel_tag){"c1", true, 1}, 999, &cur, 8, 4);
+    retag(&f, 6, &(lt_tel_tag){"c1", false, 1}, 0, &cur, def_rows, def_unroll);
+    full_step(&f, 6, 0, log, &cur);
+    full_step(&f, 7, 0, log, &cur);
+    lt__tel_agg_flush(f.agg); /* the open window stays open */
+    full_step(&f, 8, 0, log, &cur);
+    /* the trial is over: no tag ("" on the wire, not on, pair 0) even if the
+     * caller left the others set */
+    retag(&f, 9, &(lt_tel_tag){NULL, true, 7}, 0, &cur, 16, 2);
+    full_step(&f, 9, 0, log, &cur);
+    full_step(&f, 10, 0, log, &cur);
+    full_step(&f, 11, 0, log, &cur);
+    lt__tel_agg_step(f.agg, &(lt__tel_stepmsg){.seq = 12, .flags = LT__STEP_NONE | LT__STEP_CLOSE});
+    lt__tel_agg_flush(f.agg);
+
+    /* windows: [0,2) [2,3) [3,6) [6,9) [9,12), three node records each */
+    const uint64_t bounds[6] = {0, 2, 3, 6, 9, 12};
+    ASSERT_EQ(mem_count(&f.ms, LT_TEL_KERNEL_WINDOW), 5 * 3);
+    uint64_t steps = 0;
+    const int rows_i = mv_param("rows_per_task"), unroll_i = mv_param("unroll");
+    for (size_t i = 0; i < f.ms.n; i++) {
+        const mem_rec *r = &f.ms.v[i];
+        if (r->kind != LT_TEL_KERNEL_WINDOW) continue;
+        ASSERT_TRUE(r->w.window < 5);
+        if (r->w.window >= 5) continue;
+        uint64_t first = bounds[r->w.window], end = bounds[r->w.window + 1];
+        ASSERT_EQ(r->w.t_start_ns, first * 1000);
+        ASSERT_EQ(r->w.t_end_ns, end * 1000);
+        ASSERT_EQ(r->w.steps, end - first);
+        ASSERT_EQ(r->w.count, end - first);
+        if (r->node == 0) steps += r->w.steps;
+        /* every step of the window ran what the window reports */
+        for (uint64_t s = first; s < end; s++) {
+            ASSERT_STREQ(r->candidate_id, log[s].id);
+            ASSERT_EQ(r->w.on_candidate, log[s].on);
+            ASSERT_EQ(r->w.pair, log[s].pair);
+            if (r->node == 1) {
+                ASSERT_EQ(r->n_params, mv->n_params);
+                ASSERT_EQ(r->params[rows_i].value, log[s].rows);
+                ASSERT_EQ(r->params[unroll_i].value, log[s].unroll);
+                ASSERT_STREQ(r->params[rows_i].name, "rows_per_task");
+            } else {
+                /* the adds kept their values */
+                ASSERT_EQ(r->n_params, lt_kernel_get(LT_K_ADD)->n_params);
+                ASSERT_EQ(r->params[0].value, lt_kernel_get(LT_K_ADD)->params[0].def);
+            }
+        }
+        /* counters: only the retag's read at step 3 fell in a window */
+        ASSERT_EQ(r->w.counters_read, r->w.window == 1);
+        ASSERT_EQ(r->w.counters[LT_CTR_TASK_CLOCK], r->w.window == 1 ? 500u : 0u);
+    }
+    ASSERT_EQ(steps, 12);
+    /* the tag values themselves, spelled out once */
+    const mem_rec *w = find_window(&f.ms, 2, 1);
+    ASSERT_TRUE(w != NULL);
+    if (w) {
+        ASSERT_STREQ(w->candidate_id, "c1");
+        ASSERT_TRUE(w->w.on_candidate);
+        ASSERT_EQ(w->w.pair, 0);
+        ASSERT_EQ(w->params[rows_i].value, 8);
+        ASSERT_EQ(w->params[unroll_i].value, 4);
+    }
+    w = find_window(&f.ms, 4, 1);
+    ASSERT_TRUE(w != NULL);
+    if (w) {
+        ASSERT_STREQ(w->candidate_id, "");
+        ASSERT_TRUE(!w->w.on_candidate);
+        ASSERT_EQ(w->w.pair, 0);
+        ASSERT_EQ(w->params[rows_i].value, 16);
+    }
+    teardown(&f); /* frees the last snapshot: ASan would see a leak */
+}
+
+/* Per-call samples name the values of their own step, also when the
+ * window they fall in has not been emitted; a snapshot queued but never
+ * reached is freed with the aggregator. */
+static void test_retag_per_call(void) {
+    fixture f;
+    setup(&f, LT_TEL_DETAIL_PER_CALL, 0);
+    step_conf cur;
+    const int rows_i = mv_param("rows_per_task");
+    step(&f, 0, 0, 1000, 0, 0, 0, 0);
+    retag(&f, 1, &(lt_tel_tag){"c9", true, 3}, 0, &cur, 64, 1);
+    step(&f, 1, 1000, 2000, 0, 0, 0, 0);
+    rec(&f, 0, 0, 1, 10, 20, 0);
+    rec(&f, 0, 1, 1, 1010, 1020, 0);
+    retag(&f, 2, NULL, 0, &cur, 32, 1); /* never reached by a flush */
+    ASSERT_EQ(mem_count(&f.ms, LT_TEL_CALL_SAMPLE), 2);
+    const lt_kernel *mv = lt_kernel_get(LT_K_MATVEC);
+    size_t k = 0;
+    for (size_t i = 0; i < f.ms.n; i++) {
+        const mem_rec *r = &f.ms.v[i];
+        if (r->kind != LT_TEL_CALL_SAMPLE) continue;
+        ASSERT_EQ(r->c.token, k);
+        ASSERT_EQ(r->params[rows_i].value, k ? 64 : mv->params[rows_i].def);
+        k++;
+    }
+    teardown(&f);
+}
+
 int main(void) {
     test_hand_computed();
     test_contention_task_clock();
     test_quantiles();
     test_lost_step_and_per_call();
     test_growth();
+    test_retag();
+    test_retag_per_call();
     return lt_test_finish();
 }

@@ -1,7 +1,8 @@
 /* The telemetry runtime on real executors and threads: windows closed by K
  * steps and by T ms, counts and totals consistent with the steps run and
  * the decode time, a full ring drops (and counts) instead of waiting, the
- * sink's drops reported, and the run's header and end records. Threaded:
+ * sink's drops reported, the run's header and end records, and parameter
+ * changes with retags between steps (A/B phases of a trial). Threaded:
  * also run under ThreadSanitizer by `make test`. */
 #include <time.h>
 
@@ -241,6 +242,122 @@ static void test_counters_consistent(void) {
     lt_program_free(p);
 }
 
+/* ---- retags: an A/B trial on a running program ---------------------------------------- */
+
+typedef struct {
+    int32_t rows;    /* matvec's rows_per_task for the step */
+    int phase;       /* bumped at every retag: a window lies in one phase */
+    char id[16];
+    bool on;
+    uint32_t pair;
+} phase_conf;
+
+static int mv_rows_index(void) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    for (int i = 0; i < k->n_params; i++)
+        if (!strcmp(k->params[i].name, "rows_per_task")) return i;
+    return -1;
+}
+
+/* 40 steps, windows of K = 4: a retag before the run (incumbent, pair 0),
+ * then candidate and incumbent alternating in phases of 3 and 5 steps
+ * (pairs 0..2), one phase of 8 steps (a K close inside it and one right
+ * before the retag), a double retag, and the trial's end (untagged). Each
+ * window's values and tag equal what was set for every step it covers. */
+static void test_retag_phases(lt_executor ex) {
+    const int N = 40, nth = 2;
+    lt_program *p = syn_program(1);
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, nth), LT_OK);
+    const int ri = mv_rows_index();
+    ASSERT_TRUE(ri >= 0);
+    lt_node_info info;
+    lt_program_node(p, 1, &info);
+    const int32_t inc_rows = info.params.v[ri], cand_rows = inc_rows == 8 ? 16 : 8;
+    lt_params inc = info.params, cand = info.params;
+    cand.v[ri] = cand_rows;
+
+    run_result r;
+    memset(&r, 0, sizeof r);
+    lt_tel_opts o = {.program = p, .pool = pool, .sink = mem_sink_of(&r.ms), .window_tokens = 4,
+                     .window_ms = 600000, .drain_ms = 2, .counters_every = 3};
+    ASSERT_EQ(lt_tel_open(&r.tel, &o), LT_OK);
+    if (!r.tel) return;
+    /* retag after step_end of step (d - 1), i.e. before step d */
+    struct {
+        int at;
+        const char *id;
+        bool on;
+        uint32_t pair;
+        bool cand;
+    } plan[] = {{0, "t7", false, 0, false}, {3, "t7", true, 0, true},   {8, "t7", false, 1, false},
+                {11, "t7", true, 1, true},  {16, "t7", false, 2, false}, {24, "t7", true, 2, true},
+                {24, "t7", false, 2, false}, {27, NULL, false, 0, false}};
+    const int n_plan = (int)(sizeof plan / sizeof plan[0]);
+    phase_conf conf[64], cur = {0};
+    int next = 0, phase = 0;
+    for (int s = 0; s <= N; s++) {
+        for (; next < n_plan && plan[next].at == s; next++) {
+            ASSERT_EQ(lt_program_set_params(p, 1, plan[next].cand ? &cand : &inc), LT_OK);
+            lt_tel_tag tag = {plan[next].id, plan[next].on, plan[next].pair};
+            ASSERT_EQ(lt_tel_retag(r.tel, &tag), LT_OK);
+            cur = (phase_conf){.rows = plan[next].cand ? cand_rows : inc_rows, .phase = ++phase,
+                               .on = plan[next].on, .pair = plan[next].id ? plan[next].pair : 0};
+            snprintf(cur.id, sizeof cur.id, "%s", plan[next].id ? plan[next].id : "");
+        }
+        if (s == 0) lt_tel_begin(r.tel);
+        if (s == N) break;
+        lt_step st = {.pos = s, .n_tokens = 1};
+        ASSERT_EQ(lt_exec_run(ex, p, pool, &st, NULL), LT_OK);
+        conf[s] = cur;
+        lt_tel_step_end(r.tel, &st);
+    }
+    lt_tel_end(r.tel);
+    lt_tel_close(r.tel, &r.st);
+    check_consistency(&r, 4, N, nth);
+    ASSERT_EQ(r.st.ring_dropped, 0);
+    ASSERT_EQ(r.st.steps_lost, 0);
+
+    /* windows in index order cover the steps in order: window i starts where
+     * i - 1 ended */
+    uint64_t first_of[64] = {0}, steps_of[64] = {0};
+    int64_t n_windows = r.st.windows;
+    ASSERT_TRUE(n_windows > 0 && n_windows < 64);
+    for (size_t i = 0; i < r.ms.n; i++)
+        if (r.ms.v[i].kind == LT_TEL_KERNEL_WINDOW && r.ms.v[i].w.window < 64)
+            steps_of[r.ms.v[i].w.window] = r.ms.v[i].w.steps;
+    for (int64_t w = 1; w < n_windows; w++) first_of[w] = first_of[w - 1] + steps_of[w - 1];
+    /* 3 | 4 1 | 3 | 4 1 | 4 4 | 3 | 4 4 4 1: a window per K = 4 steps and per phase */
+    ASSERT_EQ(n_windows, 13);
+    bool starts[64] = {false};
+    for (int64_t w = 0; w < n_windows; w++) starts[first_of[w]] = true;
+    for (int i = 0; i < n_plan; i++) ASSERT_TRUE(plan[i].at >= N || starts[plan[i].at]);
+    for (size_t i = 0; i < r.ms.n; i++) {
+        const mem_rec *w = &r.ms.v[i];
+        if (w->kind != LT_TEL_KERNEL_WINDOW || w->w.window >= 64) continue;
+        const uint64_t first = first_of[w->w.window];
+        ASSERT_TRUE(w->w.steps >= 1 && w->w.steps <= 4);
+        for (uint64_t s = first; s < first + w->w.steps && s < (uint64_t)N; s++) {
+            ASSERT_EQ(conf[s].phase, conf[first].phase); /* never spans a retag */
+            ASSERT_STREQ(w->candidate_id, conf[s].id);
+            ASSERT_EQ(w->w.on_candidate, conf[s].on);
+            ASSERT_EQ(w->w.pair, conf[s].pair);
+            if (w->node == 1) ASSERT_EQ(w->params[ri].value, conf[s].rows);
+        }
+        /* counters: a retag reads them for the window it closes (e.g. [7, 8),
+         * where no periodic read falls: those are after steps 2, 5, 8, ...) */
+        bool by_retag = false;
+        for (int k = 0; k < n_plan; k++) by_retag |= (uint64_t)plan[k].at == first + w->w.steps;
+        if (r.st.counters_available & (1u << LT_CTR_TASK_CLOCK)) {
+            if (by_retag) ASSERT_TRUE(w->w.counters_read);
+            if (w->w.counters_read) ASSERT_TRUE(w->w.counters[LT_CTR_TASK_CLOCK] > 0);
+        }
+    }
+    mem_free(&r.ms);
+    lt_pool_free(pool);
+    lt_program_free(p);
+}
+
 int main(void) {
     test_windows_by_tokens(LT_EXEC_DISPATCH, 1);
     test_windows_by_tokens(LT_EXEC_DISPATCH, 2);
@@ -249,5 +366,7 @@ int main(void) {
     test_ring_full_drops();
     test_sink_drops();
     test_counters_consistent();
+    test_retag_phases(LT_EXEC_LOOPED);
+    test_retag_phases(LT_EXEC_DISPATCH);
     return lt_test_finish();
 }

@@ -94,10 +94,12 @@ static kernel_stat *find_kernel(run_stat *r, const char *name) {
     return k;
 }
 
-/* A window's node time. The wire record carries the rates, not the sum:
- * gb_s = bytes * count / time, so time = bytes * count / gb_s (1 GB/s =
- * 1 B/ns); failing that the FLOP rate, failing that count x median. */
+/* A window's node time: total_ns. Writers before that field carried only
+ * the rates (they leave steps 0 too): gb_s = bytes * count / time, so time =
+ * bytes * count / gb_s (1 GB/s = 1 B/ns); failing that the FLOP rate,
+ * failing that count x median. */
 static double window_time_ns(const Looptune__KernelWindow *w) {
+    if (w->steps > 0) return (double)w->total_ns;
     double n = (double)w->count;
     if (w->gb_s > 0 && w->bytes > 0) return w->bytes * n / w->gb_s;
     if (w->gflops > 0 && w->flops > 0) return w->flops * n / w->gflops;
