@@ -41,7 +41,7 @@ $(DEMO): | build
 
 # The main job: text generation on the demo model, with the run summary.
 run: build $(DEMO)
-	$(LOOPTUNE) run -m $(DEMO) -p "Once upon a time" -n 96 --temp 0.8 --seed 42
+	$(LOOPTUNE) run -m $(DEMO) -p "Once upon a time" -n 800 --temp 0.8 --seed 42 --tune online
 
 # The kafka tests that need a real Apache Kafka broker (test_broker_*, the
 # Python readers) start one through a ctest fixture: kafka_broker_start runs

@@ -172,6 +172,21 @@ int lt_kafka_reader_next(lt_kafka_reader *r, int timeout_ms, lt_record *rec);
 int64_t lt_kafka_reader_span(const lt_kafka_reader *r);
 void lt_kafka_reader_close(lt_kafka_reader *r); /* NULL is a no-op */
 
+/* ---- follower: a topic from now on --------------------------------------------- */
+
+/* Every partition of one topic from the high watermarks taken at open
+ * onwards, without joining a consumer group (nothing is committed). A run
+ * follows the control topic this way: every control produced after open
+ * returns is seen, none produced before. One thread at a time. */
+typedef struct lt_follower lt_follower;
+
+/* LT_ENOTFOUND if the topic does not exist (waits up to timeout_ms). */
+int lt_follower_open(lt_follower **out, const lt_kafka_conn *conn, const char *topic,
+                     int timeout_ms);
+/* As lt_consumer_poll: 1 = *rec filled (valid until the next poll), 0 = none. */
+int lt_follower_poll(lt_follower *f, int timeout_ms, lt_record *rec);
+void lt_follower_close(lt_follower *f); /* NULL is a no-op */
+
 /* ---- topics ------------------------------------------------------------------ */
 
 /* The looptune topics; the full name is prefix + suffix ("looptune.telemetry"). */
@@ -239,6 +254,9 @@ int lt_devbroker_open(lt_devbroker **out, int n_brokers, int port);
 const char *lt_devbroker_bootstrap(const lt_devbroker *b);
 /* The mock cluster, for fault injection (rdkafka_mock.h). */
 struct rd_kafka_mock_cluster_s *lt_devbroker_cluster(lt_devbroker *b);
+/* Creates a topic on the embedded broker (it has no CreateTopics); an
+ * existing one is left as it is. */
+int lt_devbroker_create_topic(lt_devbroker *b, const char *topic, int partitions);
 void lt_devbroker_close(lt_devbroker *b); /* NULL is a no-op */
 
 /* ---- wire codec ---------------------------------------------------------------- */

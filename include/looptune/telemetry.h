@@ -93,6 +93,8 @@ typedef struct {
     int threads;
     int n_nodes;
     const lt_tel_node_desc *nodes; /* [n_nodes] */
+    const char *host_class;            /* the config store's host key; may be NULL */
+    const char *const *config_shapes;  /* [n_nodes] the config store's shape keys; may be NULL */
 } lt_tel_run_start;
 
 typedef struct {
@@ -229,6 +231,10 @@ typedef struct {
     const lt_tel_host *host; /* emitted first and in the run start; may be NULL */
     const char *run_id;     /* NULL: lt_tel_run_id */
     const char *model, *dtype, *executor; /* for the run start; may be NULL */
+    /* for the run start, so an optimizer can key what it learns as the config
+     * store does (only read during lt_tel_open; may be NULL) */
+    const char *host_class;
+    const char *const *config_shapes; /* [the program's node count] */
     int64_t window_tokens;  /* a window closes after this many steps; 0: 32 */
     int64_t window_ms;      /* ... or once it lasted this long; 0: 1000 */
     int64_t drain_ms;       /* the drain thread's period; 0: 200 */

@@ -114,6 +114,13 @@ int lt_strategy_observe(lt_strategy *s, const lt_params *p, const double *costs,
 /* The best point observed so far (median cost); false if none. */
 bool lt_strategy_best(const lt_strategy *s, lt_params *out, double *cost);
 
+/* The model-guided strategy's forecast: the relative improvement over the
+ * best observed cost that the most promising untried point could bring,
+ * judged optimistically (predicted mean minus the ensemble's disagreement).
+ * A forecast below a threshold is the signal to stop exploring. LT_ENOTFOUND
+ * for the other strategies and before the model has enough observations. */
+int lt_strategy_expected_gain(lt_strategy *s, double *gain);
+
 /* ---- paired comparison -------------------------------------------------------------- */
 
 /* Pairs (a[i], b[i]) measured back to back (A, B, A, B, ...): a is the

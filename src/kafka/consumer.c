@@ -27,6 +27,8 @@ int lt_consumer_open(lt_consumer **out, const lt_consumer_opts *opts) {
         "enable.auto.offset.store", "false",
         "enable.partition.eof", "false",
         "socket.connection.setup.timeout.ms", "10000",
+        /* telemetry and control want latency more than big fetches */
+        "fetch.wait.max.ms", "100",
         NULL};
     rd_kafka_conf_t *conf;
     int rc = lt__kafka_conf_new(&conf, &opts->conn, defaults);

@@ -78,6 +78,14 @@ const char *lt_devbroker_bootstrap(const lt_devbroker *b) { return b->bootstrap;
 
 struct rd_kafka_mock_cluster_s *lt_devbroker_cluster(lt_devbroker *b) { return b->mc; }
 
+int lt_devbroker_create_topic(lt_devbroker *b, const char *topic, int partitions) {
+    rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(b->mc, topic, partitions, 1);
+    if (e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) return LT_OK;
+    char what[300];
+    snprintf(what, sizeof what, "embedded broker: topic %s", topic);
+    return e ? lt__kafka_status(e, what) : LT_OK;
+}
+
 void lt_devbroker_close(lt_devbroker *b) {
     if (!b) return;
     lt__relay_close(b->relay);

@@ -121,7 +121,6 @@ int lt_kafka_reader_open(lt_kafka_reader **out, const lt_kafka_conn *conn, const
         "auto.offset.reset", "earliest",
         /* the end of a partition is reported: a backstop for the watermark */
         "enable.partition.eof", "true",
-        "allow.auto.create.topics", "false",
         "socket.connection.setup.timeout.ms", "10000",
         NULL};
     rd_kafka_conf_t *conf;

@@ -78,6 +78,7 @@ int lt_tel_record_to_envelope(const lt_tel_record *r, lt_tel_pb *pb, Looptune__E
         m->dtype = str(s->dtype);
         m->executor = str(s->executor);
         m->threads = (uint32_t)s->threads;
+        m->host_class = str(s->host_class);
         for (int i = 0; i < s->n_nodes; i++) {
             Looptune__KernelParams *k = &pb->kernels[i];
             looptune__kernel_params__init(k);
@@ -85,6 +86,7 @@ int lt_tel_record_to_envelope(const lt_tel_record *r, lt_tel_pb *pb, Looptune__E
             k->node = str(n->label);
             k->kernel = str(n->kernel);
             k->shape = str(n->shape);
+            k->config_shape = str(s->config_shapes ? s->config_shapes[i] : NULL);
             fill_params(&pb->kparams[i * LT_MAX_PARAMS], &pb->kparam_ptrs[i * LT_MAX_PARAMS], n);
             k->n_params = (size_t)n->n_params;
             k->params = n->n_params ? &pb->kparam_ptrs[i * LT_MAX_PARAMS] : NULL;

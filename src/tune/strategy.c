@@ -141,3 +141,8 @@ bool lt_strategy_best(const lt_strategy *s, lt_params *out, double *cost) {
     if (cost) *cost = s->obs[best].cost;
     return true;
 }
+
+int lt_strategy_expected_gain(lt_strategy *s, double *gain) {
+    if (s->kind != LT_STRAT_MODEL) return LT_ENOTFOUND;
+    return lt__model_expected_gain(s, gain);
+}

@@ -284,3 +284,20 @@ int lt__model_propose(lt_strategy *s, lt_params *out, int n) {
     }
     return k;
 }
+
+int lt__model_expected_gain(lt_strategy *s, double *gain) {
+    struct lt__model *m = s->model;
+    double best;
+    if (n_valid(s) < N_INIT || !lt_strategy_best(s, NULL, &best)) return LT_ENOTFOUND;
+    int n_cand = 0;
+    int rc = train(s);
+    if (!rc) rc = score_candidates(s, &n_cand);
+    if (rc) return rc;
+    double lo = -1;
+    for (int i = 0; i < n_cand; i++)
+        if (!s->proposed[m->cand[i]] && (lo < 0 || m->score[i] < lo)) lo = m->score[i];
+    /* the optimistic score (mean - KAPPA * disagreement) of the most promising
+     * point not tried yet; no such point: nothing left to gain */
+    *gain = lo < 0 ? 0.0 : (best - lo) / best;
+    return LT_OK;
+}

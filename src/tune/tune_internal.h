@@ -55,6 +55,7 @@ int lt__model_init(lt_strategy *s);
 void lt__model_free(lt_strategy *s);
 int lt__model_propose(lt_strategy *s, lt_params *out, int n);
 void lt__model_observed(lt_strategy *s);
+int lt__model_expected_gain(lt_strategy *s, double *gain);
 
 /* The checks of lt_store_put: fields present without blanks, kernel known,
  * params in its space (*sp and *p get both), numbers in range. */

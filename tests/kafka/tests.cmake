@@ -51,3 +51,16 @@ if(PYTHON3 AND NOT LT_SANITIZE)
     FIXTURES_REQUIRED kafka_broker
     ENVIRONMENT "${LT_KAFKA_ENV};LT_BIN=$<TARGET_FILE:looptune_cli>;LT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto;LT_DATA_DIR=${LT_DATA_DIR};LT_WORK_DIR=${CMAKE_BINARY_DIR}/testwork")
 endif()
+
+# The closed loop: `looptune optimizer` and `looptune run --tune online`
+# against the real broker, decoded in Python with the .proto alone.
+if(PYTHON3 AND NOT LT_SANITIZE)
+  file(GLOB opt_pytests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/optimizer/test_broker_*.py)
+  foreach(t ${opt_pytests})
+    get_filename_component(name ${t} NAME_WE)
+    add_test(NAME py_${name} COMMAND ${PYTHON3} ${t})
+    set_tests_properties(py_${name} PROPERTIES LABELS kafka TIMEOUT 900
+      FIXTURES_REQUIRED kafka_broker
+      ENVIRONMENT "${LT_KAFKA_ENV};LT_BIN=$<TARGET_FILE:looptune_cli>;LT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto;LT_WORK_DIR=${CMAKE_BINARY_DIR}/testwork")
+  endforeach()
+endif()

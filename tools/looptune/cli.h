@@ -31,6 +31,7 @@ int lt_cmd_broker(int argc, char **argv);
 int lt_cmd_tail(int argc, char **argv);
 int lt_cmd_top(int argc, char **argv);
 int lt_cmd_tune(int argc, char **argv);
+int lt_cmd_optimizer(int argc, char **argv);
 
 /* The Kafka cluster a command talks to: --brokers, -X and --kafka-config,
  * --topic-prefix. */

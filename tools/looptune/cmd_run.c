@@ -8,6 +8,7 @@
 #include "looptune/model.h"
 #include "looptune/program.h"
 #include "tel_cli.h"
+#include "tune_online.h"
 
 static const char *const run_help =
     "usage: looptune run -m MODEL (-p PROMPT | --prompt-ids IDS) [options]\n"
@@ -54,19 +55,29 @@ static const char *const run_help =
     "      --telemetry-detail D window (default) or per-call: also every thread's share of\n"
     "                          every node in every step\n"
     "      --telemetry-drain-ms T       how often the rings are drained (default 200)\n"
-    "      --counters-every N  read perf counters every N steps (default 8; 0: never)\n";
+    "      --counters-every N  read perf counters every N steps (default 8; 0: never)\n"
+    "\n"
+    "Online tuning (the closed loop; implies --telemetry kafka):\n"
+    "      --tune MODE         off (default) or online: take parameter changes and trials from\n"
+    "                          the optimizer on topic looptune.control, at token boundaries.\n"
+    "                          Without --brokers an optimizer runs in this process on the\n"
+    "                          embedded broker; with --brokers run `looptune optimizer`.\n"
+    "      --explore-share S   in-process optimizer: share of decode steps that may run\n"
+    "                          candidates (default 0.25)\n";
 
 typedef struct {
     const lt_vocab *vocab;
     bool print_ids;
     int64_t count;
     lt_cli_tel *tel;  /* NULL: no telemetry */
+    lt_cli_tune *tune; /* NULL: no online tuning */
     int64_t n_prompt;
 } out_state;
 
 static int on_token(void *user, int32_t prev, int32_t tok) {
     out_state *o = user;
     lt_cli_tel_token(o->tel, o->n_prompt); /* first: a step boundary, before any printing */
+    lt_cli_tune_token(o->tune);            /* parameter changes between steps */
     if (o->print_ids) {
         printf(o->count ? " %d" : "%d", tok);
     } else if (o->vocab) {
@@ -99,7 +110,7 @@ int lt_cmd_run(int argc, char **argv) {
     lt_kafka_props *props = NULL;
     enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
            O_EXEC, O_NLP, O_MMAP, O_TEL, O_BROKERS, O_KCONF, O_PREFIX, O_WTOK, O_WMS, O_DETAIL,
-           O_DRAIN, O_CTR, O_STORE, O_NOWARM };
+           O_DRAIN, O_CTR, O_STORE, O_NOWARM, O_TUNE, O_XSHARE };
     const char *store_path = NULL;
     bool no_warm = false;
     static const struct option opts[] = {
@@ -123,7 +134,11 @@ int lt_cmd_run(int argc, char **argv) {
         {"telemetry-detail", required_argument, 0, O_DETAIL},
         {"telemetry-drain-ms", required_argument, 0, O_DRAIN},
         {"counters-every", required_argument, 0, O_CTR},
+        {"tune", required_argument, 0, O_TUNE},
+        {"explore-share", required_argument, 0, O_XSHARE},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    bool tune_online = false, tel_given = false;
+    float explore_share = 0.25f;
     if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
     tel_opts.props = props;
     int exit_code = 1;
@@ -183,6 +198,16 @@ int lt_cmd_run(int argc, char **argv) {
         }
         case O_TEL:
             if (lt_cli_tel_parse(optarg, &tel_opts)) FAIL("%s", lt_errmsg());
+            tel_given = true;
+            break;
+        case O_TUNE:
+            if (!strcmp(optarg, "online")) tune_online = true;
+            else if (!strcmp(optarg, "off")) tune_online = false;
+            else FAIL("bad --tune '%s': expected off or online", optarg);
+            break;
+        case O_XSHARE:
+            if (!lt_cli_parse_f32(optarg, 0.01f, 0.5f, &explore_share))
+                FAIL("bad --explore-share '%s': expected a share in [0.01, 0.5]", optarg);
             break;
         case O_BROKERS: tel_opts.brokers = optarg; break;
         case 'X':
@@ -224,6 +249,11 @@ int lt_cmd_run(int argc, char **argv) {
     if (!prompt && !prompt_ids) FAIL("no prompt: give -p TEXT or --prompt-ids IDS");
     if (prompt && !*prompt) FAIL("empty prompt: -p needs some text");
 
+    if (tune_online) {
+        if (tel_given && tel_opts.mode != LT_CLI_TEL_KAFKA)
+            FAIL("--tune online needs --telemetry kafka (the optimizer learns from it)");
+        tel_opts.mode = LT_CLI_TEL_KAFKA;
+    }
     if (tel_opts.mode != LT_CLI_TEL_KAFKA && !lt_cli_store_is_kafka(store_path) &&
         (tel_opts.brokers || lt_kafka_props_count(props) || tel_opts.topic_prefix))
         FAIL("--brokers, -X, --kafka-config and --topic-prefix need --telemetry kafka or "
@@ -238,6 +268,7 @@ int lt_cmd_run(int argc, char **argv) {
     int64_t n_ids = 0;
     FILE *dump = NULL;
     lt_cli_tel *tel = NULL;
+    lt_cli_tune *tune = NULL;
 
     if ((rc = lt_model_open(&m, model_path, tok_path))) {
         lt_cli_fail_status(cmd, rc, "cannot load model");
@@ -309,14 +340,30 @@ int lt_cmd_run(int argc, char **argv) {
     }
     if (tel_opts.mode != LT_CLI_TEL_OFF) {
         lt_program *decode;
-        if ((rc = lt_llama_program(l, 1, &decode)) ||
-            (rc = lt_cli_tel_start(&tel, &tel_opts, decode, pool, model_path,
-                                   lt_dtype_name(m->wtype), lt_executor_name(executor)))) {
+        if ((rc = lt_llama_program(l, 1, &decode))) {
             lt_cli_fail_status(cmd, rc, "cannot start telemetry");
             goto done;
         }
+        if (tune_online) {
+            lt_cli_tune_opts to = {.llama = l, .decode = decode, .props = props,
+                                   .prefix = tel_opts.topic_prefix,
+                                   .explore_share = explore_share, .n_tokens = n_new};
+            if ((rc = lt_cli_tune_init(&tune, &to))) {
+                lt_cli_fail_status(cmd, rc, "cannot start online tuning");
+                goto done;
+            }
+            tel_opts.before_open = lt_cli_tune_before_open;
+            tel_opts.user = tune;
+        }
+        if ((rc = lt_cli_tel_start(&tel, &tel_opts, decode, pool, model_path,
+                                   lt_dtype_name(m->wtype), lt_executor_name(executor)))) {
+            lt_cli_fail_status(cmd, rc, tune ? "cannot start online tuning" : "cannot start telemetry");
+            goto done;
+        }
+        lt_cli_tune_attach(tune, lt_cli_tel_handle(tel));
     }
-    out_state os = {.vocab = m->vocab, .print_ids = print_ids, .tel = tel, .n_prompt = n_ids};
+    out_state os = {.vocab = m->vocab, .print_ids = print_ids, .tel = tel, .tune = tune,
+                    .n_prompt = n_ids};
     if (!print_ids && m->vocab) {
         /* echo the prompt as the model sees it */
         for (int64_t i = 1; i < n_ids; i++) on_token(&(out_state){.vocab = m->vocab}, ids[i - 1], ids[i]);
@@ -353,10 +400,13 @@ int lt_cmd_run(int argc, char **argv) {
             (long long)st.n_prompt,
             st.prefill_s * 1e3, pre_tps, (long long)n_dec, st.decode_s * 1e3, dec_tps,
             dec_tps ? 1e3 / dec_tps : 0.0, wbytes / 1e6, wbytes * dec_tps / 1e9);
+    lt_cli_tune_finish(tune, stderr); /* before the telemetry (and broker) it uses */
+    tune = NULL;
     lt_cli_tel_finish(tel, stderr);
     tel = NULL;
     exit_code = 0;
 done:
+    lt_cli_tune_finish(tune, NULL);
     lt_cli_tel_finish(tel, NULL); /* before the program it observes goes */
     if (dump) fclose(dump);
     free(ids);

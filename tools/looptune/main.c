@@ -15,6 +15,7 @@ static const struct {
     {"model-gen", lt_cmd_modelgen, "write a random-weight Llama model (GGUF) of a preset shape"},
     {"broker", lt_cmd_broker, "run the embedded development Kafka broker (in memory)"},
     {"tail", lt_cmd_tail, "print the looptune records of a Kafka topic as JSON lines"},
+    {"optimizer", lt_cmd_optimizer, "the online optimizer service: telemetry in, better parameters out"},
     {"top", lt_cmd_top, "live per-kernel view of running programs from the telemetry topic"},
 };
 

@@ -18,6 +18,11 @@ typedef struct {
     const char *topic_prefix;  /* NULL: "looptune." */
     lt_kafka_props *props;     /* -X and --kafka-config (borrowed) */
     lt_tel_opts tel;           /* windows, drain, counters, detail (program/pool/sink set later) */
+    /* Kafka mode: called once the broker is known, before the run's start
+     * record is sent (dev is the embedded broker, NULL for --brokers).
+     * Non-zero fails the start. */
+    int (*before_open)(void *user, const char *brokers, lt_devbroker *dev, const char *run_id);
+    void *user;
 } lt_cli_tel_opts;
 
 /* "off", "file:PATH" or "kafka" into o->mode (and o->path). */
@@ -33,6 +38,8 @@ int lt_cli_tel_start(lt_cli_tel **out, const lt_cli_tel_opts *o, lt_program *dec
  * call starts observing (the prefill is not a decode step); each later one
  * ends the decode step that fed the previous token. NULL is a no-op. */
 void lt_cli_tel_token(lt_cli_tel *t, int64_t n_prompt);
+/* The run's telemetry (NULL if off). */
+lt_tel *lt_cli_tel_handle(lt_cli_tel *t);
 /* Ends the run's telemetry, prints its summary lines to f, frees t (NULL is
  * a no-op). */
 void lt_cli_tel_finish(lt_cli_tel *t, FILE *f);

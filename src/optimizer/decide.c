@@ -1,0 +1,583 @@
+/* The optimizer's decisions. Telemetry windows come in per run (one Kafka
+ * partition per run id, so in order); they update the per-kernel figures
+ * (time share, roofline position) and the trial in flight. Between trials a
+ * run gets the next one when its exploration budget allows: the record with
+ * the highest priority (time share x distance to the roofline) that is not
+ * finished, a candidate from its strategy, a control asking the run to
+ * alternate it with the incumbent. When the trial's windows are in, the
+ * paired comparison decides: faster by more than the margin is kept (a
+ * control making it the incumbent, a Config on the configs topic), anything
+ * else is left to roll back (the run is already back on the incumbent). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "optimizer/service_internal.h"
+
+static FILE *LOG(lt_optimizer *o) { return o->log; }
+
+static uint64_t wall_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- records ----------------------------------------------------------------------- */
+
+static int find_rec(lt_optimizer *o, const char *kernel, const char *config_shape,
+                    const char *host) {
+    for (int i = 0; i < o->n_recs; i++)
+        if (!strcmp(o->recs[i].kernel, kernel) && !strcmp(o->recs[i].config_shape, config_shape) &&
+            !strcmp(o->recs[i].host, host))
+            return i;
+    return -1;
+}
+
+static int add_rec(lt_optimizer *o, const char *kernel, const char *config_shape,
+                   const char *host) {
+    lt_space sp;
+    if (lt_space_by_name(kernel, &sp) || !strcmp(kernel, "looped") || sp.n_params == 0)
+        return -1; /* not tunable per node */
+    if (o->n_recs == o->cap_recs) {
+        int cap = o->cap_recs ? 2 * o->cap_recs : 16;
+        lt__rec *r = realloc(o->recs, (size_t)cap * sizeof *r);
+        if (!r) return -1;
+        o->recs = r;
+        o->cap_recs = cap;
+    }
+    lt__rec *r = &o->recs[o->n_recs];
+    memset(r, 0, sizeof *r);
+    snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
+    snprintf(r->config_shape, sizeof r->config_shape, "%s", config_shape);
+    snprintf(r->host, sizeof r->host, "%s", host);
+    r->space = sp;
+    lt_space_default(&sp, &r->defaults);
+    r->speedup = 1.0;
+    r->busy_run = -1;
+    o->st.units = ++o->n_recs;
+    return o->n_recs - 1;
+}
+
+int lt__opt_rec_from_entry(lt_optimizer *o, const lt_config_entry *e) {
+    int i = find_rec(o, e->kernel, e->shape, e->host);
+    if (i < 0) i = add_rec(o, e->kernel, e->shape, e->host);
+    if (i < 0) return -1;
+    lt__rec *r = &o->recs[i];
+    if (lt_space_parse(&r->space, e->params, &r->best)) return -1;
+    r->have_best = true;
+    r->speedup = e->speedup > 0 ? e->speedup : 1.0;
+    r->best_cost = e->median_ns;
+    r->trials = (int)e->trials;
+    r->converged = e->converged;
+    if (r->converged) o->st.units_converged++;
+    return i;
+}
+
+/* ---- runs -------------------------------------------------------------------------- */
+
+static int find_run(lt_optimizer *o, const char *run_id) {
+    for (int i = o->n_runs - 1; i >= 0; i--)
+        if (!strcmp(o->runs[i].run_id, run_id)) return i;
+    return -1;
+}
+
+static void free_run(lt__run *r) {
+    free(r->units);
+    free(r->labels);
+    free(r->node_unit);
+}
+
+void lt__opt_free_state(lt_optimizer *o) {
+    for (int i = 0; i < o->n_runs; i++) free_run(&o->runs[i]);
+    free(o->runs);
+    for (int i = 0; i < o->n_recs; i++) lt_strategy_free(o->recs[i].strat);
+    free(o->recs);
+}
+
+static bool params_from(const lt_space *s, Looptune__Param **pp, size_t n, lt_params *out) {
+    memset(out, 0, sizeof *out);
+    if ((int)n != s->n_params) return false;
+    for (int j = 0; j < s->n_params; j++) {
+        bool found = false;
+        for (size_t i = 0; i < n; i++)
+            if (pp[i] && pp[i]->name && !strcmp(pp[i]->name, s->params[j].name)) {
+                out->v[j] = (int32_t)pp[i]->value;
+                found = true;
+            }
+        if (!found) return false;
+    }
+    return lt_space_validate(s, out) == LT_OK;
+}
+
+static void fmt_params(const lt_space *s, const lt_params *p, char *buf, size_t n) {
+    lt_space_format(s, p, buf, n);
+}
+
+static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_ns) {
+    if (!rs->run_id || !*rs->run_id || find_run(o, rs->run_id) >= 0) return;
+    if (o->n_runs == o->cap_runs) {
+        int cap = o->cap_runs ? 2 * o->cap_runs : 8;
+        lt__run *r = realloc(o->runs, (size_t)cap * sizeof *r);
+        if (!r) return;
+        o->runs = r;
+        o->cap_runs = cap;
+    }
+    lt__run *r = &o->runs[o->n_runs];
+    memset(r, 0, sizeof *r);
+    snprintf(r->run_id, sizeof r->run_id, "%s", rs->run_id);
+    const char *hc = rs->host_class && *rs->host_class ? rs->host_class
+                     : rs->host && rs->host->host_id ? rs->host->host_id : "unknown-host";
+    snprintf(r->host_class, sizeof r->host_class, "%s", hc);
+    if (rs->host) {
+        r->bw = rs->host->read_gb_s > 0 ? rs->host->read_gb_s : rs->host->triad_gb_s;
+        r->peak = rs->host->peak_gflops;
+    }
+    r->last_ns = t_ns;
+    size_t n = rs->n_kernels;
+    r->labels = calloc(n ? n : 1, sizeof *r->labels);
+    r->node_unit = calloc(n ? n : 1, sizeof *r->node_unit);
+    r->units = calloc(n ? n : 1, sizeof *r->units);
+    if (!r->labels || !r->node_unit || !r->units) {
+        free_run(r);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Looptune__KernelParams *kp = rs->kernels[i];
+        snprintf(r->labels[i], sizeof r->labels[0], "%s", kp->node ? kp->node : "");
+        r->node_unit[i] = -1;
+        const char *cs = kp->config_shape && *kp->config_shape ? kp->config_shape : kp->shape;
+        if (!kp->kernel || !cs || !*cs) continue;
+        int rec = find_rec(o, kp->kernel, cs, r->host_class);
+        if (rec < 0) rec = add_rec(o, kp->kernel, cs, r->host_class);
+        if (rec < 0) continue; /* not a tunable kernel */
+        lt__rec *R = &o->recs[rec];
+        lt_params p;
+        if (!params_from(&R->space, kp->params, kp->n_params, &p)) continue;
+        if (!R->shape[0]) {
+            snprintf(R->shape, sizeof R->shape, "%s", kp->shape ? kp->shape : "");
+            R->defaults = p; /* what the first run of this call started with */
+        }
+        int u = -1;
+        for (int k = 0; k < r->n_units; k++)
+            if (r->units[k].rec == rec) u = k;
+        if (u < 0) {
+            u = r->n_units++;
+            r->units[u].rec = rec;
+            r->units[u].incumbent = p;
+            r->units[u].win_index = UINT64_MAX;
+        }
+        r->units[u].n_nodes++;
+        r->node_unit[i] = u;
+    }
+    r->n_nodes = (int)n;
+    o->n_runs++;
+    o->st.runs++;
+    fprintf(LOG(o), "optimizer: run %.8s on %s: %d tunable kernel shapes\n", r->run_id,
+            r->host_class, r->n_units);
+}
+
+/* ---- trials -------------------------------------------------------------------------- */
+
+static void send_params(lt_optimizer *o, lt__run *r, lt__rec *R, const lt_params *p,
+                        const char *cand, int pairs, int phase_tokens) {
+    Looptune__Control c = LOOPTUNE__CONTROL__INIT;
+    Looptune__Param prm[LT_MAX_PARAMS], *pp[LT_MAX_PARAMS];
+    for (int j = 0; j < R->space.n_params; j++) {
+        looptune__param__init(&prm[j]);
+        prm[j].name = (char *)R->space.params[j].name;
+        prm[j].value = p->v[j];
+        pp[j] = &prm[j];
+    }
+    c.run_id = r->run_id;
+    c.kernel = R->kernel;
+    c.shape = R->config_shape;
+    c.params = pp;
+    c.n_params = (size_t)R->space.n_params;
+    c.candidate_id = (char *)cand;
+    c.trial_pairs = (uint32_t)pairs;
+    c.phase_tokens = (uint32_t)phase_tokens;
+    lt__opt_send_control(o, &c);
+}
+
+static void publish(lt_optimizer *o, lt__rec *R) {
+    lt_config_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.kernel, sizeof e.kernel, "%s", R->kernel);
+    snprintf(e.shape, sizeof e.shape, "%s", R->config_shape);
+    snprintf(e.host, sizeof e.host, "%s", R->host);
+    fmt_params(&R->space, R->have_best ? &R->best : &R->defaults, e.params, sizeof e.params);
+    e.median_ns = R->best_cost > 0 ? R->best_cost : 1.0;
+    e.samples = (int64_t)R->trials * o->o.trial_pairs;
+    if (e.samples < 1) e.samples = 1;
+    e.speedup = R->speedup;
+    e.trials = R->trials;
+    e.converged = R->converged;
+    lt__opt_send_config(o, &e);
+}
+
+static void set_converged(lt_optimizer *o, lt__rec *R, double cost, const char *why) {
+    if (R->converged) return;
+    R->converged = true;
+    R->conv_cost = cost;
+    R->drift_windows = 0;
+    o->st.units_converged++;
+    fprintf(LOG(o), "optimizer: %s %s on %s: done exploring after %d trials (%s), %.3fx over "
+                    "defaults\n", R->kernel, R->config_shape, R->host, R->trials, why, R->speedup);
+    publish(o, R);
+}
+
+static int strategy_of(lt_optimizer *o, lt__rec *R) {
+    if (R->strat) return LT_OK;
+    return lt_strategy_init(&R->strat, o->o.strategy, &R->space, NULL,
+                            o->o.seed ^ (uint64_t)(R - o->recs) * 0x9e3779b97f4a7c15ull);
+}
+
+static void end_trial(lt_optimizer *o, lt__run *r) {
+    if (!r->trial) return;
+    lt__rec *R = &o->recs[r->units[r->t_unit].rec];
+    R->busy_run = -1;
+    r->trial = false;
+}
+
+/* The trial's windows are in (or it ended early): decide. */
+static void decide(lt_optimizer *o, int ri, const char *how) {
+    lt__run *r = &o->runs[ri];
+    lt__unit *u = &r->units[r->t_unit];
+    lt__rec *R = &o->recs[u->rec];
+    double a[LT__MAX_PAIRS], b[LT__MAX_PAIRS];
+    bool cont[LT__MAX_PAIRS];
+    int n = 0;
+    for (int i = 0; i < r->pairs; i++) {
+        if (!(r->a_steps[i] > 0) || !(r->b_steps[i] > 0) || !(r->a_ns[i] > 0) || !(r->b_ns[i] > 0))
+            continue;
+        a[n] = r->a_ns[i] / r->a_steps[i];
+        b[n] = r->b_ns[i] / r->b_steps[i];
+        cont[n] = r->contended[i];
+        if (b[n] > a[n]) r->loss_ns += (b[n] - a[n]) * r->b_steps[i];
+        n++;
+    }
+    char pb[160];
+    fmt_params(&R->space, &r->cand_params, pb, sizeof pb);
+    o->st.trials++;
+    R->trials++;
+    if (!r->saw_tagged) {
+        /* the run never ran it: it refused the control (its log says why) or is gone */
+        o->st.timed_out++;
+        lt_strategy_observe(R->strat, &r->cand_params, NULL, 0);
+        fprintf(LOG(o), "optimizer: run %.8s %s %s: candidate %s (%s) never ran (%s)\n", r->run_id,
+                R->kernel, R->config_shape, r->cand, pb, how);
+        end_trial(o, r);
+        return;
+    }
+    if (n < 2 || (n < 5 && strstr(how, "slower"))) {
+        if (n >= 1) { /* what was measured still teaches the model */
+            double costs[LT__MAX_PAIRS];
+            for (int i = 0; i < n; i++) costs[i] = R->model_cost * b[i] / a[i];
+            lt_strategy_observe(R->strat, &r->cand_params, costs, n);
+        }
+        o->st.aborted++;
+        fprintf(LOG(o), "optimizer: run %.8s %s %s: rolled back %s: %d pairs, %s\n", r->run_id,
+                R->kernel, R->config_shape, pb, n, n < 2 ? "too few to judge" : how);
+        R->since_kept++;
+        end_trial(o, r);
+        return;
+    }
+    /* contended pairs are discounted only while enough clean ones remain: on
+     * a machine where every window is flagged the flag tells nothing */
+    int n_cont = 0;
+    for (int i = 0; i < n; i++) n_cont += cont[i];
+    lt_compare_result cr;
+    if (lt_compare_paired(a, b, n - n_cont >= 5 ? cont : NULL, n, o->o.margin, 0.1,
+                          o->o.seed + (uint64_t)R->trials, &cr)) {
+        end_trial(o, r);
+        return;
+    }
+    double costs[LT__MAX_PAIRS];
+    for (int i = 0; i < n; i++) costs[i] = R->model_cost * b[i] / a[i];
+    lt_strategy_observe(R->strat, &r->cand_params, costs, n);
+    if (cr.faster) {
+        o->st.kept++;
+        send_params(o, r, R, &r->cand_params, r->cand, 0, 0);
+        u->incumbent = r->cand_params;
+        R->best = r->cand_params;
+        R->have_best = true;
+        R->speedup /= cr.ratio;
+        R->model_cost *= cr.ratio;
+        R->best_cost = cr.b_median;
+        R->since_kept = 0;
+        fprintf(LOG(o), "optimizer: run %.8s %s %s: kept %s: %.3fx faster (95%% CI %.3f..%.3f, %d "
+                        "pairs), %.3fx over defaults\n", r->run_id, R->kernel, R->config_shape, pb,
+                1.0 / cr.ratio, 1.0 / cr.ci_hi, 1.0 / cr.ci_lo, n, R->speedup);
+        publish(o, R);
+        /* every other live run of this host class gets it too */
+        for (int k = 0; k < o->n_runs; k++) {
+            lt__run *q = &o->runs[k];
+            if (k == ri || q->ended || strcmp(q->host_class, r->host_class)) continue;
+            for (int v = 0; v < q->n_units; v++)
+                if (q->units[v].rec == u->rec) {
+                    send_params(o, q, R, &R->best, "best-known", 0, 0);
+                    q->units[v].incumbent = R->best;
+                }
+        }
+    } else {
+        o->st.rolled_back++;
+        R->since_kept++;
+        fprintf(LOG(o), "optimizer: run %.8s %s %s: rolled back %s: %.3fx (95%% CI %.3f..%.3f, "
+                        "%d pairs)%s\n", r->run_id, R->kernel, R->config_shape, pb, 1.0 / cr.ratio,
+                1.0 / cr.ci_hi, 1.0 / cr.ci_lo, n, cr.slower ? ", slower" : "");
+    }
+    end_trial(o, r);
+    double gain;
+    if (R->trials >= o->o.max_trials) set_converged(o, R, u->recent, "trial budget spent");
+    else if (R->since_kept >= o->o.patience) set_converged(o, R, u->recent, "no better candidate");
+    else if (lt_strategy_expected_gain(R->strat, &gain) == LT_OK && gain < o->o.stop_gain) {
+        char why[96];
+        snprintf(why, sizeof why, "model predicts at most %.1f%% better", 100 * gain);
+        set_converged(o, R, u->recent, why);
+    }
+}
+
+static double unit_cost(const lt__unit *u) { return u->steps > 0 ? u->ns / u->steps : 0; }
+
+/* The fleet's knowledge first: a live run that does not run the best known
+ * configuration of one of its calls gets it (learned from another run, or by
+ * an optimizer before a restart). */
+static void push_best_known(lt_optimizer *o, lt__run *r) {
+    for (int u = 0; u < r->n_units; u++) {
+        lt__rec *R = &o->recs[r->units[u].rec];
+        if (!R->have_best || R->speedup <= 1.0 || R->busy_run >= 0 ||
+            lt_space_index(&R->space, &R->best) ==
+                lt_space_index(&R->space, &r->units[u].incumbent))
+            continue;
+        send_params(o, r, R, &R->best, "best-known", 0, 0);
+        r->units[u].incumbent = R->best;
+        char pb[160];
+        fmt_params(&R->space, &R->best, pb, sizeof pb);
+        fprintf(LOG(o), "optimizer: run %.8s %s %s: best known %s (%.3fx over defaults)\n",
+                r->run_id, R->kernel, R->config_shape, pb, R->speedup);
+    }
+}
+
+/* Starts the next trial of run ri if its budget allows. */
+static void maybe_start(lt_optimizer *o, int ri) {
+    lt__run *r = &o->runs[ri];
+    if (r->trial || r->ended || !r->n_units) return;
+    if (wall_ns() > r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) return;
+    push_best_known(o, r);
+    int P = o->o.trial_pairs, W = o->o.phase_tokens;
+    double cand = (double)r->cand_steps + (double)P * W;
+    double total = (double)r->steps + 2.0 * P * W;
+    if (cand > o->o.explore_share * total) return;
+    if (r->loss_ns > (1.0 - o->o.min_throughput) * r->time_ns) return;
+    double sum = 0;
+    for (int k = 0; k < r->n_units; k++) sum += unit_cost(&r->units[k]);
+    if (!(sum > 0)) return;
+    int best = -1;
+    double best_pri = -1;
+    for (int k = 0; k < r->n_units; k++) {
+        lt__unit *u = &r->units[k];
+        lt__rec *R = &o->recs[u->rec];
+        if (R->converged || R->busy_run >= 0 || u->windows < 2 * u->n_nodes) continue;
+        double gb_s = u->bytes / u->ns, gflops = u->flops / u->ns;
+        /* diminishing returns: a record's priority shrinks with the trials it
+         * had, so the budget spreads over the bottlenecks in proportion */
+        double pri = lt_tuning_priority(unit_cost(u) / sum,
+                                        lt_roofline_fraction(gb_s, gflops, r->bw, r->peak)) /
+                     (1.0 + R->trials);
+        if (pri > best_pri) {
+            best_pri = pri;
+            best = k;
+        }
+    }
+    if (best < 0) return;
+    lt__unit *u = &r->units[best];
+    lt__rec *R = &o->recs[u->rec];
+    if (strategy_of(o, R)) return;
+    if (!R->seeded) {
+        /* the incumbent anchors the strategy's cost scale */
+        R->model_cost = unit_cost(u);
+        lt_strategy_observe(R->strat, &u->incumbent, &R->model_cost, 1);
+        R->seeded = true;
+    }
+    lt_params p;
+    int got = lt_strategy_propose(R->strat, &p, 1);
+    if (got <= 0) {
+        set_converged(o, R, u->recent, "space exhausted");
+        return;
+    }
+    r->trial = true;
+    r->t_unit = best;
+    r->cand_params = p;
+    snprintf(r->cand, sizeof r->cand, "c%llu", (unsigned long long)++o->next_cand);
+    r->t_started = lt_now_ns();
+    r->pairs = P;
+    r->phase_tokens = W;
+    r->saw_tagged = false;
+    memset(r->a_ns, 0, sizeof r->a_ns);
+    memset(r->a_steps, 0, sizeof r->a_steps);
+    memset(r->b_ns, 0, sizeof r->b_ns);
+    memset(r->b_steps, 0, sizeof r->b_steps);
+    memset(r->contended, 0, sizeof r->contended);
+    R->busy_run = ri;
+    send_params(o, r, R, &p, r->cand, P, W);
+}
+
+static bool trial_complete(const lt__run *r) {
+    for (int i = 0; i < r->pairs; i++)
+        if (r->a_steps[i] < r->phase_tokens - 0.01 || r->b_steps[i] < r->phase_tokens - 0.01)
+            return false;
+    return true;
+}
+
+/* Two complete pairs that both say the candidate is much slower: stop the
+ * trial now (the run goes back to the incumbent), it has cost enough. */
+#define ABORT_RATIO 1.25
+static bool clearly_slower(const lt__run *r) {
+    int done = 0, slow = 0;
+    for (int i = 0; i < r->pairs; i++) {
+        if (r->a_steps[i] < r->phase_tokens - 0.01 || r->b_steps[i] < r->phase_tokens - 0.01)
+            continue;
+        done++;
+        if (r->b_ns[i] / r->b_steps[i] > ABORT_RATIO * (r->a_ns[i] / r->a_steps[i])) slow++;
+    }
+    return done >= 2 && slow == done;
+}
+
+static void abort_trial(lt_optimizer *o, int ri) {
+    lt__run *r = &o->runs[ri];
+    lt__unit *u = &r->units[r->t_unit];
+    lt__rec *R = &o->recs[u->rec];
+    send_params(o, r, R, &u->incumbent, "abort", 0, 0); /* ends the trial on the run */
+    decide(o, ri, "stopped early: much slower");
+}
+
+/* ---- windows ------------------------------------------------------------------------- */
+
+static void window(lt_optimizer *o, const Looptune__KernelWindow *w, uint64_t t_ns) {
+    o->st.windows++;
+    if (!w->run_id || !w->node) return;
+    int ri = find_run(o, w->run_id);
+    if (ri < 0) return; /* its start was never seen */
+    lt__run *r = &o->runs[ri];
+    if (t_ns > r->last_ns) r->last_ns = t_ns;
+    int node = -1;
+    for (int i = 0; i < r->n_nodes; i++)
+        if (!strcmp(r->labels[i], w->node)) {
+            node = i;
+            break;
+        }
+    if (node < 0) return;
+    double total = w->total_ns ? (double)w->total_ns : (double)w->median_ns * (double)w->count;
+    double steps = w->steps ? (double)w->steps : (double)w->count;
+    r->time_ns += total;
+    if (node == 0) {
+        r->steps += (uint64_t)steps;
+        if (w->on_candidate) r->cand_steps += (uint64_t)steps;
+    }
+    int ui = r->node_unit[node];
+    bool tagged = w->candidate_id && *w->candidate_id;
+    if (tagged) {
+        if (r->trial && !strcmp(w->candidate_id, r->cand)) {
+            r->saw_tagged = true;
+            if (ui == r->t_unit && w->pair < (uint32_t)r->pairs) {
+                double per = steps / r->units[ui].n_nodes;
+                if (w->on_candidate) {
+                    r->b_ns[w->pair] += total;
+                    r->b_steps[w->pair] += per;
+                } else {
+                    r->a_ns[w->pair] += total;
+                    r->a_steps[w->pair] += per;
+                }
+                if (w->contention) r->contended[w->pair] = true;
+                if (trial_complete(r)) decide(o, ri, "complete");
+                else if (clearly_slower(r)) abort_trial(o, ri);
+            }
+        }
+        return;
+    }
+    if (r->trial && r->saw_tagged) decide(o, ri, "ended early"); /* the run is back untagged */
+    if (ui < 0) return;
+    lt__unit *u = &r->units[ui];
+    u->ns += total;
+    u->steps += steps / u->n_nodes;
+    u->bytes += w->bytes * (double)w->count;
+    u->flops += w->flops * (double)w->count;
+    u->windows++;
+    /* one sample per window index: every node of the unit reported it */
+    if (u->win_index != w->window) {
+        if (u->win_index != UINT64_MAX && u->win_steps > 0) {
+            double c = u->win_ns / u->win_steps;
+            u->recent = u->recent > 0 ? 0.7 * u->recent + 0.3 * c : c;
+            lt__rec *R = &o->recs[u->rec];
+            /* a finished kernel whose speed moved: the workload or the
+             * machine changed, explore again */
+            if (R->converged && R->conv_cost > 0 && fabs(c / R->conv_cost - 1) > o->o.drift) {
+                if (++R->drift_windows >= 3) {
+                    R->converged = false;
+                    R->since_kept = 0;
+                    R->trials = R->trials > o->o.max_trials / 2 ? o->o.max_trials / 2 : R->trials;
+                    o->st.units_converged--;
+                    fprintf(LOG(o), "optimizer: %s %s: speed drifted %.0f%%, exploring again\n",
+                            R->kernel, R->config_shape, 100 * (c / R->conv_cost - 1));
+                }
+            } else {
+                R->drift_windows = 0;
+            }
+        }
+        u->win_index = w->window;
+        u->win_ns = u->win_steps = 0;
+    }
+    u->win_ns += total;
+    u->win_steps += steps / u->n_nodes;
+    if (node == 0) maybe_start(o, ri);
+}
+
+void lt__opt_handle_env(lt_optimizer *o, const Looptune__Envelope *env, bool starts_only) {
+    switch (env->payload_case) {
+    case LOOPTUNE__ENVELOPE__PAYLOAD_RUN_START:
+        run_start(o, env->run_start, env->time_ns);
+        break;
+    case LOOPTUNE__ENVELOPE__PAYLOAD_RUN_END: {
+        int ri = env->run_end->run_id ? find_run(o, env->run_end->run_id) : -1;
+        if (ri >= 0 && !o->runs[ri].ended) {
+            end_trial(o, &o->runs[ri]);
+            o->runs[ri].ended = true;
+        }
+        break;
+    }
+    case LOOPTUNE__ENVELOPE__PAYLOAD_KERNEL_WINDOW:
+        if (!starts_only) window(o, env->kernel_window, env->time_ns);
+        break;
+    default: break;
+    }
+}
+
+void lt__opt_timers(lt_optimizer *o) {
+    uint64_t now = lt_now_ns();
+    int live = 0;
+    for (int i = 0; i < o->n_runs; i++) {
+        lt__run *r = &o->runs[i];
+        if (!r->ended && wall_ns() <= r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) live++;
+        if (!r->trial) continue;
+        /* a trial takes 2 x pairs x phase steps; allow for slow steps and the pipeline */
+        uint64_t limit = 10000000000ull + (uint64_t)r->pairs * (uint64_t)r->phase_tokens *
+                                              200000000ull;
+        if (now - r->t_started > limit) decide(o, i, "timed out");
+    }
+    o->st.runs_live = live;
+}
+
+void lt_optimizer_report(lt_optimizer *o, FILE *f) {
+    fprintf(f, "%-9s %-34s %-10s %8s %6s  %s\n", "kernel", "shape", "state", "speedup", "trials",
+            "best parameters");
+    for (int i = 0; i < o->n_recs; i++) {
+        lt__rec *R = &o->recs[i];
+        char pb[160];
+        fmt_params(&R->space, R->have_best ? &R->best : &R->defaults, pb, sizeof pb);
+        fprintf(f, "%-9s %-34s %-10s %7.3fx %6d  %s\n", R->kernel,
+                R->config_shape,
+                R->converged ? "done" : R->trials ? "exploring" : "waiting", R->speedup, R->trials,
+                pb);
+    }
+}

@@ -1,0 +1,227 @@
+/* `looptune run --tune online`: wiring the closed loop into a run. The run
+ * listens on the control topic from before its start record is sent; on
+ * the embedded broker an optimizer thread serves it from the same process,
+ * so one command shows the whole loop. Every decode step's duration is kept
+ * to report throughput before the first change and at the end. */
+#include "tune_online.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "looptune/model.h"
+#include "looptune/optimizer.h"
+
+struct lt_cli_tune {
+    lt_cli_tune_opts o;
+    char prefix[64];
+    lt_online *online;
+    lt_optimizer *opt;
+    lt_tel *tel;
+    pthread_t opt_thread;
+    bool opt_running;
+    _Atomic bool stop;
+    /* stepping thread */
+    uint64_t t_last;
+    int64_t n, cap;
+    double *ms;      /* [cap] step durations */
+    bool *explore;   /* [cap] the step ran inside a trial */
+    int64_t first_change; /* step index of the first kept change, -1 none */
+    int64_t applied_seen;
+};
+
+int lt_cli_tune_init(lt_cli_tune **out, const lt_cli_tune_opts *o) {
+    lt_cli_tune *t = calloc(1, sizeof *t);
+    if (!t) return lt_error(LT_ENOMEM, "out of memory");
+    t->o = *o;
+    snprintf(t->prefix, sizeof t->prefix, "%s", o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX);
+    t->cap = o->n_tokens + 2;
+    t->ms = calloc((size_t)t->cap, sizeof *t->ms);
+    t->explore = calloc((size_t)t->cap, sizeof *t->explore);
+    t->first_change = -1;
+    if (!t->ms || !t->explore) {
+        lt_cli_tune_finish(t, NULL);
+        return lt_error(LT_ENOMEM, "out of memory");
+    }
+    *out = t;
+    return LT_OK;
+}
+
+static void *optimizer_main(void *arg) {
+    lt_cli_tune *t = arg;
+    while (!atomic_load(&t->stop))
+        if (lt_optimizer_poll(t->opt, 100) < 0) {
+            lt_log(LT_LOG_WARN, "in-process optimizer: %s", lt_errmsg());
+            break;
+        }
+    return NULL;
+}
+
+int lt_cli_tune_before_open(void *user, const char *brokers, lt_devbroker *dev,
+                            const char *run_id) {
+    lt_cli_tune *t = user;
+    lt_kafka_conn conn = {.brokers = brokers, .props = t->o.props};
+    char control[160];
+    snprintf(control, sizeof control, "%s%s", t->prefix, lt_kafka_topic_suffix(LT_TOPIC_CONTROL));
+    int rc;
+    if (dev) {
+        for (int k = 0; k < LT_TOPIC_COUNT; k++) {
+            char name[160];
+            snprintf(name, sizeof name, "%s%s", t->prefix, lt_kafka_topic_suffix((lt_kafka_topic)k));
+            if ((rc = lt_devbroker_create_topic(dev, name, 1))) return rc;
+        }
+        lt_optimizer_opts oo = {.conn = conn, .prefix = t->prefix,
+                                .strategy = LT_STRAT_MODEL, .seed = 42,
+                                .explore_share = t->o.explore_share};
+        if ((rc = lt_optimizer_open(&t->opt, &oo))) return rc;
+        if (pthread_create(&t->opt_thread, NULL, optimizer_main, t) != 0)
+            return lt_error(LT_ENOMEM, "cannot start the in-process optimizer");
+        t->opt_running = true;
+        fprintf(stderr, "looptune run: online tuning with an in-process optimizer on the "
+                        "embedded broker\n");
+    } else {
+        lt_kafka_admin *a;
+        if ((rc = lt_kafka_admin_open(&a, &conn))) return rc;
+        rc = lt_kafka_admin_ensure_topics(a, t->prefix, -1, -1, 10000);
+        lt_kafka_admin_close(a);
+        if (rc) return rc;
+    }
+    lt_online_opts on = {.conn = conn, .topic = control, .run_id = run_id,
+                         .program = t->o.decode};
+    return lt_online_open(&t->online, &on);
+}
+
+void lt_cli_tune_attach(lt_cli_tune *t, lt_tel *tel) {
+    if (!t) return;
+    t->tel = tel;
+    if (t->online) lt_online_attach_tel(t->online, tel);
+}
+
+void lt_cli_tune_token(lt_cli_tune *t) {
+    if (!t || !t->online) return;
+    uint64_t now = lt_now_ns();
+    if (t->t_last && t->n < t->cap) {
+        t->ms[t->n] = (double)(now - t->t_last) / 1e6;
+        t->explore[t->n] = lt_online_in_trial(t->online);
+        t->n++;
+    }
+    lt_online_step(t->online);
+    lt_online_stats st;
+    lt_online_stats_get(t->online, &st);
+    if (st.applied > t->applied_seen) {
+        t->applied_seen = st.applied;
+        if (t->first_change < 0) t->first_change = t->n;
+    }
+    t->t_last = lt_now_ns(); /* the next step starts after our own work */
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Decode tokens/s of the initial and the tuned parameters, measured the way
+ * `bench --compare-executors` does: alternating rounds (A B, B A, ...) over
+ * the same positions, so neither the context length nor a slow spell of the
+ * machine favours one. Medians over the rounds. */
+enum { MEASURE_ROUNDS = 6, MEASURE_TOKENS = 32 };
+
+static void measure(lt_cli_tune *t, double *tps_initial, double *tps_tuned) {
+    double v[2][MEASURE_ROUNDS];
+    int32_t tok = 1;
+    for (int r = 0; r < MEASURE_ROUNDS; r++)
+        for (int k = 0; k < 2; k++) {
+            bool initial = (k == 0) == (r % 2 == 0);
+            lt_online_use_initial(t->online, initial);
+            uint64_t t0 = lt_now_ns();
+            for (int j = 0; j < MEASURE_TOKENS; j++)
+                if (lt_llama_eval(t->o.llama, &tok, 1, j)) return;
+            v[initial ? 0 : 1][r] = MEASURE_TOKENS * 1e9 / (double)(lt_now_ns() - t0);
+        }
+    lt_online_use_initial(t->online, false);
+    for (int k = 0; k < 2; k++) {
+        double *x = v[k];
+        qsort(x, MEASURE_ROUNDS, sizeof *x, cmp_d);
+        *(k ? tps_tuned : tps_initial) = (x[MEASURE_ROUNDS / 2 - 1] + x[MEASURE_ROUNDS / 2]) / 2;
+    }
+}
+
+void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
+    if (!t) return;
+    lt_online_stats st = {0};
+    if (t->tel) lt_tel_end(t->tel); /* the closing measurement is not a decode step */
+    atomic_store(&t->stop, true);
+    if (t->opt_running) pthread_join(t->opt_thread, NULL);
+    t->opt_running = false;
+    if (t->online) {
+        lt_online_stop(t->online);
+        lt_online_stats_get(t->online, &st);
+    }
+    if (f && t->online) {
+        fprintf(f, "  online tuning: %lld trials, %lld changes applied, %lld controls rejected; "
+                   "%lld of %lld decode steps (%.1f%%) ran candidates\n",
+                (long long)st.trials, (long long)st.applied, (long long)st.rejected,
+                (long long)st.candidate_tokens, (long long)t->n,
+                t->n ? 100.0 * (double)st.candidate_tokens / (double)t->n : 0.0);
+        /* throughput while exploring: steps of trials against the others
+         * around them (the context grows through a run: both medians come
+         * from the same stretch) */
+        double in_trial = 0, outside = 0;
+        int64_t lo = t->n / 8, hi = t->n;
+        if (st.trials) {
+            double *a = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *a);
+            double *b = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *b);
+            int64_t na = 0, nb = 0;
+            for (int64_t i = lo; a && b && i < hi; i++) {
+                if (t->explore[i]) a[na++] = t->ms[i];
+                else b[nb++] = t->ms[i];
+            }
+            if (na && nb) {
+                qsort(a, (size_t)na, sizeof *a, cmp_d);
+                qsort(b, (size_t)nb, sizeof *b, cmp_d);
+                in_trial = a[na / 2];
+                outside = b[nb / 2];
+            }
+            free(a);
+            free(b);
+        }
+        /* throughput: mean step time over the stretch against the mean of its
+         * steps outside trials */
+        double sum_all = 0, sum_out = 0;
+        int64_t n_all = 0, n_out = 0;
+        for (int64_t i = lo; i < hi; i++) {
+            sum_all += t->ms[i];
+            n_all++;
+            if (!t->explore[i]) {
+                sum_out += t->ms[i];
+                n_out++;
+            }
+        }
+        if (in_trial > 0 && n_out && n_all)
+            fprintf(f, "  while tuning: steps inside trials at %.1f%% of the speed of the others "
+                       "(medians); throughput %.1f%% of the incumbent's (means, steps %lld..%lld)\n",
+                    100.0 * outside / in_trial, 100.0 * (sum_out / (double)n_out) /
+                    (sum_all / (double)n_all), (long long)lo, (long long)hi - 1);
+        bool changed = lt_online_report(t->online, f) > 0;
+        if (!changed) {
+            fprintf(f, "  no parameter changed\n");
+        } else if (t->o.llama) {
+            double a = 0, b = 0;
+            measure(t, &a, &b);
+            if (a > 0 && b > 0)
+                fprintf(f, "  decode with the initial parameters %.1f tokens/s, with the tuned ones "
+                           "%.1f tokens/s (%.3fx; interleaved, %d rounds of positions 0..%d)\n",
+                        a, b, b / a, MEASURE_ROUNDS, MEASURE_TOKENS - 1);
+        }
+    }
+    lt_online_close(t->online);
+    if (f && t->opt) {
+        fprintf(f, "  in-process optimizer:\n");
+        lt_optimizer_report(t->opt, f);
+    }
+    lt_optimizer_close(t->opt);
+    free(t->ms);
+    free(t->explore);
+    free(t);
+}
