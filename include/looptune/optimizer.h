@@ -123,6 +123,10 @@ typedef struct {
     int patience;             /* trials without a kept candidate before stopping; 0: 12 */
     double drift;             /* resume a stopped kernel when its speed moves by more; 0: 0.15 */
     int64_t stale_ms;         /* a run silent this long gets no trials; 0: 10000 */
+    /* Follow the telemetry from its end at open, without a consumer group (no
+     * join delay, no offsets, no restart state): for an optimizer inside the
+     * run it serves, opened before that run's start record. */
+    bool no_group;
     FILE *log;                /* one line per decision; NULL: stderr */
     /* Without Kafka (conn.brokers NULL and no properties): records come in
      * through lt_optimizer_handle and decisions go out through these (tests). */

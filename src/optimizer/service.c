@@ -122,16 +122,20 @@ int lt_optimizer_open(lt_optimizer **out, const lt_optimizer_opts *opts) {
         const char *topics[] = {o->t_telemetry};
         lt_consumer_opts co = {.conn = d->conn, .group = o->group, .topics = topics,
                                .n_topics = 1, .from_beginning = true, .auto_commit = false};
-        if ((rc = load_configs(o)) || (rc = rescan_runs(o)) ||
+        if ((rc = load_configs(o)) || (!d->no_group && (rc = rescan_runs(o))) ||
             (rc = lt_producer_open(&o->control, &po)) ||
             (rc = lt_producer_open(&o->configs, &pc)) ||
-            (rc = lt_consumer_open(&o->consumer, &co))) {
+            (rc = d->no_group ? lt_follower_open(&o->follower, &d->conn, o->t_telemetry, 10000)
+                              : lt_consumer_open(&o->consumer, &co))) {
             rc = lt_error(rc, "optimizer: %s", lt_errmsg());
             lt_optimizer_close(o);
             return rc;
         }
-        fprintf(o->log, "optimizer: group %s on %s; %d runs known, %d still going\n", o->group,
-                o->t_telemetry, o->n_runs, o->n_runs);
+        if (d->no_group)
+            fprintf(o->log, "optimizer: following %s\n", o->t_telemetry);
+        else
+            fprintf(o->log, "optimizer: group %s on %s; %d runs seen before\n", o->group,
+                    o->t_telemetry, o->n_runs);
     }
     o->last_commit_ns = lt_now_ns();
     *out = o;
@@ -140,13 +144,15 @@ int lt_optimizer_open(lt_optimizer **out, const lt_optimizer_opts *opts) {
 
 int lt_optimizer_poll(lt_optimizer *o, int timeout_ms) {
     int rc = LT_OK;
-    if (o->consumer) {
+    if (o->consumer || o->follower) {
         uint64_t deadline = lt_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
         for (;;) {
             uint64_t now = lt_now_ns();
             int left = now >= deadline ? 0 : (int)((deadline - now) / 1000000ull);
             lt_record rec;
-            int got = lt_consumer_poll(o->consumer, left > 50 ? 50 : left, &rec);
+            int wait = left > 50 ? 50 : left;
+            int got = o->consumer ? lt_consumer_poll(o->consumer, wait, &rec)
+                                  : lt_follower_poll(o->follower, wait, &rec);
             if (got == LT_ENOTFOUND) { /* no telemetry topic yet: wait for one */
                 got = 0;
             } else if (got < 0) {
@@ -160,7 +166,7 @@ int lt_optimizer_poll(lt_optimizer *o, int timeout_ms) {
             lt__opt_timers(o);
             if (!got && lt_now_ns() >= deadline) break;
         }
-        if (o->dirty && lt_now_ns() - o->last_commit_ns > COMMIT_EVERY_NS) {
+        if (o->consumer && o->dirty && lt_now_ns() - o->last_commit_ns > COMMIT_EVERY_NS) {
             if (lt_consumer_commit(o->consumer) == LT_OK) o->dirty = false;
             o->last_commit_ns = lt_now_ns();
         }
@@ -176,6 +182,7 @@ void lt_optimizer_close(lt_optimizer *o) {
     if (!o) return;
     if (o->consumer && o->dirty) lt_consumer_commit(o->consumer);
     lt_consumer_close(o->consumer);
+    lt_follower_close(o->follower);
     lt_producer_close(o->control);
     lt_producer_close(o->configs);
     lt__opt_free_state(o);

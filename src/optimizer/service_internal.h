@@ -71,6 +71,7 @@ struct lt_optimizer {
     char prefix[64], group[128];
     char t_telemetry[160], t_control[160], t_configs[160];
     lt_consumer *consumer;
+    lt_follower *follower; /* no_group */
     lt_producer *control, *configs;
     lt__rec *recs;
     int n_recs, cap_recs;

@@ -18,6 +18,9 @@ struct lt_cli_tune {
     char prefix[64];
     lt_online *online;
     lt_optimizer *opt;
+    FILE *opt_log; /* the in-process optimizer's decisions, shown at the end */
+    char *opt_log_buf;
+    size_t opt_log_len;
     lt_tel *tel;
     pthread_t opt_thread;
     bool opt_running;
@@ -71,9 +74,12 @@ int lt_cli_tune_before_open(void *user, const char *brokers, lt_devbroker *dev,
             snprintf(name, sizeof name, "%s%s", t->prefix, lt_kafka_topic_suffix((lt_kafka_topic)k));
             if ((rc = lt_devbroker_create_topic(dev, name, 1))) return rc;
         }
+        /* its lines would interleave with the generated text: kept for the end */
+        t->opt_log = open_memstream(&t->opt_log_buf, &t->opt_log_len);
         lt_optimizer_opts oo = {.conn = conn, .prefix = t->prefix,
                                 .strategy = LT_STRAT_MODEL, .seed = 42,
-                                .explore_share = t->o.explore_share};
+                                .explore_share = t->o.explore_share, .log = t->opt_log,
+                                .no_group = true};
         if ((rc = lt_optimizer_open(&t->opt, &oo))) return rc;
         if (pthread_create(&t->opt_thread, NULL, optimizer_main, t) != 0)
             return lt_error(LT_ENOMEM, "cannot start the in-process optimizer");
@@ -216,11 +222,13 @@ void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
         }
     }
     lt_online_close(t->online);
-    if (f && t->opt) {
-        fprintf(f, "  in-process optimizer:\n");
-        lt_optimizer_report(t->opt, f);
-    }
+    if (f && t->opt) lt_optimizer_report(t->opt, t->opt_log);
     lt_optimizer_close(t->opt);
+    if (t->opt_log) {
+        fclose(t->opt_log);
+        if (f && t->opt_log_len) fprintf(f, "  in-process optimizer:\n%s", t->opt_log_buf);
+        free(t->opt_log_buf);
+    }
     free(t->ms);
     free(t->explore);
     free(t);
