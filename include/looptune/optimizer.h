@@ -90,8 +90,9 @@ void lt_online_submit(lt_online *o, const void *value, size_t len);
 void lt_online_stats_get(lt_online *o, lt_online_stats *out);
 /* The telemetry to tag (when it is opened after the listener). */
 void lt_online_attach_tel(lt_online *o, lt_tel *tel);
-/* The step that just ran belonged to a trial (call before lt_online_step). */
-bool lt_online_in_trial(const lt_online *o);
+/* What the step that just ran was (call before lt_online_step): 0 outside
+ * any trial, 1 an incumbent phase of a trial, 2 a candidate phase. */
+int lt_online_step_kind(const lt_online *o);
 /* Per kernel and shape whose parameters changed since open: "before -> now".
  * Returns the number of lines written. */
 int lt_online_report(lt_online *o, FILE *f);

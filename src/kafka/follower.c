@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct lt_follower {
     lt__kafka_client client; /* first: it is the librdkafka opaque */
@@ -94,8 +95,16 @@ int lt_follower_open(lt_follower **out, const lt_kafka_conn *conn, const char *t
         int64_t lo = 0, hi = 0;
         /* explicit offsets, taken now: a record produced after open returns
          * is never missed, whatever the fetcher's start-up latency */
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(r->rk, topic, p, &lo, &hi,
-                                                                 timeout_ms);
+        rd_kafka_resp_err_t e;
+        uint64_t deadline = lt_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+        /* a topic just created has no leader for a moment */
+        while ((e = rd_kafka_query_watermark_offsets(r->rk, topic, p, &lo, &hi, timeout_ms)) ==
+                   RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+               e == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+               e == RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH) {
+            if (lt_now_ns() >= deadline) break;
+            nanosleep(&(struct timespec){0, 50000000}, NULL);
+        }
         if (e) {
             rd_kafka_topic_partition_list_destroy(parts);
             char what[300];

@@ -134,6 +134,7 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
         r->peak = rs->host->peak_gflops;
     }
     r->last_ns = t_ns;
+    r->win_index = UINT64_MAX;
     size_t n = rs->n_kernels;
     r->labels = calloc(n ? n : 1, sizeof *r->labels);
     r->node_unit = calloc(n ? n : 1, sizeof *r->node_unit);
@@ -254,9 +255,13 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
         a[n] = r->a_ns[i] / r->a_steps[i];
         b[n] = r->b_ns[i] / r->b_steps[i];
         cont[n] = r->contended[i];
-        if (b[n] > a[n]) r->loss_ns += (b[n] - a[n]) * r->b_steps[i];
         n++;
     }
+    /* what the trial cost the run: its steps (every node, both sides) against
+     * the steps outside trials just before; this also counts what the
+     * trial's own machinery costs on a busy machine */
+    if (r->step_recent > 0 && r->trial_steps > 0 && r->trial_ns > r->trial_steps * r->step_recent)
+        r->loss_ns += r->trial_ns - r->trial_steps * r->step_recent;
     char pb[160];
     fmt_params(&R->space, &r->cand_params, pb, sizeof pb);
     o->st.trials++;
@@ -414,6 +419,7 @@ static void maybe_start(lt_optimizer *o, int ri) {
     r->pairs = P;
     r->phase_tokens = W;
     r->saw_tagged = false;
+    r->trial_ns = r->trial_steps = 0;
     memset(r->a_ns, 0, sizeof r->a_ns);
     memset(r->a_steps, 0, sizeof r->a_steps);
     memset(r->b_ns, 0, sizeof r->b_ns);
@@ -477,6 +483,22 @@ static void window(lt_optimizer *o, const Looptune__KernelWindow *w, uint64_t t_
     }
     int ui = r->node_unit[node];
     bool tagged = w->candidate_id && *w->candidate_id;
+    /* the run's whole step time, one sample per untagged window */
+    if (w->window != r->win_index) {
+        if (!r->win_tagged && r->win_steps > 0) {
+            double c = r->win_ns / r->win_steps;
+            r->step_recent = r->step_recent > 0 ? 0.7 * r->step_recent + 0.3 * c : c;
+        }
+        r->win_index = w->window;
+        r->win_ns = r->win_steps = 0;
+        r->win_tagged = tagged;
+    }
+    r->win_ns += total;
+    if (node == 0) r->win_steps += steps;
+    if (tagged && r->trial && !strcmp(w->candidate_id, r->cand)) {
+        r->trial_ns += total;
+        if (node == 0) r->trial_steps += steps;
+    }
     if (tagged) {
         if (r->trial && !strcmp(w->candidate_id, r->cand)) {
             r->saw_tagged = true;

@@ -237,7 +237,9 @@ void lt_online_stats_get(lt_online *o, lt_online_stats *out) { *out = o->st; }
 
 void lt_online_attach_tel(lt_online *o, lt_tel *tel) { o->o.tel = tel; }
 
-bool lt_online_in_trial(const lt_online *o) { return o->in_trial; }
+int lt_online_step_kind(const lt_online *o) {
+    return !o->in_trial ? 0 : phase_on_candidate(o->phase) ? 2 : 1;
+}
 
 int lt_online_report(lt_online *o, FILE *f) {
     int lines = 0;

@@ -50,6 +50,12 @@ typedef struct {
     int n_nodes;
     uint64_t steps, cand_steps;
     double time_ns, loss_ns;
+    /* the whole step's time outside trials (all nodes), for what a trial costs */
+    double step_recent;
+    uint64_t win_index;
+    double win_ns, win_steps;
+    bool win_tagged;
+    double trial_ns, trial_steps; /* all nodes, during the trial in flight */
     uint64_t last_ns; /* writer's clock of the latest record (CLOCK_REALTIME ns) */
     bool ended;
     /* the trial in flight */

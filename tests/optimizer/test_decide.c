@@ -54,6 +54,7 @@ typedef struct {
     int win_steps;
     uint64_t window;
     int64_t steps, cand_steps;
+    double actual_ns, incumbent_ns; /* what the steps cost, and would have on the incumbent */
     double noise;
     uint64_t rng;
     /* checks */
@@ -187,6 +188,8 @@ static void step(lt_optimizer *o, sim *s) {
     for (int i = 0; i < N_NODES; i++) {
         double n = 1.0 + s->noise * (2 * rnd(s) - 1);
         s->win_ns[i] += BASE_NS[i] * factor(&s->cur[i]) * n;
+        s->actual_ns += BASE_NS[i] * factor(&s->cur[i]);
+        s->incumbent_ns += BASE_NS[i] * factor(&s->inc[i]);
     }
     s->win_steps++;
     s->steps++;
@@ -248,10 +251,13 @@ static void run_case(double noise, uint64_t seed) {
     lt_optimizer_stats st;
     lt_optimizer_stats_get(o, &st);
     printf("noise %.2f: %lld trials, %lld kept, %lld rolled back, %lld inconclusive; factors "
-           "%.3f %.3f; candidate share %.3f; configs %lld\n",
+           "%.3f %.3f; candidate share %.3f; throughput %.3f of the incumbent's; configs %lld\n",
            noise, (long long)st.trials, (long long)st.kept, (long long)st.rolled_back,
            (long long)st.aborted, factor(&s.inc[0]), factor(&s.inc[1]),
-           (double)s.cand_steps / (double)s.steps, (long long)s.configs);
+           (double)s.cand_steps / (double)s.steps, s.incumbent_ns / s.actual_ns,
+           (long long)s.configs);
+    /* the exploration budget: throughput while tuning >= 95% of the incumbent's */
+    ASSERT_TRUE(s.incumbent_ns / s.actual_ns >= 0.95);
     ASSERT_EQ(st.bad_records, 1);
     ASSERT_TRUE(st.kept >= 2);
     ASSERT_TRUE(st.rolled_back >= 2);  /* slower candidates were tried and not kept */

@@ -29,8 +29,11 @@ struct lt_cli_tune {
     uint64_t t_last;
     int64_t n, cap;
     double *ms;      /* [cap] step durations */
-    bool *explore;   /* [cap] the step ran inside a trial */
+    uint8_t *explore; /* [cap] the step ran outside a trial (0), in an incumbent (1) or a
+                         candidate (2) phase of one */
     int64_t first_change; /* step index of the first kept change, -1 none */
+    int64_t last_change;  /* ... and of the last one */
+    uint64_t t_first_step, t_last_change;
     int64_t applied_seen;
 };
 
@@ -109,15 +112,18 @@ void lt_cli_tune_token(lt_cli_tune *t) {
     uint64_t now = lt_now_ns();
     if (t->t_last && t->n < t->cap) {
         t->ms[t->n] = (double)(now - t->t_last) / 1e6;
-        t->explore[t->n] = lt_online_in_trial(t->online);
+        t->explore[t->n] = (uint8_t)lt_online_step_kind(t->online);
         t->n++;
     }
     lt_online_step(t->online);
     lt_online_stats st;
     lt_online_stats_get(t->online, &st);
+    if (!t->t_first_step) t->t_first_step = now;
     if (st.applied > t->applied_seen) {
         t->applied_seen = st.applied;
         if (t->first_change < 0) t->first_change = t->n;
+        t->last_change = t->n;
+        t->t_last_change = now;
     }
     t->t_last = lt_now_ns(); /* the next step starts after our own work */
 }
@@ -170,32 +176,24 @@ void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
                 (long long)st.trials, (long long)st.applied, (long long)st.rejected,
                 (long long)st.candidate_tokens, (long long)t->n,
                 t->n ? 100.0 * (double)st.candidate_tokens / (double)t->n : 0.0);
-        /* throughput while exploring: steps of trials against the others
-         * around them (the context grows through a run: both medians come
-         * from the same stretch) */
-        double in_trial = 0, outside = 0;
+        /* throughput while exploring: medians of the incumbent and candidate
+         * phases against the steps outside trials, and the mean step time of
+         * the stretch against the mean outside trials (the context grows
+         * through a run: all from the same stretch, after a warm-up) */
         int64_t lo = t->n / 8, hi = t->n;
-        if (st.trials) {
-            double *a = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *a);
-            double *b = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *b);
-            int64_t na = 0, nb = 0;
-            for (int64_t i = lo; a && b && i < hi; i++) {
-                if (t->explore[i]) a[na++] = t->ms[i];
-                else b[nb++] = t->ms[i];
-            }
-            if (na && nb) {
-                qsort(a, (size_t)na, sizeof *a, cmp_d);
-                qsort(b, (size_t)nb, sizeof *b, cmp_d);
-                in_trial = a[na / 2];
-                outside = b[nb / 2];
-            }
-            free(a);
-            free(b);
-        }
-        /* throughput: mean step time over the stretch against the mean of its
-         * steps outside trials */
-        double sum_all = 0, sum_out = 0;
+        double med[3] = {0, 0, 0}, sum_all = 0, sum_out = 0;
         int64_t n_all = 0, n_out = 0;
+        double *v = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *v);
+        for (int kind = 0; v && kind < 3; kind++) {
+            int64_t nv = 0;
+            for (int64_t i = lo; i < hi; i++)
+                if (t->explore[i] == kind) v[nv++] = t->ms[i];
+            if (nv) {
+                qsort(v, (size_t)nv, sizeof *v, cmp_d);
+                med[kind] = v[nv / 2];
+            }
+        }
+        free(v);
         for (int64_t i = lo; i < hi; i++) {
             sum_all += t->ms[i];
             n_all++;
@@ -204,11 +202,17 @@ void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
                 n_out++;
             }
         }
-        if (in_trial > 0 && n_out && n_all)
-            fprintf(f, "  while tuning: steps inside trials at %.1f%% of the speed of the others "
-                       "(medians); throughput %.1f%% of the incumbent's (means, steps %lld..%lld)\n",
-                    100.0 * outside / in_trial, 100.0 * (sum_out / (double)n_out) /
-                    (sum_all / (double)n_all), (long long)lo, (long long)hi - 1);
+        if (st.trials && med[0] > 0 && med[1] > 0 && med[2] > 0 && n_out)
+            fprintf(f, "  while tuning (steps %lld..%lld): incumbent phases at %.1f%%, candidate "
+                       "phases at %.1f%% of the speed outside trials (medians); throughput "
+                       "%.1f%% of the incumbent's (means)\n",
+                    (long long)lo, (long long)hi - 1, 100.0 * med[0] / med[1],
+                    100.0 * med[0] / med[2],
+                    100.0 * (sum_out / (double)n_out) / (sum_all / (double)n_all));
+        if (st.applied)
+            fprintf(f, "  changes applied from step %lld to step %lld (the last %.2f s into the "
+                       "decode)\n", (long long)t->first_change, (long long)t->last_change,
+                    (double)(t->t_last_change - t->t_first_step) / 1e9);
         bool changed = lt_online_report(t->online, f) > 0;
         if (!changed) {
             fprintf(f, "  no parameter changed\n");
