@@ -16,7 +16,7 @@
 static const char *const LABELS[N_NODES] = {"blk.attn_q", "blk.ffn_up"};
 static const char *const SHAPES[N_NODES] = {"matvec:q8_0:768x768", "matvec:q8_0:768x2048"};
 static const char *const CSHAPES[N_NODES] = {"q8_0:768x768:decode", "q8_0:2048x768:decode"};
-static const double BASE_NS[N_NODES] = {1000, 3000};
+static double BASE_NS[N_NODES] = {1000, 3000};
 
 static lt_space SPACE;
 
@@ -273,8 +273,44 @@ static void run_case(double noise, uint64_t seed) {
     fclose(devnull);
 }
 
+/* A kernel whose exploring stopped starts again when its measured speed
+ * drifts (the workload or the machine changed). */
+static void drift_case(void) {
+    lt_space_by_name("matvec", &SPACE);
+    lt_params bad = {.v = {4, 1, 2048, 0, 0}};
+    sim s;
+    memset(&s, 0, sizeof s);
+    s.rng = 3;
+    for (int i = 0; i < N_NODES; i++) s.cur[i] = s.inc[i] = bad;
+    FILE *devnull = fopen("/dev/null", "w");
+    lt_optimizer_opts oo = {.strategy = LT_STRAT_MODEL, .seed = 5, .max_trials = 30, .patience = 6,
+                            .stale_ms = 1000000, .log = devnull, .on_control = on_control,
+                            .on_config = on_config, .hook_user = &s};
+    lt_optimizer *o;
+    ASSERT_EQ(lt_optimizer_open(&o, &oo), LT_OK);
+    send_start(o, &bad);
+    lt_optimizer_stats st;
+    for (int t = 0; t < 60000; t++) step(o, &s);
+    lt_optimizer_stats_get(o, &st);
+    ASSERT_EQ(st.units_converged, 2); /* both stopped exploring */
+    int64_t trials = st.trials;
+    for (int t = 0; t < 2000; t++) step(o, &s);
+    lt_optimizer_stats_get(o, &st);
+    ASSERT_EQ(st.trials, trials); /* and stay stopped while nothing changes */
+    BASE_NS[1] *= 1.6;            /* the second kernel's speed drifts */
+    for (int t = 0; t < 4000; t++) step(o, &s);
+    lt_optimizer_stats_get(o, &st);
+    printf("drift: %lld trials before, %lld after; %lld finished\n", (long long)trials,
+           (long long)st.trials, (long long)st.units_converged);
+    ASSERT_TRUE(st.trials > trials); /* exploring again */
+    BASE_NS[1] /= 1.6;
+    lt_optimizer_close(o);
+    fclose(devnull);
+}
+
 int main(void) {
     run_case(0.0, 1);
     run_case(0.03, 7);
+    drift_case();
     return lt_test_finish();
 }
