@@ -242,6 +242,26 @@ def cli_cases(ck, good):
     expect_error(ck, "cli --isa unknown", run + GOOD_ARGS + ["--isa", "sse9"],
                  [r"isa|sse9"])
     expect_error(ck, "cli unknown command", ["frobnicate"], [r"command|frobnicate"])
+    # online tuning and the optimizer service
+    expect_error(ck, "cli --tune bogus", run + GOOD_ARGS + ["--tune", "bogus"], [r"--tune", r"bogus"])
+    expect_error(ck, "cli --tune online with file telemetry",
+                 run + GOOD_ARGS + ["--tune", "online", "--telemetry", "file:/dev/null"],
+                 [r"--tune online", r"telemetry kafka"])
+    expect_error(ck, "cli --explore-share 0.9", run + GOOD_ARGS + ["--tune", "online",
+                                                                   "--explore-share", "0.9"],
+                 [r"explore-share", r"0\.9"])
+    expect_error(ck, "cli optimizer without broker", ["optimizer"], [r"broker"])
+    for flag, value, pat in [("--explore-share", "2", r"explore-share"),
+                             ("--min-throughput", "1.5", r"min-throughput"),
+                             ("--trial-pairs", "1", r"trial-pairs"),
+                             ("--phase-tokens", "0", r"phase-tokens"),
+                             ("--strategy", "magic", r"strateg|magic"),
+                             ("--duration", "-3", r"duration"),
+                             ("-X", "no.such.property=1", r"no\.such\.property")]:
+        expect_error(ck, "cli optimizer %s %s" % (flag, value),
+                     ["optimizer", "--brokers", "127.0.0.1:1", flag, value], [pat])
+    expect_error(ck, "cli optimizer stray argument", ["optimizer", "--brokers", "127.0.0.1:1", "x"],
+                 [r"unexpected argument"])
     expect_error(ck, "cli model-gen unknown dtype",
                  ["model-gen", "--preset", "stories260K", "--dtype", "q3_x", "-o",
                   os.path.join(H.work_dir("bad_input"), "never.gguf")], [r"dtype|q3_x"])
