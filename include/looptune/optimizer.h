@@ -133,6 +133,7 @@ typedef struct {
      * through lt_optimizer_handle and decisions go out through these (tests). */
     void (*on_control)(void *user, const Looptune__Control *c);
     void (*on_config)(void *user, const lt_config_entry *e);
+    void (*on_trial)(void *user, const Looptune__Trial *t);
     void *hook_user;
 } lt_optimizer_opts;
 
@@ -156,6 +157,11 @@ int lt_optimizer_poll(lt_optimizer *o, int timeout_ms);
 /* Handles one telemetry record directly (the value of a Kafka record); for
  * tests and the in-process optimizer. */
 void lt_optimizer_handle(lt_optimizer *o, const void *value, size_t len);
+/* One observation from the trials log (study "tune:kernel|shape|host",
+ * parameters, cost relative to the defaults): the strategy of that kernel,
+ * shape and host class learns it, whichever optimizer measured it. LT_ENOTFOUND
+ * for another kind of study; LT_EFORMAT naming the problem for a bad one. */
+int lt_optimizer_restore_trial(lt_optimizer *o, const Looptune__Trial *t);
 void lt_optimizer_stats_get(lt_optimizer *o, lt_optimizer_stats *out);
 /* Writes a table of what was learned (per kernel and shape: default and
  * incumbent cost, speed-up, trials, state) to f. */

@@ -234,6 +234,77 @@ static int strategy_of(lt_optimizer *o, lt__rec *R) {
                             o->o.seed ^ (uint64_t)(R - o->recs) * 0x9e3779b97f4a7c15ull);
 }
 
+/* Feeds the strategy and writes the observation to the trials log, so other
+ * optimizers and this one after a restart learn from it too. Costs are
+ * relative to the kernel's defaults on this host class (1 = as fast). */
+static void observe(lt_optimizer *o, lt__rec *R, const lt_params *p, const double *costs, int n) {
+    if (lt_strategy_observe(R->strat, p, costs, n) != LT_OK) return;
+    Looptune__Trial t = LOOPTUNE__TRIAL__INIT;
+    Looptune__HParam hp[LT_MAX_PARAMS], *hpp[LT_MAX_PARAMS];
+    char study[300];
+    snprintf(study, sizeof study, "tune:%s|%s|%s", R->kernel, R->config_shape, R->host);
+    for (int j = 0; j < R->space.n_params; j++) {
+        looptune__hparam__init(&hp[j]);
+        hp[j].name = (char *)R->space.params[j].name;
+        hp[j].value = p->v[j];
+        hpp[j] = &hp[j];
+    }
+    t.study_id = study;
+    t.trial_id = (uint64_t)R->n_observed++;
+    t.params = hpp;
+    t.n_params = (size_t)R->space.n_params;
+    t.objective = n ? lt_median(costs, n) : 0;
+    t.status = n ? LOOPTUNE__STATUS__STATUS_OK : LOOPTUNE__STATUS__STATUS_FAILED;
+    lt__opt_send_trial(o, &t);
+}
+
+int lt_optimizer_restore_trial(lt_optimizer *o, const Looptune__Trial *t) {
+    if (!t->study_id || strncmp(t->study_id, "tune:", 5) != 0) return LT_ENOTFOUND;
+    char buf[300], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", t->study_id + 5);
+    char *kernel = strtok_r(buf, "|", &save), *shape = strtok_r(NULL, "|", &save);
+    char *host = strtok_r(NULL, "|", &save);
+    if (!kernel || !shape || !host)
+        return lt_error(LT_EFORMAT, "trial study '%s': not kernel|shape|host", t->study_id);
+    int i = find_rec(o, kernel, shape, host);
+    if (i < 0) i = add_rec(o, kernel, shape, host);
+    if (i < 0) return lt_error(LT_EFORMAT, "trial study '%s': not a tunable kernel", t->study_id);
+    lt__rec *R = &o->recs[i];
+    lt_params p;
+    memset(&p, 0, sizeof p);
+    if ((int)t->n_params != R->space.n_params)
+        return lt_error(LT_EFORMAT, "trial study '%s': %zu parameters, %s has %d", t->study_id,
+                        t->n_params, kernel, R->space.n_params);
+    for (int j = 0; j < R->space.n_params; j++) {
+        bool found = false;
+        for (size_t k = 0; k < t->n_params; k++)
+            if (t->params[k] && t->params[k]->name &&
+                !strcmp(t->params[k]->name, R->space.params[j].name)) {
+                p.v[j] = (int32_t)t->params[k]->value;
+                found = true;
+            }
+        if (!found) return lt_error(LT_EFORMAT, "trial study '%s': no %s", t->study_id,
+                                    R->space.params[j].name);
+    }
+    bool ok = t->status == LOOPTUNE__STATUS__STATUS_OK;
+    if (lt_space_validate(&R->space, &p) || (ok && !(t->objective > 0)))
+        return lt_error(LT_EFORMAT, "trial study '%s': a point outside the space", t->study_id);
+    int rc = strategy_of(o, R);
+    if (!rc) rc = lt_strategy_observe(R->strat, &p, ok ? &t->objective : NULL, ok ? 1 : 0);
+    if (rc) return rc;
+    R->n_observed++;
+    R->seeded = true;
+    /* the log is complete on its own: its best point is the best known one
+     * unless the configs topic knew better */
+    if (ok && 1.0 / t->objective > R->speedup) {
+        R->best = p;
+        R->have_best = true;
+        R->speedup = 1.0 / t->objective;
+    }
+    R->model_cost = 1.0 / R->speedup;
+    return LT_OK;
+}
+
 static void end_trial(lt_optimizer *o, lt__run *r) {
     if (!r->trial) return;
     lt__rec *R = &o->recs[r->units[r->t_unit].rec];
@@ -269,7 +340,7 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
     if (!r->saw_tagged) {
         /* the run never ran it: it refused the control (its log says why) or is gone */
         o->st.timed_out++;
-        lt_strategy_observe(R->strat, &r->cand_params, NULL, 0);
+        observe(o, R, &r->cand_params, NULL, 0);
         fprintf(LOG(o), "optimizer: run %.8s %s %s: candidate %s (%s) never ran (%s)\n", r->run_id,
                 R->kernel, R->config_shape, r->cand, pb, how);
         end_trial(o, r);
@@ -279,7 +350,7 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
         if (n >= 1) { /* what was measured still teaches the model */
             double costs[LT__MAX_PAIRS];
             for (int i = 0; i < n; i++) costs[i] = R->model_cost * b[i] / a[i];
-            lt_strategy_observe(R->strat, &r->cand_params, costs, n);
+            observe(o, R, &r->cand_params, costs, n);
         }
         o->st.aborted++;
         fprintf(LOG(o), "optimizer: run %.8s %s %s: rolled back %s: %d pairs, %s\n", r->run_id,
@@ -300,7 +371,7 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
     }
     double costs[LT__MAX_PAIRS];
     for (int i = 0; i < n; i++) costs[i] = R->model_cost * b[i] / a[i];
-    lt_strategy_observe(R->strat, &r->cand_params, costs, n);
+    observe(o, R, &r->cand_params, costs, n);
     if (cr.faster) {
         o->st.kept++;
         send_params(o, r, R, &r->cand_params, r->cand, 0, 0);
@@ -336,7 +407,10 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
     double gain;
     if (R->trials >= o->o.max_trials) set_converged(o, R, u->recent, "trial budget spent");
     else if (R->since_kept >= o->o.patience) set_converged(o, R, u->recent, "no better candidate");
-    else if (lt_strategy_expected_gain(R->strat, &gain) == LT_OK && gain < o->o.stop_gain) {
+    /* the model's word counts once it has seen enough (a model trained on a
+     * handful of points is confidently wrong) and the search has stalled */
+    else if (R->trials >= 16 && R->since_kept >= 3 &&
+             lt_strategy_expected_gain(R->strat, &gain) == LT_OK && gain < o->o.stop_gain) {
         char why[96];
         snprintf(why, sizeof why, "model predicts at most %.1f%% better", 100 * gain);
         set_converged(o, R, u->recent, why);
@@ -400,9 +474,10 @@ static void maybe_start(lt_optimizer *o, int ri) {
     lt__rec *R = &o->recs[u->rec];
     if (strategy_of(o, R)) return;
     if (!R->seeded) {
-        /* the incumbent anchors the strategy's cost scale */
-        R->model_cost = unit_cost(u);
-        lt_strategy_observe(R->strat, &u->incumbent, &R->model_cost, 1);
+        /* the incumbent anchors the strategy's cost scale: costs are relative
+         * to the defaults, and the incumbent is the best known */
+        R->model_cost = 1.0 / R->speedup;
+        observe(o, R, &u->incumbent, &R->model_cost, 1);
         R->seeded = true;
     }
     lt_params p;

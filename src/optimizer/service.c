@@ -38,6 +38,51 @@ void lt__opt_send_config(lt_optimizer *o, const lt_config_entry *e) {
                 lt_errmsg());
 }
 
+void lt__opt_send_trial(lt_optimizer *o, const Looptune__Trial *t) {
+    if (!o->kafka) {
+        if (o->o.on_trial) o->o.on_trial(o->o.hook_user, t);
+        return;
+    }
+    Looptune__Envelope env;
+    lt_envelope_init(&env);
+    env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_TRIAL;
+    env.trial = (Looptune__Trial *)t;
+    if (lt_producer_send_envelope(o->trials, NULL, &env) != LT_OK)
+        fprintf(o->log, "optimizer: observation for %s not queued: %s\n", t->study_id,
+                lt_errmsg());
+}
+
+/* What every optimizer measured so far: the trials log, read to its end. */
+static int load_trials(lt_optimizer *o) {
+    lt_kafka_reader *rd;
+    int rc = lt_kafka_reader_open(&rd, &o->o.conn, o->t_trials, 10000);
+    if (rc == LT_ENOTFOUND) return LT_OK;
+    if (rc) return rc;
+    int n = 0, bad = 0;
+    lt_record rec;
+    while ((rc = lt_kafka_reader_next(rd, 10000, &rec)) == 1) {
+        Looptune__Envelope *env = NULL;
+        if (!rec.value || lt_envelope_decode(rec.value, rec.len, &env)) {
+            bad++;
+            continue;
+        }
+        if (env->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_TRIAL) {
+            int r = lt_optimizer_restore_trial(o, env->trial);
+            if (r == LT_OK) n++;
+            else if (r != LT_ENOTFOUND) {
+                bad++;
+                fprintf(o->log, "optimizer: %s[%d]@%lld skipped: %s\n", o->t_trials,
+                        (int)rec.partition, (long long)rec.offset, lt_errmsg());
+            }
+        }
+        lt_envelope_free(env);
+    }
+    lt_kafka_reader_close(rd);
+    fprintf(o->log, "optimizer: %d observations from %s%s\n", n, o->t_trials,
+            bad ? " (some records skipped)" : "");
+    return rc < 0 ? rc : LT_OK;
+}
+
 void lt_optimizer_handle(lt_optimizer *o, const void *value, size_t len) {
     o->st.records++;
     Looptune__Envelope *env = NULL;
@@ -113,16 +158,21 @@ int lt_optimizer_open(lt_optimizer **out, const lt_optimizer_opts *opts) {
              lt_kafka_topic_suffix(LT_TOPIC_CONTROL));
     snprintf(o->t_configs, sizeof o->t_configs, "%s%s", o->prefix,
              lt_kafka_topic_suffix(LT_TOPIC_CONFIGS));
+    snprintf(o->t_trials, sizeof o->t_trials, "%s%s", o->prefix,
+             lt_kafka_topic_suffix(LT_TOPIC_TRIALS));
     o->kafka = d->conn.brokers || lt_kafka_props_count(d->conn.props);
     d->conn.client_id = d->conn.client_id ? d->conn.client_id : "looptune-optimizer";
     int rc = LT_OK;
     if (o->kafka) {
         lt_producer_opts po = {.conn = d->conn, .topic = o->t_control, .linger_ms = -1};
         lt_producer_opts pc = {.conn = d->conn, .topic = o->t_configs, .linger_ms = -1};
+        lt_producer_opts pt = {.conn = d->conn, .topic = o->t_trials};
         const char *topics[] = {o->t_telemetry};
         lt_consumer_opts co = {.conn = d->conn, .group = o->group, .topics = topics,
                                .n_topics = 1, .from_beginning = true, .auto_commit = false};
-        if ((rc = load_configs(o)) || (!d->no_group && (rc = rescan_runs(o))) ||
+        if ((rc = load_configs(o)) || (rc = load_trials(o)) ||
+            (!d->no_group && (rc = rescan_runs(o))) ||
+            (rc = lt_producer_open(&o->trials, &pt)) ||
             (rc = lt_producer_open(&o->control, &po)) ||
             (rc = lt_producer_open(&o->configs, &pc)) ||
             (rc = d->no_group ? lt_follower_open(&o->follower, &d->conn, o->t_telemetry, 10000)
@@ -185,6 +235,7 @@ void lt_optimizer_close(lt_optimizer *o) {
     lt_follower_close(o->follower);
     lt_producer_close(o->control);
     lt_producer_close(o->configs);
+    lt_producer_close(o->trials);
     lt__opt_free_state(o);
     free(o);
 }

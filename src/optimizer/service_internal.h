@@ -20,6 +20,7 @@ typedef struct {
     double best_cost;      /* ns per decode step of the best, when measured */
     double model_cost;     /* the strategy's cost scale for the incumbent */
     bool seeded;           /* the incumbent is in the strategy */
+    int64_t n_observed;    /* observations written to (or read from) the trials log */
     int trials, since_kept;
     bool converged;
     double conv_cost;      /* per-step cost when exploring stopped: drift reference */
@@ -75,10 +76,10 @@ struct lt_optimizer {
     lt_optimizer_opts o;
     FILE *log;
     char prefix[64], group[128];
-    char t_telemetry[160], t_control[160], t_configs[160];
+    char t_telemetry[160], t_control[160], t_configs[160], t_trials[160];
     lt_consumer *consumer;
     lt_follower *follower; /* no_group */
-    lt_producer *control, *configs;
+    lt_producer *control, *configs, *trials;
     lt__rec *recs;
     int n_recs, cap_recs;
     lt__run *runs;
@@ -99,5 +100,6 @@ void lt__opt_free_state(lt_optimizer *o);
 /* service.c */
 void lt__opt_send_control(lt_optimizer *o, const Looptune__Control *c);
 void lt__opt_send_config(lt_optimizer *o, const lt_config_entry *e);
+void lt__opt_send_trial(lt_optimizer *o, const Looptune__Trial *t);
 
 #endif

@@ -293,11 +293,15 @@ int lt__model_expected_gain(lt_strategy *s, double *gain) {
     int rc = train(s);
     if (!rc) rc = score_candidates(s, &n_cand);
     if (rc) return rc;
-    double lo = -1;
+    double lo = 0;
+    bool any = false;
     for (int i = 0; i < n_cand; i++)
-        if (!s->proposed[m->cand[i]] && (lo < 0 || m->score[i] < lo)) lo = m->score[i];
-    /* the optimistic score (mean - KAPPA * disagreement) of the most promising
-     * point not tried yet; no such point: nothing left to gain */
-    *gain = lo < 0 ? 0.0 : (best - lo) / best;
+        if (!s->proposed[m->cand[i]] && (!any || m->score[i] < lo)) {
+            lo = m->score[i];
+            any = true;
+        }
+    /* the optimistic score (mean - KAPPA * disagreement, of the log cost) of
+     * the most promising point not tried yet; no such point: nothing to gain */
+    *gain = any ? 1.0 - exp(lo) / best : 0.0;
     return LT_OK;
 }

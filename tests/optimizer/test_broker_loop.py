@@ -12,8 +12,9 @@ store file). `looptune optimizer` (a separate process, consumer group) and
   - a second run warm-starts from that topic (--config-store kafka) and says how
     many configurations it applied, and decodes faster than the bad start;
   - an optimizer stopped mid-run and restarted in the same group resumes: it
-    reads what the first one learned from the configs topic, finds the running
-    program again, and goes on tuning it;
+    reads what the first one learned from the configs topic and its
+    observations from the trials log, finds the running program again, and
+    goes on tuning it;
   - malformed controls on the control topic are refused by the run, logged.
 Needs the real broker of the ctest fixture (LT_KAFKA_BOOTSTRAP_FILE)."""
 import os
@@ -207,13 +208,17 @@ def main():
         fail(f"optimizer B did not read the configs topic:\n{textB[-2000:]}")
     if keptA and int(mB.group(1)) < 1:
         fail(f"optimizer B did not see what A kept ({keptA}):\n{textB[-2000:]}")
+    trialsA = re.search(r"(\d+) trials: ", textA)
+    obsB = re.search(r"optimizer: (\d+) observations from " + re.escape(prefix2 + "trials"), textB)
+    if trialsA and int(trialsA.group(1)) > 0 and (not obsB or int(obsB.group(1)) < 1):
+        fail(f"optimizer B did not learn A's observations from the trials log:\n{textB[-2000:]}")
     if "tunable kernel shapes" not in textB:
         fail(f"optimizer B did not find the running program again:\n{textB[-2000:]}")
     trialsB = re.search(r"(\d+) trials: ", textB)
     if not trialsB or int(trialsB.group(1)) < 1:
         fail(f"optimizer B did not go on tuning:\n{textB[-2000:]}")
-    print(f"restart: A kept {keptA}, B loaded {mB.group(1)} configurations and ran "
-          f"{trialsB.group(1)} trials")
+    print(f"restart: A kept {keptA}, B loaded {mB.group(1)} configurations and "
+          f"{obsB.group(1) if obsB else 0} observations, and ran {trialsB.group(1)} trials")
 
     # 5. bad controls on the topic: the run refuses and logs them, and finishes
     from confluent_kafka import Producer

@@ -37,12 +37,14 @@ static double factor(const lt_params *p) {
 }
 
 typedef struct {
-    /* what the optimizer sent, applied at the next step boundary */
-    Looptune__Control pending;
-    bool has_pending;
-    lt_params pend_params;
-    char pend_cand[64];
-    int pend_unit;
+    /* what the optimizer sent, applied in order at the next step boundary */
+    struct {
+        uint32_t pairs, ptok;
+        lt_params params;
+        char cand[64];
+        int unit;
+    } pend[16];
+    int n_pend;
     /* run state */
     lt_params cur[N_NODES], inc[N_NODES];
     bool trial;
@@ -59,6 +61,9 @@ typedef struct {
     uint64_t rng;
     /* checks */
     int kept_worse, applies;
+    uint8_t *trials[512]; /* the observations the optimizer logged (packed envelopes) */
+    size_t trial_len[512];
+    int n_trials;
     int64_t configs;
     double last_config_speedup;
 } sim;
@@ -82,11 +87,15 @@ static void on_control(void *user, const Looptune__Control *c) {
         for (int j = 0; j < SPACE.n_params; j++)
             if (!strcmp(c->params[i]->name, SPACE.params[j].name)) p.v[j] = (int32_t)c->params[i]->value;
     ASSERT_EQ(lt_space_validate(&SPACE, &p), LT_OK);
-    s->pending = *c;
-    s->pend_params = p;
-    s->pend_unit = unit;
-    snprintf(s->pend_cand, sizeof s->pend_cand, "%s", c->candidate_id ? c->candidate_id : "");
-    s->has_pending = true;
+    ASSERT_TRUE(s->n_pend < 16);
+    if (s->n_pend == 16) return;
+    s->pend[s->n_pend].pairs = c->trial_pairs;
+    s->pend[s->n_pend].ptok = c->phase_tokens;
+    s->pend[s->n_pend].params = p;
+    s->pend[s->n_pend].unit = unit;
+    snprintf(s->pend[s->n_pend].cand, sizeof s->pend[0].cand, "%s",
+             c->candidate_id ? c->candidate_id : "");
+    s->n_pend++;
     if (c->trial_pairs == 0) {
         s->applies++;
         /* a kept candidate must really be faster than what it replaces */
@@ -99,6 +108,17 @@ static void on_config(void *user, const lt_config_entry *e) {
     s->configs++;
     s->last_config_speedup = e->speedup;
     ASSERT_STREQ(e->host, "test-host:avx512:2c");
+}
+
+static void on_trial(void *user, const Looptune__Trial *t) {
+    sim *s = user;
+    if (s->n_trials == 512) return;
+    Looptune__Envelope env;
+    lt_envelope_init(&env);
+    env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_TRIAL;
+    env.trial = (Looptune__Trial *)t;
+    ASSERT_EQ(lt_envelope_encode(&env, &s->trials[s->n_trials], &s->trial_len[s->n_trials]), LT_OK);
+    s->n_trials++;
 }
 
 static void feed(lt_optimizer *o, const Looptune__Envelope *env) {
@@ -208,25 +228,25 @@ static void step(lt_optimizer *o, sim *s) {
         close_window(o, s);
     }
     lt_optimizer_poll(o, 0);
-    if (s->has_pending) {
-        s->has_pending = false;
+    for (int k = 0; k < s->n_pend; k++) {
         close_window(o, s);
         if (s->trial) s->cur[s->t_unit] = s->inc[s->t_unit];
         s->trial = false;
-        int u = s->pend_unit;
-        if (s->pending.trial_pairs == 0) {
-            s->inc[u] = s->cur[u] = s->pend_params;
+        int u = s->pend[k].unit;
+        if (s->pend[k].pairs == 0) {
+            s->inc[u] = s->cur[u] = s->pend[k].params;
         } else {
             s->trial = true;
             s->t_unit = u;
-            s->cand = s->pend_params;
-            snprintf(s->cand_id, sizeof s->cand_id, "%s", s->pend_cand);
-            s->pairs = (int)s->pending.trial_pairs;
-            s->ptok = (int)s->pending.phase_tokens;
+            s->cand = s->pend[k].params;
+            snprintf(s->cand_id, sizeof s->cand_id, "%s", s->pend[k].cand);
+            s->pairs = (int)s->pend[k].pairs;
+            s->ptok = (int)s->pend[k].ptok;
             s->phase = 0;
             set_phase(s);
         }
     }
+    s->n_pend = 0;
 }
 
 static void run_case(double noise, uint64_t seed) {
@@ -238,10 +258,11 @@ static void run_case(double noise, uint64_t seed) {
     s.noise = noise;
     s.rng = seed;
     for (int i = 0; i < N_NODES; i++) s.cur[i] = s.inc[i] = bad;
-    FILE *devnull = fopen("/dev/null", "w");
+    FILE *devnull = getenv("LT_TEST_LOG") ? stderr : fopen("/dev/null", "w");
     lt_optimizer_opts oo = {.strategy = LT_STRAT_MODEL, .seed = seed, .max_trials = 80,
                             .patience = 40, .stale_ms = 1000000, .log = devnull,
-                            .on_control = on_control, .on_config = on_config, .hook_user = &s};
+                            .on_control = on_control, .on_config = on_config,
+                            .on_trial = on_trial, .hook_user = &s};
     lt_optimizer *o;
     ASSERT_EQ(lt_optimizer_open(&o, &oo), LT_OK);
     send_start(o, &bad);
@@ -270,7 +291,52 @@ static void run_case(double noise, uint64_t seed) {
     ASSERT_TRUE(s.configs >= st.kept);
     ASSERT_TRUE(s.last_config_speedup > 1.5);
     lt_optimizer_close(o);
-    fclose(devnull);
+
+    /* a second optimizer learns from the first one's log of observations:
+     * the next run from the bad start gets the best known configuration at
+     * once, no trial needed */
+    ASSERT_EQ(s.n_trials, (int)st.trials + 2); /* every trial, and each incumbent's anchor */
+    sim s2;
+    memset(&s2, 0, sizeof s2);
+    s2.rng = seed + 1;
+    for (int i = 0; i < N_NODES; i++) s2.cur[i] = s2.inc[i] = bad;
+    oo.hook_user = &s2;
+    ASSERT_EQ(lt_optimizer_open(&o, &oo), LT_OK);
+    int restored = 0;
+    for (int i = 0; i < s.n_trials; i++) {
+        Looptune__Envelope *env;
+        ASSERT_EQ(lt_envelope_decode(s.trials[i], s.trial_len[i], &env), LT_OK);
+        restored += lt_optimizer_restore_trial(o, env->trial) == LT_OK;
+        lt_envelope_free(env);
+        free(s.trials[i]);
+    }
+    ASSERT_EQ(restored, s.n_trials);
+    {   /* bad observations are refused */
+        Looptune__Trial t = LOOPTUNE__TRIAL__INIT;
+        Looptune__HParam hp = LOOPTUNE__HPARAM__INIT, *hpp = &hp;
+        hp.name = "unroll";
+        hp.value = 4;
+        t.params = &hpp;
+        t.n_params = 1;
+        t.objective = 0.5;
+        t.status = LOOPTUNE__STATUS__STATUS_OK;
+        t.study_id = "hpo-study";
+        ASSERT_EQ(lt_optimizer_restore_trial(o, &t), LT_ENOTFOUND);
+        t.study_id = "tune:matvec|q8_0:768x768:decode";
+        ASSERT_EQ(lt_optimizer_restore_trial(o, &t), LT_EFORMAT);
+        t.study_id = "tune:matvec|q8_0:768x768:decode|test-host:avx512:2c";
+        ASSERT_EQ(lt_optimizer_restore_trial(o, &t), LT_EFORMAT); /* parameters missing */
+    }
+    send_start(o, &bad);
+    for (int t = 0; t < 3000; t++) step(o, &s2);
+    lt_optimizer_stats st2;
+    lt_optimizer_stats_get(o, &st2);
+    printf("restored %d observations: factors %.3f %.3f after 3000 steps, %lld trials\n", restored,
+           factor(&s2.inc[0]), factor(&s2.inc[1]), (long long)st2.trials);
+    ASSERT_TRUE(factor(&s2.inc[0]) <= factor(&s.inc[0]) + 1e-9);
+    ASSERT_TRUE(factor(&s2.inc[1]) <= factor(&s.inc[1]) + 1e-9);
+    lt_optimizer_close(o);
+    if (devnull != stderr) fclose(devnull);
 }
 
 /* A kernel whose exploring stopped starts again when its measured speed
