@@ -35,13 +35,16 @@ typedef enum {
     LT_CTR_CONTEXT_SWITCHES,
     LT_CTR_PAGE_FAULTS,
     LT_CTR_CPU_MIGRATIONS,
+    /* ns the threads were runnable but waiting for a CPU (the run queue), from
+     * /proc/self/task/TID/schedstat: the direct measure of contention */
+    LT_CTR_RUNQUEUE_WAIT,
     LT_CTR_COUNT
 } lt_tel_counter;
 #define LT_CTR_FIRST_SOFTWARE LT_CTR_TASK_CLOCK
 
 /* "cycles", "instructions", "cache-references", "cache-misses",
  * "LLC-load-misses", "task-clock", "context-switches", "page-faults",
- * "cpu-migrations". */
+ * "cpu-migrations", "runqueue-wait". */
 const char *lt_tel_counter_name(lt_tel_counter c);
 
 /* ---- records --------------------------------------------------------------------- */
@@ -135,7 +138,10 @@ typedef struct {
     uint64_t counters[LT_CTR_COUNT];
     uint32_t available;
     bool counters_read;           /* at least one read fell in this window */
-    bool contention;              /* context switches > 0 or task-clock / wall < 0.9 */
+    /* another process competed for the cores: the threads waited on the run
+     * queue for more than 2% of their time (without schedstat: any context
+     * switch, or task-clock / wall < 0.9) */
+    bool contention;
 } lt_tel_kernel_window;
 
 /* One thread's share of one node in one step (--telemetry-detail per-call).

@@ -313,7 +313,11 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
     if (steps) {
         const uint32_t av = a->o.available;
         bool contention = false;
-        if (read) {
+        if (read && av & (1u << LT_CTR_RUNQUEUE_WAIT)) {
+            /* waiting for a CPU, not sleeping by choice: a worker that parks
+             * on its futex switches voluntarily and is no sign of a rival */
+            contention = ctr_wall && (double)ctr[LT_CTR_RUNQUEUE_WAIT] > 0.02 * (double)ctr_wall;
+        } else if (read) {
             if (av & (1u << LT_CTR_CONTEXT_SWITCHES) && ctr[LT_CTR_CONTEXT_SWITCHES] > 0)
                 contention = true;
             if (av & (1u << LT_CTR_TASK_CLOCK) && ctr_wall &&

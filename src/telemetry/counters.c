@@ -6,9 +6,12 @@
  * reads all of them between steps, when no kernel is running, so a read's
  * delta belongs exactly to the steps since the last read and no worker ever
  * makes a system call for telemetry. Hardware events need a PMU, which many
- * virtual machines lack (ENOENT): they are then simply not available. */
+ * virtual machines lack (ENOENT): they are then simply not available. The
+ * run-queue wait is no perf event: it is the second field of each thread's
+ * /proc/self/task/TID/schedstat, read with pread on a descriptor kept open. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +32,7 @@ static const char *const counter_names[LT_CTR_COUNT] = {
     [LT_CTR_CONTEXT_SWITCHES] = "context-switches",
     [LT_CTR_PAGE_FAULTS] = "page-faults",
     [LT_CTR_CPU_MIGRATIONS] = "cpu-migrations",
+    [LT_CTR_RUNQUEUE_WAIT] = "runqueue-wait",
 };
 
 const char *lt_tel_counter_name(lt_tel_counter c) {
@@ -90,8 +94,26 @@ typedef struct {
 struct lt__tel_counters {
     int nth;
     ctr_group *groups; /* [nth][2]: hardware, software */
+    int *sched_fd;     /* [nth] schedstat descriptors, -1 if not open */
     uint32_t available;
 };
+
+static int open_schedstat(int tid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd >= 0 ? fd : -(errno ? errno : ENOENT);
+}
+
+/* The run-queue wait of one thread in ns, or 0 if it cannot be read. */
+static uint64_t read_runqueue_wait(int fd) {
+    char buf[96];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    unsigned long long run, wait;
+    return sscanf(buf, "%llu %llu", &run, &wait) == 2 ? (uint64_t)wait : 0;
+}
 
 static int perf_open(struct perf_event_attr *a, int tid, int group_fd) {
     return (int)syscall(SYS_perf_event_open, a, tid, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
@@ -148,10 +170,26 @@ int lt__tel_counters_open(lt__tel_counters **out, const int *tids, int n, uint32
     }
     c->nth = n;
     c->groups = groups;
+    c->sched_fd = malloc((size_t)(n > 0 ? n : 1) * sizeof *c->sched_fd);
+    if (!c->sched_fd) {
+        free(groups);
+        free(c);
+        return lt_error(LT_ENOMEM, "telemetry counters: out of memory");
+    }
+    for (int t = 0; t < n; t++) c->sched_fd[t] = -1;
     int first_err[LT_CTR_COUNT] = {0}; /* the first errno per counter */
     uint32_t ok = (1u << LT_CTR_COUNT) - 1;
     for (int t = 0; t < n; t++) {
         for (int ci = 0; ci < LT_CTR_COUNT; ci++) {
+            if (ci == LT_CTR_RUNQUEUE_WAIT) {
+                int fd = open_schedstat(tids[t]);
+                c->sched_fd[t] = fd;
+                if (fd < 0) {
+                    ok &= ~(1u << ci);
+                    if (!first_err[ci]) first_err[ci] = -fd;
+                }
+                continue;
+            }
             ctr_group *g = &groups[2 * t + (ci >= LT_CTR_FIRST_SOFTWARE)];
             int err = open_member(g, (lt_tel_counter)ci, tids[t]);
             if (err) {
@@ -179,8 +217,9 @@ int lt__tel_counters_open(lt__tel_counters **out, const int *tids, int n, uint32
                                         counter_names[cj]);
                 sep = ", ";
             }
-            len += (size_t)snprintf(why + len, len < why_len ? why_len - len : 0,
-                                    ": perf_event_open: %s", explain(err));
+            len += (size_t)snprintf(why + len, len < why_len ? why_len - len : 0, ": %s%s",
+                                    ci == LT_CTR_RUNQUEUE_WAIT ? "schedstat: " : "perf_event_open: ",
+                                    ci == LT_CTR_RUNQUEUE_WAIT ? strerror(err) : explain(err));
         }
     }
     *out = c;
@@ -206,6 +245,8 @@ static void read_group(const ctr_group *g, uint64_t out[LT_CTR_COUNT]) {
 void lt__tel_counters_read(lt__tel_counters *c, uint64_t out[LT_CTR_COUNT]) {
     memset(out, 0, LT_CTR_COUNT * sizeof *out);
     for (int t = 0; t < c->nth * 2; t++) read_group(&c->groups[t], out);
+    for (int t = 0; t < c->nth; t++)
+        if (c->sched_fd[t] >= 0) out[LT_CTR_RUNQUEUE_WAIT] += read_runqueue_wait(c->sched_fd[t]);
     /* a counter some thread could not open is not a sum over threads */
     for (int ci = 0; ci < LT_CTR_COUNT; ci++)
         if (!(c->available & (1u << ci))) out[ci] = 0;
@@ -214,6 +255,9 @@ void lt__tel_counters_read(lt__tel_counters *c, uint64_t out[LT_CTR_COUNT]) {
 void lt__tel_counters_close(lt__tel_counters *c) {
     if (!c) return;
     for (int t = 0; t < c->nth * 2; t++) close_group(&c->groups[t]);
+    for (int t = 0; t < c->nth; t++)
+        if (c->sched_fd[t] >= 0) close(c->sched_fd[t]);
+    free(c->sched_fd);
     free(c->groups);
     free(c);
 }

@@ -336,6 +336,7 @@ static void run_case(double noise, uint64_t seed) {
     ASSERT_TRUE(factor(&s2.inc[0]) <= factor(&s.inc[0]) + 1e-9);
     ASSERT_TRUE(factor(&s2.inc[1]) <= factor(&s.inc[1]) + 1e-9);
     lt_optimizer_close(o);
+    for (int i = 0; i < s2.n_trials; i++) free(s2.trials[i]);
     if (devnull != stderr) fclose(devnull);
 }
 

@@ -3,8 +3,12 @@
  * the reason), and available counters move as the work says they must:
  * task-clock with CPU time, page faults with first touches of new memory,
  * context switches with sleeps; hardware ones (where a PMU exists) with
- * cycles and instructions spent. */
+ * cycles and instructions spent; the run-queue wait with more busy threads
+ * than the machine has CPUs (and this thread's own schedstat agrees). */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -28,6 +32,41 @@ static void busy_ms(int ms) {
     while (lt_now_ns() < end)
         for (int i = 0; i < 1000; i++) x = x * 1.0000001 + 1e-9;
     sink_v = x;
+}
+
+static atomic_bool hogs_stop;
+static void *hog(void *arg) {
+    (void)arg;
+    double x = 1.0;
+    while (!atomic_load(&hogs_stop))
+        for (int i = 0; i < 1000; i++) x = x * 1.0000001 + 1e-9;
+    sink_v = x;
+    return NULL;
+}
+
+/* Busy threads beyond the CPU count: this thread must wait on the run queue. */
+static void check_runqueue(lt__tel_counters *c) {
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int nh = 2 * (ncpu > 0 ? ncpu : 1) + 1;
+    pthread_t *h = calloc((size_t)nh, sizeof *h);
+    ASSERT_TRUE(h != NULL);
+    uint64_t a[LT_CTR_COUNT], b[LT_CTR_COUNT];
+    lt__tel_counters_read(c, a);
+    uint64_t t0 = lt_now_ns();
+    atomic_store(&hogs_stop, false);
+    for (int i = 0; i < nh; i++) pthread_create(&h[i], NULL, hog, NULL);
+    busy_ms(200);
+    atomic_store(&hogs_stop, true);
+    for (int i = 0; i < nh; i++) pthread_join(h[i], NULL);
+    uint64_t wall = lt_now_ns() - t0;
+    lt__tel_counters_read(c, b);
+    uint64_t d = b[LT_CTR_RUNQUEUE_WAIT] - a[LT_CTR_RUNQUEUE_WAIT];
+    printf("run-queue wait %.1f ms of %.1f ms wall with %d busy threads on %d CPUs\n",
+           (double)d / 1e6, (double)wall / 1e6, nh + 1, ncpu);
+    /* nh + 1 runnable threads on ncpu CPUs: each waits about 1 - ncpu/(nh+1) */
+    ASSERT_TRUE((double)d > 0.2 * (double)wall);
+    ASSERT_TRUE(d <= wall);
+    free(h);
 }
 
 int main(void) {
@@ -102,6 +141,7 @@ int main(void) {
     if (av & (1u << LT_CTR_CYCLES)) ASSERT_TRUE(b[LT_CTR_CYCLES] - a[LT_CTR_CYCLES] > 10000000u);
     if (av & (1u << LT_CTR_INSTRUCTIONS))
         ASSERT_TRUE(b[LT_CTR_INSTRUCTIONS] - a[LT_CTR_INSTRUCTIONS] > 10000000u);
+    if (av & (1u << LT_CTR_RUNQUEUE_WAIT)) check_runqueue(c);
     lt__tel_counters_close(c);
     return lt_test_finish();
 }
