@@ -73,7 +73,7 @@ typedef struct {
     int64_t received;  /* control records read */
     int64_t ignored;   /* addressed to other runs */
     int64_t rejected;  /* malformed or invalid: logged, nothing changed */
-    int64_t applied;   /* incumbent changes */
+    int64_t applied;   /* incumbent changes (a control that changes nothing is not one) */
     int64_t trials;    /* trials started */
     int64_t trial_tokens, candidate_tokens; /* decode steps inside trials / on candidates */
 } lt_online_stats;

@@ -161,8 +161,15 @@ static void apply_one(lt_online *o, const void *value, size_t len) {
     lt_space_format(&sp, &cmd.params, pbuf, sizeof pbuf);
     end_trial(o); /* the optimizer's newest word wins */
     if (cmd.trial_pairs == 0) {
+        bool same = true; /* e.g. the optimizer cutting a trial short */
+        for (int i = 0; i < cmd.n_nodes; i++)
+            same &= !memcmp(&o->table.nodes[cmd.nodes[i]].params, &cmd.params, sizeof cmd.params);
         set_nodes(o, &cmd, &cmd.params, NULL);
         retag(o, NULL, false, 0);
+        if (same) {
+            lt_control_cmd_free(&cmd);
+            return;
+        }
         o->st.applied++;
         fprintf(f, "looptune run: %s %s on %d node%s: %s%s%s\n", cmd.kernel,
                 cmd.shape[0] ? cmd.shape : "(all shapes)", cmd.n_nodes, cmd.n_nodes == 1 ? "" : "s",
