@@ -162,3 +162,16 @@ int lt__kafka_status(rd_kafka_resp_err_t err, const char *what) {
     }
     return lt_error(status, "%s: %s", what, rd_kafka_err2str(err));
 }
+
+void lt__kafka_record_of(const rd_kafka_message_t *m, lt_record *rec) {
+    memset(rec, 0, sizeof *rec);
+    rec->topic = rd_kafka_topic_name(m->rkt);
+    rec->partition = m->partition;
+    rec->offset = m->offset;
+    rd_kafka_timestamp_type_t tt;
+    rec->timestamp_ms = rd_kafka_message_timestamp(m, &tt);
+    rec->key = m->key;
+    rec->key_len = m->key_len;
+    rec->value = m->payload;
+    rec->len = m->len;
+}

@@ -81,16 +81,7 @@ int lt_consumer_poll(lt_consumer *c, int timeout_ms, lt_record *rec) {
             /* the position after this record becomes committable */
             rd_kafka_offset_store(m->rkt, m->partition, m->offset);
             c->held = m;
-            memset(rec, 0, sizeof *rec);
-            rec->topic = rd_kafka_topic_name(m->rkt);
-            rec->partition = m->partition;
-            rec->offset = m->offset;
-            rd_kafka_timestamp_type_t tt;
-            rec->timestamp_ms = rd_kafka_message_timestamp(m, &tt);
-            rec->key = m->key;
-            rec->key_len = m->key_len;
-            rec->value = m->payload;
-            rec->len = m->len;
+            lt__kafka_record_of(m, rec);
             return 1;
         }
         rd_kafka_resp_err_t err = m->err;

@@ -143,16 +143,7 @@ int lt_follower_poll(lt_follower *r, int timeout_ms, lt_record *rec) {
         if (!m->err) {
             if (m->partition >= 0 && m->partition < r->n_parts) r->next[m->partition] = m->offset + 1;
             r->held = m;
-            memset(rec, 0, sizeof *rec);
-            rec->topic = rd_kafka_topic_name(m->rkt);
-            rec->partition = m->partition;
-            rec->offset = m->offset;
-            rd_kafka_timestamp_type_t tt;
-            rec->timestamp_ms = rd_kafka_message_timestamp(m, &tt);
-            rec->key = m->key;
-            rec->key_len = m->key_len;
-            rec->value = m->payload;
-            rec->len = m->len;
+            lt__kafka_record_of(m, rec);
             return 1;
         }
         lt__kafka_warn(&r->client.warner, "follower", rd_kafka_err2str(m->err));

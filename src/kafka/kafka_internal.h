@@ -59,6 +59,9 @@ void lt__kafka_last_error(lt__kafka_client *c, char *buf, size_t n);
 /* Registers the log and error callbacks and the opaque on conf. */
 void lt__kafka_conf_callbacks(rd_kafka_conf_t *conf, lt__kafka_client *c);
 
+/* Fills rec from a consumed message (pointers into m: valid while m is). */
+void lt__kafka_record_of(const rd_kafka_message_t *m, lt_record *rec);
+
 /* Maps a librdkafka error to a looptune status and records detail
  * "WHAT: librdkafka's message". */
 int lt__kafka_status(rd_kafka_resp_err_t err, const char *what);

@@ -205,16 +205,7 @@ int lt_kafka_reader_next(lt_kafka_reader *r, int timeout_ms, lt_record *rec) {
         }
         if (m->offset + 1 >= r->end[p]) finish_partition(r, p);
         r->held = m;
-        memset(rec, 0, sizeof *rec);
-        rec->topic = r->topic;
-        rec->partition = p;
-        rec->offset = m->offset;
-        rd_kafka_timestamp_type_t tt;
-        rec->timestamp_ms = rd_kafka_message_timestamp(m, &tt);
-        rec->key = m->key;
-        rec->key_len = m->key_len;
-        rec->value = m->payload;
-        rec->len = m->len;
+        lt__kafka_record_of(m, rec);
         return 1;
     }
     return 0;
