@@ -12,12 +12,16 @@ static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int it
 /* Portable reference: each row dequantised one 32-element chunk at a time
  * and summed in float, rows split over threads exactly as the ISA paths do.
  * unroll, k_block and prefetch do not change what it computes. For q8_0 W
- * with act_int16 = 1 it computes the integer-dot sums of linear.h instead. */
+ * with act_int8 = 1 (or else act_int16 = 1) it computes the integer-dot sums
+ * of linear.h instead. */
 static void matvec_portable(const lt_call *call, const lt_step *step, int ith, int nth) {
     const lt_tensor *W = call->op[1];
-    if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT16] &&
-        matvec_portable_i16(call, step, ith, nth))
+    if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8]) {
+        if (lt__matvec_q8i8_ref(call, step, ith, nth)) return;
+    } else if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT16] &&
+               matvec_portable_i16(call, step, ith, nth)) {
         return;
+    }
     float *y = call->op[0]->data;
     const float *x = call->op[2]->data;
     const int64_t rows = W->ne[1], cols = W->ne[0];
@@ -72,6 +76,46 @@ static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int it
     lt__linear_split(W->ne[1], call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         float s = q8_dot_i16(lt_tensor_row(W, r), xq, xs, W->ne[0] / LT_QK8_0);
+        y[r] = acc ? y[r] + s : s;
+    }
+    return true;
+}
+
+/* One q8_0 row's dot with int8 activations, in the exact order linear.h
+ * fixes (the AVX-512 VNNI path computes the same bits). */
+static float q8_dot_i8(const lt_block_q8_0 *row, const int8_t *xq, const float *xs,
+                       int64_t nblk) {
+    float acc[2][16] = {{0}};
+    for (int64_t p = 0; 2 * p < nblk; p++) {
+        for (int l = 0; l < 16; l++) {
+            const int64_t b = 2 * p + l / 8;
+            if (b >= nblk) break; /* the row ends on an unpaired block */
+            const int8_t *q = row[b].qs + 4 * (l % 8), *v = xq + b * LT__XQ_BLOCK + 4 * (l % 8);
+            int32_t s = 0;
+            for (int m = 0; m < 4; m++) s += (int32_t)q[m] * v[m];
+            const float ds = lt_f16_to_f32(row[b].d) * xs[b];
+            acc[p & 1][l] = fmaf((float)s, ds, acc[p & 1][l]);
+        }
+    }
+    float h[16];
+    for (int l = 0; l < 16; l++) h[l] = acc[0][l] + acc[1][l];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) h[l] += h[l + w];
+    return h[0];
+}
+
+bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth) {
+    const int8_t *xq;
+    const float *xs;
+    const int32_t *xb;
+    if (!lt__xq8_get(call, step, lt__xq8_quant_portable, &xq, &xs, &xb)) return false;
+    const lt_tensor *W = call->op[1];
+    float *y = call->op[0]->data;
+    const bool acc = call->ia[0] != 0;
+    int64_t r0, r1;
+    lt__linear_split(W->ne[1], call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        float s = q8_dot_i8(lt_tensor_row(W, r), xq, xs, W->ne[0] / LT_QK8_0);
         y[r] = acc ? y[r] + s : s;
     }
     return true;
@@ -204,6 +248,7 @@ const lt_kernel lt__k_matvec = {
             [LT__MV_K_BLOCK] = {"k_block", 5, {0, 256, 512, 1024, 2048}, 0},
             [LT__MV_PREFETCH] = {"prefetch", 7, {0, 256, 512, 1024, 2048, 4096, 8192}, 8192},
             [LT__MV_ACT_INT16] = {"act_int16", 2, {0, 1}, 1},
+            [LT__MV_ACT_INT8] = {"act_int8", 2, {0, 1}, 0},
         },
     .run =
         {
