@@ -8,7 +8,7 @@
  *
  * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2]
  *                     [--full | --defaults | --act] [--shape ROWSxCOLS]
- *                     [--dtype f32|q8_0|f16|bf16] [--isa NAME]
+ *                     [--dtype f32|q8_0|f16|bf16] [--isa NAME] [--offset B]
  *   --full sweeps the whole parameter space (slow); otherwise a grid of
  *   unroll x prefetch x rows_per_task at k_block 0, then each k_block, each
  *   point with its activation mode flipped (act_int8 = 1 <-> act_int16 = 1,
@@ -17,7 +17,9 @@
  *   --act compares q8_0's activation modes at the default point (f32,
  *   int16, int8) interleaved: each of --reps rounds measures the read
  *   stream and every mode once, in rotating order, and each sample's ratio
- *   to its round's stream is reported (min/median/max). */
+ *   to its round's stream is reported (min/median/max).
+ *   --offset B places every W B bytes (< 64) past a cache line, as a tensor
+ *   of a GGUF file (32-byte alignment) may lie. */
 #include "looptune/kernels.h"
 
 #include "bench_team.h"
@@ -226,6 +228,7 @@ static int make_points(const lt_kernel *k, int full, lt_params *pts) {
 int main(int argc, char **argv) {
     size_t footprint = (size_t)512 << 20;
     int reps = 5, full = 0, nthreads[2] = {1, 2}, nnth = 2;
+    size_t woff = 0; /* W's start past a 2 MiB boundary, in bytes (< 64) */
     shape shapes[8];
     int nshapes = 0;
     lt_dtype dtypes[4] = {LT_F32, LT_Q8_0};
@@ -246,6 +249,8 @@ int main(int argc, char **argv) {
             full = 2;
         } else if (!strcmp(argv[i], "--act")) {
             full = 3;
+        } else if (!strcmp(argv[i], "--offset") && i + 1 < argc) {
+            woff = (size_t)atol(argv[++i]) & 63;
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8) {
             long long r, c;
             if (sscanf(argv[++i], "%lldx%lld", &r, &c) == 2) shapes[nshapes++] = (shape){r, c};
@@ -256,7 +261,7 @@ int main(int argc, char **argv) {
             if (lt_isa_parse(argv[++i], &isa) != LT_OK) isa = lt_isa_detect();
         } else {
             fprintf(stderr, "usage: %s [--footprint MiB] [--reps N] [--threads 1,2] "
-                            "[--full | --defaults | --act] "
+                            "[--full | --defaults | --act] [--offset B] "
                             "[--shape RxC] [--dtype T] [--isa NAME]\n", argv[0]);
             return 2;
         }
@@ -288,22 +293,30 @@ int main(int argc, char **argv) {
             int ncopies = (int)((footprint + wbytes - 1) / wbytes);
             if (ncopies < 1) ncopies = 1;
             /* one random W, copied: streaming cost does not depend on values */
+            /* the copies one after another in one huge-page region, as the
+             * runtime keeps a model's weights (lt_model_make_resident): the
+             * region is advised before it is first touched, or the kernel
+             * backs it with 4 KiB pages and every stream pays TLB misses */
             char **bufs = calloc((size_t)ncopies, sizeof *bufs);
+            const size_t stride = (wbytes + woff + 63) & ~(size_t)63, huge = (size_t)2 << 20;
+            const size_t region = (stride * (size_t)ncopies + 2 * huge - 1) & ~(huge - 1);
+            char *raw = mmap(NULL, region + huge, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (raw == MAP_FAILED) { fprintf(stderr, "out of memory\n"); return 1; }
+            char *wbase = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+            madvise(wbase, region, MADV_HUGEPAGE);
+            for (int c = 0; c < ncopies; c++) bufs[c] = wbase + stride * (size_t)c;
             float *row = malloc(sizeof(float) * (size_t)cols);
-            for (int c = 0; c < ncopies; c++) {
-                bufs[c] = lt_aligned_alloc(2 << 20, wbytes);
-                if (!bufs[c]) { fprintf(stderr, "out of memory\n"); return 1; }
-                madvise(bufs[c], wbytes, MADV_HUGEPAGE);
-            }
             uint32_t s = 12345;
             for (int64_t r = 0; r < rows; r++) {
                 for (int64_t j = 0; j < cols; j++) {
                     s = s * 1664525u + 1013904223u;
                     row[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
                 }
-                lt_row_from_f32(dt, row, bufs[0] + lt_dtype_row_bytes(dt, cols) * (size_t)r, cols);
+                lt_row_from_f32(dt, row, bufs[0] + woff + lt_dtype_row_bytes(dt, cols) * (size_t)r,
+                                cols);
             }
-            for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wbytes);
+            for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wbytes + woff);
             float *x = lt_aligned_alloc(64, sizeof(float) * (size_t)cols);
             for (int64_t j = 0; j < cols; j++) x[j] = row[j];
             float *y = lt_aligned_alloc(64, sizeof(float) * (size_t)rows * (size_t)ncopies);
@@ -311,7 +324,7 @@ int main(int argc, char **argv) {
             lt_call *calls = calloc((size_t)ncopies, sizeof *calls);
             lt_tensor_init(&tx, LT_F32, cols, 1, 1, 1, x);
             for (int c = 0; c < ncopies; c++) {
-                lt_tensor_init(&tw[c], dt, cols, rows, 1, 1, bufs[c]);
+                lt_tensor_init(&tw[c], dt, cols, rows, 1, 1, bufs[c] + woff);
                 lt_tensor_init(&ty[c], LT_F32, rows, 1, 1, 1, y + rows * c);
                 calls[c].op[0] = &ty[c];
                 calls[c].op[1] = &tw[c];
@@ -364,7 +377,7 @@ int main(int argc, char **argv) {
                 ngroups++;
                 team_free(&t);
             }
-            for (int c = 0; c < ncopies; c++) lt_aligned_free(bufs[c]);
+            munmap(raw, region + huge);
             free(bufs);
             free(row);
             free(tw);
