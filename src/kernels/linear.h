@@ -165,10 +165,12 @@ void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nt
 /* q8_0 W with act_int16 = 1 (matvec_q8i16_avx512.c): false, nothing
  * written, if the quantised x cannot be allocated. */
 bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
-/* q8_0 W with act_int8 = 1 (matvec_q8i8_avx512.c; AVX-512 VNNI): false,
- * nothing written, if the quantised x cannot be allocated. Without VNNI it
- * runs lt__matvec_q8i8_ref (the same bits, at scalar speed). */
+/* q8_0 W with act_int8 = 1 (matvec_q8i8_avx512.c; AVX-512 VNNI, or
+ * AVX-512BW where the CPU has no VNNI: the same bits): false, nothing
+ * written, if the quantised x cannot be allocated. */
 bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
+/* Tests set it to run the AVX-512BW lanes on a CPU with VNNI. */
+extern bool lt__q8i8_avoid_vnni;
 /* The portable act_int8 = 1 path (matvec.c), same contract. */
 bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth);
 void lt__matmul_avx2(const lt_call *call, const lt_step *step, int ith, int nth);

@@ -17,6 +17,12 @@
  * weights (abs + sign flip) needs two extra instructions that depend on the
  * row. Every lane stays exact: |4 * 255 * 127 + 4 * 128 * 127| < 2^31.
  *
+ * AVX-512 CPUs without VNNI run the same lanes through vpmaddubsw +
+ * vpmaddwd (AVX-512BW). vpmaddubsw saturates its 16-bit pair sums, which
+ * the +128 offset would overflow, so that path moves the weights' signs onto
+ * x instead (|w| * (sign(w) x), pairs within +-2 * 128 * 127) and needs no
+ * correction; its int32 lanes are the same exact sums.
+ *
  * The arithmetic order is the one linear.h fixes (pair p into accumulator
  * p % 2, lane l of a pair from block 2p + l / 8, a fixed halving reduction),
  * the same for every unroll, k_block and thread count, and the same as the
@@ -30,9 +36,12 @@
 
 #define LT_INLINE static inline __attribute__((always_inline))
 
+bool lt__q8i8_avoid_vnni = false;
+
 /* x quantised per 32-element block as linear.h defines it; the same bits as
  * lt__xq8_quant_portable (IEEE max, division and multiplication, rounding to
- * nearest even, saturation that never triggers). */
+ * nearest even, saturation that never triggers). No VNNI instruction: both
+ * paths use it. */
 static void xq8_quant_avx512(const float *x, int64_t n, int8_t *q, float *s, int32_t *bias) {
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const __m512 big = _mm512_set1_ps(FLT_MAX);
@@ -56,11 +65,12 @@ static void xq8_quant_avx512(const float *x, int64_t n, int8_t *q, float *s, int
             qv = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
         }
         _mm256_storeu_si256((__m256i *)(q + b * LT__XQ_BLOCK), qv);
-        /* -128 * (sum of each lane's four q): vpdpbusd of 0x80 bytes with q,
-         * negated */
-        __m256i lane = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), qv);
+        /* -128 * (sum of each lane's four q): pair sums (1 * q), then lane
+         * sums, times -128 */
+        __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), qv);
+        __m256i lane = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
         _mm256_storeu_si256((__m256i *)(bias + b * LT__XQ8_LANES),
-                            _mm256_sub_epi32(_mm256_setzero_si256(), lane));
+                            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(lane, 7)));
     }
 }
 
@@ -77,11 +87,18 @@ LT_INLINE __m512 q8_scales(const char *p, int64_t n) {
 /* The int32 partial dots (linear.h's P) of the block pair at blk (one block
  * if !two: lanes 8..15 then hold no block's sum and are never used) against the
  * int8 x pair xv with its lane corrections bv. */
-LT_INLINE __m512i q8i8_pair(const lt_block_q8_0 *blk, bool two, __m512i xv, __m512i bv) {
+LT_INLINE __m512i q8i8_pair(bool VNNI, const lt_block_q8_0 *blk, bool two, __m512i xv,
+                            __m512i bv) {
     __m512i w = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)blk[0].qs));
     if (two) w = _mm512_inserti64x4(w, _mm256_loadu_si256((const __m256i *)blk[1].qs), 1);
-    w = _mm512_xor_si512(w, _mm512_set1_epi8(-128)); /* w + 128 as unsigned bytes */
-    return _mm512_dpbusd_epi32(bv, w, xv);
+    if (VNNI) {
+        w = _mm512_xor_si512(w, _mm512_set1_epi8(-128)); /* w + 128 as unsigned bytes */
+        return _mm512_dpbusd_epi32(bv, w, xv);
+    }
+    /* |w| (-128 becomes 128 as unsigned) times x with w's sign */
+    __m512i sx = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(w), _mm512_setzero_si512(), xv);
+    __m512i pairs = _mm512_maddubs_epi16(_mm512_abs_epi8(w), sx);
+    return _mm512_madd_epi16(pairs, _mm512_set1_epi16(1));
 }
 
 /* The halving reduction of linear.h. */
@@ -96,7 +113,8 @@ LT_INLINE float reduce_halves(__m512 h) {
  * (xq at xqb, corrections at xbb, the group's scales ds per row) into
  * accumulator A of each of the U rows. A is a constant, so the
  * accumulators stay in registers. */
-LT_INLINE void q8i8_step(int U, bool PF, int A, bool two, __m512 a[8][2], const char *wb,
+LT_INLINE void q8i8_step(bool VNNI, int U, bool PF, int A, bool two, __m512 a[8][2],
+                         const char *wb,
                          size_t ld, const int8_t *xqb, const int32_t *xbb, const __m512 *ds,
                          int64_t j, size_t pf) {
     const size_t bb = sizeof(lt_block_q8_0);
@@ -110,7 +128,8 @@ LT_INLINE void q8i8_step(int U, bool PF, int A, bool two, __m512 a[8][2], const 
     for (int u = 0; u < U; u++) {
         const char *p = wb + (size_t)u * ld + (size_t)j * bb;
         if (PF) _mm_prefetch(p + pf, _MM_HINT_T0);
-        __m512 dot = _mm512_cvtepi32_ps(q8i8_pair((const lt_block_q8_0 *)p, two, xv, bv));
+        __m512 dot =
+            _mm512_cvtepi32_ps(q8i8_pair(VNNI, (const lt_block_q8_0 *)p, two, xv, bv));
         __m512 sc = _mm512_permutexvar_ps(idx, ds[u]);
         a[u][A] = two ? _mm512_fmadd_ps(dot, sc, a[u][A])
                       : _mm512_mask3_fmadd_ps(dot, sc, a[u][A], 0x00ff);
@@ -121,7 +140,7 @@ LT_INLINE void q8i8_step(int U, bool PF, int A, bool two, __m512 a[8][2], const 
  * part holds the rows' accumulators between k blocks ([U][32] floats: acc[0],
  * acc[1]): read unless first, written unless last. When last, y[u] = (or +=)
  * the row's sum. */
-LT_INLINE void q8i8_rows(int U, bool PF, const char *w, size_t ld, const int8_t *xq,
+LT_INLINE void q8i8_rows(bool VNNI, int U, bool PF, const char *w, size_t ld, const int8_t *xq,
                          const float *xs, const int32_t *xb, int64_t b0, int64_t b1, size_t pf,
                          float *part, bool first, bool last, float *y, bool accumulate) {
     const size_t bb = sizeof(lt_block_q8_0);
@@ -147,15 +166,15 @@ LT_INLINE void q8i8_rows(int U, bool PF, const char *w, size_t ld, const int8_t 
         const int32_t *xbb = xb + b * LT__XQ8_LANES;
         int64_t j = 0;
         for (; j + 4 <= nblk; j += 4) {
-            q8i8_step(U, PF, 0, true, a, wb, ld, xqb, xbb, ds, j, pf);
-            q8i8_step(U, PF, 1, true, a, wb, ld, xqb, xbb, ds, j + 2, pf);
+            q8i8_step(VNNI, U, PF, 0, true, a, wb, ld, xqb, xbb, ds, j, pf);
+            q8i8_step(VNNI, U, PF, 1, true, a, wb, ld, xqb, xbb, ds, j + 2, pf);
         }
         /* the row's end: up to three blocks left (j a multiple of 4) */
         if (j + 2 <= nblk) {
-            q8i8_step(U, PF, 0, true, a, wb, ld, xqb, xbb, ds, j, pf);
-            if (j + 3 == nblk) q8i8_step(U, PF, 1, false, a, wb, ld, xqb, xbb, ds, j + 2, pf);
+            q8i8_step(VNNI, U, PF, 0, true, a, wb, ld, xqb, xbb, ds, j, pf);
+            if (j + 3 == nblk) q8i8_step(VNNI, U, PF, 1, false, a, wb, ld, xqb, xbb, ds, j + 2, pf);
         } else if (j + 1 == nblk) {
-            q8i8_step(U, PF, 0, false, a, wb, ld, xqb, xbb, ds, j, pf);
+            q8i8_step(VNNI, U, PF, 0, false, a, wb, ld, xqb, xbb, ds, j, pf);
         }
     }
 #pragma GCC unroll 8
@@ -170,29 +189,28 @@ LT_INLINE void q8i8_rows(int U, bool PF, const char *w, size_t ld, const int8_t 
     }
 }
 
-/* One specialisation per (rows at once, prefetch on/off); k in elements,
- * whole 32-element blocks. */
-#define Q8I8_FN(U, PF)                                                                      \
-    static void q8i8_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,    \
-                                int64_t k1, size_t pf, float *part, bool first, bool last,  \
-                                float *y, bool accumulate) {                                \
-        q8i8_rows(U, PF, w, ld, x->xq8, x->xs, x->xb, k0 / LT_QK8_0, k1 / LT_QK8_0, pf, part, \
-                  first, last, y, accumulate);                                              \
+/* One specialisation per (VNNI or not, rows at once, prefetch on/off); k in
+ * elements, whole 32-element blocks. */
+#define Q8I8_FN(V, U, PF)                                                                    \
+    static void q8i8_##V##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,\
+                                      int64_t k1, size_t pf, float *part, bool first,        \
+                                      bool last, float *y, bool accumulate) {                \
+        q8i8_rows(V, U, PF, w, ld, x->xq8, x->xs, x->xb, k0 / LT_QK8_0, k1 / LT_QK8_0, pf,   \
+                  part, first, last, y, accumulate);                                         \
     }
-#define Q8I8_FNS(U) Q8I8_FN(U, 0) Q8I8_FN(U, 1)
+#define Q8I8_FNS(V) Q8I8_FN(V, 1, 0) Q8I8_FN(V, 1, 1) Q8I8_FN(V, 2, 0) Q8I8_FN(V, 2, 1) \
+    Q8I8_FN(V, 4, 0) Q8I8_FN(V, 4, 1) Q8I8_FN(V, 8, 0) Q8I8_FN(V, 8, 1)
 Q8I8_FNS(1)
-Q8I8_FNS(2)
-Q8I8_FNS(4)
-Q8I8_FNS(8)
+Q8I8_FNS(0)
 
-/* [log2 rows at once][prefetch] */
-static const lt__mv_rows_fn q8i8_table[4][2] = {
-    {q8i8_1_0, q8i8_1_1}, {q8i8_2_0, q8i8_2_1},
-    {q8i8_4_0, q8i8_4_1}, {q8i8_8_0, q8i8_8_1},
-};
+/* [VNNI][log2 rows at once][prefetch] */
+#define Q8I8_ROW(V)                                                                          \
+    {{q8i8_##V##_1_0, q8i8_##V##_1_1}, {q8i8_##V##_2_0, q8i8_##V##_2_1},                     \
+     {q8i8_##V##_4_0, q8i8_##V##_4_1}, {q8i8_##V##_8_0, q8i8_##V##_8_1}}
+static const lt__mv_rows_fn q8i8_table[2][4][2] = {Q8I8_ROW(0), Q8I8_ROW(1)};
 
 bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, int nth) {
-    if (!lt_cpu()->avx512vnni) return lt__matvec_q8i8_ref(call, step, ith, nth);
+    const bool vnni = lt_cpu()->avx512vnni && !lt__q8i8_avoid_vnni;
     const int8_t *xq;
     const float *xs;
     const int32_t *xb;
@@ -202,6 +220,6 @@ bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, i
      * blocks and takes a pair's parity from its offset in the k block */
     LT_ASSERT(kb <= 0 || kb >= cols || kb % (4 * LT_QK8_0) == 0);
     const lt__mv_x x = {.x = call->op[2]->data, .xs = xs, .xq8 = xq, .xb = xb};
-    lt__matvec_drive(call, ith, nth, q8i8_table, &x);
+    lt__matvec_drive(call, ith, nth, q8i8_table[vnni], &x);
     return true;
 }

@@ -7,8 +7,10 @@
  * plus check() and cost(). act_int16 = 1 and act_int8 = 1 (q8_0 with int16
  * or int8 activations; int8 wins when both are set): within their
  * quantisation bounds, bit-identical between the portable and AVX-512
- * paths, a no-op elsewhere; the per-thread cache of x keyed by (call, step
- * seq); NaN and zero x. */
+ * paths (int8 also on the AVX-512BW lanes used without VNNI), a no-op
+ * elsewhere; the per-thread cache of x keyed by (call, step seq); NaN and
+ * zero x. */
+#include "kernels/linear.h" /* lt__q8i8_avoid_vnni */
 #include "looptune/kernels.h"
 #include "test.h"
 
@@ -261,6 +263,12 @@ static void test_sweep(void) {
             fixture f;
             fixture_init(&f, (lt_dtype)dt, shapes[s].rows, cols);
             for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) sweep(k, (lt_isa)isa, &f);
+            if (dt == LT_Q8_0 && lt_isa_detect() == LT_ISA_AVX512) {
+                /* the lanes AVX-512 CPUs without VNNI run */
+                lt__q8i8_avoid_vnni = true;
+                sweep(k, LT_ISA_AVX512, &f);
+                lt__q8i8_avoid_vnni = false;
+            }
             fixture_free(&f);
         }
     }
@@ -486,6 +494,11 @@ int main(void) {
         test_xq_cache((lt_isa)isa, MODE_I8);
         test_xq_special((lt_isa)isa, MODE_I16);
         test_xq_special((lt_isa)isa, MODE_I8);
+        if (isa == LT_ISA_AVX512) {
+            lt__q8i8_avoid_vnni = true;
+            test_xq_special((lt_isa)isa, MODE_I8);
+            lt__q8i8_avoid_vnni = false;
+        }
     }
     test_sweep();
     return lt_test_finish();
