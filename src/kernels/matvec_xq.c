@@ -52,7 +52,9 @@ void lt__xq8_quant_portable(const float *x, int64_t n, int8_t *q, float *s, int3
             s[b] = amax / (float)LT__XQ8_MAX;
             for (int j = 0; j < LT__XQ_BLOCK; j++) {
                 long v = lrintf(xb[j] * inv); /* |v| <= 127 as for int16 */
-                qb[j] = (int8_t)(v > LT__XQ8_MAX ? LT__XQ8_MAX : v < -LT__XQ8_MAX ? -LT__XQ8_MAX : v);
+                qb[j] = (int8_t)(v > LT__XQ8_MAX ? LT__XQ8_MAX
+                                 : v < -LT__XQ8_MAX ? -LT__XQ8_MAX
+                                                    : v);
             }
         }
         for (int l = 0; l < LT__XQ8_LANES; l++)

@@ -106,14 +106,16 @@ def main():
         f.write(magic + "\n")
         for e in entries:
             if e[0] == "matvec":
-                e = e[:3] + ["rows_per_task=4,unroll=8,k_block=256,prefetch=0,act_int16=1,act_int8=1"] + e[4:]
+                e = e[:3] + ["rows_per_task=4,unroll=8,k_block=256,prefetch=0,"
+                             "act_int16=1,act_int8=1"] + e[4:]
             elif e[0] == "matmul":
                 e = e[:3] + ["n_block=12,m_block=32,k_block=64"] + e[4:]
             elif e[0] == "looped":
                 e = e[:3] + ["tiles_per_thread=1,prefetch_kb=0,sync=1,min_task_kb=16"] + e[4:]
             f.write("\t".join(e) + "\n")
         # corrupt lines: skipped with a message, the rest still applies
-        f.write("matvec\tq8_0:288x288:decode\t%s\trows_per_task=5,unroll=1,k_block=0,prefetch=0,act_int16=1,act_int8=1"
+        f.write("matvec\tq8_0:288x288:decode\t%s\trows_per_task=5,unroll=1,k_block=0,prefetch=0,"
+                "act_int16=1,act_int8=1"
                 "\t1\t1\t1\n" % entries[0][2])
         f.write("garbage line\n")
     h, n2 = greedy(model, hand)

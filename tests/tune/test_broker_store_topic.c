@@ -38,7 +38,8 @@ static void make_entries(void) {
     const char *mv = "rows_per_task=64,unroll=2,k_block=0,prefetch=4096,act_int16=1,act_int8=1";
     entries[0] = entry("matvec", "q8_0:288x288:decode", "cpuA:avx512:2c", mv, 12345.678, 24, 0);
     entries[1] = entry("matvec", "q8_0:288x288:decode", "cpuB:avx2:8c",
-                       "rows_per_task=8,unroll=1,k_block=256,prefetch=0,act_int16=1,act_int8=1", 999.25, 3,
+                       "rows_per_task=8,unroll=1,k_block=256,prefetch=0,"
+                       "act_int16=1,act_int8=1", 999.25, 3,
                        1);
     entries[2] = entry("matvec", "q8_0:768x288:decode", "cpuA:avx512:2c", mv, 45678.5, 4000000000,
                        1);

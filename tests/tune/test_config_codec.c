@@ -11,7 +11,8 @@
 #include "looptune/tune.h"
 #include "test.h"
 
-static const char *MV = "rows_per_task=64,unroll=2,k_block=256,prefetch=4096,act_int16=1,act_int8=1";
+static const char *MV = "rows_per_task=64,unroll=2,k_block=256,prefetch=4096,"
+                        "act_int16=1,act_int8=1";
 
 static lt_config_entry entry(const char *kernel, const char *shape, const char *params) {
     lt_config_entry e;
