@@ -6,12 +6,20 @@
  * AVX-512 vector stream over the same bytes on the same threads, measured
  * in the same run. Ends with the point of best geometric-mean ratio.
  *
- * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2] [--full | --defaults]
- *                     [--shape ROWSxCOLS] [--dtype f32|q8_0|f16|bf16] [--isa NAME]
+ * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2]
+ *                     [--full | --defaults | --act] [--shape ROWSxCOLS]
+ *                     [--dtype f32|q8_0|f16|bf16] [--isa NAME] [--offset B]
  *   --full sweeps the whole parameter space (slow); otherwise a grid of
  *   unroll x prefetch x rows_per_task at k_block 0, then each k_block, each
- *   point with act_int16 = 0 and 1 (q8_0's int16-activation dots);
- *   --defaults measures only the default point and its act_int16 twin. */
+ *   point with its activation mode flipped (act_int8 = 1 <-> act_int16 = 1,
+ *   act_int8 = 0: q8_0's int8 or int16 activations);
+ *   --defaults measures only the default point and its flipped twin;
+ *   --act compares q8_0's activation modes at the default point (f32,
+ *   int16, int8) interleaved: each of --reps rounds measures the read
+ *   stream and every mode once, in rotating order, and each sample's ratio
+ *   to its round's stream is reported (min/median/max).
+ *   --offset B places every W B bytes (< 64) past a cache line, as a tensor
+ *   of a GGUF file (32-byte alignment) may lie. */
 #include "looptune/kernels.h"
 
 #include "bench_team.h"
@@ -31,7 +39,7 @@ typedef struct {
 
 static const shape default_shapes[] = {
     {768, 768}, {2048, 768}, {768, 2048}, {32000, 768}, /* stories110M-like */
-    {2048, 2048}, {5632, 2048}, {2048, 5632},           /* 1B-like */
+    {2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}, /* 1B-like */
 };
 
 typedef struct {
@@ -96,6 +104,82 @@ static stats measure(team *t, team_fn fn, job *j, double bytes, int reps) {
     return (stats){g[0], g[reps / 2], g[reps - 1]};
 }
 
+/* matvec's parameter indices (its descriptor order) */
+enum { P_RPT, P_UNROLL, P_KB, P_PF, P_I16, P_I8 };
+
+/* int8 activations <-> int16 activations (or, from f32, int8). */
+static void flip_act(lt_params *p) {
+    const bool i8 = p->v[P_I8] != 0;
+    p->v[P_I8] = !i8;
+    p->v[P_I16] = i8;
+}
+
+/* "f32" / "i16" / "i8": the activations a q8_0 point uses. */
+static const char *act_name(const lt_params *p) {
+    return p->v[P_I8] ? "i8" : p->v[P_I16] ? "i16" : "f32";
+}
+
+static double once(team *t, team_fn fn, job *j, double bytes) {
+    uint64_t t0 = lt_now_ns();
+    team_run(t, fn, j);
+    return bytes / (double)(lt_now_ns() - t0);
+}
+
+static stats stats_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return (stats){v[0], v[n / 2], v[n - 1]};
+}
+
+/* --act: the read stream and q8_0's three activation modes at the default
+ * point, interleaved over `reps` rounds (the order rotates each round so
+ * none always runs after the stream or first); GB/s, and each sample over
+ * its own round's stream, as min/median/max; and the per-round ratio of
+ * int8 to int16. */
+static void compare_act(const lt_kernel *k, team *t, job *j, double bytes_w, int reps) {
+    enum { NM = 3 };
+    static const char *const names[NM] = {"f32", "i16", "i8"};
+    lt_params prm[NM];
+    double b = 0, f = 0, bytes = 0;
+    lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
+    for (int m = 0; m < NM; m++) {
+        lt_params_default(k, &prm[m]);
+        prm[m].v[P_I16] = m == 1;
+        prm[m].v[P_I8] = m == 2;
+    }
+    j->calls[0].params = prm[0];
+    k->cost(&j->calls[0], &step, &b, &f);
+    bytes = b * j->ncopies;
+    double g[NM + 1][MAX_REPS], r[NM + 1][MAX_REPS], i8_i16[MAX_REPS];
+    /* warm-up: every item once */
+    once(t, run_stream, j, bytes_w);
+    for (int m = 0; m < NM; m++) {
+        for (int c = 0; c < j->ncopies; c++) j->calls[c].params = prm[m];
+        once(t, run_matvec, j, bytes);
+    }
+    for (int rep = 0; rep < reps; rep++) {
+        for (int i = 0; i <= NM; i++) {
+            int item = (i + rep) % (NM + 1); /* 0 = stream, 1.. = modes */
+            if (item == 0) {
+                g[0][rep] = once(t, run_stream, j, bytes_w);
+            } else {
+                for (int c = 0; c < j->ncopies; c++) j->calls[c].params = prm[item - 1];
+                g[item][rep] = once(t, run_matvec, j, bytes);
+            }
+        }
+        for (int m = 0; m <= NM; m++) r[m][rep] = g[m][rep] / g[0][rep];
+        i8_i16[rep] = g[3][rep] / g[2][rep];
+    }
+    stats st = stats_of(g[0], reps);
+    printf("  stream  %6.1f / %6.1f / %6.1f GB/s\n", st.min, st.med, st.max);
+    for (int m = 0; m < NM; m++) {
+        stats gs = stats_of(g[m + 1], reps), rs = stats_of(r[m + 1], reps);
+        printf("  act=%-3s %6.1f / %6.1f / %6.1f GB/s   of stream %.2f / %.2f / %.2f\n", names[m],
+               gs.min, gs.med, gs.max, rs.min, rs.med, rs.max);
+    }
+    stats q = stats_of(i8_i16, reps);
+    printf("  i8 / i16 per round %.2f / %.2f / %.2f\n", q.min, q.med, q.max);
+}
+
 /* The point set: the whole space, or the grid described in the usage. */
 static int make_points(const lt_kernel *k, int full, lt_params *pts) {
     int n = 0;
@@ -103,17 +187,17 @@ static int make_points(const lt_kernel *k, int full, lt_params *pts) {
     if (full == 2) {
         lt_params_default(k, &pts[0]);
         pts[1] = pts[0];
-        pts[1].v[4] = !pts[0].v[4];
+        flip_act(&pts[1]);
         return 2;
     }
     if (full) {
-        int idx[5] = {0, 0, 0, 0, 0};
+        int idx[LT_MAX_PARAMS] = {0};
         for (;;) {
-            for (int i = 0; i < 5; i++) pts[n].v[i] = d[i].values[idx[i]];
+            for (int i = 0; i < k->n_params; i++) pts[n].v[i] = d[i].values[idx[i]];
             n++;
             int i = 0;
-            while (i < 5 && ++idx[i] == d[i].n_values) idx[i++] = 0;
-            if (i == 5) return n;
+            while (i < k->n_params && ++idx[i] == d[i].n_values) idx[i++] = 0;
+            if (i == k->n_params) return n;
         }
     }
     static const int rpt[] = {8, 32, 128}, pf[] = {0, 512, 1024, 2048};
@@ -133,10 +217,10 @@ static int make_points(const lt_kernel *k, int full, lt_params *pts) {
         n++;
     }
     lt_params_default(k, &pts[n++]);
-    /* every point again with the other act_int16 (q8_0 integer dots or not) */
+    /* every point again with the other activation mode */
     for (int i = 0, m = n; i < m; i++) {
         pts[n] = pts[i];
-        pts[n++].v[4] = !pts[i].v[4];
+        flip_act(&pts[n++]);
     }
     return n;
 }
@@ -144,6 +228,7 @@ static int make_points(const lt_kernel *k, int full, lt_params *pts) {
 int main(int argc, char **argv) {
     size_t footprint = (size_t)512 << 20;
     int reps = 5, full = 0, nthreads[2] = {1, 2}, nnth = 2;
+    size_t woff = 0; /* W's start past a 2 MiB boundary, in bytes (< 64) */
     shape shapes[8];
     int nshapes = 0;
     lt_dtype dtypes[4] = {LT_F32, LT_Q8_0};
@@ -162,6 +247,10 @@ int main(int argc, char **argv) {
             full = 1;
         } else if (!strcmp(argv[i], "--defaults")) {
             full = 2;
+        } else if (!strcmp(argv[i], "--act")) {
+            full = 3;
+        } else if (!strcmp(argv[i], "--offset") && i + 1 < argc) {
+            woff = (size_t)atol(argv[++i]) & 63;
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8) {
             long long r, c;
             if (sscanf(argv[++i], "%lldx%lld", &r, &c) == 2) shapes[nshapes++] = (shape){r, c};
@@ -172,7 +261,7 @@ int main(int argc, char **argv) {
             if (lt_isa_parse(argv[++i], &isa) != LT_OK) isa = lt_isa_detect();
         } else {
             fprintf(stderr, "usage: %s [--footprint MiB] [--reps N] [--threads 1,2] "
-                            "[--full | --defaults] "
+                            "[--full | --defaults | --act] [--offset B] "
                             "[--shape RxC] [--dtype T] [--isa NAME]\n", argv[0]);
             return 2;
         }
@@ -186,7 +275,11 @@ int main(int argc, char **argv) {
 
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     static lt_params pts[MAX_POINTS];
-    int npts = make_points(k, full, pts);
+    int npts = full == 3 ? 0 : make_points(k, full, pts);
+    if (full == 3) { /* the activation modes are q8_0's */
+        dtypes[0] = LT_Q8_0;
+        ndtypes = 1;
+    }
     static double logratio[MAX_POINTS];
     int ngroups = 0;
     printf("matvec bench: isa %s, %d points, footprint %zu MiB, %d reps, host %s\n",
@@ -200,22 +293,30 @@ int main(int argc, char **argv) {
             int ncopies = (int)((footprint + wbytes - 1) / wbytes);
             if (ncopies < 1) ncopies = 1;
             /* one random W, copied: streaming cost does not depend on values */
+            /* the copies one after another in one huge-page region, as the
+             * runtime keeps a model's weights (lt_model_make_resident): the
+             * region is advised before it is first touched, or the kernel
+             * backs it with 4 KiB pages and every stream pays TLB misses */
             char **bufs = calloc((size_t)ncopies, sizeof *bufs);
+            const size_t stride = (wbytes + woff + 63) & ~(size_t)63, huge = (size_t)2 << 20;
+            const size_t region = (stride * (size_t)ncopies + 2 * huge - 1) & ~(huge - 1);
+            char *raw = mmap(NULL, region + huge, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (raw == MAP_FAILED) { fprintf(stderr, "out of memory\n"); return 1; }
+            char *wbase = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+            madvise(wbase, region, MADV_HUGEPAGE);
+            for (int c = 0; c < ncopies; c++) bufs[c] = wbase + stride * (size_t)c;
             float *row = malloc(sizeof(float) * (size_t)cols);
-            for (int c = 0; c < ncopies; c++) {
-                bufs[c] = lt_aligned_alloc(2 << 20, wbytes);
-                if (!bufs[c]) { fprintf(stderr, "out of memory\n"); return 1; }
-                madvise(bufs[c], wbytes, MADV_HUGEPAGE);
-            }
             uint32_t s = 12345;
             for (int64_t r = 0; r < rows; r++) {
                 for (int64_t j = 0; j < cols; j++) {
                     s = s * 1664525u + 1013904223u;
                     row[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
                 }
-                lt_row_from_f32(dt, row, bufs[0] + lt_dtype_row_bytes(dt, cols) * (size_t)r, cols);
+                lt_row_from_f32(dt, row, bufs[0] + woff + lt_dtype_row_bytes(dt, cols) * (size_t)r,
+                                cols);
             }
-            for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wbytes);
+            for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wbytes + woff);
             float *x = lt_aligned_alloc(64, sizeof(float) * (size_t)cols);
             for (int64_t j = 0; j < cols; j++) x[j] = row[j];
             float *y = lt_aligned_alloc(64, sizeof(float) * (size_t)rows * (size_t)ncopies);
@@ -223,7 +324,7 @@ int main(int argc, char **argv) {
             lt_call *calls = calloc((size_t)ncopies, sizeof *calls);
             lt_tensor_init(&tx, LT_F32, cols, 1, 1, 1, x);
             for (int c = 0; c < ncopies; c++) {
-                lt_tensor_init(&tw[c], dt, cols, rows, 1, 1, bufs[c]);
+                lt_tensor_init(&tw[c], dt, cols, rows, 1, 1, bufs[c] + woff);
                 lt_tensor_init(&ty[c], LT_F32, rows, 1, 1, 1, y + rows * c);
                 calls[c].op[0] = &ty[c];
                 calls[c].op[1] = &tw[c];
@@ -238,6 +339,15 @@ int main(int argc, char **argv) {
                 job j = {.k = k, .fn = lt_kernel_fn_for(k, isa), .calls = calls,
                          .ncopies = ncopies, .t = &t, .bufs = (const char *const *)bufs,
                          .nbytes = wbytes};
+                if (full == 3) {
+                    printf("\n%s %lldx%lld, %d thread(s), %d copies x %.1f MB, %d rounds "
+                           "(min / median / max)\n",
+                           lt_dtype_name(dt), (long long)rows, (long long)cols, nthreads[ti],
+                           ncopies, (double)wbytes / 1e6, reps);
+                    compare_act(k, &t, &j, bytes_w, reps);
+                    team_free(&t);
+                    continue;
+                }
                 stats base = measure(&t, run_stream, &j, bytes_w, reps);
                 printf("\n%s %lldx%lld, %d thread(s), %d copies x %.1f MB: read stream "
                        "%.1f / %.1f / %.1f GB/s (min/median/max)\n",
@@ -253,22 +363,21 @@ int main(int argc, char **argv) {
                     stats st = measure(&t, run_matvec, &j, b * ncopies, reps);
                     logratio[p] += log(st.med / base.med);
                     if (st.med > best_med) best_med = st.med, best = p;
-                    printf("  rpt=%3d unroll=%d k_block=%4d prefetch=%4d i16=%d  %6.1f / %6.1f / "
+                    printf("  rpt=%3d unroll=%d k_block=%4d prefetch=%4d act=%-3s  %6.1f / %6.1f / "
                            "%6.1f GB/s  %5.1f%% of stream\n",
-                           pts[p].v[0], pts[p].v[1], pts[p].v[2], pts[p].v[3], pts[p].v[4], st.min,
-                           st.med,
-                           st.max, 100.0 * st.med / base.med);
+                           pts[p].v[0], pts[p].v[1], pts[p].v[2], pts[p].v[3], act_name(&pts[p]),
+                           st.min, st.med, st.max, 100.0 * st.med / base.med);
                 }
                 stats again = measure(&t, run_stream, &j, bytes_w, reps);
-                printf("  best: rpt=%d unroll=%d k_block=%d prefetch=%d i16=%d %.1f GB/s = %.1f%% "
+                printf("  best: rpt=%d unroll=%d k_block=%d prefetch=%d act=%s %.1f GB/s = %.1f%% "
                        "of stream (stream again: %.1f GB/s median)\n",
                        pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3],
-                       pts[best].v[4], best_med,
+                       act_name(&pts[best]), best_med,
                        100.0 * best_med / base.med, again.med);
                 ngroups++;
                 team_free(&t);
             }
-            for (int c = 0; c < ncopies; c++) lt_aligned_free(bufs[c]);
+            munmap(raw, region + huge);
             free(bufs);
             free(row);
             free(tw);
@@ -278,19 +387,20 @@ int main(int argc, char **argv) {
             lt_aligned_free(y);
         }
     }
+    if (full == 3) return 0;
     int best = 0;
     for (int p = 1; p < npts; p++)
         if (logratio[p] > logratio[best]) best = p;
     printf("\nbest overall (geometric mean of median / stream over %d groups): rpt=%d unroll=%d "
-           "k_block=%d prefetch=%d i16=%d: %.1f%%\n",
-           ngroups, pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3], pts[best].v[4],
-           100.0 * exp(logratio[best] / ngroups));
+           "k_block=%d prefetch=%d act=%s: %.1f%%\n",
+           ngroups, pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3],
+           act_name(&pts[best]), 100.0 * exp(logratio[best] / ngroups));
     lt_params def;
     lt_params_default(k, &def);
     for (int p = 0; p < npts; p++)
         if (!memcmp(&pts[p], &def, sizeof def))
-            printf("defaults: rpt=%d unroll=%d k_block=%d prefetch=%d i16=%d: %.1f%%\n",
-                   def.v[0], def.v[1], def.v[2], def.v[3], def.v[4],
+            printf("defaults: rpt=%d unroll=%d k_block=%d prefetch=%d act=%s: %.1f%%\n",
+                   def.v[0], def.v[1], def.v[2], def.v[3], act_name(&def),
                    100.0 * exp(logratio[p] / ngroups));
     return 0;
 }

@@ -13,6 +13,7 @@ enum {
     LT__MV_K_BLOCK,           /* k block in elements, 0 = whole row */
     LT__MV_PREFETCH,          /* software prefetch distance in bytes, 0 = none */
     LT__MV_ACT_INT16,         /* q8_0 W: 1 = x quantised to int16 per block, integer dots */
+    LT__MV_ACT_INT8,          /* q8_0 W: 1 = x quantised to int8 per block (wins over int16) */
     LT__MV_NPARAMS
 };
 
@@ -80,13 +81,47 @@ void lt__xq_quant_portable(const float *x, int64_t n, int16_t *q, float *s);
 bool lt__xq_get(const lt_call *call, const lt_step *step, lt__xq_quant_fn quant,
                 const int16_t **q, const float **s);
 
+/* ---- q8_0 with int8 activations (act_int8 = 1) -----------------------------
+ * As llama.cpp's q8_0 activations, with an f32 scale: block b has scale
+ * s[b] = max|x_b| / 127 and xq[k] = rint(x[k] * i), i = 127 / max|x_b|
+ * (|xq| <= 127); zero, tiny, NaN and infinite blocks as for int16 above.
+ * A row's dot is sum over blocks of (d_b * s[b]) * sum_k q_k xq_k, the inner
+ * sums exact in int32.
+ *
+ * Exact arithmetic order, shared by the portable and AVX-512 paths (so they
+ * give bit-identical y): blocks go in pairs (2p, 2p + 1), p counted from the
+ * row's start; lane l (0..15) of pair p holds the exact int32
+ * P = sum_(m < 4) q[4j + m] xq[4j + m] of block 2p + l / 8, j = l % 8 (a
+ * missing block 2p + 1 at the row's end: lanes 8..15 are skipped). With
+ * ds = (float)d_b * s[b] (rounded once), acc[p % 2][l] = fmaf((float)P, ds,
+ * acc[p % 2][l]) in increasing p; then h[l] = acc[0][l] + acc[1][l], summed
+ * by halves as for int16. */
+#define LT__XQ8_MAX 127
+/* int32 lanes (4 elements each) per 32-element block */
+#define LT__XQ8_LANES 8
+
+/* Quantises n (a multiple of 32) floats of x into q[n], s[n / 32] and
+ * bias[n / 4]: bias[j] = -128 * (q[4j] + q[4j+1] + q[4j+2] + q[4j+3]), the
+ * correction the AVX-512 dot needs for weights offset by +128. */
+typedef void (*lt__xq8_quant_fn)(const float *x, int64_t n, int8_t *q, float *s, int32_t *bias);
+void lt__xq8_quant_portable(const float *x, int64_t n, int8_t *q, float *s, int32_t *bias);
+
+/* As lt__xq_get, for int8: *q ([cols] then zeros up to a multiple of 64
+ * bytes), *s ([cols / 32] then zeros up to a multiple of 16) and *bias
+ * ([cols / 4] then zeros up to a multiple of 16), all 64-byte aligned. */
+bool lt__xq8_get(const lt_call *call, const lt_step *step, lt__xq8_quant_fn quant,
+                 const int8_t **q, const float **s, const int32_t **bias);
+
 /* ---- the matvec driver shared by every ISA path ------------------------------ */
 
-/* The activations a row function reads: x in f32, or (act_int16) quantised. */
+/* The activations a row function reads: x in f32, or (act_int16 / act_int8)
+ * quantised. */
 typedef struct {
-    const float *x;     /* [cols] */
-    const int16_t *xq;  /* [cols], act_int16 paths only */
-    const float *xs;    /* [cols / 32] block scales, act_int16 paths only */
+    const float *x;      /* [cols] */
+    const int16_t *xq;   /* [cols], act_int16 paths only */
+    const float *xs;     /* [cols / 32] block scales, act_int16 and act_int8 paths */
+    const int8_t *xq8;   /* [cols], act_int8 paths only */
+    const int32_t *xb;   /* [cols / 4] lane corrections, act_int8 paths only */
 } lt__mv_x;
 
 /* 1 << lg rows from w (row stride ld) over elements [k0, k1): part holds the
@@ -130,6 +165,14 @@ void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nt
 /* q8_0 W with act_int16 = 1 (matvec_q8i16_avx512.c): false, nothing
  * written, if the quantised x cannot be allocated. */
 bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
+/* q8_0 W with act_int8 = 1 (matvec_q8i8_avx512.c; AVX-512 VNNI, or
+ * AVX-512BW where the CPU has no VNNI: the same bits): false, nothing
+ * written, if the quantised x cannot be allocated. */
+bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
+/* Tests set it to run the AVX-512BW lanes on a CPU with VNNI. */
+extern bool lt__q8i8_avoid_vnni;
+/* The portable act_int8 = 1 path (matvec.c), same contract. */
+bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth);
 void lt__matmul_avx2(const lt_call *call, const lt_step *step, int ith, int nth);
 void lt__matmul_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
 

@@ -12,12 +12,16 @@ static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int it
 /* Portable reference: each row dequantised one 32-element chunk at a time
  * and summed in float, rows split over threads exactly as the ISA paths do.
  * unroll, k_block and prefetch do not change what it computes. For q8_0 W
- * with act_int16 = 1 it computes the integer-dot sums of linear.h instead. */
+ * with act_int8 = 1 (or else act_int16 = 1) it computes the integer-dot sums
+ * of linear.h instead. */
 static void matvec_portable(const lt_call *call, const lt_step *step, int ith, int nth) {
     const lt_tensor *W = call->op[1];
-    if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT16] &&
-        matvec_portable_i16(call, step, ith, nth))
+    if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8]) {
+        if (lt__matvec_q8i8_ref(call, step, ith, nth)) return;
+    } else if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT16] &&
+               matvec_portable_i16(call, step, ith, nth)) {
         return;
+    }
     float *y = call->op[0]->data;
     const float *x = call->op[2]->data;
     const int64_t rows = W->ne[1], cols = W->ne[0];
@@ -72,6 +76,46 @@ static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int it
     lt__linear_split(W->ne[1], call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         float s = q8_dot_i16(lt_tensor_row(W, r), xq, xs, W->ne[0] / LT_QK8_0);
+        y[r] = acc ? y[r] + s : s;
+    }
+    return true;
+}
+
+/* One q8_0 row's dot with int8 activations, in the exact order linear.h
+ * fixes (the AVX-512 VNNI path computes the same bits). */
+static float q8_dot_i8(const lt_block_q8_0 *row, const int8_t *xq, const float *xs,
+                       int64_t nblk) {
+    float acc[2][16] = {{0}};
+    for (int64_t p = 0; 2 * p < nblk; p++) {
+        for (int l = 0; l < 16; l++) {
+            const int64_t b = 2 * p + l / 8;
+            if (b >= nblk) break; /* the row ends on an unpaired block */
+            const int8_t *q = row[b].qs + 4 * (l % 8), *v = xq + b * LT__XQ_BLOCK + 4 * (l % 8);
+            int32_t s = 0;
+            for (int m = 0; m < 4; m++) s += (int32_t)q[m] * v[m];
+            const float ds = lt_f16_to_f32(row[b].d) * xs[b];
+            acc[p & 1][l] = fmaf((float)s, ds, acc[p & 1][l]);
+        }
+    }
+    float h[16];
+    for (int l = 0; l < 16; l++) h[l] = acc[0][l] + acc[1][l];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) h[l] += h[l + w];
+    return h[0];
+}
+
+bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth) {
+    const int8_t *xq;
+    const float *xs;
+    const int32_t *xb;
+    if (!lt__xq8_get(call, step, lt__xq8_quant_portable, &xq, &xs, &xb)) return false;
+    const lt_tensor *W = call->op[1];
+    float *y = call->op[0]->data;
+    const bool acc = call->ia[0] != 0;
+    int64_t r0, r1;
+    lt__linear_split(W->ne[1], call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        float s = q8_dot_i8(lt_tensor_row(W, r), xq, xs, W->ne[0] / LT_QK8_0);
         y[r] = acc ? y[r] + s : s;
     }
     return true;
@@ -179,7 +223,21 @@ static void matvec_avx512_any(const lt_call *call, const lt_step *step, int ith,
  *   unroll 1/2 with prefetch 4096: q8_0 0.78/0.77, f32 0.91/0.90;
  *   unroll 8 with prefetch 1024 (cache-resident best): q8_0 0.35, f32 0.65.
  *   One row at a time is one sequential stream for the hardware prefetcher;
- *   software prefetch far ahead covers the stream's start and page changes.
+ *   software prefetch ahead covers the stream's start and page changes.
+ * - prefetch 2048 (was 8192) goes with act_int8 1 below: int8 activations
+ *   only pay off with the nearer prefetch (bench/decode_params.py, 1B-shaped
+ *   q8_0, 4 rounds alternating, ratio of median tokens/s per round to the
+ *   old defaults act_int8 0 / prefetch 8192, min/median/max): 1 thread int8
+ *   at 8192 0.94/0.97/1.00, int16 at 2048 1.07/1.08/1.11, int8 at 2048
+ *   1.10/1.12/1.14 (fraction of read-only 0.81 -> 0.89); 2 threads
+ *   0.89/0.95/1.02, 0.92/1.03/1.04, 1.05/1.12/1.15. stories110M q8_0, 6
+ *   rounds: 1 thread int8 at 2048 1.01/1.06/1.13; 2 threads 0.89/0.96/0.99
+ *   (the one loss: there 8192 suits both modes better, int8 at 8192
+ *   0.93/1.13/1.32). Other dtypes, 2048 against 8192, stories110M: f32 1
+ *   thread 1.01/1.02/1.05, 2 threads 0.99/1.02/1.05; f16 1 thread
+ *   0.99/1.05/1.10. bench_matvec (huge pages), 2048x2048 q8_0, 1 thread,
+ *   unroll 1: int8 0.82/0.86/0.89/0.94/0.86 of the stream at prefetch
+ *   0/512/1024/2048/8192, int16 0.76/0.77/0.82/0.89/0.83.
  * - rows_per_task 32: a task's y rows fill whole cache lines; 8-128 were
  *   within noise.
  * - k_block 0: x (at most 22 KB for 5632 columns) stays in L1 without it.
@@ -192,7 +250,14 @@ static void matvec_avx512_any(const lt_call *call, const lt_step *step, int ith,
  *   medians). Cache-resident (bench_matvec --footprint 1,
  *   768x768) one core computes 23.3 GB/s of q8_0 instead of 15.5. Logits move
  *   by about 1e-5 relative per matvec (the reference tests still pass, at up
- *   to 0.99 of their 1e-4 bound in one run-to-run comparison). */
+ *   to 0.99 of their 1e-4 bound in one run-to-run comparison).
+ * - act_int8 1 (q8_0 only; AVX-512 VNNI and portable; wins over act_int16):
+ *   with prefetch 2048 as above. Cache-resident (bench_matvec --act
+ *   --footprint 1, 512x2048) one core computes 35 GB/s of q8_0 with int8
+ *   activations against 25 with int16. Logits are as close to an exact
+ *   reference as llama.cpp's own q8_0 path (worst row 0.021 x max|logit|
+ *   on the test models, bench/peers/q8_0_logits_error.py); the reference
+ *   tests bound them at 0.04 (tests/reference/lt_harness.py). */
 const lt_kernel lt__k_matvec = {
     .name = "matvec",
     .id = LT_K_MATVEC,
@@ -202,8 +267,9 @@ const lt_kernel lt__k_matvec = {
             [LT__MV_ROWS_PER_TASK] = {"rows_per_task", 7, {4, 8, 16, 32, 64, 128, 256}, 32},
             [LT__MV_UNROLL] = {"unroll", 4, {1, 2, 4, 8}, 1},
             [LT__MV_K_BLOCK] = {"k_block", 5, {0, 256, 512, 1024, 2048}, 0},
-            [LT__MV_PREFETCH] = {"prefetch", 7, {0, 256, 512, 1024, 2048, 4096, 8192}, 8192},
+            [LT__MV_PREFETCH] = {"prefetch", 7, {0, 256, 512, 1024, 2048, 4096, 8192}, 2048},
             [LT__MV_ACT_INT16] = {"act_int16", 2, {0, 1}, 1},
+            [LT__MV_ACT_INT8] = {"act_int8", 2, {0, 1}, 1},
         },
     .run =
         {

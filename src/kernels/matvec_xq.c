@@ -1,5 +1,5 @@
-/* matvec with int16 activations: the portable quantiser of x and the
- * per-thread cache that lets a thread quantise x once per node and step,
+/* matvec with int16 / int8 activations: the portable quantisers of x and
+ * the per-thread cache that lets a thread quantise x once per node and step,
  * however many of the node's tasks it runs (contract in linear.h). */
 #include "kernels/linear.h"
 
@@ -33,14 +33,46 @@ void lt__xq_quant_portable(const float *x, int64_t n, int16_t *q, float *s) {
     }
 }
 
+void lt__xq8_quant_portable(const float *x, int64_t n, int8_t *q, float *s, int32_t *bias) {
+    for (int64_t b = 0; b < n / LT__XQ_BLOCK; b++) {
+        const float *xb = x + b * LT__XQ_BLOCK;
+        int8_t *qb = q + b * LT__XQ_BLOCK;
+        float amax = 0.0f;
+        bool finite = true;
+        for (int j = 0; j < LT__XQ_BLOCK; j++) {
+            float a = fabsf(xb[j]);
+            finite &= a <= FLT_MAX;
+            amax = a > amax ? a : amax;
+        }
+        const float inv = (float)LT__XQ8_MAX / amax;
+        if (!finite || !(inv <= FLT_MAX)) {
+            s[b] = finite ? 0.0f : NAN;
+            memset(qb, 0, LT__XQ_BLOCK);
+        } else {
+            s[b] = amax / (float)LT__XQ8_MAX;
+            for (int j = 0; j < LT__XQ_BLOCK; j++) {
+                long v = lrintf(xb[j] * inv); /* |v| <= 127 as for int16 */
+                qb[j] = (int8_t)(v > LT__XQ8_MAX ? LT__XQ8_MAX
+                                 : v < -LT__XQ8_MAX ? -LT__XQ8_MAX
+                                                    : v);
+            }
+        }
+        for (int l = 0; l < LT__XQ8_LANES; l++)
+            bias[b * LT__XQ8_LANES + l] =
+                -128 * (qb[4 * l] + qb[4 * l + 1] + qb[4 * l + 2] + qb[4 * l + 3]);
+    }
+}
+
 /* ---- per-thread cache ------------------------------------------------------ */
+
+typedef void (*xq_any_fn)(void); /* either quantiser's type, as a cache key */
 
 typedef struct {
     const lt_call *call; /* key: the node ... */
     const float *x;      /* ... its x ... */
-    uint64_t seq;        /* ... and the execution (0: nothing cached) */
-    lt__xq_quant_fn quant;
-    char *buf; /* q then s */
+    uint64_t seq;        /* ... and the execution (0: nothing cached) ... */
+    xq_any_fn quant;     /* ... by which quantiser (int16 and int8 layouts differ) */
+    char *buf;           /* the layout of that quantiser */
     size_t cap;
 } xq_cache;
 
@@ -51,34 +83,79 @@ static pthread_once_t xq_once = PTHREAD_ONCE_INIT;
 static void xq_free(void *p) { lt_aligned_free(p); }
 static void xq_make_key(void) { LT_ASSERT(pthread_key_create(&xq_key, xq_free) == 0); }
 
-bool lt__xq_get(const lt_call *call, const lt_step *step, lt__xq_quant_fn quant,
-                const int16_t **q, const float **s) {
+/* This thread's buffer of at least `bytes` for (call, x, seq, quant); *fill
+ * is true if the caller must (re)compute its content (the key is then
+ * already recorded). NULL if out of memory (nothing is cached then). */
+static char *xq_slot(const lt_call *call, const lt_step *step, xq_any_fn quant, size_t bytes,
+                     bool *fill) {
     xq_cache *c = &tl_xq;
     const float *x = call->op[2]->data;
-    const int64_t n = call->op[2]->ne[0], nblk = n / LT__XQ_BLOCK;
-    const size_t qbytes = ((size_t)n * sizeof(int16_t) + 63) & ~(size_t)63;
-    const size_t sbytes = (size_t)(nblk + 15) / 16 * 16 * sizeof(float);
     const uint64_t seq = step ? step->seq : 0;
-    if (seq == 0 || c->seq != seq || c->call != call || c->x != x || c->quant != quant) {
-        if (qbytes + sbytes > c->cap) {
-            pthread_once(&xq_once, xq_make_key);
-            size_t cap = (qbytes + sbytes + 4095) & ~(size_t)4095;
-            char *p = lt_aligned_alloc(LT_CACHE_LINE, cap);
-            if (!p) return false;
-            lt_aligned_free(c->buf);
-            c->buf = p;
-            c->cap = cap;
-            pthread_setspecific(xq_key, p);
+    *fill = seq == 0 || c->seq != seq || c->call != call || c->x != x || c->quant != quant;
+    if (!*fill) return c->buf;
+    if (bytes > c->cap) {
+        pthread_once(&xq_once, xq_make_key);
+        size_t cap = (bytes + 4095) & ~(size_t)4095;
+        char *p = lt_aligned_alloc(LT_CACHE_LINE, cap);
+        if (!p) {
+            c->seq = 0;
+            return NULL;
         }
-        float *sv = (float *)(c->buf + qbytes);
-        quant(x, n, (int16_t *)c->buf, sv);
-        memset(sv + nblk, 0, sbytes - (size_t)nblk * sizeof(float));
-        c->call = call;
-        c->x = x;
-        c->seq = seq;
-        c->quant = quant;
+        lt_aligned_free(c->buf);
+        c->buf = p;
+        c->cap = cap;
+        pthread_setspecific(xq_key, p);
     }
-    *q = (const int16_t *)c->buf;
-    *s = (const float *)(c->buf + qbytes);
+    c->call = call;
+    c->x = x;
+    c->seq = seq;
+    c->quant = quant;
+    return c->buf;
+}
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+bool lt__xq_get(const lt_call *call, const lt_step *step, lt__xq_quant_fn quant,
+                const int16_t **q, const float **s) {
+    const int64_t n = call->op[2]->ne[0], nblk = n / LT__XQ_BLOCK;
+    const size_t qbytes = round_up((size_t)n * sizeof(int16_t), 64);
+    const size_t sbytes = round_up((size_t)nblk, 16) * sizeof(float);
+    bool fill;
+    char *buf = xq_slot(call, step, (xq_any_fn)quant, qbytes + sbytes, &fill);
+    if (!buf) return false;
+    float *sv = (float *)(buf + qbytes);
+    if (fill) {
+        quant(call->op[2]->data, n, (int16_t *)buf, sv);
+        memset(sv + nblk, 0, sbytes - (size_t)nblk * sizeof(float));
+    }
+    *q = (const int16_t *)buf;
+    *s = sv;
+    return true;
+}
+
+bool lt__xq8_get(const lt_call *call, const lt_step *step, lt__xq8_quant_fn quant,
+                 const int8_t **q, const float **s, const int32_t **bias) {
+    const int64_t n = call->op[2]->ne[0], nblk = n / LT__XQ_BLOCK;
+    const size_t qbytes = round_up((size_t)n, 64);
+    const size_t sbytes = round_up((size_t)nblk, 16) * sizeof(float);
+    const size_t bbytes = round_up((size_t)nblk * LT__XQ8_LANES, 16) * sizeof(int32_t);
+    bool fill;
+    char *buf = xq_slot(call, step, (xq_any_fn)quant, qbytes + sbytes + bbytes, &fill);
+    if (!buf) return false;
+    int8_t *qv = (int8_t *)buf;
+    float *sv = (float *)(buf + qbytes);
+    int32_t *bv = (int32_t *)(buf + qbytes + sbytes);
+    if (fill) {
+        quant(call->op[2]->data, n, qv, sv, bv);
+        /* the padding is read (the missing half of a row's last block pair,
+         * the masked tail of its scales) and must not hold stale values */
+        memset(qv + n, 0, qbytes - (size_t)n);
+        memset(sv + nblk, 0, sbytes - (size_t)nblk * sizeof(float));
+        memset(bv + nblk * LT__XQ8_LANES, 0,
+               bbytes - (size_t)nblk * LT__XQ8_LANES * sizeof(int32_t));
+    }
+    *q = qv;
+    *s = sv;
+    *bias = bv;
     return true;
 }

@@ -1,8 +1,8 @@
 """The CLI's reporting, end to end: `bench --json` (single executor and --compare-executors)
 gives consistent figures (achieved GB/s = tokens/s x bytes per token; bandwidth fraction =
 achieved / read-only per run, so its median lies within the ranges), `run` prints a summary whose
-GB/s equals weights per token x decode tokens/s, --help works on every command, and bad flags give
-one line and a non-zero exit."""
+GB/s equals weights per token x decode tokens/s, --param sets a kernel parameter, --help works on
+every command, and bad flags give one line and a non-zero exit."""
 
 import json
 import os
@@ -82,6 +82,14 @@ try:
 except (IndexError, ValueError) as e:
     check(False, "summary lines parse", e)
 
+# --param: a valid value runs; parameters that do not change the arithmetic keep the tokens
+p1 = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "12", "--temp", "0", "--print-ids",
+          "--no-warm-start", "--param", "matvec.unroll=4", "--param", "matvec.rows_per_task=8"])
+p0 = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "12", "--temp", "0", "--print-ids",
+          "--no-warm-start"])
+check(p1.returncode == 0 and p0.returncode == 0 and p1.stdout == p0.stdout and
+      len(p1.stdout.split()) == 12, "run --param matvec.unroll=4: same tokens", p1.stderr)
+
 # --help everywhere, errors on bad flags
 for cmd in ("run", "bench", "model-gen"):
     p = run([cmd, "--help"])
@@ -98,7 +106,14 @@ for args, word in ((["bench", "-m", MODEL, "--executor", "nope"], "executor"),
                    (["bench", "-m", MODEL, "-t", "0"], "threads"),
                    (["run", "-m", MODEL, "--prompt-ids", "1", "--isa", "sse9"], "ISA"),
                    (["run", "-m", MODEL, "--prompt-ids", "1", "--top-p", "1.5"], "top-p"),
-                   (["run", "-m", MODEL, "--prompt-ids", "1", "--ctx", "100000"], "context")):
+                   (["run", "-m", MODEL, "--prompt-ids", "1", "--ctx", "100000"], "context"),
+                   (["run", "-m", MODEL, "--prompt-ids", "1", "--param", "matvec.act_int8=2"],
+                    "act_int8"),
+                   (["run", "-m", MODEL, "--prompt-ids", "1", "--param", "matvec"],
+                    "KERNEL.NAME=VALUE"),
+                   (["bench", "-m", MODEL, "--param", "matvec.nope=1"], "nope"),
+                   (["bench", "-m", MODEL, "--param", "conv3d.unroll=1"], "conv3d"),
+                   (["bench", "-m", MODEL, "--param", "matvec.unroll=x"], "not a number")):
     p = run(args)
     check(p.returncode > 0 and word in p.stderr and len(p.stderr.strip().splitlines()) == 1,
           "%s: one-line error naming %s" % (" ".join(args[:1] + args[3:]), word), p.stderr)

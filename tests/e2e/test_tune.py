@@ -1,6 +1,9 @@
 """looptune tune end to end on a stories15M-shaped q8_0 model: the tuner writes a config
 store, a later `looptune run` warm-starts from it (and says how many configurations it
-applied), and tuned, hand-set or corrupt stores never change the greedy tokens."""
+applied), and tuned, hand-set or corrupt stores never change the greedy tokens as long as they
+keep matvec's activation mode (act_int16 / act_int8 select how q8_0 activations are quantised,
+which changes the arithmetic and may flip a near tie; every other parameter leaves the logits
+bit for bit as they are)."""
 
 import os
 import re
@@ -38,6 +41,21 @@ def read_store(path):
     return lines[0], [l.split("\t") for l in lines[1:] if l and not l.startswith("#")]
 
 
+# matvec's default activation mode (int8; int16 is the fallback when int8 is off)
+DEFAULT_ACT = {"act_int16": "1", "act_int8": "1"}
+
+
+def default_act(entries):
+    """The entries with every matvec's activation mode set to the default."""
+    out = []
+    for e in entries:
+        if e[0] == "matvec":
+            kv = [p.split("=") for p in e[3].split(",")]
+            e = e[:3] + [",".join("%s=%s" % (k, DEFAULT_ACT.get(k, v)) for k, v in kv)] + e[4:]
+        out.append(e)
+    return out
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     model = os.path.join(WORK, "s15-q8_0.gguf")
@@ -71,6 +89,15 @@ def main():
     check(tuned.returncode == 0, "warm-started run", tuned.stderr[-300:])
     check(n1 is not None and n1 >= 8, "run says how many configurations it applied",
           tuned.stderr[:300])
+    # the tuned store with the default activation mode: the same tokens
+    pinned = os.path.join(WORK, "pinned.tsv")
+    with open(pinned, "w") as f:
+        f.write(magic + "\n")
+        for e in default_act(entries):
+            f.write("\t".join(e) + "\n")
+    tuned, n1p = greedy(model, pinned)
+    check(tuned.returncode == 0 and n1p == n1, "warm-started run, default activation mode",
+          tuned.stderr[-300:])
     check(tuned.stdout == base.stdout, "tuned tokens equal untuned", tuned.stdout + base.stdout)
 
     # far-from-default but valid parameters everywhere: still the same tokens
@@ -79,14 +106,16 @@ def main():
         f.write(magic + "\n")
         for e in entries:
             if e[0] == "matvec":
-                e = e[:3] + ["rows_per_task=4,unroll=8,k_block=256,prefetch=0,act_int16=1"] + e[4:]
+                e = e[:3] + ["rows_per_task=4,unroll=8,k_block=256,prefetch=0,"
+                             "act_int16=1,act_int8=1"] + e[4:]
             elif e[0] == "matmul":
                 e = e[:3] + ["n_block=12,m_block=32,k_block=64"] + e[4:]
             elif e[0] == "looped":
                 e = e[:3] + ["tiles_per_thread=1,prefetch_kb=0,sync=1,min_task_kb=16"] + e[4:]
             f.write("\t".join(e) + "\n")
         # corrupt lines: skipped with a message, the rest still applies
-        f.write("matvec\tq8_0:288x288:decode\t%s\trows_per_task=5,unroll=1,k_block=0,prefetch=0,act_int16=1"
+        f.write("matvec\tq8_0:288x288:decode\t%s\trows_per_task=5,unroll=1,k_block=0,prefetch=0,"
+                "act_int16=1,act_int8=1"
                 "\t1\t1\t1\n" % entries[0][2])
         f.write("garbage line\n")
     h, n2 = greedy(model, hand)

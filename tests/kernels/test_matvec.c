@@ -1,19 +1,26 @@
 /* matvec against a double-precision reference computed here from the
  * lt_row_to_f32-dequantised weights: every dtype, shapes with odd row counts,
  * rows < nth, cols = 32 and a few thousand, every ISA this CPU has, every
- * point of the parameter space, nth = 1, 2, 3 (threads simulated by calling
- * each ith in turn), overwrite and accumulate; plus check() and cost().
- * act_int16 = 1 (q8_0 with int16 activations): within the quantisation bound,
- * bit-identical between the portable and AVX-512 paths, a no-op elsewhere;
- * its per-thread cache of x keyed by (call, step seq); NaN and zero x. */
+ * point of the parameter space (for dtypes other than q8_0, which ignore
+ * act_int16 / act_int8, those two are swept together), nth = 1, 2, 3
+ * (threads simulated by calling each ith in turn), overwrite and accumulate;
+ * plus check() and cost(). act_int16 = 1 and act_int8 = 1 (q8_0 with int16
+ * or int8 activations; int8 wins when both are set): within their
+ * quantisation bounds, bit-identical between the portable and AVX-512
+ * paths (int8 also on the AVX-512BW lanes used without VNNI), a no-op
+ * elsewhere; the per-thread cache of x keyed by (call, step seq); NaN and
+ * zero x. */
+#include "kernels/linear.h" /* lt__q8i8_avoid_vnni */
 #include "looptune/kernels.h"
 #include "test.h"
 
 #include <stdint.h>
 
-/* matvec's parameter index of act_int16 (its descriptor order, checked by
- * test_descriptor) */
+/* matvec's parameter indices of act_int16 and act_int8 (its descriptor
+ * order, checked by test_descriptor) */
 #define LT_PARAM_ACT_INT16 4
+#define LT_PARAM_ACT_INT8 5
+#define NPARAMS 6
 
 /* Tolerance: |y - ref| <= TOL * (sum_k |w_k x_k| + |y0|). Float sums of a
  * few thousand terms in any order stay far below it (~1e-7 typical); one
@@ -24,8 +31,20 @@
  * s_b = max|x_b| / 32767, |x_k - s_b xq_k| <= s_b (0.5 + 2^-9) (the rounding
  * of x_k * 32767 / max|x_b| to nearest, plus that product's own float
  * rounding, < 32768 * 2^-24 = 2^-9), so |error| <= XQ_TOL * sum_b s_b
- * sum_(k in b) |w_k|. */
+ * sum_(k in b) |w_k|. act_int8 = 1: the same with s_b = max|x_b| / 127
+ * (the product's rounding is then below 2^-16, inside the same margin). */
 #define XQ_TOL (0.5 + 1.0 / 512)
+
+/* Which sums y holds: f32 dots, or integer dots with x quantised to int16 /
+ * int8 (the step of x's quantisation is max|x_b| / QMAX). */
+typedef enum { MODE_F32 = 0, MODE_I16 = 32767, MODE_I8 = 127 } mode;
+
+/* The mode a point runs: int8 wins over int16, both apply to q8_0 only, on
+ * the portable and AVX-512 paths (the AVX2 path keeps f32 sums). */
+static mode mode_of(lt_dtype dt, lt_isa isa, const lt_params *p) {
+    if (dt != LT_Q8_0 || isa == LT_ISA_AVX2) return MODE_F32;
+    return p->v[LT_PARAM_ACT_INT8] ? MODE_I8 : p->v[LT_PARAM_ACT_INT16] ? MODE_I16 : MODE_F32;
+}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -47,7 +66,7 @@ typedef struct {
     float *y0;      /* [rows] initial y for accumulate */
     double *ref;    /* [rows] sum_k w_k x_k in double */
     double *mag;    /* [rows] sum_k |w_k x_k| */
-    double *qerr;   /* [rows] sum_b s_b sum_(k in b) |w_k|, s_b = max|x_b| / 32767 */
+    double *qerr;   /* [rows] sum_b max|x_b| sum_(k in b) |w_k| (times the step / max|x_b|) */
     lt_tensor tw, tx, ty;
 } fixture;
 
@@ -82,7 +101,7 @@ static void fixture_init(fixture *f, lt_dtype dt, int64_t rows, int64_t cols) {
                 amax = fmax(amax, fabs((double)f->x[k]));
                 wsum += fabs((double)tmp[k]);
             }
-            qerr += amax / 32767.0 * wsum;
+            qerr += amax * wsum;
         }
         f->ref[r] = acc;
         f->mag[r] = mag;
@@ -136,14 +155,14 @@ static int run_threads(lt_kernel_fn fn, fixture *f, float *y, float *part, int n
 }
 
 /* Rows of y outside the tolerance (NaN, i.e. never written, counts); xq:
- * the sums used int16 activations. */
-static int64_t count_wrong(const fixture *f, const float *y, bool accumulate, bool xq,
+ * the mode of the sums. */
+static int64_t count_wrong(const fixture *f, const float *y, bool accumulate, mode xq,
                            int64_t *first) {
     int64_t bad = 0;
     for (int64_t r = 0; r < f->rows; r++) {
         double want = f->ref[r] + (accumulate ? (double)f->y0[r] : 0.0);
         double tol = TOL * (f->mag[r] + (accumulate ? fabs((double)f->y0[r]) : 0.0)) + 1e-30;
-        if (xq) tol += XQ_TOL * f->qerr[r];
+        if (xq != MODE_F32) tol += XQ_TOL * f->qerr[r] / (double)xq;
         if (!(fabs((double)y[r] - want) <= tol)) {
             if (bad == 0) *first = r;
             bad++;
@@ -162,41 +181,44 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
     int64_t points = 0, wrong = 0, owners = 0, nth_diff = 0, xq_diff = 0;
     lt_params p;
     lt_params_default(k, &p);
-    int idx[5] = {0, 0, 0, 0, 0};
-    /* int16 activations apply to q8_0 on the portable and AVX-512 paths; the
-     * AVX2 path keeps its f32 sums */
-    const bool xq_applies = f->dt == LT_Q8_0 && isa != LT_ISA_AVX2;
+    int idx[NPARAMS] = {0};
+    /* act_int16 and act_int8 only change q8_0's sums: for other dtypes they
+     * are swept together ((0, 0) and (1, 1)), which keeps the sweep short */
+    const bool q8 = f->dt == LT_Q8_0;
     for (;;) {
-        for (int i = 0; i < 5; i++) p.v[i] = d[i].values[idx[i]];
-        const bool xq = xq_applies && p.v[4] == 1;
+        for (int i = 0; i < NPARAMS; i++) p.v[i] = d[i].values[idx[i]];
+        if (!q8) p.v[LT_PARAM_ACT_INT8] = p.v[LT_PARAM_ACT_INT16];
+        const mode xq = mode_of(f->dt, isa, &p);
         points++;
         for (int nth = 1; nth <= 3; nth++) {
             float *y = nth == 1 ? y1 : yn;
             owners += run_threads(fn, f, y, part, nth, &p);
             int64_t first = -1, bad = count_wrong(f, y, false, xq, &first);
             if (bad && wrong == 0)
-                fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d i16=%d nth=%d: "
-                                "row %lld = %.9g, want %.9g\n",
+                fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d i16=%d i8=%d "
+                                "nth=%d: row %lld = %.9g, want %.9g\n",
                         lt_isa_name(isa), lt_dtype_name(f->dt), (long long)f->rows,
-                        (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3], p.v[4], nth,
+                        (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3], p.v[4], p.v[5], nth,
                         (long long)first, (double)y[first], f->ref[first]);
             wrong += bad;
             /* rows are computed whole by one thread: nth must not change y */
             if (nth > 1 && memcmp(y1, yn, sizeof(float) * (size_t)f->rows) != 0) nth_diff++;
         }
-        if (p.v[4] == 1) {
-            /* where it applies, act_int16 = 1 gives the portable integer path's
-             * bits on every ISA; elsewhere the same bits as act_int16 = 0 */
+        if (p.v[LT_PARAM_ACT_INT16] || p.v[LT_PARAM_ACT_INT8]) {
+            /* an integer mode gives the portable integer path's bits on every
+             * ISA (with both flags, those of act_int8 alone); where the flags
+             * do not apply, the same bits as with both 0 */
             lt_params e = p;
-            if (!xq_applies) e.v[4] = 0;
-            owners += run_threads(xq ? lt_kernel_fn_for(k, LT_ISA_PORTABLE) : fn, f, ye, part, 1,
-                                  &e);
+            if (xq == MODE_I8) e.v[LT_PARAM_ACT_INT16] = 0;
+            if (xq == MODE_F32) e.v[LT_PARAM_ACT_INT16] = e.v[LT_PARAM_ACT_INT8] = 0;
+            owners += run_threads(xq != MODE_F32 ? lt_kernel_fn_for(k, LT_ISA_PORTABLE) : fn, f,
+                                  ye, part, 1, &e);
             if (memcmp(y1, ye, sizeof(float) * (size_t)f->rows) != 0) {
                 if (xq_diff == 0)
-                    fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d: act_int16=1 "
+                    fprintf(stderr, "  %s %s %lldx%lld rpt=%d unroll=%d kb=%d pf=%d i16=%d i8=%d: "
                                     "differs from its reference\n",
                             lt_isa_name(isa), lt_dtype_name(f->dt), (long long)f->rows,
-                            (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3]);
+                            (long long)f->cols, p.v[0], p.v[1], p.v[2], p.v[3], p.v[4], p.v[5]);
                 xq_diff++;
             }
         }
@@ -214,10 +236,11 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
         wrong += bad;
 
         int i = 0; /* next point of the space */
-        while (i < 5 && ++idx[i] == d[i].n_values) idx[i++] = 0;
-        if (i == 5) break;
+        const int nswept = q8 ? NPARAMS : NPARAMS - 1;
+        while (i < nswept && ++idx[i] == d[i].n_values) idx[i++] = 0;
+        if (i == nswept) break;
     }
-    ASSERT_EQ(points, 7 * 4 * 5 * 7 * 2);
+    ASSERT_EQ(points, 7 * 4 * 5 * 7 * 2 * (q8 ? 2 : 1));
     ASSERT_EQ(wrong, 0);
     ASSERT_EQ(owners, 0);
     ASSERT_EQ(nth_diff, 0);
@@ -240,6 +263,12 @@ static void test_sweep(void) {
             fixture f;
             fixture_init(&f, (lt_dtype)dt, shapes[s].rows, cols);
             for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) sweep(k, (lt_isa)isa, &f);
+            if (dt == LT_Q8_0 && lt_isa_detect() == LT_ISA_AVX512) {
+                /* the lanes AVX-512 CPUs without VNNI run */
+                lt__q8i8_avoid_vnni = true;
+                sweep(k, LT_ISA_AVX512, &f);
+                lt__q8i8_avoid_vnni = false;
+            }
             fixture_free(&f);
         }
     }
@@ -248,12 +277,13 @@ static void test_sweep(void) {
 static void test_descriptor(void) {
     const lt_kernel *k = lt_kernel_find("matvec");
     ASSERT_TRUE(k == lt_kernel_get(LT_K_MATVEC));
-    ASSERT_EQ(k->n_params, 5);
+    ASSERT_EQ(k->n_params, NPARAMS);
     ASSERT_EQ(lt_kernel_param_index(k, "rows_per_task"), 0);
     ASSERT_EQ(lt_kernel_param_index(k, "unroll"), 1);
     ASSERT_EQ(lt_kernel_param_index(k, "k_block"), 2);
     ASSERT_EQ(lt_kernel_param_index(k, "prefetch"), 3);
-    ASSERT_EQ(lt_kernel_param_index(k, "act_int16"), 4);
+    ASSERT_EQ(lt_kernel_param_index(k, "act_int16"), LT_PARAM_ACT_INT16);
+    ASSERT_EQ(lt_kernel_param_index(k, "act_int8"), LT_PARAM_ACT_INT8);
     for (int i = 0; i < k->n_params; i++) {
         const lt_param_def *d = &k->params[i];
         bool has_def = false;
@@ -263,7 +293,8 @@ static void test_descriptor(void) {
         }
         ASSERT_TRUE(has_def);
     }
-    for (int j = 0; j < k->params[2].n_values; j++) ASSERT_EQ(k->params[2].values[j] % 32, 0);
+    /* k blocks of whole block quadruples (the int8 path pairs blocks) */
+    for (int j = 0; j < k->params[2].n_values; j++) ASSERT_EQ(k->params[2].values[j] % 128, 0);
 }
 
 static void test_check_and_cost(void) {
@@ -350,7 +381,7 @@ static bool same(const float *a, const float *b, int64_t n) {
 /* The per-thread cache of quantised x: reused within (call, seq), never
  * across steps or across nodes that share x (a normalised row rewritten
  * between layers within one step). */
-static void test_xq_cache(lt_isa isa) {
+static void test_xq_cache(lt_isa isa, mode m) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     lt_kernel_fn fn = lt_kernel_fn_for(k, isa);
     enum { R = 70, C = 256 };
@@ -359,12 +390,13 @@ static void test_xq_cache(lt_isa isa) {
     float y0[R], y1[R], y2[R];
     lt_params p;
     lt_params_default(k, &p);
-    p.v[LT_PARAM_ACT_INT16] = 1;
+    p.v[LT_PARAM_ACT_INT16] = m == MODE_I16;
+    p.v[LT_PARAM_ACT_INT8] = m == MODE_I8;
     lt_call c, c2;
     make_call(&c, &f, y0, 0, &p);
     run_all(fn, &c, 0, 1); /* no seq: no cache */
     int64_t first = -1;
-    ASSERT_EQ(count_wrong(&f, y0, false, true, &first), 0);
+    ASSERT_EQ(count_wrong(&f, y0, false, m, &first), 0);
     make_call(&c, &f, y1, 0, &p);
     run_all(fn, &c, 41, 4); /* four tasks on this thread, one quantisation */
     ASSERT_TRUE(same(y0, y1, R));
@@ -392,7 +424,7 @@ static void test_xq_cache(lt_isa isa) {
 
 /* x with a NaN turns every row NaN (as f32 sums would); zero x gives 0; a
  * block of tiny values (quantised as zero) stays within the bound. */
-static void test_xq_special(lt_isa isa) {
+static void test_xq_special(lt_isa isa, mode m) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     lt_kernel_fn fn = lt_kernel_fn_for(k, isa);
     enum { R = 9, C = 128 };
@@ -401,7 +433,8 @@ static void test_xq_special(lt_isa isa) {
     float y[R];
     lt_params p;
     lt_params_default(k, &p);
-    p.v[LT_PARAM_ACT_INT16] = 1;
+    p.v[LT_PARAM_ACT_INT16] = m == MODE_I16;
+    p.v[LT_PARAM_ACT_INT8] = m == MODE_I8;
     lt_call c;
     make_call(&c, &f, y, 0, &p);
     float x2 = f.x[70];
@@ -438,7 +471,7 @@ static void test_xq_special(lt_isa isa) {
                 wsum += fabs((double)wrow[i]);
             }
             /* the tiny block is dropped whole: its error is up to max * sum|w| */
-            qerr += b == 32 ? amax * wsum / XQ_TOL : amax / 32767.0 * wsum;
+            qerr += b == 32 ? amax * wsum * (double)m / XQ_TOL : amax * wsum;
         }
         g.ref[r] = acc;
         g.mag[r] = mag;
@@ -447,7 +480,7 @@ static void test_xq_special(lt_isa isa) {
     make_call(&c, &g, y, 0, &p);
     run_all(fn, &c, 0, 2);
     int64_t first = -1;
-    ASSERT_EQ(count_wrong(&g, y, false, true, &first), 0);
+    ASSERT_EQ(count_wrong(&g, y, false, m, &first), 0);
     fixture_free(&g);
     fixture_free(&f);
 }
@@ -456,9 +489,16 @@ int main(void) {
     test_descriptor();
     test_check_and_cost();
     for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
-        if (isa == LT_ISA_AVX2) continue; /* act_int16 does not apply there */
-        test_xq_cache((lt_isa)isa);
-        test_xq_special((lt_isa)isa);
+        if (isa == LT_ISA_AVX2) continue; /* act_int16 / act_int8 do not apply there */
+        test_xq_cache((lt_isa)isa, MODE_I16);
+        test_xq_cache((lt_isa)isa, MODE_I8);
+        test_xq_special((lt_isa)isa, MODE_I16);
+        test_xq_special((lt_isa)isa, MODE_I8);
+        if (isa == LT_ISA_AVX512) {
+            lt__q8i8_avoid_vnni = true;
+            test_xq_special((lt_isa)isa, MODE_I8);
+            lt__q8i8_avoid_vnni = false;
+        }
     }
     test_sweep();
     return lt_test_finish();

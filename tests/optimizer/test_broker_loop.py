@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kafka"))
 from test_proto_python import bootstrap, compile_proto, fail  # noqa: E402
 
-BAD = "rows_per_task=4,unroll=1,k_block=256,prefetch=0,act_int16=0"
+BAD = "rows_per_task=4,unroll=1,k_block=256,prefetch=0,act_int16=0,act_int8=0"
 
 
 def read_all(servers, topic, idle_s=4.0, timeout_s=60):

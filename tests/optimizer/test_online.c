@@ -122,15 +122,17 @@ int main(void) {
     lt_space_default(&sp, &def);
 
     /* refused: nothing may change */
-    const char *good = "rows_per_task=16,unroll=4,k_block=0,prefetch=1024,act_int16=1";
+    const char *good = "rows_per_task=16,unroll=4,k_block=0,prefetch=1024,act_int16=1,act_int8=1";
     control(o, "run-b", "matvec", shape, good, 0, 0);          /* another run: ignored */
     control(o, "run-a", "nosuch", shape, good, 0, 0);          /* unknown kernel */
     control(o, "run-a", "matvec", "matvec:f32:1x1", good, 0, 0); /* no such shape */
     control(o, "run-a", "matvec", shape, "rows_per_task=16,unroll=4,k_block=0,prefetch=1024", 0, 0);
     control(o, "run-a", "matvec", shape,
-            "rows_per_task=16,unroll=3,k_block=0,prefetch=1024,act_int16=1", 0, 0); /* 3: not allowed */
+            "rows_per_task=16,unroll=3,k_block=0,prefetch=1024,"
+            "act_int16=1,act_int8=1", 0, 0); /* 3: not allowed */
     control(o, "run-a", "matvec", shape,
-            "rows_per_task=16,unroll=4,k_block=0,prefetch=1024,act_int16=1,bogus=1", 0, 0);
+            "rows_per_task=16,unroll=4,k_block=0,prefetch=1024,"
+            "act_int16=1,act_int8=1,bogus=1", 0, 0);
     control(o, "run-a", "matvec", shape, good, 65, 4);         /* too many pairs */
     control(o, "run-a", "matvec", shape, good, 2, 0);          /* phases of 0 steps */
     control(o, "run-a", "looped", "", "tiles_per_thread=8", 0, 0); /* not a node kernel */
@@ -170,7 +172,8 @@ int main(void) {
     run_and_check(p, pool);
 
     /* a trial: 2 pairs of 3 steps: A A A B B B | B B B A A A, then the incumbent */
-    control(o, "", "matvec", shape, "rows_per_task=64,unroll=2,k_block=256,prefetch=0,act_int16=1",
+    control(o, "", "matvec", shape, "rows_per_task=64,unroll=2,k_block=256,prefetch=0,"
+                                    "act_int16=1,act_int8=1",
             2, 3);
     lt_online_step(o);
     const int expect_b[12] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0};
@@ -191,7 +194,8 @@ int main(void) {
     ASSERT_EQ(st.candidate_tokens, 6);
 
     /* a trial cut short by a new incumbent: the trial's candidate never stays */
-    control(o, "run-a", "matvec", shape, "rows_per_task=8,unroll=1,k_block=0,prefetch=0,act_int16=1",
+    control(o, "run-a", "matvec", shape, "rows_per_task=8,unroll=1,k_block=0,prefetch=0,"
+                                         "act_int16=1,act_int8=1",
             4, 2);
     lt_online_step(o);
     lt_online_step(o);

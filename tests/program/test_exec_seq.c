@@ -1,8 +1,9 @@
 /* Executors give every execution its own lt_step.seq, and kernels that
- * cache per (call, seq) (matvec's int16 activations) never see stale input:
- * a program whose x changes between executions, and whose x is rewritten
- * between two matvec nodes within one execution, must match uncached direct
- * kernel calls bit for bit, under both executors and 1..3 threads. */
+ * cache per (call, seq) (matvec's int16 and int8 activations) never see
+ * stale input: a program whose x changes between executions, and whose x
+ * is rewritten between two matvec nodes within one execution, must match
+ * uncached direct kernel calls bit for bit, under both executors and 1..3
+ * threads, in either activation mode. */
 #include "looptune/program.h"
 #include "test.h"
 
@@ -16,15 +17,25 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
 }
 
-/* y = W x with act_int16 = 1, one thread, seq 0 (nothing cached). */
+/* The quantised activations under test: "act_int16" or "act_int8". */
+static const char *act;
+
+/* matvec's default parameters with only `act` of the activation modes on. */
+static void act_params(const lt_kernel *k, lt_params *p) {
+    lt_params_default(k, p);
+    p->v[lt_kernel_param_index(k, "act_int16")] = 0;
+    p->v[lt_kernel_param_index(k, "act_int8")] = 0;
+    p->v[lt_kernel_param_index(k, act)] = 1;
+}
+
+/* y = W x in mode `act`, one thread, seq 0 (nothing cached). */
 static void direct(const lt_tensor *W, const float *x, float *y) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     lt_tensor tx, ty;
     lt_tensor_init(&tx, LT_F32, COLS, 1, 1, 1, (void *)x);
     lt_tensor_init(&ty, LT_F32, ROWS, 1, 1, 1, y);
     lt_call c = {.op = {&ty, (lt_tensor *)W, &tx}};
-    lt_params_default(k, &c.params);
-    c.params.v[lt_kernel_param_index(k, "act_int16")] = 1;
+    act_params(k, &c.params);
     lt_step st = {.pos = 0, .n_tokens = 1};
     lt_kernel_fn_for(k, lt_isa_detect())(&c, &st, 0, 1);
 }
@@ -60,8 +71,7 @@ static void run_case(bool rewrite) {
     int wb = lt_program_add_buffer(p, "W", LT_BUF_WEIGHT, &tw);
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     lt_params prm;
-    lt_params_default(k, &prm);
-    prm.v[lt_kernel_param_index(k, "act_int16")] = 1;
+    act_params(k, &prm);
     int n1 = lt_program_add_node(p, LT_K_MATVEC, (int[]){y1, wb, x}, 3, NULL, NULL, "mv1");
     ASSERT_EQ(lt_program_set_params(p, n1, &prm), LT_OK);
     if (rewrite) {
@@ -104,6 +114,10 @@ static void run_case(bool rewrite) {
 }
 
 int main(void) {
+    act = "act_int16";
+    run_case(false);
+    run_case(true);
+    act = "act_int8";
     run_case(false);
     run_case(true);
     return lt_test_finish();

@@ -20,11 +20,21 @@ import llama_ref as R
 # every shape and dtype of test_logits: worst error about 1e-6 * max|logit| (3e-6 absolute), so
 # the bound leaves a margin near 100x. It is kept that tight on purpose: at 1e-3 a wrong RMSNorm
 # epsilon (1e-6 for 1e-5) on stories260K would pass (see test_ref_selfcheck).
-# q8_0 is the exception: its AVX-512 matvec (parameter act_int16=1, the default) quantises the
-# activations to int16 per 32-element block (error <= half a step of max|x_block|/32767 per
-# element), which raises the measured worst error to about 0.75e-4 x max|logit|; its bound is
-# 5e-4 (a margin near 7x). stories260K (f32) keeps the tight bound that catches the epsilon bug.
-REL_TOL = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 5e-4}
+#
+# q8_0 is the exception: its matvec (decode, one token) quantises the activations per 32-element
+# block, so its rows carry that quantisation's error on top. The key is the dtype plus the
+# activation mode of the run (the parameters matvec.act_int8 / act_int16):
+# - "q8_0" (act_int8=1, the default): int8 activations as llama.cpp's own q8_0 path uses
+#   (bench/peers/q8_0_logits_error.py: every row from one-token products, on the q8_0 models of
+#   test_logits). Worst error over those models: looptune int8 0.021 x max|logit|, llama.cpp
+#   0.021 (its AVX512-VNNI path and its plain q8_0 dots alike); int16 7.8e-5, f32 4.4e-7. The
+#   bound, 0.04, is about twice what llama.cpp itself meets against the same reference.
+# - "q8_0/int16" (act_int8=0, act_int16=1): error <= half a step of max|x_block|/32767 per
+#   element, measured worst about 0.78e-4 x max|logit|; bound 5e-4 (a margin near 7x).
+# stories260K (f32) keeps the tight bound that catches the epsilon bug.
+REL_TOL = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 0.04, "q8_0/int16": 5e-4}
+# The run arguments that select a tolerance key's activation mode (none: the defaults).
+MODE_ARGS = {"q8_0/int16": ["--param", "matvec.act_int8=0", "--param", "matvec.act_int16=1"]}
 ABS_TOL = 1e-5
 CLI_TIMEOUT_S = 120
 
@@ -156,11 +166,14 @@ def run_greedy(model_path, prompt, n, vocab_size, tag, extra=()):
 
 
 def row_bounds(ref_rows, dtype):
+    """Per-row bounds for tolerance key dtype (a dtype, or a key of REL_TOL naming the run's
+    activation mode too)."""
     return REL_TOL[dtype] * np.max(np.abs(ref_rows), axis=1) + ABS_TOL
 
 
 def compare_logits(ref_rows, got_rows, dtype):
-    """(ok, worst error/bound ratio, worst row, worst abs error) over all rows."""
+    """(ok, worst error/bound ratio, worst row, worst abs error) over all rows; dtype is a
+    tolerance key of REL_TOL."""
     bounds = row_bounds(ref_rows, dtype)
     errs = np.max(np.abs(got_rows - ref_rows), axis=1)
     ratio = errs / bounds

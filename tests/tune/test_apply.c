@@ -61,9 +61,11 @@ static void test_apply(void) {
     lt_store *s;
     ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_OK);
     lt_config_entry mine =
-        entry("matvec", sig, "hostA", "rows_per_task=8,unroll=4,k_block=0,prefetch=512,act_int16=1");
+        entry("matvec", sig, "hostA", "rows_per_task=8,unroll=4,k_block=0,prefetch=512,"
+                                      "act_int16=1,act_int8=1");
     lt_config_entry other =
-        entry("matvec", sig, "hostB", "rows_per_task=4,unroll=1,k_block=0,prefetch=0,act_int16=1");
+        entry("matvec", sig, "hostB", "rows_per_task=4,unroll=1,k_block=0,prefetch=0,"
+                                      "act_int16=1,act_int8=1");
     lt_config_entry ex =
         entry("looped", "mv3:decode", "hostA", "tiles_per_thread=2,prefetch_kb=0,sync=1,min_task_kb=0");
     ASSERT_EQ(lt_store_put(s, &mine), LT_OK);
@@ -98,7 +100,8 @@ static void test_apply(void) {
     ASSERT_EQ(lt_config_check(LT_K_MATVEC, lt_program_call(p, node0), &bad), LT_ECONFIG);
     ASSERT_EQ(lt_program_set_params(p, node0, &bad), LT_ECONFIG);
     lt_config_entry outside =
-        entry("matvec", sig, "hostA", "rows_per_task=5,unroll=4,k_block=0,prefetch=512,act_int16=1");
+        entry("matvec", sig, "hostA", "rows_per_task=5,unroll=4,k_block=0,prefetch=512,"
+                                      "act_int16=1,act_int8=1");
     ASSERT_EQ(lt_store_put(s, &outside), LT_ECONFIG);
     lt_node_info after;
     lt_program_node(p, node0, &after);

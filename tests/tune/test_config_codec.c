@@ -11,7 +11,8 @@
 #include "looptune/tune.h"
 #include "test.h"
 
-static const char *MV = "rows_per_task=64,unroll=2,k_block=256,prefetch=4096,act_int16=1";
+static const char *MV = "rows_per_task=64,unroll=2,k_block=256,prefetch=4096,"
+                        "act_int16=1,act_int8=1";
 
 static lt_config_entry entry(const char *kernel, const char *shape, const char *params) {
     lt_config_entry e;
@@ -87,10 +88,10 @@ static void test_message_fields(void) {
     ASSERT_STREQ(m.env.config->host_class, "Intel-Xeon-8481C:avx512:2c");
     /* the values of MV, written out by hand */
     static const char *const names[] = {"rows_per_task", "unroll", "k_block", "prefetch",
-                                        "act_int16"};
-    static const int64_t values[] = {64, 2, 256, 4096, 1};
-    ASSERT_EQ(m.env.config->n_params, 5);
-    for (size_t i = 0; i < 5 && i < m.env.config->n_params; i++) {
+                                        "act_int16", "act_int8"};
+    static const int64_t values[] = {64, 2, 256, 4096, 1, 1};
+    ASSERT_EQ(m.env.config->n_params, 6);
+    for (size_t i = 0; i < 6 && i < m.env.config->n_params; i++) {
         ASSERT_STREQ(m.env.config->params[i]->name, names[i]);
         ASSERT_EQ(m.env.config->params[i]->value, values[i]);
     }
@@ -113,8 +114,8 @@ static void test_order_and_refusals(void) {
     lt_config_msg m;
     ASSERT_EQ(lt_config_to_envelope(&e, &m), LT_OK);
     /* reversed order in the message: canonical order back */
-    Looptune__Param *rev[5];
-    for (int i = 0; i < 5; i++) rev[i] = m.pp[4 - i];
+    Looptune__Param *rev[6];
+    for (int i = 0; i < 6; i++) rev[i] = m.pp[5 - i];
     m.cfg.params = rev;
     ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_OK);
     ASSERT_STREQ(out.params, MV);
@@ -128,19 +129,19 @@ static void test_order_and_refusals(void) {
     ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_ECONFIG);
     m.prm[1].value = 2;
     /* a parameter missing, one given twice, an unknown one, a name with '=' */
-    m.cfg.n_params = 4;
-    ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_ECONFIG);
-    ASSERT_TRUE(strstr(lt_errmsg(), "act_int16") != NULL);
     m.cfg.n_params = 5;
-    m.pp[4] = &m.prm[0];
     ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_ECONFIG);
-    m.pp[4] = &m.prm[4];
+    ASSERT_TRUE(strstr(lt_errmsg(), "act_int8") != NULL);
+    m.cfg.n_params = 6;
+    m.pp[5] = &m.prm[0];
+    ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_ECONFIG);
+    m.pp[5] = &m.prm[5];
     char bogus[] = "bogus", eq[] = "unroll=2";
-    m.prm[4].name = bogus;
+    m.prm[5].name = bogus;
     ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_ECONFIG);
-    m.prm[4].name = eq;
+    m.prm[5].name = eq;
     ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_EFORMAT);
-    m.prm[4].name = m.names[4];
+    m.prm[5].name = m.names[5];
     ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_OK);
     /* an unknown kernel; stats missing or not positive */
     char nokernel[] = "conv3d";
@@ -180,7 +181,7 @@ static void test_order_and_refusals(void) {
     /* to_envelope validates too: params outside the space, trials out of range */
     lt_config_entry bad = entry("matvec", "s", MV);
     snprintf(bad.params, sizeof bad.params, "rows_per_task=3,unroll=1,k_block=0,prefetch=0,"
-                                            "act_int16=1");
+                                            "act_int16=1,act_int8=1");
     ASSERT_EQ(lt_config_to_envelope(&bad, &m), LT_ECONFIG);
     bad = entry("matvec", "s", MV);
     bad.trials = -1;

@@ -26,7 +26,7 @@ static lt_config_entry entry(const char *kernel, const char *shape, const char *
     return e;
 }
 
-static const char *MV = "rows_per_task=64,unroll=2,k_block=0,prefetch=4096,act_int16=1";
+static const char *MV = "rows_per_task=64,unroll=2,k_block=0,prefetch=4096,act_int16=1,act_int8=1";
 
 static lt_store *open_file(const char *path, int *skipped) {
     lt_store_backend be;
@@ -47,7 +47,8 @@ static void test_roundtrip_and_hosts(void) {
     ASSERT_EQ(lt_store_count(s), 0);
     lt_config_entry a = entry("matvec", "q8_0:288x288:decode", "cpuA:avx512:2c", MV, 12345.5);
     lt_config_entry b = entry("matvec", "q8_0:288x288:decode", "cpuB:avx2:8c",
-                              "rows_per_task=8,unroll=1,k_block=256,prefetch=0,act_int16=1", 999);
+                              "rows_per_task=8,unroll=1,k_block=256,prefetch=0,"
+                              "act_int16=1,act_int8=1", 999);
     lt_config_entry x = entry("looped", "stories15M:q8_0:decode", "cpuA:avx512:2c",
                               "tiles_per_thread=8,prefetch_kb=64,sync=0,min_task_kb=32", 5e5);
     ASSERT_EQ(lt_store_put(s, &a), LT_OK);
@@ -71,13 +72,15 @@ static void test_roundtrip_and_hosts(void) {
         ASSERT_NEAR(ga->median_ns, 11111, 0.1);
         ASSERT_EQ(ga->samples, 40);
         ASSERT_NEAR(ga->speedup, 1.25, 1e-4);
-        ASSERT_STREQ(gb->params, "rows_per_task=8,unroll=1,k_block=256,prefetch=0,act_int16=1");
+        ASSERT_STREQ(gb->params, "rows_per_task=8,unroll=1,k_block=256,prefetch=0,"
+                                 "act_int16=1,act_int8=1");
     }
     ASSERT_TRUE(lt_store_get(s, "matvec", "q8_0:288x288:decode", "cpuC:avx512:2c") == NULL);
     ASSERT_TRUE(lt_store_get(s, "looped", "stories15M:q8_0:decode", "cpuA:avx512:2c") != NULL);
     /* entries outside the space are refused by put */
     lt_config_entry bad =
-        entry("matvec", "s", "h", "rows_per_task=3,unroll=1,k_block=0,prefetch=0,act_int16=1", 1);
+        entry("matvec", "s", "h", "rows_per_task=3,unroll=1,k_block=0,prefetch=0,"
+                                  "act_int16=1,act_int8=1", 1);
     ASSERT_EQ(lt_store_put(s, &bad), LT_ECONFIG);
     bad = entry("nokernel", "s", "h", MV, 1);
     ASSERT_EQ(lt_store_put(s, &bad), LT_ENOTFOUND);
@@ -99,7 +102,7 @@ static void test_corrupt_lines(void) {
                "matvec\tq8_0:288x288:decode\th1\t%s\t100\t10\t1.1\n"       /* good */
                "matvec\tq8_0:288x288:decode\th1\t%s\t100\t10\n"            /* 6 fields */
                "matvec\tq8_0:288x768:decode\th1\t"
-               "rows_per_task=5,unroll=1,k_block=0,prefetch=0,act_int16=1\t1\t1\t1\n"
+               "rows_per_task=5,unroll=1,k_block=0,prefetch=0,act_int16=1,act_int8=1\t1\t1\t1\n"
                "warp\tx\th1\t%s\t100\t10\t1.1\n"                            /* unknown kernel */
                "matvec\tq8_0:768x288:decode\th1\t%s\tfast\t10\t1.1\n"      /* not a number */
                "matvec\tq8_0:768x288:decode\th1\t%s\t-5\t10\t1.1\n"        /* negative */

@@ -60,4 +60,23 @@ struct lt_llama;
 int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const char *store_spec,
                       const lt_cli_kafka *kafka, bool off, int64_t prefill_n);
 
+/* --param KERNEL.NAME=VALUE: one kernel parameter forced on every node of
+ * that kernel (run and bench). */
+typedef struct {
+    lt_kernel_id kernel;
+    int index;     /* into the kernel's params */
+    int32_t value; /* one of the parameter's allowed values */
+} lt_cli_param;
+#define LT_CLI_MAX_PARAMS 16
+
+/* Parses and validates one --param argument. Returns 0, or 1 after printing
+ * a one-line error. */
+int lt_cli_param_parse(const char *cmd, const char *arg, lt_cli_param *out);
+/* Sets ps[0..n) on the decode program and, if prefill_n > 1, the prefill
+ * program of that batch size (the programs the warm start configures; call
+ * it after the warm start, whose values it overrides). Returns 0, or 1
+ * after printing the error. */
+int lt_cli_param_apply(const char *cmd, struct lt_llama *l, const lt_cli_param *ps, int n,
+                       int64_t prefill_n);
+
 #endif

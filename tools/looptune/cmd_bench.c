@@ -32,6 +32,8 @@ static const char *const bench_help =
     "      --config-store SPEC  tuned configurations to start from: a file (default: the\n"
     "                       user's cache) or kafka (the topic looptune.configs at --brokers)\n"
     "      --no-warm-start  run with the kernels' default parameters\n"
+    "      --param K.NAME=V force kernel K's parameter NAME to V on every node (after the\n"
+    "                       warm start; repeatable), e.g. --param matvec.act_int8=0\n"
     "      --brokers B      Kafka bootstrap servers of --config-store kafka\n"
     "  -X  key=value        librdkafka property, repeatable (SASL/SSL, tuning)\n"
     "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
@@ -118,7 +120,9 @@ int lt_cmd_bench(int argc, char **argv) {
     bool json = false, compare = false, use_mmap = false;
     lt_executor executor = LT_EXEC_LOOPED;
     enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_STORE, O_NOWARM, O_BROKERS,
-           O_KCONF, O_PREFIX };
+           O_KCONF, O_PREFIX, O_PARAM };
+    lt_cli_param params[LT_CLI_MAX_PARAMS];
+    int n_params = 0;
     const char *store_path = NULL;
     bool no_warm = false;
     lt_kafka_props *props = NULL;
@@ -132,6 +136,7 @@ int lt_cmd_bench(int argc, char **argv) {
         {"mmap", no_argument, 0, O_MMAP},
         {"config-store", required_argument, 0, O_STORE},
         {"no-warm-start", no_argument, 0, O_NOWARM},
+        {"param", required_argument, 0, O_PARAM},
         {"brokers", required_argument, 0, O_BROKERS},
         {"kafka-config", required_argument, 0, O_KCONF},
         {"topic-prefix", required_argument, 0, O_PREFIX},
@@ -173,6 +178,14 @@ int lt_cmd_bench(int argc, char **argv) {
         case O_MMAP: use_mmap = true; break;
         case O_STORE: store_path = optarg; break;
         case O_NOWARM: no_warm = true; break;
+        case O_PARAM:
+            if (n_params == LT_CLI_MAX_PARAMS) BAIL("more than %d --param", LT_CLI_MAX_PARAMS);
+            if (lt_cli_param_parse(cmd, optarg, &params[n_params])) {
+                lt_kafka_props_free(props);
+                return 1;
+            }
+            n_params++;
+            break;
         case O_JSON: json = true; break;
         case O_BROKERS: kafka.conn.brokers = optarg; break;
         case 'X':
@@ -234,7 +247,8 @@ int lt_cmd_bench(int argc, char **argv) {
             lt_cli_fail_status(cmd, rc, "cannot build the program");
             goto done;
         }
-        if (lt_cli_warm_start(cmd, ex[e].l, (int)threads, store_path, &kafka, no_warm, 0))
+        if (lt_cli_warm_start(cmd, ex[e].l, (int)threads, store_path, &kafka, no_warm, 0) ||
+            lt_cli_param_apply(cmd, ex[e].l, params, n_params, 0))
             goto done;
         /* wait times are read with two clock reads per synchronisation */
         lt_llama_set_timing(ex[e].l, true);

@@ -41,6 +41,8 @@ static const char *const run_help =
     "                          user's cache, see looptune tune --help) or kafka (the topic\n"
     "                          looptune.configs at --brokers; Kafka options below)\n"
     "      --no-warm-start     run with the kernels' default parameters\n"
+    "      --param K.NAME=V    force kernel K's parameter NAME to V on every node (after the\n"
+    "                          warm start; repeatable), e.g. --param matvec.act_int8=0\n"
     "  -h, --help              this help\n"
     "\n"
     "Telemetry (per-kernel windows of the decode steps, see looptune top):\n"
@@ -110,7 +112,9 @@ int lt_cmd_run(int argc, char **argv) {
     lt_kafka_props *props = NULL;
     enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
            O_EXEC, O_NLP, O_MMAP, O_TEL, O_BROKERS, O_KCONF, O_PREFIX, O_WTOK, O_WMS, O_DETAIL,
-           O_DRAIN, O_CTR, O_STORE, O_NOWARM, O_TUNE, O_XSHARE };
+           O_DRAIN, O_CTR, O_STORE, O_NOWARM, O_TUNE, O_XSHARE, O_PARAM };
+    lt_cli_param params[LT_CLI_MAX_PARAMS];
+    int n_params = 0;
     const char *store_path = NULL;
     bool no_warm = false;
     static const struct option opts[] = {
@@ -125,7 +129,7 @@ int lt_cmd_run(int argc, char **argv) {
         {"executor", required_argument, 0, O_EXEC}, {"no-loop-pass", no_argument, 0, O_NLP},
         {"mmap", no_argument, 0, O_MMAP},
         {"config-store", required_argument, 0, O_STORE},
-        {"no-warm-start", no_argument, 0, O_NOWARM},
+        {"no-warm-start", no_argument, 0, O_NOWARM}, {"param", required_argument, 0, O_PARAM},
         {"telemetry", required_argument, 0, O_TEL}, {"brokers", required_argument, 0, O_BROKERS},
         {"kafka-config", required_argument, 0, O_KCONF},
         {"topic-prefix", required_argument, 0, O_PREFIX},
@@ -187,6 +191,11 @@ int lt_cmd_run(int argc, char **argv) {
         case O_MMAP: use_mmap = true; break;
         case O_STORE: store_path = optarg; break;
         case O_NOWARM: no_warm = true; break;
+        case O_PARAM:
+            if (n_params == LT_CLI_MAX_PARAMS) FAIL("more than %d --param", LT_CLI_MAX_PARAMS);
+            if (lt_cli_param_parse(cmd, optarg, &params[n_params])) goto done_args;
+            n_params++;
+            break;
         case O_EXEC:
             if (lt_executor_parse(optarg, &executor)) FAIL("%s", lt_errmsg());
             break;
@@ -327,7 +336,8 @@ int lt_cmd_run(int argc, char **argv) {
     }
     lt_cli_kafka kafka = {{.brokers = tel_opts.brokers, .props = props}, tel_opts.topic_prefix};
     if (lt_cli_warm_start(cmd, l, (int)threads, store_path, &kafka, no_warm,
-                          prefill_batch ? prefill_batch : n_ids))
+                          prefill_batch ? prefill_batch : n_ids) ||
+        lt_cli_param_apply(cmd, l, params, n_params, prefill_batch ? prefill_batch : n_ids))
         goto done;
     if (seed < 0) seed = (int64_t)(lt_now_ns() & 0x7fffffffffffffffull);
     if ((rc = lt_sampler_init(&s, m->cfg.vocab_size, temp, top_p, (uint64_t)seed))) {
