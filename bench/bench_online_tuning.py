@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-BAD = "rows_per_task=4,unroll=1,k_block=256,prefetch=0,act_int16=0"
+BAD = "rows_per_task=4,unroll=1,k_block=256,prefetch=0,act_int16=0,act_int8=0"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

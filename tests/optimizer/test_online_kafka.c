@@ -32,10 +32,11 @@ static void send_control(lt_producer *prod, int32_t unroll) {
     Looptune__Envelope env;
     lt_envelope_init(&env);
     Looptune__Control c = LOOPTUNE__CONTROL__INIT;
-    const char *names[] = {"rows_per_task", "unroll", "k_block", "prefetch", "act_int16"};
-    int32_t vals[] = {16, unroll, 0, 1024, 1};
-    Looptune__Param prm[5], *pp[5];
-    for (int i = 0; i < 5; i++) {
+    const char *names[] = {"rows_per_task", "unroll", "k_block", "prefetch", "act_int16",
+                           "act_int8"};
+    int32_t vals[] = {16, unroll, 0, 1024, 1, 1};
+    Looptune__Param prm[6], *pp[6];
+    for (int i = 0; i < 6; i++) {
         looptune__param__init(&prm[i]);
         prm[i].name = (char *)names[i];
         prm[i].value = vals[i];
@@ -44,7 +45,7 @@ static void send_control(lt_producer *prod, int32_t unroll) {
     c.run_id = "run-k";
     c.kernel = "matvec";
     c.params = pp;
-    c.n_params = 5;
+    c.n_params = 6;
     env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_CONTROL;
     env.control = &c;
     ASSERT_EQ(lt_producer_send_envelope(prod, NULL, &env), LT_OK);
