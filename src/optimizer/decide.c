@@ -102,6 +102,8 @@ static bool params_from(const lt_space *s, Looptune__Param **pp, size_t n, lt_pa
         bool found = false;
         for (size_t i = 0; i < n; i++)
             if (pp[i] && pp[i]->name && !strcmp(pp[i]->name, s->params[j].name)) {
+                /* from the network: out of int32 range is not a value of any space */
+                if (pp[i]->value < INT32_MIN || pp[i]->value > INT32_MAX) return false;
                 out->v[j] = (int32_t)pp[i]->value;
                 found = true;
             }
@@ -280,7 +282,13 @@ int lt_optimizer_restore_trial(lt_optimizer *o, const Looptune__Trial *t) {
         for (size_t k = 0; k < t->n_params; k++)
             if (t->params[k] && t->params[k]->name &&
                 !strcmp(t->params[k]->name, R->space.params[j].name)) {
-                p.v[j] = (int32_t)t->params[k]->value;
+                /* a double from the log: only a whole number in int32 range can be
+                 * a value of the space (and converting anything else is undefined) */
+                double v = t->params[k]->value;
+                if (!(v >= INT32_MIN && v <= INT32_MAX) || v != floor(v))
+                    return lt_error(LT_EFORMAT, "trial study '%s': %s = %g is not a value of "
+                                    "the space", t->study_id, R->space.params[j].name, v);
+                p.v[j] = (int32_t)v;
                 found = true;
             }
         if (!found) return lt_error(LT_EFORMAT, "trial study '%s': no %s", t->study_id,

@@ -326,6 +326,22 @@ static void run_case(double noise, uint64_t seed) {
         ASSERT_EQ(lt_optimizer_restore_trial(o, &t), LT_EFORMAT);
         t.study_id = "tune:matvec|q8_0:768x768:decode|test-host:avx512:2c";
         ASSERT_EQ(lt_optimizer_restore_trial(o, &t), LT_EFORMAT); /* parameters missing */
+        /* every parameter, one of them not a number of any space */
+        Looptune__HParam all[LT_MAX_PARAMS], *allp[LT_MAX_PARAMS];
+        for (int j = 0; j < SPACE.n_params; j++) {
+            looptune__hparam__init(&all[j]);
+            all[j].name = (char *)SPACE.params[j].name;
+            all[j].value = SPACE.params[j].def;
+            allp[j] = &all[j];
+        }
+        t.params = allp;
+        t.n_params = (size_t)SPACE.n_params;
+        all[1].value = 1e300;
+        ASSERT_EQ(lt_optimizer_restore_trial(o, &t), LT_EFORMAT);
+        all[1].value = NAN;
+        ASSERT_EQ(lt_optimizer_restore_trial(o, &t), LT_EFORMAT);
+        all[1].value = 2.5;
+        ASSERT_EQ(lt_optimizer_restore_trial(o, &t), LT_EFORMAT);
     }
     send_start(o, &bad);
     for (int t = 0; t < 3000; t++) step(o, &s2);
