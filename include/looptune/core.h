@@ -167,6 +167,10 @@ int lt_pool_init(lt_pool **out, int nthreads); /* nthreads >= 1 */
 void lt_pool_free(lt_pool *pool);              /* NULL is a no-op; joins workers */
 int lt_pool_size(const lt_pool *pool);
 void lt_pool_run(lt_pool *pool, lt_pool_fn fn, void *arg);
+/* The same on the first nth threads only (ith 0..nth-1, fn sees nth; the
+ * other workers stay asleep when nth is 1). nth <= 0 or above the pool's
+ * size means all of them. */
+void lt_pool_run_n(lt_pool *pool, int nth, lt_pool_fn fn, void *arg);
 /* All threads of the current lt_pool_run meet here (a sense-reversing spin
  * barrier with acquire/release ordering: writes before the barrier are
  * visible after it). Call only from inside fn, from every thread. */

@@ -155,6 +155,15 @@ const lt_param_def *lt_exec_looped_params(int *n_params);
 int lt_program_set_exec_params(lt_program *p, const lt_params *params);
 void lt_program_exec_params(const lt_program *p, lt_params *out);
 
+/* Threads a step runs on: the first nth of the pool (0 = all, the default;
+ * more than the pool has = all). Decode and prefill may differ: a step that
+ * moves little data can lose more to synchronisation than a second thread
+ * gains it. Results do not depend on it (every kernel's output is the same
+ * under any split). */
+#define LT_PROGRAM_MAX_THREADS 1024
+int lt_program_set_threads(lt_program *p, int nth);
+int lt_program_threads(const lt_program *p);
+
 typedef enum { LT_EXEC_DISPATCH = 0, LT_EXEC_LOOPED } lt_executor;
 const char *lt_executor_name(lt_executor e);
 int lt_executor_parse(const char *s, lt_executor *out);

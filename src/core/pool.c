@@ -1,7 +1,8 @@
 /* The persistent thread pool: nthreads-1 workers plus the caller (ith 0), a
  * generation counter to publish jobs, spin-then-futex waiting with a
  * per-thread adaptive spin budget, and the counter+generation barrier the
- * executors call between dependent steps.
+ * executors call between dependent steps. A job may run on the first n
+ * threads only (a program whose best thread count is below the pool's).
  *
  * Everything shared is a C11 atomic or is published through one (fn, arg,
  * stop), so ThreadSanitizer sees every hand-off; the futex calls only put
@@ -50,6 +51,8 @@
 #define LT__SPIN_CHECK 64
 
 #define LT__POOL_MAX_THREADS 1024
+#define LT__GEN_NTH_BITS 11 /* holds 1..LT__POOL_MAX_THREADS */
+#define LT__GEN_NTH_MASK ((1u << LT__GEN_NTH_BITS) - 1)
 
 typedef struct {
     lt_pool *pool;
@@ -63,16 +66,22 @@ struct lt_pool {
     pthread_t *threads;  /* [nth-1] */
     lt__worker *workers; /* [nth-1] */
 
-    /* The job, written by the caller only while no worker reads it: before the
-     * release increment of gen, after all workers reported done. */
+    /* The job, written by the caller only while no active worker reads it:
+     * before the release store of gen, after the job's workers reported done.
+     * Only the job's active threads read them. */
     lt_pool_fn fn;
     void *arg;
     bool stop;
+    int run_nth; /* threads of the current job (the barrier counts these) */
 
-    /* Job publication. Invariant: gen changes only while every worker is
-     * waiting for it (pending == 0), so each worker sees every value once.
-     * The release increment publishes fn/arg/stop; workers load it acquire.
-     * It is also the futex word workers sleep on. */
+    /* Job publication: a sequence number in the high bits and the job's
+     * thread count in the low LT__GEN_NTH_BITS, so a worker learns from one
+     * load whether the job is its own. Invariant: gen changes only while
+     * every worker of the previous job is waiting for it (pending == 0), so
+     * an active worker sees every job it belongs to; a worker left out of a
+     * job may sleep through it, it reads nothing else. The release store
+     * publishes fn/arg/stop/run_nth; workers load it acquire. It is also the
+     * futex word workers sleep on. */
     alignas(LT_CACHE_LINE) _Atomic uint32_t gen;
     _Atomic int sleepers; /* workers in (or entering) futex wait on gen */
 
@@ -209,26 +218,30 @@ static void *worker_main(void *arg) {
     uint32_t seen = 0; /* gen is 0 until the first job */
     for (;;) {
         uint32_t g = worker_wait(p, seen);
-        LT_ASSERT(g == seen + 1); /* the caller never publishes past a busy worker */
         seen = g;
+        int nth = (int)(g & LT__GEN_NTH_MASK);
+        if (w->ith >= nth) continue; /* not this job's: touch nothing else */
         if (p->stop) break;
-        p->fn(p->arg, w->ith, p->nth);
+        p->fn(p->arg, w->ith, nth);
         worker_done(p);
     }
     return NULL;
 }
 
-/* Publishes the current fn/arg/stop to all workers as a new generation. */
-static void publish(lt_pool *p) {
-    atomic_store_explicit(&p->pending, (uint32_t)p->nstarted, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_seq_cst); /* release: fn, arg, stop */
+/* Publishes the current fn/arg/stop as a new generation for threads
+ * 0..nth-1 (workers 1..nth-1 and the caller). Only the caller writes gen. */
+static void publish(lt_pool *p, int nth) {
+    atomic_store_explicit(&p->pending, (uint32_t)(nth - 1), memory_order_relaxed);
+    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed);
+    uint32_t next = (((g >> LT__GEN_NTH_BITS) + 1) << LT__GEN_NTH_BITS) | (uint32_t)nth;
+    atomic_store_explicit(&p->gen, next, memory_order_seq_cst); /* release: the job */
     if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) > 0) futex_wake_all(&p->gen);
 }
 
 static void stop_and_join(lt_pool *p) {
     if (p->nstarted > 0) {
         p->stop = true;
-        publish(p);
+        publish(p, p->nstarted + 1);
         for (int i = 0; i < p->nstarted; i++) pthread_join(p->threads[i], NULL);
     }
     free(p->threads);
@@ -302,19 +315,23 @@ void lt_pool_free(lt_pool *pool) {
 
 int lt_pool_size(const lt_pool *pool) { return pool->nth; }
 
-void lt_pool_run(lt_pool *pool, lt_pool_fn fn, void *arg) {
+void lt_pool_run(lt_pool *pool, lt_pool_fn fn, void *arg) { lt_pool_run_n(pool, 0, fn, arg); }
+
+void lt_pool_run_n(lt_pool *pool, int nth, lt_pool_fn fn, void *arg) {
     LT_ASSERT(pool && fn);
+    if (nth <= 0 || nth > pool->nth) nth = pool->nth;
     /* Not reentrant: a nested run from inside fn would deadlock. */
     LT_ASSERT(!atomic_exchange_explicit(&pool->running, 1, memory_order_relaxed));
-    if (pool->nth > 1) {
-        /* Safe to write: every worker is past its read of fn/arg (pending was
-         * 0, read with acquire, when the previous run returned). */
+    /* Safe to write: every worker of the previous job is past its reads
+     * (pending was 0, read with acquire, when that run returned). */
+    pool->run_nth = nth;
+    if (nth > 1) {
         pool->fn = fn;
         pool->arg = arg;
-        publish(pool);
+        publish(pool, nth);
     }
-    fn(arg, 0, pool->nth);
-    if (pool->nth > 1) caller_wait_done(pool);
+    fn(arg, 0, nth);
+    if (nth > 1) caller_wait_done(pool);
     atomic_store_explicit(&pool->running, 0, memory_order_relaxed);
 }
 
@@ -333,7 +350,7 @@ void lt_pool_run(lt_pool *pool, lt_pool_fn fn, void *arg) {
  *    waiter bar_sleepers++ then reads bar_gen; last arriver stores bar_gen
  *    then reads bar_sleepers; one of them sees the other. */
 void lt_pool_barrier(lt_pool *pool) {
-    const uint32_t nth = (uint32_t)pool->nth;
+    const uint32_t nth = (uint32_t)pool->run_nth;
     if (nth == 1) return;
     uint32_t g = atomic_load_explicit(&pool->bar_gen, memory_order_relaxed);
     if (atomic_fetch_add_explicit(&pool->bar_count, 1, memory_order_acq_rel) == nth - 1) {

@@ -27,6 +27,7 @@ struct lt_llama {
     const float *logits;
     int64_t n_logit_rows;
     bool timing;
+    int threads[2]; /* of decode and prefill steps; 0 = the whole pool */
     lt_llama_sync sync;
 };
 
@@ -254,6 +255,7 @@ int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
     if (rc) return rc;
     lt_step step = {.pos = pos, .n_tokens = n, .tokens = tokens};
     lt_exec_stats st;
+    LT_ASSERT(lt_program_set_threads(l->progs[slot].p, l->threads[n > 1]) == LT_OK);
     rc = lt_exec_run((lt_executor)l->opts.executor, l->progs[slot].p, l->pool, &step,
                      l->timing ? &st : NULL);
     if (rc) return rc;
@@ -281,6 +283,19 @@ int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out) {
     if (rc) return rc;
     *out = l->progs[slot].p;
     return LT_OK;
+}
+
+int lt_llama_set_threads(lt_llama *l, bool prefill, int nth) {
+    if (nth < 0 || nth > lt_pool_size(l->pool))
+        return lt_error(LT_EINVAL, "%s threads %d: expected 1..%d (0 = all)",
+                        prefill ? "prefill" : "decode", nth, lt_pool_size(l->pool));
+    l->threads[prefill] = nth;
+    return LT_OK;
+}
+
+int lt_llama_threads(const lt_llama *l, bool prefill) {
+    int all = lt_pool_size(l->pool), t = l->threads[prefill];
+    return t > 0 && t < all ? t : all;
 }
 
 void lt_llama_sync_stats(const lt_llama *l, lt_llama_sync *out) { *out = l->sync; }

@@ -46,8 +46,7 @@ int lt_program_set_exec_params(lt_program *p, const lt_params *v) {
                             looped_params[i].name, v->v[i]);
     }
     p->xparams = *v;
-    lt__plan_free(p->plan); /* task counts change */
-    p->plan = NULL;
+    lt__plans_free(p); /* task counts change */
     return LT_OK;
 }
 
@@ -77,13 +76,14 @@ struct lt__plan {
     lt__counters *ctr; /* [n_nodes] */
 };
 
-void lt__plan_free(struct lt__plan *plan) {
+static void plan_free(struct lt__plan *plan) {
     if (!plan) return;
     free(plan->inst);
     free(plan->deps);
     lt_aligned_free(plan->ctr);
     free(plan);
 }
+
 
 static int root_of(const lt_program *p, int b) {
     while (b >= 0 && p->bufs[b].kind == LT_BUF_VIEW) b = p->bufs[b].parent;
@@ -194,7 +194,7 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
 oom:
     rc = lt_error(LT_ENOMEM, "out of memory planning the looped executor");
 fail:
-    lt__plan_free(pl);
+    plan_free(pl);
     pl = NULL;
 done:
     for (int b = 0; readers && b < p->n_bufs; b++) free(readers[b]);
@@ -203,6 +203,32 @@ done:
     free(last_writer);
     *out = pl;
     return rc;
+}
+
+void lt__plans_free(lt_program *p) {
+    for (int i = 0; i < LT__PLANS; i++) {
+        plan_free(p->plans[i]);
+        p->plans[i] = NULL;
+    }
+}
+
+/* The schedule for nth threads: cached, else built in place of the least
+ * recently used one (slot 0 is the most recent). */
+static int plan_for(lt_program *p, int nth, struct lt__plan **out) {
+    int i = 0;
+    while (i < LT__PLANS && p->plans[i] && p->plans[i]->nth != nth) i++;
+    if (i == LT__PLANS || !p->plans[i]) {
+        if (i == LT__PLANS) i = LT__PLANS - 1;
+        plan_free(p->plans[i]);
+        p->plans[i] = NULL;
+        int rc = plan_build(p, nth, &p->plans[i]);
+        if (rc) return rc;
+    }
+    struct lt__plan *pl = p->plans[i];
+    memmove(&p->plans[1], &p->plans[0], (size_t)i * sizeof p->plans[0]);
+    p->plans[0] = pl;
+    *out = pl;
+    return LT_OK;
 }
 
 typedef struct {
@@ -310,21 +336,18 @@ static void looped_worker(void *arg, int ith, int nth) {
 
 int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats) {
     if (!p->finalized) return lt_error(LT_ESTATE, "program %s is not finalized", p->name);
-    const int nth = lt_pool_size(pool);
+    const int nth = lt__exec_threads(p, pool);
     if (nth > 64) return lt_error(LT_EINVAL, "looped executor: at most 64 threads");
-    if (!p->plan || p->plan->nth != nth) {
-        lt__plan_free(p->plan);
-        p->plan = NULL;
-        int rc = plan_build(p, nth, &p->plan);
-        if (rc) return rc;
-    }
+    struct lt__plan *pl;
+    int rc = plan_for(p, nth, &pl);
+    if (rc) return rc;
     /* counters restart every step; the pool's hand-off publishes the zeros */
-    memset(p->plan->ctr, 0, (size_t)p->n_nodes * sizeof *p->plan->ctr);
+    memset(pl->ctr, 0, (size_t)p->n_nodes * sizeof *pl->ctr);
     lt_step st = *step;
     st.seq = lt__exec_next_seq();
-    looped_ctx c = {.p = p, .pl = p->plan, .pool = pool, .step = &st, .timed = stats != NULL};
+    looped_ctx c = {.p = p, .pl = pl, .pool = pool, .step = &st, .timed = stats != NULL};
     uint64_t t0 = stats ? lt_now_ns() : 0;
-    lt_pool_run(pool, looped_worker, &c);
+    lt_pool_run_n(pool, nth, looped_worker, &c);
     if (stats) {
         stats->busy_ns = (lt_now_ns() - t0) * (uint64_t)nth;
         stats->wait_ns = stats->sync_points = 0;

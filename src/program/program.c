@@ -28,7 +28,7 @@ void lt_program_free(lt_program *p) {
         free(p->loops[i].stride);
     }
     free(p->loops);
-    lt__plan_free(p->plan);
+    lt__plans_free(p);
     lt_aligned_free(p->arena);
     free(p->bufs);
     free(p->nodes);

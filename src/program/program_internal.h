@@ -36,6 +36,8 @@ typedef struct {
     int64_t *stride; /* [n_slots] byte stride between iterations' data, or 0 if not constant */
 } lt__loop;
 
+#define LT__PLANS 4
+
 struct lt_program {
     char name[64];
     lt__buffer *bufs;
@@ -47,11 +49,16 @@ struct lt_program {
     void *arena; /* all activations */
     lt_params xparams;     /* the looped executor's parameters */
     lt_exec_observer obs;  /* obs.node_done NULL: no per-node timing */
-    struct lt__plan *plan; /* the looped executor's schedule, built on first use */
+    /* the looped executor's schedules, one per thread count, built on first
+     * use (a program may alternate thread counts while they are tuned) */
+    struct lt__plan *plans[LT__PLANS];
+    int threads;           /* threads a step runs on; 0 = the whole pool */
     bool finalized;
 };
 
-void lt__plan_free(struct lt__plan *plan);
+void lt__plans_free(lt_program *p);
+/* Threads a step of p runs on in pool. */
+int lt__exec_threads(const lt_program *p, const lt_pool *pool);
 
 /* The next execution number for lt_step.seq: unique in the process, never 0
  * (exec_dispatch.c). */

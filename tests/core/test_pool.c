@@ -110,6 +110,43 @@ static void test_barrier(int n, int runs) {
     lt_pool_free(j.pool);
 }
 
+/* ---- jobs on part of the pool ------------------------------------------- */
+
+/* Runs of lt_pool_run_n with a thread count that changes from run to run
+ * (1, all, in between, out-of-range meaning all): exactly threads 0..k-1 run,
+ * each once, seeing nth == k, and the barrier counts only them (the barrier
+ * job's closed form holds for k). */
+static void test_run_subset(int n, int runs) {
+    bar_job j = {0};
+    ASSERT_EQ(lt_pool_init(&j.pool, n), LT_OK);
+    if (!j.pool) return;
+    once_ctx c = {0};
+    int expect[MAX_TH] = {0}, bad = 0;
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)n;
+    for (int r = 0; r < runs; r++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        int k = (int)((x >> 33) % (uint64_t)(n + 2)); /* 0 and n+1 mean all */
+        int eff = k < 1 || k > n ? n : k;
+        c.expect_nth = eff;
+        lt_pool_run_n(j.pool, k, once_fn, &c);
+        for (int i = 0; i < eff; i++) expect[i]++;
+        for (int i = 0; i < n; i++)
+            if (atomic_load_explicit(&c.hits[i], memory_order_relaxed) != expect[i]) bad++;
+        if (r % 50 == 0) { /* a barrier job on the same subset */
+            j.c.run = r;
+            lt_pool_run_n(j.pool, k, barrier_job, &j);
+            long long last = (long long)r * PHASES + PHASES;
+            for (int i = 0; i < eff; i++) bad += j.c.slot[i].v != last * (i + 1);
+        }
+    }
+    ASSERT_EQ(bad, 0);
+    ASSERT_EQ(atomic_load(&c.bad_nth), 0);
+    int errors = 0;
+    for (int i = 0; i < n; i++) errors += j.c.err[i].errors;
+    ASSERT_EQ(errors, 0);
+    lt_pool_free(j.pool);
+}
+
 /* ---- plain data written by workers is visible after run ---------------- */
 
 typedef struct {
@@ -234,6 +271,7 @@ int main(void) {
         test_each_ith_once(n, 10000);
         test_barrier(n, n > 2 ? 10 : 50);
         test_reuse_after_sleep(n);
+        test_run_subset(n, 3000);
     }
     /* The sleeping paths on their own (every wait sleeps at once), and mixed
      * with a 1 us spin so wake-ups race with the spinners giving up. */
@@ -244,6 +282,7 @@ int main(void) {
         test_each_ith_once(3, 1000);
         test_barrier(2, 20);
         test_barrier(4, 5);
+        test_run_subset(3, 1000);
     }
     unsetenv("LT_POOL_SPIN_US");
     test_single_thread_barrier();

@@ -11,10 +11,14 @@
 
 enum { STEPS = 24 };
 
-static void run(lt_model *m, lt_pool *pool, lt_executor e, float *logits /* [STEPS+3][vocab] */) {
+/* Decode and prefill on their own thread counts (0 = the whole pool). */
+static void run_on(lt_model *m, lt_pool *pool, lt_executor e, int decode_th, int prefill_th,
+                   float *logits /* [STEPS+3][vocab] */) {
     lt_llama *l;
     lt_llama_opts o = {.executor = (int)e, .ctx_len = 64, .all_logits = true};
     ASSERT_EQ(lt_llama_init(&l, m, pool, &o), LT_OK);
+    ASSERT_EQ(lt_llama_set_threads(l, false, decode_th), LT_OK);
+    ASSERT_EQ(lt_llama_set_threads(l, true, prefill_th), LT_OK);
     const int64_t V = m->cfg.vocab_size;
     /* a 4-token prompt in one batch, then greedy decode */
     int32_t prompt[4] = {1, 403, 407, 261};
@@ -33,6 +37,10 @@ static void run(lt_model *m, lt_pool *pool, lt_executor e, float *logits /* [STE
         memcpy(logits + (size_t)(4 + i) * (size_t)V, lt_llama_logits(l, NULL), (size_t)V * sizeof(float));
     }
     lt_llama_free(l);
+}
+
+static void run(lt_model *m, lt_pool *pool, lt_executor e, float *logits) {
+    run_on(m, pool, e, 0, 0, logits);
 }
 
 int main(void) {
@@ -71,6 +79,33 @@ int main(void) {
         lt_pool_free(pl);
     }
     lt_pool_free(pool);
+
+    /* part of the pool: every split of decode and prefill over 1..3 threads
+     * of a 3-thread pool gives the 1-thread pool's logits, bit for bit */
+    lt_pool *one, *three;
+    ASSERT_EQ(lt_pool_init(&one, 1), LT_OK);
+    ASSERT_EQ(lt_pool_init(&three, 3), LT_OK);
+    run(m, one, LT_EXEC_DISPATCH, a);
+    for (int e = 0; e < 2; e++)
+        for (int dt = 1; dt <= 3; dt++)
+            for (int pt = 1; pt <= 3; pt += 2) {
+                memset(b, 0, n * sizeof(float));
+                run_on(m, three, (lt_executor)e, dt, pt, b);
+                size_t bad = 0;
+                for (size_t i = 0; i < n; i++) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+                ASSERT_EQ(bad, 0);
+            }
+    /* out of range: refused, nothing changes */
+    lt_llama *l3;
+    ASSERT_EQ(lt_llama_init(&l3, m, three, NULL), LT_OK);
+    ASSERT_EQ(lt_llama_set_threads(l3, false, 2), LT_OK);
+    ASSERT_EQ(lt_llama_set_threads(l3, false, 4), LT_EINVAL);
+    ASSERT_EQ(lt_llama_set_threads(l3, true, -1), LT_EINVAL);
+    ASSERT_EQ(lt_llama_threads(l3, false), 2);
+    ASSERT_EQ(lt_llama_threads(l3, true), 3);
+    lt_llama_free(l3);
+    lt_pool_free(one);
+    lt_pool_free(three);
     free(a);
     free(b);
     lt_model_close(m);
