@@ -214,6 +214,7 @@ int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out);
  * the pool (0 = all, the default). The logits do not depend on it. */
 int lt_llama_set_threads(lt_llama *l, bool prefill, int nth); /* LT_EINVAL above the pool */
 int lt_llama_threads(const lt_llama *l, bool prefill);        /* in effect: 1..pool size */
+int lt_llama_pool_size(const lt_llama *l);
 /* Synchronisation counters summed over every eval so far. */
 typedef struct {
     uint64_t steps, sync_points, wait_ns, busy_ns;

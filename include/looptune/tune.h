@@ -30,6 +30,10 @@ typedef struct {
 
 void lt_space_from_kernel(lt_space *s, const lt_kernel *k);
 void lt_space_from_exec(lt_space *s); /* the looped executor's space */
+/* The thread count of a model's steps, one per regime (store name
+ * "threads"): parameter "threads", 0 (the whole pool, the default) or a
+ * count below pool_threads (pool_threads <= 0: every count the space knows). */
+void lt_space_threads(lt_space *s, int pool_threads);
 /* Any space built by hand: copies defs (n <= LT_MAX_PARAMS). */
 void lt_space_init(lt_space *s, const char *name, const lt_param_def *defs, int n);
 int64_t lt_space_size(const lt_space *s);
@@ -84,6 +88,8 @@ void lt_host_detect(lt_host *out);
  * nth threads: "llama:d288:h768:l6:q8_0:t2:decode". */
 struct lt_model;
 size_t lt_exec_shape_format(const struct lt_model *m, int nth, char *buf, size_t n);
+/* Key of a whole step of a regime (the thread count's): "...:t2:prefill". */
+size_t lt_step_shape_format(const struct lt_model *m, int nth, lt_regime r, char *buf, size_t n);
 
 /* ---- search strategies --------------------------------------------------------------- */
 
@@ -212,7 +218,7 @@ const lt_config_entry *lt_store_get(const lt_store *s, const char *kernel, const
 int lt_store_count(const lt_store *s);
 const lt_config_entry *lt_store_at(const lt_store *s, int i);
 
-/* Space of a store entry's kernel name (a kernel or "looped"). */
+/* Space of a store entry's kernel name (a kernel, "looped" or "threads"). */
 int lt_space_by_name(const char *kernel, lt_space *out);
 
 /* ---- the config store on a log-compacted Kafka topic ----------------------------------- */
@@ -273,6 +279,12 @@ int lt_store_backend_topic(lt_store_backend *out, const lt_kafka_conn *conn, con
  * entries applied to p (>= 0); *skipped (may be NULL) gets the number refused. */
 int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const char *exec_shape,
                    bool *used_out, int *skipped);
+/* The stored thread counts of l's decode and prefill steps (entries
+ * "threads" under lt_step_shape_format for l's pool); marks used_out like
+ * lt_store_apply. Returns how many were applied; *skipped gets the refused. */
+struct lt_llama;
+int lt_store_apply_threads(const lt_store *s, struct lt_llama *l, const char *host,
+                           bool *used_out, int *skipped);
 
 #ifdef __cplusplus
 }

@@ -293,6 +293,8 @@ int lt_llama_set_threads(lt_llama *l, bool prefill, int nth) {
     return LT_OK;
 }
 
+int lt_llama_pool_size(const lt_llama *l) { return lt_pool_size(l->pool); }
+
 int lt_llama_threads(const lt_llama *l, bool prefill) {
     int all = lt_pool_size(l->pool), t = l->threads[prefill];
     return t > 0 && t < all ? t : all;

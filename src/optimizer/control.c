@@ -76,7 +76,8 @@ int lt__control_check_table(const lt__node_table *t, const lt_program *p, const 
     if (c->trial_pairs && (c->phase_tokens < 1 || c->phase_tokens > 4096))
         return lt_error(LT_ECONFIG, "trial phases of %u steps: expected 1..4096", c->phase_tokens);
     lt_space space;
-    if (lt_space_by_name(c->kernel, &space) || !strcmp(c->kernel, "looped"))
+    if (lt_space_by_name(c->kernel, &space) || !strcmp(c->kernel, "looped") ||
+        !strcmp(c->kernel, "threads"))
         return lt_error(LT_ECONFIG, "unknown kernel '%s'", c->kernel);
     int rc = params_of(&space, c, &out->params);
     if (rc) return lt_error(LT_ECONFIG, "%s", lt_errmsg());

@@ -37,7 +37,8 @@ static int find_rec(lt_optimizer *o, const char *kernel, const char *config_shap
 static int add_rec(lt_optimizer *o, const char *kernel, const char *config_shape,
                    const char *host) {
     lt_space sp;
-    if (lt_space_by_name(kernel, &sp) || !strcmp(kernel, "looped") || sp.n_params == 0)
+    if (lt_space_by_name(kernel, &sp) || !strcmp(kernel, "looped") || !strcmp(kernel, "threads") ||
+        sp.n_params == 0)
         return -1; /* not tunable per node */
     if (o->n_recs == o->cap_recs) {
         int cap = o->cap_recs ? 2 * o->cap_recs : 16;

@@ -30,9 +30,27 @@ void lt_space_from_exec(lt_space *s) {
     lt_space_init(s, "looped", d, n);
 }
 
+/* Thread counts a step may run on besides 0 (= the whole pool): every
+ * count up to 8, then sparser. */
+static const int32_t thread_values[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32, 48, 64};
+_Static_assert(sizeof thread_values / sizeof thread_values[0] + 1 <= LT_MAX_PARAM_VALUES,
+               "the threads space fits a parameter");
+
+void lt_space_threads(lt_space *s, int pool_threads) {
+    lt_param_def d = {.name = "threads", .n_values = 1, .values = {0}, .def = 0};
+    for (size_t i = 0; i < sizeof thread_values / sizeof thread_values[0]; i++)
+        if (pool_threads <= 0 || thread_values[i] < pool_threads)
+            d.values[d.n_values++] = thread_values[i];
+    lt_space_init(s, "threads", &d, 1);
+}
+
 int lt_space_by_name(const char *kernel, lt_space *out) {
     if (!strcmp(kernel, "looped")) {
         lt_space_from_exec(out);
+        return LT_OK;
+    }
+    if (!strcmp(kernel, "threads")) {
+        lt_space_threads(out, 0);
         return LT_OK;
     }
     const lt_kernel *k = lt_kernel_find(kernel);
@@ -216,8 +234,13 @@ void lt_host_detect(lt_host *out) {
              lt_isa_name((lt_isa)out->isa), out->cores);
 }
 
-size_t lt_exec_shape_format(const lt_model *m, int nth, char *buf, size_t n) {
-    return (size_t)snprintf(buf, n, "llama:d%lld:h%lld:l%lld:%s:t%d:decode",
+size_t lt_step_shape_format(const lt_model *m, int nth, lt_regime r, char *buf, size_t n) {
+    return (size_t)snprintf(buf, n, "llama:d%lld:h%lld:l%lld:%s:t%d:%s",
                             (long long)m->cfg.dim, (long long)m->cfg.hidden_dim,
-                            (long long)m->cfg.n_layers, lt_dtype_name(m->wtype), nth);
+                            (long long)m->cfg.n_layers, lt_dtype_name(m->wtype), nth,
+                            r == LT_REGIME_PREFILL ? "prefill" : "decode");
+}
+
+size_t lt_exec_shape_format(const lt_model *m, int nth, char *buf, size_t n) {
+    return lt_step_shape_format(m, nth, LT_REGIME_DECODE, buf, n);
 }

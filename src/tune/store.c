@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "looptune/model.h"
 #include "tune/tune_internal.h"
 
 struct lt_store {
@@ -174,6 +175,33 @@ int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const cha
         }
     }
     free(used), free(bad);
+    if (skipped) *skipped = refused;
+    return applied;
+}
+
+int lt_store_apply_threads(const lt_store *s, lt_llama *l, const char *host, bool *used_out,
+                           int *skipped) {
+    int applied = 0, refused = 0;
+    const int all = lt_llama_pool_size(l);
+    for (int r = 0; r < 2; r++) {
+        char shape[128];
+        lt_step_shape_format(lt_llama_model(l), all, (lt_regime)r, shape, sizeof shape);
+        const lt_config_entry *e = lt_store_get(s, "threads", shape, host);
+        if (!e) continue;
+        lt_space sp;
+        lt_params prm;
+        lt_space_threads(&sp, all);
+        int rc = lt_space_parse(&sp, e->params, &prm);
+        if (!rc) rc = lt_llama_set_threads(l, r == 1, prm.v[0]);
+        if (rc) {
+            lt_log(LT_LOG_WARN, "warm start: threads %s: config %s skipped: %s", e->shape,
+                   e->params, lt_errmsg());
+            refused++;
+            continue;
+        }
+        applied++;
+        if (used_out) used_out[e - s->e] = true;
+    }
     if (skipped) *skipped = refused;
     return applied;
 }

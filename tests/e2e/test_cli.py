@@ -89,6 +89,11 @@ p0 = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "12", "--temp", "0"
           "--no-warm-start"])
 check(p1.returncode == 0 and p0.returncode == 0 and p1.stdout == p0.stdout and
       len(p1.stdout.split()) == 12, "run --param matvec.unroll=4: same tokens", p1.stderr)
+# a regime's thread count: decode on one thread of two, prefill on both; the same tokens
+p2 = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "12", "--temp", "0", "--print-ids",
+          "--no-warm-start", "-t", "2", "--param", "threads.decode=1"])
+check(p2.returncode == 0 and p2.stdout == p0.stdout and
+      "2 (decode 1, prefill 2) threads" in p2.stderr, "run --param threads.decode=1", p2.stderr)
 
 # --help everywhere, errors on bad flags
 for cmd in ("run", "bench", "model-gen"):
@@ -113,7 +118,11 @@ for args, word in ((["bench", "-m", MODEL, "--executor", "nope"], "executor"),
                     "KERNEL.NAME=VALUE"),
                    (["bench", "-m", MODEL, "--param", "matvec.nope=1"], "nope"),
                    (["bench", "-m", MODEL, "--param", "conv3d.unroll=1"], "conv3d"),
-                   (["bench", "-m", MODEL, "--param", "matvec.unroll=x"], "not a number")):
+                   (["bench", "-m", MODEL, "--param", "matvec.unroll=x"], "not a number"),
+                   (["run", "-m", MODEL, "--prompt-ids", "1", "-t", "2", "--param",
+                     "threads.decode=3"], "expected 1..2"),
+                   (["bench", "-m", MODEL, "--param", "threads.both=1"], "threads.prefill"),
+                   (["bench", "-m", MODEL, "--param", "threads.decode=-1"], "0..64")):
     p = run(args)
     check(p.returncode > 0 and word in p.stderr and len(p.stderr.strip().splitlines()) == 1,
           "%s: one-line error naming %s" % (" ".join(args[:1] + args[3:]), word), p.stderr)

@@ -1,6 +1,6 @@
 """looptune tune end to end on a stories15M-shaped q8_0 model: the tuner writes a config
 store, a later `looptune run` warm-starts from it (and says how many configurations it
-applied), and tuned, hand-set or corrupt stores never change the greedy tokens as long as they
+applied, and the thread counts of decode and prefill it took), and tuned, hand-set or corrupt stores never change the greedy tokens as long as they
 keep matvec's activation mode (act_int16 / act_int8 select how q8_0 activations are quantised,
 which changes the arithmetic and may flip a near tie; every other parameter leaves the logits
 bit for bit as they are)."""
@@ -28,7 +28,7 @@ def cli(*args, timeout=600):
 
 def greedy(model, store=None):
     args = ["run", "-m", model, "-p", "Once upon a time", "-n", "24", "--temp", "0",
-            "--print-ids", "--ignore-eos"]
+            "--print-ids", "--ignore-eos", "-t", "2"]
     args += ["--config-store", store] if store else ["--no-warm-start"]
     p = cli(*args)
     m = re.search(r"warm start: (\d+) configurations", p.stderr)
@@ -66,7 +66,7 @@ def main():
     check(p.returncode == 0, "model-gen", p.stderr)
 
     p = cli("tune", "-m", model, "--budget", "3", "--regime", "both", "--config-store", store,
-            "--seed", "7")
+            "--seed", "7", "-t", "2")
     check(p.returncode == 0, "tune exits 0", p.stderr[-500:])
     check("speedup" in p.stdout and "matvec" in p.stdout and "matmul" in p.stdout,
           "tune prints the table with decode and prefill kernels", p.stdout)
@@ -82,6 +82,11 @@ def main():
           repr(kernels))
     check(any(e[1].endswith(":prefill") for e in entries) and
           any(e[1].endswith(":decode") for e in entries), "regimes keyed apart", "")
+    threads = {e[1].rsplit(":", 1)[1]: e[3] for e in entries if e[0] == "threads"}
+    check(set(threads) == {"decode", "prefill"} and
+          all(re.fullmatch(r"threads=[01]", v) for v in threads.values()) and
+          all(":t2:" in e[1] for e in entries if e[0] == "threads"),
+          "thread count tuned per regime", repr(threads))
 
     base, n0 = greedy(model)
     check(base.returncode == 0 and n0 is None, "untuned run", base.stderr[-300:])
@@ -112,6 +117,8 @@ def main():
                 e = e[:3] + ["n_block=12,m_block=32,k_block=64"] + e[4:]
             elif e[0] == "looped":
                 e = e[:3] + ["tiles_per_thread=1,prefetch_kb=0,sync=1,min_task_kb=16"] + e[4:]
+            elif e[0] == "threads":  # one thread of the two for decode and prefill
+                e = e[:3] + ["threads=1"] + e[4:]
             f.write("\t".join(e) + "\n")
         # corrupt lines: skipped with a message, the rest still applies
         f.write("matvec\tq8_0:288x288:decode\t%s\trows_per_task=5,unroll=1,k_block=0,prefetch=0,"
@@ -124,6 +131,22 @@ def main():
     check(n2 == n1, "every valid hand-set entry applied", "%r vs %r" % (n2, n1))
     check(h.stderr.count("bad config line skipped") == 2, "corrupt lines reported",
           h.stderr[:500])
+    check("2 (decode 1, prefill 1) threads" in h.stderr, "stored thread counts in force",
+          h.stderr[-400:])
+
+    # a thread count the pool does not have: refused at warm start, the rest applies
+    over = os.path.join(WORK, "over.tsv")
+    with open(over, "w") as f:
+        f.write(magic + "\n")
+        for e in entries:
+            if e[0] == "threads":
+                e = e[:3] + ["threads=3"] + e[4:]
+            f.write("\t".join(e) + "\n")
+    o, n3 = greedy(model, over)
+    check(o.returncode == 0 and o.stdout == base.stdout, "run with an impossible thread count",
+          o.stderr[-300:])
+    check(o.stderr.count("threads=3 skipped") == 2 and "(2 refused)" in o.stderr and
+          "2 threads," in o.stderr, "impossible thread counts refused", o.stderr[-600:])
 
     # errors: one line, exit != 0
     for args, what in [(["--budget", "0"], "budget < 1"), (["--strategy", "annealing"], "strategy"),

@@ -147,7 +147,31 @@ static void test_host_class(void) {
     ASSERT_TRUE(strstr(a.host_class, lt_isa_name(lt_isa_active())) != NULL);
 }
 
+/* The thread-count space: 0 (the whole pool) first and default, then every
+ * count below the pool's size; a store entry validates against the widest. */
+static void test_threads_space(void) {
+    lt_space s;
+    lt_space_threads(&s, 2);
+    ASSERT_EQ(s.n_params, 1);
+    ASSERT_EQ(lt_space_size(&s), 2);
+    ASSERT_EQ(s.params[0].values[0], 0);
+    ASSERT_EQ(s.params[0].values[1], 1);
+    ASSERT_EQ(s.params[0].def, 0);
+    lt_space_threads(&s, 9);
+    ASSERT_EQ(lt_space_size(&s), 9); /* 0, 1..8 */
+    ASSERT_EQ(s.params[0].values[8], 8);
+    lt_space_threads(&s, 1);
+    ASSERT_EQ(lt_space_size(&s), 1);
+    ASSERT_EQ(lt_space_by_name("threads", &s), LT_OK);
+    lt_params p;
+    ASSERT_EQ(lt_space_parse(&s, "threads=64", &p), LT_OK);
+    ASSERT_EQ(p.v[0], 64);
+    ASSERT_EQ(lt_space_parse(&s, "threads=9", &p), LT_ECONFIG);
+    ASSERT_EQ(lt_space_parse(&s, "threads=-1", &p), LT_ECONFIG);
+}
+
 int main(void) {
+    test_threads_space();
     const char *w = getenv("LT_WORK_DIR");
     snprintf(dir, sizeof dir, "%s/tune_store", w ? w : "/tmp");
     char cmd[600];

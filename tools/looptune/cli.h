@@ -61,11 +61,13 @@ int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const c
                       const lt_cli_kafka *kafka, bool off, int64_t prefill_n);
 
 /* --param KERNEL.NAME=VALUE: one kernel parameter forced on every node of
- * that kernel (run and bench). */
+ * that kernel (run and bench); threads.decode=N and threads.prefill=N set a
+ * regime's thread count (0 = all). */
 typedef struct {
     lt_kernel_id kernel;
-    int index;     /* into the kernel's params */
+    int index;     /* into the kernel's params; threads: 0 decode, 1 prefill */
     int32_t value; /* one of the parameter's allowed values */
+    bool threads;  /* threads.decode / threads.prefill: a regime's thread count */
 } lt_cli_param;
 #define LT_CLI_MAX_PARAMS 16
 

@@ -33,7 +33,8 @@ static const char *const bench_help =
     "                       user's cache) or kafka (the topic looptune.configs at --brokers)\n"
     "      --no-warm-start  run with the kernels' default parameters\n"
     "      --param K.NAME=V force kernel K's parameter NAME to V on every node (after the\n"
-    "                       warm start; repeatable), e.g. --param matvec.act_int8=0\n"
+    "                       warm start; repeatable), e.g. --param matvec.act_int8=0;\n"
+    "                       threads.decode=N / threads.prefill=N: that regime's threads\n"
     "      --brokers B      Kafka bootstrap servers of --config-store kafka\n"
     "  -X  key=value        librdkafka property, repeatable (SASL/SSL, tuning)\n"
     "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
@@ -282,7 +283,8 @@ int lt_cmd_bench(int argc, char **argv) {
             }
             ex[e].gbs[r] = ex[e].tps[r] * bytes_tok / 1e9;
             ex[e].share[r] = sy.busy_ns ? (double)sy.wait_ns / (double)sy.busy_ns : 0;
-            ex[e].points[r] = sy.steps ? (double)sy.sync_points / (double)sy.steps / (double)threads : 0;
+            ex[e].points[r] = sy.steps ? (double)sy.sync_points / (double)sy.steps /
+                                               (double)lt_llama_threads(ex[e].l, false) : 0;
         }
         lt_membw bw;
         if ((rc = lt_membw_measure(pool, (size_t)membw_mib << 20, 1, &bw))) {

@@ -42,7 +42,8 @@ static const char *const run_help =
     "                          looptune.configs at --brokers; Kafka options below)\n"
     "      --no-warm-start     run with the kernels' default parameters\n"
     "      --param K.NAME=V    force kernel K's parameter NAME to V on every node (after the\n"
-    "                          warm start; repeatable), e.g. --param matvec.act_int8=0\n"
+    "                          warm start; repeatable), e.g. --param matvec.act_int8=0;\n"
+    "                          threads.decode=N / threads.prefill=N: that regime's threads\n"
     "  -h, --help              this help\n"
     "\n"
     "Telemetry (per-kernel windows of the decode steps, see looptune top):\n"
@@ -400,13 +401,17 @@ int lt_cmd_run(int argc, char **argv) {
     int64_t n_dec = st.n_generated > 1 ? st.n_generated - 1 : 0; /* evals after the prefill */
     double dec_tps = n_dec && st.decode_s > 0 ? (double)n_dec / st.decode_s : 0;
     double pre_tps = st.prefill_s > 0 ? (double)st.n_prompt / st.prefill_s : 0;
+    char th[64];
+    int dth = lt_llama_threads(l, false), pth = lt_llama_threads(l, true);
+    if (dth == threads && pth == threads) snprintf(th, sizeof th, "%lld", (long long)threads);
+    else snprintf(th, sizeof th, "%lld (decode %d, prefill %d)", (long long)threads, dth, pth);
     fprintf(stderr,
-            "\nlooptune: %s, %lld layers, dim %lld, %s weights, %lld threads, isa %s, %s executor\n"
+            "\nlooptune: %s, %lld layers, dim %lld, %s weights, %s threads, isa %s, %s executor\n"
             "  prompt  %lld tokens in %.1f ms (%.1f tokens/s)\n"
             "  decode  %lld tokens in %.1f ms (%.1f tokens/s, %.3f ms/token)\n"
             "  weights %.1f MB read per token, %.1f GB/s achieved\n",
             m->format, (long long)m->cfg.n_layers, (long long)m->cfg.dim, lt_dtype_name(m->wtype),
-            (long long)threads, lt_isa_name(lt_isa_active()), lt_executor_name(executor),
+            th, lt_isa_name(lt_isa_active()), lt_executor_name(executor),
             (long long)st.n_prompt,
             st.prefill_s * 1e3, pre_tps, (long long)n_dec, st.decode_s * 1e3, dec_tps,
             dec_tps ? 1e3 / dec_tps : 0.0, wbytes / 1e6, wbytes * dec_tps / 1e9);

@@ -1,9 +1,11 @@
-/* looptune tune: offline tuning of a model's kernels and of the looped
- * executor. Every distinct (kernel, shape) of the decode (and/or prefill)
- * program is timed in isolation on the program's own buffers after one real
- * step, every layer's instance back to back; candidates from the chosen
- * strategy are measured interleaved with the incumbent and adopted only when
- * the paired comparison says faster. Results go to the config store. */
+/* looptune tune: offline tuning of a model's kernels, of the looped
+ * executor and of the thread count of each regime. Every distinct (kernel,
+ * shape) of the decode (and/or prefill) program is timed in isolation on the
+ * program's own buffers after one real step, every layer's instance back to
+ * back; the executor and the thread count on whole steps. Candidates from
+ * the chosen strategy are measured interleaved with the incumbent and
+ * adopted only when the paired comparison says faster. Results go to the
+ * config store. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +20,10 @@
 static const char *const tune_help =
     "usage: looptune tune -m MODEL [options]\n"
     "\n"
-    "Searches each kernel's parameters (per distinct shape) and the looped executor's,\n"
-    "and writes the best configurations to the config store, which `looptune run` and\n"
-    "`looptune bench` warm-start from.\n"
+    "Searches each kernel's parameters (per distinct shape), the looped executor's and\n"
+    "the number of threads of decode and of prefill steps (a step may use fewer than\n"
+    "--threads), and writes the best configurations to the config store, which\n"
+    "`looptune run` and `looptune bench` warm-start from.\n"
     "\n"
     "  -m, --model FILE         GGUF or llama2.c checkpoint\n"
     "      --strategy S         model (XGBoost-guided, default), random or exhaustive\n"
@@ -46,13 +49,16 @@ static const double MARGIN = 0.01;          /* "faster" means by more than 1% */
 static const double CONTENDED_WEIGHT = 0.1; /* weight of a pair measured while preempted */
 static const double MIN_SAMPLE_NS = 200e3;  /* a sample repeats the node to last this long */
 
-/* What one measurement runs: a node's instances, or a whole decode step. */
+/* What one measurement runs: a node's instances, or a whole step under the
+ * executor's parameters or on a number of threads. */
 typedef struct {
     lt_node_timer *timer;
     int reps;
-    /* executor mode */
+    /* whole steps: the executor's parameters (prog set) or the thread count */
     lt_llama *l;
     lt_program *prog;
+    const int32_t *toks;
+    int64_t n_tokens, pos;
 } target;
 
 static double measure(target *t, const lt_params *p, bool *busy) {
@@ -63,10 +69,10 @@ static double measure(target *t, const lt_params *p, bool *busy) {
         if (t->timer) {
             ns += lt_node_timer_run(t->timer, p, &b);
         } else {
-            int32_t tok = 1;
-            LT_ASSERT(lt_program_set_exec_params(t->prog, p) == LT_OK);
+            if (t->prog) LT_ASSERT(lt_program_set_exec_params(t->prog, p) == LT_OK);
+            else LT_ASSERT(lt_llama_set_threads(t->l, t->n_tokens > 1, p->v[0]) == LT_OK);
             uint64_t t0 = lt_now_ns();
-            LT_ASSERT(lt_llama_eval(t->l, &tok, 1, DECODE_POS) == LT_OK);
+            LT_ASSERT(lt_llama_eval(t->l, t->toks, t->n_tokens, t->pos) == LT_OK);
             ns += (double)(lt_now_ns() - t0);
         }
         any |= b;
@@ -176,6 +182,17 @@ static int search(const char *what, target *t, const lt_space *sp, const lt_tune
     lt_space_format(sp, &inc, row->params, sizeof row->params);
     *best = inc;
     return LT_OK;
+}
+
+/* Room for row n_rows; false when out of memory. */
+static bool grow_rows(result_row **rows, int *cap, int n_rows) {
+    if (n_rows < *cap) return true;
+    int nc = *cap ? 2 * *cap : 16;
+    result_row *nr = realloc(*rows, (size_t)nc * sizeof *nr);
+    if (!nr) return false;
+    *rows = nr;
+    *cap = nc;
+    return true;
 }
 
 /* An error while reading the options: say it, free the Kafka properties. */
@@ -345,15 +362,10 @@ int lt_cmd_tune(int argc, char **argv) {
             for (int r = 0; r < n_rows; r++)
                 seen |= !strcmp(rows[r].kernel, k->name) && !strcmp(rows[r].shape, sig);
             if (seen) continue;
-            if (n_rows == cap_rows) {
-                cap_rows = cap_rows ? 2 * cap_rows : 16;
-                result_row *nr = realloc(rows, (size_t)cap_rows * sizeof *nr);
-                if (!nr) {
-                    free(toks);
-                    lt_cli_fail(cmd, "out of memory");
-                    goto done;
-                }
-                rows = nr;
+            if (!grow_rows(&rows, &cap_rows, n_rows)) {
+                free(toks);
+                lt_cli_fail(cmd, "out of memory");
+                goto done;
             }
             result_row *row = &rows[n_rows];
             memset(row, 0, sizeof *row);
@@ -390,23 +402,18 @@ int lt_cmd_tune(int argc, char **argv) {
             }
             n_rows++;
         }
-        free(toks);
         /* the looped executor's space, on whole decode steps */
         if (pass == 0) {
-            if (n_rows == cap_rows) {
-                result_row *nr = realloc(rows, (size_t)(cap_rows + 1) * sizeof *nr);
-                if (!nr) {
-                    lt_cli_fail(cmd, "out of memory");
-                    goto done;
-                }
-                rows = nr;
-                cap_rows++;
+            if (!grow_rows(&rows, &cap_rows, n_rows)) {
+                free(toks);
+                lt_cli_fail(cmd, "out of memory");
+                goto done;
             }
             result_row *row = &rows[n_rows];
             memset(row, 0, sizeof *row);
             row->kernel = "looped";
             lt_exec_shape_format(m, (int)threads, row->shape, sizeof row->shape);
-            target t = {.l = l, .prog = p};
+            target t = {.l = l, .prog = p, .toks = toks, .n_tokens = 1, .pos = DECODE_POS};
             lt_space sp;
             lt_space_from_exec(&sp);
             lt_tune_context ctx = {.host = host};
@@ -415,11 +422,41 @@ int lt_cmd_tune(int argc, char **argv) {
                         &best);
             if (!rc) rc = lt_program_set_exec_params(p, &best);
             if (rc) {
+                free(toks);
                 lt_cli_fail_status(cmd, rc, "tuning the executor failed");
                 goto done;
             }
             n_rows++;
         }
+        /* the regime's thread count, on whole steps: fewer threads than the
+         * pool can win where synchronisation costs more than a thread adds */
+        if (threads > 1) {
+            if (!grow_rows(&rows, &cap_rows, n_rows)) {
+                free(toks);
+                lt_cli_fail(cmd, "out of memory");
+                goto done;
+            }
+            result_row *row = &rows[n_rows];
+            memset(row, 0, sizeof *row);
+            row->kernel = "threads";
+            lt_regime rg = pass == 0 ? LT_REGIME_DECODE : LT_REGIME_PREFILL;
+            lt_step_shape_format(m, (int)threads, rg, row->shape, sizeof row->shape);
+            target t = {.l = l, .toks = toks, .n_tokens = n, .pos = n == 1 ? DECODE_POS : 0};
+            lt_space sp;
+            lt_space_threads(&sp, (int)threads);
+            lt_tune_context ctx = {.host = host};
+            lt_params best;
+            rc = search("threads", &t, &sp, &ctx, kind, (int)budget, (uint64_t)seed, 0, NULL, row,
+                        &best);
+            if (!rc) rc = lt_llama_set_threads(l, pass == 1, best.v[0]);
+            if (rc) {
+                free(toks);
+                lt_cli_fail_status(cmd, rc, "tuning the thread count failed");
+                goto done;
+            }
+            n_rows++;
+        }
+        free(toks);
     }
 
     printf("%-8s %-36s %12s %12s %8s %6s  %s\n", "kernel", "shape", "default us", "tuned us",

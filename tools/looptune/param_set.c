@@ -1,7 +1,8 @@
 /* --param KERNEL.NAME=VALUE for run and bench: one kernel parameter forced on
  * every node of that kernel, after the warm start (so it wins over a stored
  * configuration). Tests and benchmarks use it to pin a kernel's variant
- * without writing a config store for the host. */
+ * without writing a config store for the host. threads.decode=N and
+ * threads.prefill=N pin a regime's thread count the same way. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +22,17 @@ int lt_cli_param_parse(const char *cmd, const char *arg, lt_cli_param *out) {
     kname[kl] = '\0';
     memcpy(pname, dot + 1, pl);
     pname[pl] = '\0';
+    if (!strcmp(kname, "threads")) {
+        bool pre = !strcmp(pname, "prefill");
+        if (!pre && strcmp(pname, "decode"))
+            return lt_cli_fail(cmd, "bad --param '%s': expected threads.decode or threads.prefill",
+                               arg);
+        int64_t v;
+        if (!lt_cli_parse_i64(eq + 1, 0, 64, &v))
+            return lt_cli_fail(cmd, "bad --param '%s': expected 0..64 threads (0 = all)", arg);
+        *out = (lt_cli_param){.index = pre, .value = (int32_t)v, .threads = true};
+        return 0;
+    }
     const lt_kernel *k = lt_kernel_find(kname);
     if (!k) return lt_cli_fail(cmd, "bad --param '%s': unknown kernel '%s'", arg, kname);
     int idx = lt_kernel_param_index(k, pname);
@@ -47,7 +59,7 @@ static int apply_program(lt_program *p, const lt_cli_param *ps, int n) {
         lt_program_node(p, i, &ni);
         bool hit = false;
         for (int j = 0; j < n; j++) {
-            if (ps[j].kernel != ni.kernel) continue;
+            if (ps[j].threads || ps[j].kernel != ni.kernel) continue;
             ni.params.v[ps[j].index] = ps[j].value;
             hit = true;
         }
@@ -61,6 +73,10 @@ static int apply_program(lt_program *p, const lt_cli_param *ps, int n) {
 int lt_cli_param_apply(const char *cmd, struct lt_llama *l, const lt_cli_param *ps, int n,
                        int64_t prefill_n) {
     if (n == 0) return 0;
+    for (int j = 0; j < n; j++)
+        if (ps[j].threads && lt_llama_set_threads(l, ps[j].index == 1, ps[j].value))
+            return lt_cli_fail(cmd, "bad --param threads.%s=%d: %s",
+                               ps[j].index ? "prefill" : "decode", ps[j].value, lt_errmsg());
     for (int pass = 0; pass < 2; pass++) {
         int64_t batch = pass == 0 ? 1 : prefill_n;
         if (batch > lt_llama_max_batch(l)) batch = lt_llama_max_batch(l);

@@ -43,6 +43,11 @@ int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const c
         if (!rc) rc = lt_store_apply(s, p, host.host_class, pass == 0 ? xshape : NULL, used, &sk);
         skipped += sk;
     }
+    if (rc >= 0) {
+        int sk = 0;
+        rc = lt_store_apply_threads(s, l, host.host_class, used, &sk);
+        skipped += sk;
+    }
     int stored = lt_store_count(s), applied = 0;
     for (int i = 0; i < stored; i++) applied += used[i];
     free(used);
