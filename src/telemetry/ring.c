@@ -14,6 +14,9 @@ int lt__ring_init(lt__ring *r, uint64_t cap, size_t elem) {
     if (!r->buf)
         return lt_error(LT_ENOMEM, "telemetry ring: cannot allocate %llu elements of %zu bytes",
                         (unsigned long long)c, elem);
+    /* touch every page now: a page fault in the observer would be a system
+     * call on the hot path (several microseconds each in a virtual machine) */
+    memset(r->buf, 0, (size_t)c * elem);
     r->mask = c - 1;
     r->elem = elem;
     return LT_OK;
