@@ -276,6 +276,20 @@ static int cmp_u64(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
+/* A window holds a few dozen durations: insertion sort beats qsort's
+ * indirect comparisons there. */
+static void sort_u64(uint64_t *v, uint64_t n) {
+    if (n > 64) {
+        qsort(v, n, sizeof *v, cmp_u64);
+        return;
+    }
+    for (uint64_t i = 1; i < n; i++) {
+        uint64_t x = v[i], k = i;
+        for (; k > 0 && v[k - 1] > x; k--) v[k] = v[k - 1];
+        v[k] = x;
+    }
+}
+
 /* Nearest rank: element ceil(num/den * n) - 1 of n sorted values. */
 static uint64_t quantile(const uint64_t *v, uint64_t n, uint64_t num, uint64_t den) {
     uint64_t k = (num * n + den - 1) / den;
@@ -324,9 +338,29 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
                 (double)ctr[LT_CTR_TASK_CLOCK] < 0.9 * (double)ctr_wall)
                 contention = true;
         }
+        /* A node's cost depends on the step's token count and, for nodes
+         * that read the KV cache, grows with the position. When every step
+         * has the same token count and the cost at the window's first and
+         * last position agree, it is the same for every step in between:
+         * computed twice instead of once per step (the drain's main cost). */
+        const row *r_first = NULL, *r_last = NULL;
+        bool same_tokens = true;
+        for (uint64_t s = a->base; s < end; s++) {
+            const row *r = &a->rows[s & (a->cap - 1)];
+            if (!r->known) continue;
+            if (!r_first) r_first = r;
+            else same_tokens &= r->n_tokens == r_first->n_tokens;
+            r_last = r;
+        }
         for (int j = 0; j < a->n_nodes; j++) {
             uint64_t n = 0, total = 0, wait = 0;
-            double bytes = 0, flops = 0;
+            double bytes = 0, flops = 0, b0 = 0, f0 = 0, b1 = 0, f1 = 0;
+            bool constant = false;
+            if (same_tokens) {
+                node_cost(a, j, r_first, &b0, &f0);
+                node_cost(a, j, r_last, &b1, &f1);
+                constant = b0 == b1 && f0 == f1;
+            }
             for (uint64_t s = a->base; s < end; s++) {
                 uint64_t i = s & (a->cap - 1);
                 const row *r = &a->rows[i];
@@ -336,13 +370,18 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
                 a->dur[n++] = d;
                 total += d;
                 wait += c->wait;
+                if (constant) continue;
                 double b, f;
                 node_cost(a, j, r, &b, &f);
                 bytes += b;
                 flops += f;
             }
             if (!n) continue;
-            qsort(a->dur, n, sizeof *a->dur, cmp_u64);
+            if (constant) {
+                bytes = b0 * (double)n;
+                flops = f0 * (double)n;
+            }
+            sort_u64(a->dur, n);
             lt_tel_record rec = {.kind = LT_TEL_KERNEL_WINDOW};
             lt_tel_kernel_window *w = &rec.u.window;
             w->run_id = a->o.run_id;
