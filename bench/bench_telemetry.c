@@ -1,7 +1,12 @@
 /* Telemetry's cost on the decode hot path, measured in one process so that
  * process start-up and the noise of a shared machine cancel out: the decode
  * program runs in rounds; each round runs every mode over the same block of
- * positions, in a rotated order, and times the block's steps:
+ * positions, in a rotated order, and times the block's steps. A block's
+ * telemetry (sink, producer, drain thread) is opened before it and closed
+ * after it, outside the timing: nothing of one mode is alive during another
+ * mode's block, and whatever the drain and the Kafka client do while the
+ * block runs is charged to it. Give blocks longer than the drain period
+ * (200 ms) so that work is inside them. Modes:
  *   off          no observer
  *   ring         window telemetry into a null sink (observer, rings, drain,
  *                counters: the runtime without any I/O)
@@ -37,6 +42,42 @@ static double median(double *v, int n) {
 static void die(const char *what) {
     fprintf(stderr, "bench_telemetry: %s: %s\n", what, lt_errmsg());
     exit(1);
+}
+
+typedef struct {
+    lt_program *p;
+    lt_pool *pool;
+    const lt_tel_host *host;
+    const char *brokers, *topic, *model;
+    lt_executor ex;
+} open_ctx;
+
+/* A fresh telemetry for one block of mode k (M_RING.. ); its run start is
+ * delivered before it returns, so connecting is not part of the block. */
+static lt_tel *open_mode(const open_ctx *c, int k) {
+    lt_tel_sink sink;
+    char run_id[33];
+    lt_tel_run_id(run_id);
+    if (k == M_RING) {
+        if (lt_tel_sink_null(&sink)) die("sink");
+    } else {
+        lt_producer_opts po = {.conn = {.brokers = c->brokers}, .topic = c->topic};
+        if (lt_tel_sink_kafka_open(&sink, &po, run_id)) die("kafka sink");
+    }
+    lt_tel_opts o = {.program = c->p, .pool = c->pool, .sink = sink, .host = c->host,
+                     .run_id = run_id, .open_flush_ms = 5000,
+                     .detail = k == M_PERCALL ? LT_TEL_DETAIL_PER_CALL : LT_TEL_DETAIL_WINDOW,
+                     .model = c->model, .executor = lt_executor_name(c->ex)};
+    lt_tel *t;
+    if (lt_tel_open(&t, &o)) die("telemetry");
+    return t;
+}
+
+static void add_stats(lt_tel_stats *sum, const lt_tel_stats *s) {
+    sum->sink.emitted += s->sink.emitted;
+    sum->sink.dropped += s->sink.dropped;
+    sum->sink.failed += s->sink.failed;
+    sum->ring_dropped += s->ring_dropped;
 }
 
 static int32_t argmax(const float *v, int64_t n) {
@@ -87,25 +128,11 @@ int main(int argc, char **argv) {
     }
     lt_tel_host host;
     if (lt_tel_host_get(&host, 0)) die("host");
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "bench-tel-%ld.telemetry", (long)lt_now_ns() % 1000000000);
-    lt_tel *tel[M_COUNT] = {0};
-    for (int k = M_RING; k < M_COUNT; k++) {
-        lt_tel_sink sink;
-        char run_id[33];
-        lt_tel_run_id(run_id);
-        if (k == M_RING) {
-            if (lt_tel_sink_null(&sink)) die("sink");
-        } else {
-            lt_producer_opts po = {.conn = {.brokers = brokers}, .topic = prefix};
-            if (lt_tel_sink_kafka_open(&sink, &po, run_id)) die("kafka sink");
-        }
-        lt_tel_opts o = {.program = p, .pool = pool, .sink = sink, .host = &host, .run_id = run_id,
-                         .detail = k == M_PERCALL ? LT_TEL_DETAIL_PER_CALL : LT_TEL_DETAIL_WINDOW,
-                         .model = model, .executor = lt_executor_name(ex)};
-        if (lt_tel_open(&tel[k], &o)) die("telemetry");
-    }
-
+    char topic[64];
+    snprintf(topic, sizeof topic, "bench-tel-%ld.telemetry", (long)lt_now_ns() % 1000000000);
+    open_ctx oc = {.p = p, .pool = pool, .host = &host, .brokers = brokers, .topic = topic,
+                   .model = model, .ex = ex};
+    lt_tel_stats st[M_COUNT] = {0};
     double *tps[M_COUNT], *ratio[M_COUNT];
     for (int k = 0; k < M_COUNT; k++) {
         tps[k] = calloc((size_t)rounds, sizeof(double));
@@ -118,7 +145,7 @@ int main(int argc, char **argv) {
         if (p0 + block + 1 > ctx) p0 = 0;
         for (int j = 0; j < M_COUNT; j++) {
             int k = (j + (r < 0 ? 0 : r)) % M_COUNT;
-            lt_tel *t = tel[k];
+            lt_tel *t = k == M_OFF ? NULL : open_mode(&oc, k);
             int32_t tk = tok;
             if (t) lt_tel_begin(t);
             uint64_t t0 = lt_now_ns();
@@ -128,15 +155,18 @@ int main(int argc, char **argv) {
                 if (t) lt_tel_step_end(t, &(lt_step){.pos = p0 + s, .n_tokens = 1});
             }
             double s = (double)(lt_now_ns() - t0) * 1e-9;
-            if (t) lt_tel_end(t);
+            if (t) {
+                lt_tel_end(t);
+                lt_tel_stats ts;
+                lt_tel_close(t, &ts);
+                if (r >= 0) add_stats(&st[k], &ts);
+            }
             if (r >= 0) tps[k][r] = block / s;
         }
         if (r >= 0)
             for (int k = 0; k < M_COUNT; k++) ratio[k][r] = tps[k][r] / tps[M_OFF][r];
         p0 += block;
     }
-    lt_tel_stats st[M_COUNT] = {0};
-    for (int k = M_RING; k < M_COUNT; k++) lt_tel_close(tel[k], &st[k]);
 
     printf("%s, %d thread%s, %s executor, %d rounds of %d tokens, kafka at %s%s\n", model,
            threads, threads == 1 ? "" : "s", lt_executor_name(ex), rounds, block, brokers,
