@@ -119,7 +119,7 @@ typedef struct {
     double stop_gain;         /* stop a kernel when no candidate is predicted better by more; 0: 0.02 */
     double margin;            /* a candidate is kept when faster by more than this (95% CI); 0: 0.01 */
     int trial_pairs;          /* A/B pairs per trial; 0: 6 */
-    int phase_tokens;         /* decode steps per phase; 0: 4 */
+    int phase_tokens;         /* decode steps per phase; 0: 4, or more so a phase lasts 20 ms */
     int max_trials;           /* trials per (kernel, shape, host class); 0: 40 */
     int patience;             /* trials without a kept candidate before stopping; 0: 12 */
     double drift;             /* resume a stopped kernel when its speed moves by more; 0: 0.15 */

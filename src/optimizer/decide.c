@@ -340,8 +340,11 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
     /* what the trial cost the run: its steps (every node, both sides) against
      * the steps outside trials just before; this also counts what the
      * trial's own machinery costs on a busy machine */
-    if (r->step_recent > 0 && r->trial_steps > 0 && r->trial_ns > r->trial_steps * r->step_recent)
-        r->loss_ns += r->trial_ns - r->trial_steps * r->step_recent;
+    if (r->step_recent > 0 && r->trial_steps > 0) {
+        if (r->trial_ns > r->trial_steps * r->step_recent)
+            r->loss_ns += r->trial_ns - r->trial_steps * r->step_recent;
+        r->trials_charged++;
+    }
     char pb[160];
     fmt_params(&R->space, &r->cand_params, pb, sizeof pb);
     o->st.trials++;
@@ -447,17 +450,37 @@ static void push_best_known(lt_optimizer *o, lt__run *r) {
     }
 }
 
+/* Steps per phase when none is set: at least 4, and enough that a phase
+ * lasts LT__PHASE_MIN_NS on this run. Every phase is a telemetry window of
+ * its own, so phases of a few steps of a small model would multiply the
+ * records the run, the broker and the optimizer handle, and what they cost
+ * the run while it is measured. */
+#define LT__PHASE_MIN_NS 20e6
+#define LT__PHASE_MAX_STEPS 64
+static int phase_steps(const lt_optimizer *o, const lt__run *r) {
+    if (o->o.phase_tokens > 0) return o->o.phase_tokens;
+    int w = 4;
+    if (r->step_recent > 0) {
+        double need = ceil(LT__PHASE_MIN_NS / r->step_recent);
+        w = need > LT__PHASE_MAX_STEPS ? LT__PHASE_MAX_STEPS : need < 4 ? 4 : (int)need;
+    }
+    return w;
+}
+
 /* Starts the next trial of run ri if its budget allows. */
 static void maybe_start(lt_optimizer *o, int ri) {
     lt__run *r = &o->runs[ri];
     if (r->trial || r->ended || !r->n_units) return;
     if (wall_ns() > r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) return;
     push_best_known(o, r);
-    int P = o->o.trial_pairs, W = o->o.phase_tokens;
+    int P = o->o.trial_pairs, W = phase_steps(o, r);
     double cand = (double)r->cand_steps + (double)P * W;
     double total = (double)r->steps + 2.0 * P * W;
     if (cand > o->o.explore_share * total) return;
-    if (r->loss_ns > (1.0 - o->o.min_throughput) * r->time_ns) return;
+    /* the next trial must fit too: expect it to cost what the run's trials
+     * cost on average, so the bound holds after it, not only before */
+    double expect = r->trials_charged ? r->loss_ns / r->trials_charged : 0;
+    if (r->loss_ns + expect > (1.0 - o->o.min_throughput) * r->time_ns) return;
     double sum = 0;
     for (int k = 0; k < r->n_units; k++) sum += unit_cost(&r->units[k]);
     if (!(sum > 0)) return;

@@ -144,7 +144,7 @@ int lt_optimizer_open(lt_optimizer **out, const lt_optimizer_opts *opts) {
     if (!(d->margin > 0)) d->margin = 0.01;
     if (d->trial_pairs <= 0) d->trial_pairs = 6;
     if (d->trial_pairs > LT__MAX_PAIRS) d->trial_pairs = LT__MAX_PAIRS;
-    if (d->phase_tokens <= 0) d->phase_tokens = 4;
+    if (d->phase_tokens < 0) d->phase_tokens = 0; /* 0: from the run's step time */
     if (d->max_trials <= 0) d->max_trials = 40;
     if (d->patience <= 0) d->patience = 12;
     if (!(d->drift > 0)) d->drift = 0.15;

@@ -45,6 +45,7 @@ typedef struct {
         int unit;
     } pend[16];
     int n_pend;
+    uint32_t first_trial_ptok; /* phase length of the first trial sent */
     /* run state */
     lt_params cur[N_NODES], inc[N_NODES];
     bool trial;
@@ -91,6 +92,7 @@ static void on_control(void *user, const Looptune__Control *c) {
     if (s->n_pend == 16) return;
     s->pend[s->n_pend].pairs = c->trial_pairs;
     s->pend[s->n_pend].ptok = c->phase_tokens;
+    if (c->trial_pairs && !s->first_trial_ptok) s->first_trial_ptok = c->phase_tokens;
     s->pend[s->n_pend].params = p;
     s->pend[s->n_pend].unit = unit;
     snprintf(s->pend[s->n_pend].cand, sizeof s->pend[0].cand, "%s",
@@ -260,6 +262,7 @@ static void run_case(double noise, uint64_t seed) {
     for (int i = 0; i < N_NODES; i++) s.cur[i] = s.inc[i] = bad;
     FILE *devnull = getenv("LT_TEST_LOG") ? stderr : fopen("/dev/null", "w");
     lt_optimizer_opts oo = {.strategy = LT_STRAT_MODEL, .seed = seed, .max_trials = 80,
+                            .phase_tokens = 4,
                             .patience = 40, .stale_ms = 1000000, .log = devnull,
                             .on_control = on_control, .on_config = on_config,
                             .on_trial = on_trial, .hook_user = &s};
@@ -367,6 +370,7 @@ static void drift_case(void) {
     for (int i = 0; i < N_NODES; i++) s.cur[i] = s.inc[i] = bad;
     FILE *devnull = fopen("/dev/null", "w");
     lt_optimizer_opts oo = {.strategy = LT_STRAT_MODEL, .seed = 5, .max_trials = 30, .patience = 6,
+                            .phase_tokens = 4,
                             .stale_ms = 1000000, .log = devnull, .on_control = on_control,
                             .on_config = on_config, .hook_user = &s};
     lt_optimizer *o;
@@ -391,7 +395,33 @@ static void drift_case(void) {
     fclose(devnull);
 }
 
+/* Without a phase length the optimizer picks one that lasts 20 ms on the
+ * run (at least 4 steps, at most 64): the simulated steps take ~10 us, so 64;
+ * a length that is set is sent as it is. */
+static void auto_phase_case(void) {
+    lt_space_by_name("matvec", &SPACE);
+    for (int k = 0; k < 2; k++) {
+        lt_params bad = {.v = {4, 1, 2048, 0, 0}};
+        sim s;
+        memset(&s, 0, sizeof s);
+        s.rng = 3;
+        for (int i = 0; i < N_NODES; i++) s.cur[i] = s.inc[i] = bad;
+        FILE *devnull = getenv("LT_TEST_LOG") ? stderr : fopen("/dev/null", "w");
+        lt_optimizer_opts oo = {.strategy = LT_STRAT_MODEL, .seed = 3, .phase_tokens = k ? 6 : 0,
+                                .stale_ms = 1000000, .log = devnull, .on_control = on_control,
+                                .on_config = on_config, .hook_user = &s};
+        lt_optimizer *o;
+        ASSERT_EQ(lt_optimizer_open(&o, &oo), LT_OK);
+        send_start(o, &bad);
+        for (int t = 0; t < 3000 && !s.first_trial_ptok; t++) step(o, &s);
+        ASSERT_EQ((int)s.first_trial_ptok, k ? 6 : 64);
+        lt_optimizer_close(o);
+        if (devnull != stderr) fclose(devnull);
+    }
+}
+
 int main(void) {
+    auto_phase_case();
     run_case(0.0, 1);
     run_case(0.03, 7);
     drift_case();
