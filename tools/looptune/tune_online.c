@@ -176,39 +176,49 @@ void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
                 (long long)st.trials, (long long)st.applied, (long long)st.rejected,
                 (long long)st.candidate_tokens, (long long)t->n,
                 t->n ? 100.0 * (double)st.candidate_tokens / (double)t->n : 0.0);
-        /* throughput while exploring: medians of the incumbent and candidate
-         * phases against the steps outside trials, and the mean step time of
-         * the stretch against the mean outside trials (the context grows
-         * through a run: all from the same stretch, after a warm-up) */
+        /* throughput while exploring. The context grows through a run and
+         * every step gets slower with it, so each step is compared with the
+         * steps outside trials around it (within LOCAL steps on either side):
+         * per kind of step, the median of its speed against their median;
+         * and over the stretch after a warm-up, the time the steps would have
+         * taken at the mean of the steps outside trials around them against
+         * the time they took (means: a step time's distribution has a long
+         * tail on a shared machine, outside trials as much as inside) */
+        enum { LOCAL = 256 };
         int64_t lo = t->n / 8, hi = t->n;
-        double med[3] = {0, 0, 0}, sum_all = 0, sum_out = 0;
-        int64_t n_all = 0, n_out = 0;
         double *v = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *v);
-        for (int kind = 0; v && kind < 3; kind++) {
+        double *r[3] = {NULL, NULL, NULL};
+        int64_t nr[3] = {0, 0, 0};
+        double sum_base = 0, sum_took = 0;
+        for (int k = 0; k < 3; k++) r[k] = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *r[k]);
+        for (int64_t i = lo; v && r[0] && r[1] && r[2] && i < hi; i++) {
+            int64_t a = i - LOCAL < lo ? lo : i - LOCAL, b = i + LOCAL >= hi ? hi - 1 : i + LOCAL;
             int64_t nv = 0;
-            for (int64_t i = lo; i < hi; i++)
-                if (t->explore[i] == kind) v[nv++] = t->ms[i];
-            if (nv) {
-                qsort(v, (size_t)nv, sizeof *v, cmp_d);
-                med[kind] = v[nv / 2];
-            }
+            double mean = 0;
+            for (int64_t j = a; j <= b; j++)
+                if (!t->explore[j]) mean += v[nv++] = t->ms[j];
+            if (!nv || !(t->ms[i] > 0)) continue;
+            mean /= (double)nv;
+            qsort(v, (size_t)nv, sizeof *v, cmp_d);
+            int k = t->explore[i];
+            if (k >= 0 && k < 3) r[k][nr[k]++] = v[nv / 2] / t->ms[i];
+            sum_base += mean;
+            sum_took += t->ms[i];
         }
+        double med[3] = {0, 0, 0};
+        for (int k = 0; k < 3; k++)
+            if (r[k] && nr[k]) {
+                qsort(r[k], (size_t)nr[k], sizeof *r[k], cmp_d);
+                med[k] = r[k][nr[k] / 2];
+            }
         free(v);
-        for (int64_t i = lo; i < hi; i++) {
-            sum_all += t->ms[i];
-            n_all++;
-            if (!t->explore[i]) {
-                sum_out += t->ms[i];
-                n_out++;
-            }
-        }
-        if (st.trials && med[0] > 0 && med[1] > 0 && med[2] > 0 && n_out)
+        for (int k = 0; k < 3; k++) free(r[k]);
+        if (st.trials && med[1] > 0 && med[2] > 0 && sum_took > 0)
             fprintf(f, "  while tuning (steps %lld..%lld): incumbent phases at %.1f%%, candidate "
-                       "phases at %.1f%% of the speed outside trials (medians); throughput "
-                       "%.1f%% of the incumbent's (means)\n",
-                    (long long)lo, (long long)hi - 1, 100.0 * med[0] / med[1],
-                    100.0 * med[0] / med[2],
-                    100.0 * (sum_out / (double)n_out) / (sum_all / (double)n_all));
+                       "phases at %.1f%% of the speed of the steps outside trials around them "
+                       "(medians); throughput %.1f%% of the incumbent's\n",
+                    (long long)lo, (long long)hi - 1, 100.0 * med[1], 100.0 * med[2],
+                    100.0 * sum_base / sum_took);
         if (st.applied)
             fprintf(f, "  changes applied from step %lld to step %lld (the last %.2f s into the "
                        "decode)\n", (long long)t->first_change, (long long)t->last_change,
