@@ -141,6 +141,7 @@ typedef struct {
     int64_t records, windows, bad_records;
     int64_t runs, runs_live;
     int64_t trials, kept, rolled_back, aborted, timed_out;
+    int64_t extended; /* trials measured twice (promising, inconclusive at first) */
     int64_t controls_sent, configs_written;
     int64_t units, units_converged;
 } lt_optimizer_stats;

@@ -128,6 +128,7 @@ typedef struct {
     uint64_t count;
     uint64_t min_ns, median_ns, p90_ns, max_ns;
     uint64_t total_ns;            /* sum of the count durations */
+    uint64_t critical_ns;         /* sum of, per call, the longest thread's own duration */
     double bytes, flops;          /* analytic, per call (mean over the window's steps) */
     double gb_s, gflops;          /* bytes * count / total_ns, flops * count / total_ns */
     double wait_share;            /* sum of wait / (sum of wait + total_ns * threads): 0..1 */

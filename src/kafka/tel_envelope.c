@@ -157,6 +157,7 @@ int lt_tel_record_to_envelope(const lt_tel_record *r, lt_tel_pb *pb, Looptune__E
         m->pair = w->pair;
         m->steps = w->steps;
         m->total_ns = w->total_ns;
+        m->critical_ns = w->critical_ns;
         env->payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_KERNEL_WINDOW;
         env->kernel_window = m;
         break;

@@ -337,6 +337,15 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
         cont[n] = r->contended[i];
         n++;
     }
+    /* the first half of an extended trial */
+    for (int i = 0; i < r->n_prev && n < LT__MAX_PAIRS; i++, n++) {
+        a[n] = r->prev_a[i];
+        b[n] = r->prev_b[i];
+        cont[n] = r->prev_cont[i];
+    }
+    r->n_prev = 0;
+    const bool was_extension = r->extending;
+    r->extending = false;
     /* what the trial cost the run: its steps (every node, both sides) against
      * the steps outside trials just before; this also counts what the
      * trial's own machinery costs on a busy machine */
@@ -378,6 +387,27 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
     lt_compare_result cr;
     if (lt_compare_paired(a, b, n - n_cont >= 5 ? cont : NULL, n, o->o.margin, 0.1,
                           o->o.seed + (uint64_t)R->trials, &cr)) {
+        end_trial(o, r);
+        return;
+    }
+    /* faster by the median but not surely: measure it once more rather
+     * than lose a real gain to a noisy machine (once: a second look that
+     * still cannot tell is a rollback) */
+    if (!cr.faster && !cr.slower && cr.ratio < 1.0 - o->o.margin && !was_extension &&
+        2 * n <= LT__MAX_PAIRS) {
+        memcpy(r->prev_a, a, (size_t)n * sizeof *a);
+        memcpy(r->prev_b, b, (size_t)n * sizeof *b);
+        memcpy(r->prev_cont, cont, (size_t)n * sizeof *cont);
+        r->n_prev = n;
+        r->extend = true;
+        r->ext_unit = r->t_unit;
+        r->ext_params = r->cand_params;
+        o->st.trials--; /* the two halves are one trial */
+        o->st.extended++;
+        R->trials--;
+        fprintf(LOG(o), "optimizer: run %.8s %s %s: %s looks %.3fx faster (95%% CI %.3f..%.3f, "
+                        "%d pairs): measuring it again\n", r->run_id, R->kernel, R->config_shape,
+                pb, 1.0 / cr.ratio, 1.0 / cr.ci_hi, 1.0 / cr.ci_lo, n);
         end_trial(o, r);
         return;
     }
@@ -467,6 +497,8 @@ static int phase_steps(const lt_optimizer *o, const lt__run *r) {
     return w;
 }
 
+static void start_trial(lt_optimizer *o, int ri, int k, const lt_params *p, int P, int W);
+
 /* Starts the next trial of run ri if its budget allows. */
 static void maybe_start(lt_optimizer *o, int ri) {
     lt__run *r = &o->runs[ri];
@@ -484,6 +516,14 @@ static void maybe_start(lt_optimizer *o, int ri) {
     double sum = 0;
     for (int k = 0; k < r->n_units; k++) sum += unit_cost(&r->units[k]);
     if (!(sum > 0)) return;
+    if (r->extend) { /* the second look at a promising candidate comes first */
+        lt__rec *R = &o->recs[r->units[r->ext_unit].rec];
+        if (R->busy_run >= 0) return;
+        r->extend = false;
+        r->extending = true;
+        start_trial(o, ri, r->ext_unit, &r->ext_params, P, W);
+        return;
+    }
     int best = -1;
     double best_pri = -1;
     for (int k = 0; k < r->n_units; k++) {
@@ -518,9 +558,16 @@ static void maybe_start(lt_optimizer *o, int ri) {
         set_converged(o, R, u->recent, "space exhausted");
         return;
     }
+    start_trial(o, ri, best, &p, P, W);
+}
+
+/* Sends the trial of candidate p on unit k of run ri: P pairs of W-step phases. */
+static void start_trial(lt_optimizer *o, int ri, int k, const lt_params *p, int P, int W) {
+    lt__run *r = &o->runs[ri];
+    lt__rec *R = &o->recs[r->units[k].rec];
     r->trial = true;
-    r->t_unit = best;
-    r->cand_params = p;
+    r->t_unit = k;
+    r->cand_params = *p;
     snprintf(r->cand, sizeof r->cand, "c%llu", (unsigned long long)++o->next_cand);
     r->t_started = lt_now_ns();
     r->pairs = P;
@@ -533,7 +580,7 @@ static void maybe_start(lt_optimizer *o, int ri) {
     memset(r->b_steps, 0, sizeof r->b_steps);
     memset(r->contended, 0, sizeof r->contended);
     R->busy_run = ri;
-    send_params(o, r, R, &p, r->cand, P, W);
+    send_params(o, r, R, p, r->cand, P, W);
 }
 
 static bool trial_complete(const lt__run *r) {
@@ -611,11 +658,15 @@ static void window(lt_optimizer *o, const Looptune__KernelWindow *w, uint64_t t_
             r->saw_tagged = true;
             if (ui == r->t_unit && w->pair < (uint32_t)r->pairs) {
                 double per = steps / r->units[ui].n_nodes;
+                /* the node's own time, without the skew between the threads'
+                 * starts (noise from the nodes before it) where the writer
+                 * measures it */
+                double own = w->critical_ns ? (double)w->critical_ns : total;
                 if (w->on_candidate) {
-                    r->b_ns[w->pair] += total;
+                    r->b_ns[w->pair] += own;
                     r->b_steps[w->pair] += per;
                 } else {
-                    r->a_ns[w->pair] += total;
+                    r->a_ns[w->pair] += own;
                     r->a_steps[w->pair] += per;
                 }
                 if (w->contention) r->contended[w->pair] = true;

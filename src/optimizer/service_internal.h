@@ -71,6 +71,14 @@ typedef struct {
     double a_ns[LT__MAX_PAIRS], a_steps[LT__MAX_PAIRS];
     double b_ns[LT__MAX_PAIRS], b_steps[LT__MAX_PAIRS];
     bool contended[LT__MAX_PAIRS];
+    /* A promising but inconclusive trial is measured once more: its pairs
+     * wait here and join the second trial's in one comparison. */
+    bool extend, extending;  /* a second trial is due / the trial in flight is one */
+    int ext_unit;
+    lt_params ext_params;
+    int n_prev;
+    double prev_a[LT__MAX_PAIRS], prev_b[LT__MAX_PAIRS];
+    bool prev_cont[LT__MAX_PAIRS];
 } lt__run;
 
 struct lt_optimizer {

@@ -15,7 +15,8 @@
 
 typedef struct {
     uint64_t min_t0, max_t1, wait;
-    uint32_t n; /* threads that reported the node in this step */
+    uint64_t longest; /* the longest of the threads' own durations */
+    uint32_t n;       /* threads that reported the node in this step */
 } cell;
 
 typedef struct {
@@ -254,6 +255,7 @@ void lt__tel_agg_add(lt__tel_agg *a, int ith, const lt__tel_rec *r) {
     cell *c = &a->cells[i * (uint64_t)a->n_nodes + (uint64_t)r->node];
     if (r->t0 < c->min_t0) c->min_t0 = r->t0;
     if (r->t1 > c->max_t1) c->max_t1 = r->t1;
+    if (r->t1 > r->t0 && r->t1 - r->t0 > c->longest) c->longest = r->t1 - r->t0;
     c->wait += r->wait;
     c->n++;
     if (a->o.detail == LT_TEL_DETAIL_PER_CALL) {
@@ -353,7 +355,7 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
             r_last = r;
         }
         for (int j = 0; j < a->n_nodes; j++) {
-            uint64_t n = 0, total = 0, wait = 0;
+            uint64_t n = 0, total = 0, wait = 0, critical = 0;
             double bytes = 0, flops = 0, b0 = 0, f0 = 0, b1 = 0, f1 = 0;
             bool constant = false;
             if (same_tokens) {
@@ -369,6 +371,7 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
                 uint64_t d = c->max_t1 > c->min_t0 ? c->max_t1 - c->min_t0 : 0;
                 a->dur[n++] = d;
                 total += d;
+                critical += c->longest < d ? c->longest : d;
                 wait += c->wait;
                 if (constant) continue;
                 double b, f;
@@ -399,6 +402,7 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
             w->p90_ns = quantile(a->dur, n, 9, 10);
             w->max_ns = a->dur[n - 1];
             w->total_ns = total;
+            w->critical_ns = critical;
             w->bytes = bytes / (double)n;
             w->flops = flops / (double)n;
             w->gb_s = total ? bytes / (double)total : 0; /* B/ns = GB/s */

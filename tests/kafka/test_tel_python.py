@@ -87,6 +87,7 @@ def main():
             assert w.steps == WINDOW, (w.node, w.window, w.steps)
             assert w.min_ns * w.count <= w.total_ns <= w.max_ns * w.count, w
             assert w.total_ns > 0, w
+            assert 0 < w.critical_ns <= w.total_ns, w
             node_ns = w.bytes * w.count / w.gb_s  # 1 GB/s = 1 byte/ns
             assert abs(node_ns - w.total_ns) <= 1e-9 * w.total_ns + 1e-6, (node_ns, w.total_ns)
             if w.flops > 0:

@@ -96,6 +96,8 @@ static void test_hand_computed(void) {
         ASSERT_EQ(w->w.p90_ns, 300);    /* rank ceil(2.7) = 3 */
         ASSERT_EQ(w->w.max_ns, 300);
         ASSERT_EQ(w->w.total_ns, 500);
+        /* the longest thread per step: 140 (not the span 150), 300, 50 */
+        ASSERT_EQ(w->w.critical_ns, 490);
         ASSERT_NEAR(w->w.bytes, SYN_ADD_BYTES, 0);
         ASSERT_NEAR(w->w.flops, SYN_ADD_FLOPS, 0);
         ASSERT_NEAR(w->w.gb_s, 3 * SYN_ADD_BYTES / 500.0, 1e-9); /* bytes/ns = GB/s */

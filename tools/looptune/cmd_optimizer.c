@@ -157,12 +157,12 @@ int lt_cmd_optimizer(int argc, char **argv) {
     lt_optimizer_stats st;
     lt_optimizer_stats_get(o, &st);
     fprintf(stderr, "optimizer: %lld records (%lld windows, %lld bad), %lld runs; %lld trials: %lld "
-                    "kept, %lld rolled back, %lld inconclusive, %lld never ran; %lld configs "
-                    "written\n",
+                    "kept, %lld rolled back, %lld inconclusive, %lld never ran, %lld measured twice; "
+                    "%lld configs written\n",
             (long long)st.records, (long long)st.windows, (long long)st.bad_records,
             (long long)st.runs, (long long)st.trials, (long long)st.kept,
             (long long)st.rolled_back, (long long)st.aborted, (long long)st.timed_out,
-            (long long)st.configs_written);
+            (long long)st.extended, (long long)st.configs_written);
     lt_optimizer_report(o, stdout);
     exit_code = 0;
 done:
