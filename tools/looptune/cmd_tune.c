@@ -195,6 +195,22 @@ static bool grow_rows(result_row **rows, int *cap, int n_rows) {
     return true;
 }
 
+/* Searches a space measured on whole steps (the executor's, a thread
+ * count) into a new row named kernel and shape; *best gets the winner. */
+static int search_steps(result_row **rows, int *cap, int *n_rows, const char *kernel,
+                        const char *shape, target *t, const lt_space *sp, const lt_host *host,
+                        lt_strategy_kind kind, int budget, uint64_t seed, lt_params *best) {
+    if (!grow_rows(rows, cap, *n_rows)) return lt_error(LT_ENOMEM, "out of memory");
+    result_row *row = &(*rows)[*n_rows];
+    memset(row, 0, sizeof *row);
+    row->kernel = kernel;
+    snprintf(row->shape, sizeof row->shape, "%s", shape);
+    lt_tune_context ctx = {.host = *host};
+    int rc = search(kernel, t, sp, &ctx, kind, budget, seed, 0, NULL, row, best);
+    if (!rc) (*n_rows)++;
+    return rc;
+}
+
 /* An error while reading the options: say it, free the Kafka properties. */
 #define BAIL(...)                                                              \
     do {                                                                       \
@@ -404,57 +420,39 @@ int lt_cmd_tune(int argc, char **argv) {
         }
         /* the looped executor's space, on whole decode steps */
         if (pass == 0) {
-            if (!grow_rows(&rows, &cap_rows, n_rows)) {
-                free(toks);
-                lt_cli_fail(cmd, "out of memory");
-                goto done;
-            }
-            result_row *row = &rows[n_rows];
-            memset(row, 0, sizeof *row);
-            row->kernel = "looped";
-            lt_exec_shape_format(m, (int)threads, row->shape, sizeof row->shape);
+            char shape[128];
+            lt_exec_shape_format(m, (int)threads, shape, sizeof shape);
             target t = {.l = l, .prog = p, .toks = toks, .n_tokens = 1, .pos = DECODE_POS};
             lt_space sp;
             lt_space_from_exec(&sp);
-            lt_tune_context ctx = {.host = host};
             lt_params best;
-            rc = search("looped", &t, &sp, &ctx, kind, (int)budget, (uint64_t)seed, 0, NULL, row,
-                        &best);
+            rc = search_steps(&rows, &cap_rows, &n_rows, "looped", shape, &t, &sp, &host, kind,
+                              (int)budget, (uint64_t)seed, &best);
             if (!rc) rc = lt_program_set_exec_params(p, &best);
             if (rc) {
                 free(toks);
                 lt_cli_fail_status(cmd, rc, "tuning the executor failed");
                 goto done;
             }
-            n_rows++;
         }
         /* the regime's thread count, on whole steps: fewer threads than the
          * pool can win where synchronisation costs more than a thread adds */
         if (threads > 1) {
-            if (!grow_rows(&rows, &cap_rows, n_rows)) {
-                free(toks);
-                lt_cli_fail(cmd, "out of memory");
-                goto done;
-            }
-            result_row *row = &rows[n_rows];
-            memset(row, 0, sizeof *row);
-            row->kernel = "threads";
+            char shape[128];
             lt_regime rg = pass == 0 ? LT_REGIME_DECODE : LT_REGIME_PREFILL;
-            lt_step_shape_format(m, (int)threads, rg, row->shape, sizeof row->shape);
+            lt_step_shape_format(m, (int)threads, rg, shape, sizeof shape);
             target t = {.l = l, .toks = toks, .n_tokens = n, .pos = n == 1 ? DECODE_POS : 0};
             lt_space sp;
             lt_space_threads(&sp, (int)threads);
-            lt_tune_context ctx = {.host = host};
             lt_params best;
-            rc = search("threads", &t, &sp, &ctx, kind, (int)budget, (uint64_t)seed, 0, NULL, row,
-                        &best);
+            rc = search_steps(&rows, &cap_rows, &n_rows, "threads", shape, &t, &sp, &host, kind,
+                              (int)budget, (uint64_t)seed, &best);
             if (!rc) rc = lt_llama_set_threads(l, pass == 1, best.v[0]);
             if (rc) {
                 free(toks);
                 lt_cli_fail_status(cmd, rc, "tuning the thread count failed");
                 goto done;
             }
-            n_rows++;
         }
         free(toks);
     }
