@@ -97,16 +97,18 @@ def main():
         olog = open(olog_path, "w")
         opt = subprocess.Popen([lt, "optimizer", *kafka, "--group", prefix + "opt"],
                                stdout=olog, stderr=subprocess.STDOUT)
-        time.sleep(2)
-        t0 = time.time()
-        run = sh([lt, "run", "-m", model, "--prompt-ids", "1", "-n", str(a.tokens), "--temp", "0",
-                  "--ignore-eos", "--print-ids", "-t", str(a.threads), "--tune", "online", *kafka,
-                  *start])
-        wall = time.time() - t0
-        time.sleep(1)
-        opt.send_signal(signal.SIGTERM)
-        opt.wait(timeout=60)
-        olog.close()
+        try:
+            time.sleep(2)
+            t0 = time.time()
+            run = sh([lt, "run", "-m", model, "--prompt-ids", "1", "-n", str(a.tokens), "--temp",
+                      "0", "--ignore-eos", "--print-ids", "-t", str(a.threads), "--tune", "online",
+                      *kafka, *start])
+            wall = time.time() - t0
+            time.sleep(1)
+        finally:  # also when the run fails: no optimizer left behind
+            opt.send_signal(signal.SIGTERM)
+            opt.wait(timeout=60)
+            olog.close()
         err = run.stderr
         summary = [l for l in err.splitlines() if l.startswith("  ")]
         print(f"# online tuning: {a.tokens} tokens from {a.start}, run wall {wall:.1f} s")
