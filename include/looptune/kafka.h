@@ -98,6 +98,12 @@ int lt_producer_send(lt_producer *p, const void *key, size_t key_len, const void
 /* Encodes env and queues it. key NULL: the envelope's natural key
  * (lt_envelope_key). LT_EINVAL for an envelope lt_envelope_encode refuses. */
 int lt_producer_send_envelope(lt_producer *p, const char *key, const Looptune__Envelope *env);
+/* The same for one Kafka message that carries n_records records (a batch):
+ * the stats count n_records for it, sent, dropped, delivered or failed. */
+int lt_producer_send_n(lt_producer *p, const void *key, size_t key_len, const void *value,
+                       size_t len, int64_t n_records);
+int lt_producer_send_envelope_n(lt_producer *p, const char *key, const Looptune__Envelope *env,
+                                int64_t n_records);
 /* Waits up to timeout_ms until every queued record is acknowledged or failed.
  * LT_ETIMEOUT (with the count left) if some remain. */
 int lt_producer_flush(lt_producer *p, int timeout_ms);
@@ -273,6 +279,10 @@ size_t lt_envelope_packed_size(const Looptune__Envelope *env);
 /* Validates env (a version, exactly the payload its case names) and packs it
  * into buf of cap >= lt_envelope_packed_size bytes; *len gets the size. */
 int lt_envelope_pack(const Looptune__Envelope *env, uint8_t *buf, size_t cap, size_t *len);
+/* The same when the caller has just computed need = lt_envelope_packed_size(env)
+ * and buf holds that many bytes: the size is not computed again. */
+int lt_envelope_pack_sized(const Looptune__Envelope *env, uint8_t *buf, size_t need,
+                           size_t *len);
 /* Same into a new malloc'd buffer (caller frees with free). */
 int lt_envelope_encode(const Looptune__Envelope *env, uint8_t **buf, size_t *len);
 /* Decodes len bytes into a new envelope (free with lt_envelope_free).

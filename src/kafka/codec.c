@@ -69,6 +69,15 @@ int lt_envelope_pack(const Looptune__Envelope *env, uint8_t *buf, size_t cap, si
     return LT_OK;
 }
 
+int lt_envelope_pack_sized(const Looptune__Envelope *env, uint8_t *buf, size_t need,
+                           size_t *len) {
+    int rc = check_for_pack(env);
+    if (rc) return rc;
+    *len = looptune__envelope__pack(env, buf);
+    LT_ASSERT(*len == need);
+    return LT_OK;
+}
+
 int lt_envelope_encode(const Looptune__Envelope *env, uint8_t **buf, size_t *len) {
     *buf = NULL;
     int rc = check_for_pack(env);

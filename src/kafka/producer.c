@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,10 +28,13 @@ struct lt_producer {
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk;
     lt_producer *p = opaque;
+    /* a message may carry several records (lt_producer_send_n): its weight
+     * travels as the message's opaque, NULL meaning one */
+    int64_t n = m->_private ? (int64_t)(intptr_t)m->_private : 1;
     if (m->err)
-        atomic_fetch_add_explicit(&p->failed, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->failed, n, memory_order_relaxed);
     else
-        atomic_fetch_add_explicit(&p->delivered, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->delivered, n, memory_order_relaxed);
 }
 
 static void *poll_main(void *arg) {
@@ -101,37 +105,49 @@ fail:
     return rc;
 }
 
-int lt_producer_send(lt_producer *p, const void *key, size_t key_len, const void *value,
-                     size_t len) {
+int lt_producer_send_n(lt_producer *p, const void *key, size_t key_len, const void *value,
+                       size_t len, int64_t n_records) {
+    if (n_records < 1) n_records = 1;
     /* No RD_KAFKA_MSG_F_BLOCK: a full queue returns at once with QUEUE_FULL. */
     if (rd_kafka_produce(p->rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, (void *)value, len,
-                         key, key_len, NULL) == -1) {
-        atomic_fetch_add_explicit(&p->dropped, 1, memory_order_relaxed);
+                         key, key_len, n_records > 1 ? (void *)(intptr_t)n_records : NULL) == -1) {
+        atomic_fetch_add_explicit(&p->dropped, n_records, memory_order_relaxed);
         return LT_PRODUCER_DROPPED;
     }
-    atomic_fetch_add_explicit(&p->sent, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->sent, n_records, memory_order_relaxed);
     return LT_OK;
 }
 
-int lt_producer_send_envelope(lt_producer *p, const char *key, const Looptune__Envelope *env) {
+int lt_producer_send(lt_producer *p, const void *key, size_t key_len, const void *value,
+                     size_t len) {
+    return lt_producer_send_n(p, key, key_len, value, len, 1);
+}
+
+int lt_producer_send_envelope_n(lt_producer *p, const char *key, const Looptune__Envelope *env,
+                                int64_t n_records) {
+    if (n_records < 1) n_records = 1;
     uint8_t stack[2048];
     size_t need = lt_envelope_packed_size(env), len;
     uint8_t *buf = need <= sizeof stack ? stack : malloc(need);
     if (!buf) {
-        atomic_fetch_add_explicit(&p->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->dropped, n_records, memory_order_relaxed);
         return LT_PRODUCER_DROPPED;
     }
-    int rc = lt_envelope_pack(env, buf, need, &len);
+    int rc = lt_envelope_pack_sized(env, buf, need, &len);
     if (rc == LT_OK) {
         char natural[256];
         if (!key) {
             lt_envelope_key(env, natural, sizeof natural);
             key = natural;
         }
-        rc = lt_producer_send(p, key, strlen(key), buf, len);
+        rc = lt_producer_send_n(p, key, strlen(key), buf, len, n_records);
     }
     if (buf != stack) free(buf);
     return rc;
+}
+
+int lt_producer_send_envelope(lt_producer *p, const char *key, const Looptune__Envelope *env) {
+    return lt_producer_send_envelope_n(p, key, env, 1);
 }
 
 int lt_producer_flush(lt_producer *p, int timeout_ms) {

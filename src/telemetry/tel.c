@@ -432,11 +432,14 @@ void lt_tel_close(lt_tel *t, lt_tel_stats *stats) {
     bool flushed = !s->flush || s->flush(s->ctx, 5000) == LT_OK;
     if (s->stats) s->stats(s->ctx, &ss);
 
+    /* a sink that sends records in batches drops them by the batch, after
+     * their emit said yes: its own count is then the larger one */
+    int64_t sink_dropped = ss.dropped > as.sink_dropped ? ss.dropped : as.sink_dropped;
     lt_tel_record re = {.kind = LT_TEL_RUN_END};
     re.u.run_end = (lt_tel_run_end){
         .run_id = t->run_id, .tokens = t->seq, .decode_s = (double)t->decode_ns * 1e-9,
         .tok_s = t->decode_ns ? (double)t->seq / ((double)t->decode_ns * 1e-9) : 0,
-        .dropped_records = (uint64_t)(st.ring_dropped + as.sink_dropped + as.orphans),
+        .dropped_records = (uint64_t)(st.ring_dropped + sink_dropped + as.orphans),
         .delivery_failures = (uint64_t)(as.sink_failed + ss.failed)};
     lt__tel_agg_emit(t->agg, &re);
     if (s->flush) s->flush(s->ctx, flushed ? 5000 : 100);
@@ -444,8 +447,9 @@ void lt_tel_close(lt_tel *t, lt_tel_stats *stats) {
     lt__tel_agg_counts_get(t->agg, &as);
     st.windows = as.windows;
     st.ring_dropped += as.orphans; /* records that reached no window */
-    st.sink.emitted = as.emitted;
-    st.sink.dropped = as.sink_dropped;
+    sink_dropped = ss.dropped > as.sink_dropped ? ss.dropped : as.sink_dropped;
+    st.sink.emitted = as.emitted - (sink_dropped - as.sink_dropped);
+    st.sink.dropped = sink_dropped;
     /* closing gives up on what is still in flight */
     st.sink.failed = as.sink_failed + ss.failed + ss.pending;
     s->close(s->ctx);

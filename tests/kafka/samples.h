@@ -12,7 +12,7 @@
 
 #include "looptune/kafka.h"
 
-#define SAMPLE_KINDS 10
+#define SAMPLE_KINDS 11
 
 typedef struct {
     Looptune__Envelope env;
@@ -21,6 +21,8 @@ typedef struct {
     Looptune__RunEnd run_end;
     Looptune__KernelWindow window;
     Looptune__CallSample call;
+    Looptune__CallSamples calls;
+    Looptune__CallSample callv[3], *callp[3];
     Looptune__Control control;
     Looptune__Config config;
     Looptune__ConfigStats stats;
@@ -44,7 +46,8 @@ static inline Looptune__Envelope__PayloadCase sample_case(int k) {
         LOOPTUNE__ENVELOPE__PAYLOAD_RUN_END,       LOOPTUNE__ENVELOPE__PAYLOAD_KERNEL_WINDOW,
         LOOPTUNE__ENVELOPE__PAYLOAD_CALL_SAMPLE,   LOOPTUNE__ENVELOPE__PAYLOAD_CONTROL,
         LOOPTUNE__ENVELOPE__PAYLOAD_CONFIG,        LOOPTUNE__ENVELOPE__PAYLOAD_TASK,
-        LOOPTUNE__ENVELOPE__PAYLOAD_RESULT,        LOOPTUNE__ENVELOPE__PAYLOAD_TRIAL};
+        LOOPTUNE__ENVELOPE__PAYLOAD_RESULT,        LOOPTUNE__ENVELOPE__PAYLOAD_TRIAL,
+        LOOPTUNE__ENVELOPE__PAYLOAD_CALL_SAMPLES};
     return cases[k];
 }
 
@@ -162,6 +165,7 @@ static inline Looptune__Envelope *sample_build(sample *s, int k, int i) {
         w->pair = 7u * (uint32_t)i;
         w->steps = 32 + (uint64_t)i;
         w->total_ns = (1000 + (uint64_t)i) * (10000 + (uint64_t)i);
+        w->critical_ns = 1000 * (uint64_t)i;
         s->env.kernel_window = w;
         break;
     }
@@ -178,6 +182,24 @@ static inline Looptune__Envelope *sample_build(sample *s, int k, int i) {
         s->call.bytes = 1e9 + i;
         s->call.flops = -0.0 + i; /* i = 0: zero, left out of JSON */
         s->env.call_sample = &s->call;
+        break;
+    case LOOPTUNE__ENVELOPE__PAYLOAD_CALL_SAMPLES: /* a batch of i % 3 + 1 calls */
+        looptune__call_samples__init(&s->calls);
+        for (int j = 0; j <= i % 3; j++) {
+            Looptune__CallSample *c = &s->callv[j];
+            looptune__call_sample__init(c);
+            c->token = (uint64_t)(i * 10 + j);
+            c->thread = (uint32_t)j;
+            c->node = s->node;
+            c->kernel = j ? "matvec" : "rmsnorm";
+            c->start_ns = 1000000ull * (uint64_t)(i + 1) + (uint64_t)j;
+            c->end_ns = c->start_ns + 999 + (uint64_t)j;
+            s->callp[j] = c;
+        }
+        s->calls.n_samples = (size_t)(i % 3 + 1);
+        s->calls.samples = s->callp;
+        s->calls.run_id = s->run_id;
+        s->env.call_samples = &s->calls;
         break;
     case LOOPTUNE__ENVELOPE__PAYLOAD_CONTROL:
         sample_params(s, i, 2);

@@ -46,6 +46,14 @@ static int run_cli(char **argv, double *ms) {
 }
 
 /* Reads up to want records of topic from the beginning (60 s at most). */
+/* Records in an envelope: a batch of calls counts its calls. */
+static size_t records_in(const Looptune__Envelope *e) {
+    return e->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_CALL_SAMPLES ? e->call_samples->n_samples
+                                                                        : 1;
+}
+
+/* Reads messages until they hold want records (or a minute passed); returns
+ * the messages read. */
 static size_t consume(const char *topic, size_t want, Looptune__Envelope **envs, char (*keys)[64]) {
     char group[96];
     kt_unique(group, sizeof group, "tel-test");
@@ -54,9 +62,9 @@ static size_t consume(const char *topic, size_t want, Looptune__Envelope **envs,
                            .n_topics = 1, .from_beginning = true};
     lt_consumer *c;
     ASSERT_EQ(lt_consumer_open(&c, &co), LT_OK);
-    size_t n = 0;
+    size_t n = 0, got = 0;
     uint64_t end = lt_now_ns() + 60000000000ull;
-    while (n < want && lt_now_ns() < end) {
+    while (got < want && lt_now_ns() < end) {
         lt_record r;
         int rc = lt_consumer_poll(c, 500, &r);
         if (rc != 1) continue;
@@ -64,6 +72,7 @@ static size_t consume(const char *topic, size_t want, Looptune__Envelope **envs,
         ASSERT_EQ(d, LT_OK);
         if (d) continue;
         snprintf(keys[n], 64, "%.*s", (int)r.key_len, r.key ? (const char *)r.key : "");
+        got += records_in(envs[n]);
         n++;
     }
     lt_consumer_close(c);
@@ -231,7 +240,15 @@ static void test_per_call_run(void) {
     Looptune__Envelope **envs = calloc((size_t)s.emitted + 1, sizeof *envs);
     char(*keys)[64] = calloc((size_t)s.emitted + 1, sizeof *keys);
     size_t n = consume(topic, (size_t)s.emitted, envs, keys);
-    ASSERT_EQ(n, s.emitted);
+    size_t got = 0, batches = 0;
+    for (size_t i = 0; i < n; i++) {
+        got += records_in(envs[i]);
+        batches += envs[i]->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_CALL_SAMPLES;
+        /* the per-call detail travels in batches, never as single records */
+        ASSERT_TRUE(envs[i]->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_CALL_SAMPLE);
+    }
+    ASSERT_EQ(got, s.emitted);
+    ASSERT_TRUE(batches >= 1 && batches < n);
     const int steps = 10, n_nodes = 87;
     /* every (step, node) has a sample from one thread at least, two at most */
     static unsigned char seen[10][87];
@@ -240,14 +257,20 @@ static void test_per_call_run(void) {
     const Looptune__RunStart *rs = NULL;
     for (size_t i = 0; i < n; i++) {
         if (envs[i]->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_RUN_START) rs = envs[i]->run_start;
-        if (envs[i]->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_CALL_SAMPLE || !rs) continue;
-        const Looptune__CallSample *c = envs[i]->call_sample;
-        samples++;
-        ASSERT_TRUE(c->token < (uint64_t)steps && c->thread < 2 && c->end_ns >= c->start_ns);
-        int k = find_node(rs, c->node);
-        ASSERT_TRUE(k >= 0 && k < n_nodes);
-        if (k >= 0 && k < n_nodes && c->token < (uint64_t)steps) seen[c->token][k]++;
-        if (k >= 0) ASSERT_STREQ(c->kernel, rs->kernels[k]->kernel);
+        if (envs[i]->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_CALL_SAMPLES || !rs) continue;
+        const Looptune__CallSamples *b = envs[i]->call_samples;
+        ASSERT_TRUE(b->n_samples >= 1 && b->n_samples <= 256);
+        ASSERT_STREQ(b->run_id, rs->run_id); /* the batch's; the calls leave theirs empty */
+        for (size_t j = 0; j < b->n_samples; j++) {
+            const Looptune__CallSample *c = b->samples[j];
+            samples++;
+            ASSERT_STREQ(c->run_id, "");
+            ASSERT_TRUE(c->token < (uint64_t)steps && c->thread < 2 && c->end_ns >= c->start_ns);
+            int k = find_node(rs, c->node);
+            ASSERT_TRUE(k >= 0 && k < n_nodes);
+            if (k >= 0 && k < n_nodes && c->token < (uint64_t)steps) seen[c->token][k]++;
+            if (k >= 0) ASSERT_STREQ(c->kernel, rs->kernels[k]->kernel);
+        }
     }
     ASSERT_TRUE(rs != NULL && rs->n_kernels == (size_t)n_nodes);
     int missing = 0, extra = 0;

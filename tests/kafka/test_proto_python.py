@@ -22,7 +22,7 @@ import time
 
 N = 3  # samples per kind
 KINDS = ["host", "run_start", "run_end", "kernel_window", "call_sample", "control",
-         "config", "task", "result", "trial"]
+         "config", "task", "result", "trial", "call_samples"]
 
 
 def fail(msg):
@@ -105,8 +105,16 @@ def check_formulas(env, kind, i):
         assert w.candidate_id == ("cand-\u00fc" if i % 3 else ""), w.candidate_id
         assert (w.on_candidate, w.pair) == (i % 3 == 1, 7 * i)
         assert (w.steps, w.total_ns) == (32 + i, (1000 + i) * (10000 + i))
+        assert w.critical_ns == 1000 * i
     elif kind == "call_sample":
         assert env.call_sample.end_ns - env.call_sample.start_ns == 4321
+    elif kind == "call_samples":
+        b = env.call_samples.samples
+        assert len(b) == i % 3 + 1, len(b)
+        assert env.call_samples.run_id != "" and all(c.run_id == "" for c in b)
+        assert [c.kernel for c in b] == ["rmsnorm", "matvec", "matvec"][:len(b)]
+        assert all(c.end_ns - c.start_ns == 999 + j and c.token == 10 * i + j
+                   for j, c in enumerate(b))
     elif kind == "control":
         assert env.control.candidate_id == f'cand-{i} "quoted"\t\\'
     elif kind == "config":
