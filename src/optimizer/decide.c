@@ -390,10 +390,10 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
         end_trial(o, r);
         return;
     }
-    /* faster by the median but not surely: measure it once more rather
+    /* faster by the median (by twice the margin) but not surely: measure it once more rather
      * than lose a real gain to a noisy machine (once: a second look that
      * still cannot tell is a rollback) */
-    if (!cr.faster && !cr.slower && cr.ratio < 1.0 - o->o.margin && !was_extension &&
+    if (!cr.faster && !cr.slower && cr.ratio < 1.0 - 2 * o->o.margin && !was_extension &&
         2 * n <= LT__MAX_PAIRS) {
         memcpy(r->prev_a, a, (size_t)n * sizeof *a);
         memcpy(r->prev_b, b, (size_t)n * sizeof *b);
@@ -503,6 +503,10 @@ static void start_trial(lt_optimizer *o, int ri, int k, const lt_params *p, int 
 static void maybe_start(lt_optimizer *o, int ri) {
     lt__run *r = &o->runs[ri];
     if (r->trial || r->ended || !r->n_units) return;
+    /* a window's records arrive node by node: wait until two whole windows
+     * of every node are in, or the first nodes' kernels would be the only
+     * ones with enough windows when the first trial is chosen */
+    if (r->windows_seen < 3) return;
     if (wall_ns() > r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) return;
     push_best_known(o, r);
     int P = o->o.trial_pairs, W = phase_steps(o, r);
@@ -644,6 +648,7 @@ static void window(lt_optimizer *o, const Looptune__KernelWindow *w, uint64_t t_
             r->step_recent = r->step_recent > 0 ? 0.7 * r->step_recent + 0.3 * c : c;
         }
         r->win_index = w->window;
+        r->windows_seen++;
         r->win_ns = r->win_steps = 0;
         r->win_tagged = tagged;
     }

@@ -51,7 +51,8 @@ typedef struct {
     int n_nodes;
     uint64_t steps, cand_steps;
     double time_ns, loss_ns;
-    int trials_charged; /* trials whose cost is in loss_ns */
+    int trials_charged;
+    int64_t windows_seen; /* window indexes seen for this run (the first may be partial) */ /* trials whose cost is in loss_ns */
     /* the whole step's time outside trials (all nodes), for what a trial costs */
     double step_recent;
     uint64_t win_index;
