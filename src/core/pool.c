@@ -167,8 +167,9 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
  *   caller: gen++      ; read sleepers ; if > 0 futex_wake(gen)
  * In any interleaving either the worker reads the new gen or the caller reads
  * sleepers > 0 (and the futex's own check covers the gap before the wait). */
-static uint32_t worker_wait(lt_pool *p, uint32_t seen) {
+static uint32_t worker_wait(lt_pool *p, uint32_t seen, bool spin) {
     lt__spinner sp = spinner_start(p, WAIT_JOB);
+    if (!spin) sp.budget_ns = 0; /* left out of the last job: likely of the next too */
     uint32_t g;
     while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && spinner_next(&sp)) {
     }
@@ -216,11 +217,13 @@ static void *worker_main(void *arg) {
     pthread_setname_np(pthread_self(), name);
 
     uint32_t seen = 0; /* gen is 0 until the first job */
+    bool left_out = false;
     for (;;) {
-        uint32_t g = worker_wait(p, seen);
+        uint32_t g = worker_wait(p, seen, !left_out);
         seen = g;
         int nth = (int)(g & LT__GEN_NTH_MASK);
-        if (w->ith >= nth) continue; /* not this job's: touch nothing else */
+        left_out = w->ith >= nth;
+        if (left_out) continue; /* not this job's: touch nothing else */
         if (p->stop) break;
         p->fn(p->arg, w->ith, nth);
         worker_done(p);

@@ -402,6 +402,7 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
         r->extend = true;
         r->ext_unit = r->t_unit;
         r->ext_params = r->cand_params;
+        r->ext_incumbent = lt_space_index(&R->space, &u->incumbent);
         o->st.trials--; /* the two halves are one trial */
         o->st.extended++;
         R->trials--;
@@ -467,6 +468,7 @@ static double unit_cost(const lt__unit *u) { return u->steps > 0 ? u->ns / u->st
 static void push_best_known(lt_optimizer *o, lt__run *r) {
     for (int u = 0; u < r->n_units; u++) {
         lt__rec *R = &o->recs[r->units[u].rec];
+        if (r->extend && u == r->ext_unit) continue; /* its second look runs first */
         if (!R->have_best || R->speedup <= 1.0 || R->busy_run >= 0 ||
             lt_space_index(&R->space, &R->best) ==
                 lt_space_index(&R->space, &r->units[u].incumbent))
@@ -521,12 +523,23 @@ static void maybe_start(lt_optimizer *o, int ri) {
     for (int k = 0; k < r->n_units; k++) sum += unit_cost(&r->units[k]);
     if (!(sum > 0)) return;
     if (r->extend) { /* the second look at a promising candidate comes first */
-        lt__rec *R = &o->recs[r->units[r->ext_unit].rec];
+        lt__unit *xu = &r->units[r->ext_unit];
+        lt__rec *R = &o->recs[xu->rec];
         if (R->busy_run >= 0) return;
         r->extend = false;
-        r->extending = true;
-        start_trial(o, ri, r->ext_unit, &r->ext_params, P, W);
-        return;
+        if (R->converged || lt_space_index(&R->space, &xu->incumbent) != r->ext_incumbent) {
+            /* the first look's pairs were against another incumbent: they
+             * cannot be pooled with new ones; the first look stands alone */
+            r->n_prev = 0;
+            o->st.rolled_back++;
+            o->st.trials++;
+            R->trials++;
+            R->since_kept++;
+        } else {
+            r->extending = true;
+            start_trial(o, ri, r->ext_unit, &r->ext_params, P, W);
+            return;
+        }
     }
     int best = -1;
     double best_pri = -1;

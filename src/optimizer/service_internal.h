@@ -77,6 +77,7 @@ typedef struct {
     bool extend, extending;  /* a second trial is due / the trial in flight is one */
     int ext_unit;
     lt_params ext_params;
+    int64_t ext_incumbent; /* space index of the incumbent the first look ran against */
     int n_prev;
     double prev_a[LT__MAX_PAIRS], prev_b[LT__MAX_PAIRS];
     bool prev_cont[LT__MAX_PAIRS];

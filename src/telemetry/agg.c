@@ -346,12 +346,12 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
          * last position agree, it is the same for every step in between:
          * computed twice instead of once per step (the drain's main cost). */
         const row *r_first = NULL, *r_last = NULL;
-        bool same_tokens = true;
+        bool same_tokens = true; /* ... and positions that never go back */
         for (uint64_t s = a->base; s < end; s++) {
             const row *r = &a->rows[s & (a->cap - 1)];
             if (!r->known) continue;
             if (!r_first) r_first = r;
-            else same_tokens &= r->n_tokens == r_first->n_tokens;
+            else same_tokens &= r->n_tokens == r_first->n_tokens && r->pos >= r_last->pos;
             r_last = r;
         }
         for (int j = 0; j < a->n_nodes; j++) {

@@ -192,11 +192,16 @@ void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
         double sum_base = 0, sum_took = 0;
         for (int k = 0; k < 3; k++) r[k] = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *r[k]);
         for (int64_t i = lo; v && r[0] && r[1] && r[2] && i < hi; i++) {
-            int64_t a = i - LOCAL < lo ? lo : i - LOCAL, b = i + LOCAL >= hi ? hi - 1 : i + LOCAL;
             int64_t nv = 0;
             double mean = 0;
-            for (int64_t j = a; j <= b; j++)
-                if (!t->explore[j]) mean += v[nv++] = t->ms[j];
+            /* a long trial has no step outside trials near its middle: look
+             * further until there are some */
+            for (int64_t w = LOCAL; !nv && w < 4 * (hi - lo + 1); w *= 2) {
+                int64_t a = i - w < lo ? lo : i - w, b = i + w >= hi ? hi - 1 : i + w;
+                mean = 0;
+                for (int64_t j = a; j <= b; j++)
+                    if (!t->explore[j]) mean += v[nv++] = t->ms[j];
+            }
             if (!nv || !(t->ms[i] > 0)) continue;
             mean /= (double)nv;
             qsort(v, (size_t)nv, sizeof *v, cmp_d);
