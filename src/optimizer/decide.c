@@ -678,8 +678,10 @@ static void window(lt_optimizer *o, const Looptune__KernelWindow *w, uint64_t t_
                 double per = steps / r->units[ui].n_nodes;
                 /* the node's own time, without the skew between the threads'
                  * starts (noise from the nodes before it) where the writer
-                 * measures it */
-                double own = w->critical_ns ? (double)w->critical_ns : total;
+                 * measures it; it never exceeds the span, so a record that says
+                 * otherwise is not believed */
+                double crit = (double)w->critical_ns;
+                double own = crit > 0 && crit <= total ? crit : total;
                 if (w->on_candidate) {
                     r->b_ns[w->pair] += own;
                     r->b_steps[w->pair] += per;

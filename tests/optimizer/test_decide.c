@@ -47,6 +47,7 @@ typedef struct {
     int n_pend;
     uint32_t first_trial_ptok; /* phase length of the first trial sent */
     int first_trial_unit;
+    bool bad_critical; /* candidate windows claim a critical time above their span */
     /* run state */
     lt_params cur[N_NODES], inc[N_NODES];
     bool trial;
@@ -188,6 +189,11 @@ static void close_window(lt_optimizer *o, sim *s) {
         w.steps = (uint64_t)s->win_steps;
         w.total_ns = (uint64_t)s->win_ns[i];
         w.median_ns = (uint64_t)(s->win_ns[i] / s->win_steps);
+        /* the critical time is the span here (one thread); garbage from a
+         * bad writer must fall back to the span, or every candidate would
+         * look slower and none would be kept */
+        w.critical_ns = s->bad_critical && s->trial && on_cand(s->phase) ? UINT64_MAX / 4
+                                                                          : w.total_ns;
         w.bytes = 1e6;
         w.flops = 2e6;
         if (s->trial) {
@@ -263,6 +269,7 @@ static void run_case(double noise, uint64_t seed) {
     memset(&s, 0, sizeof s);
     s.noise = noise;
     s.rng = seed;
+    s.bad_critical = noise == 0;
     for (int i = 0; i < N_NODES; i++) s.cur[i] = s.inc[i] = bad;
     FILE *devnull = getenv("LT_TEST_LOG") ? stderr : fopen("/dev/null", "w");
     lt_optimizer_opts oo = {.strategy = LT_STRAT_MODEL, .seed = seed, .max_trials = 80,
