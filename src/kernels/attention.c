@@ -10,7 +10,9 @@
  * exp(s - m) weights accumulate V into out. At the end out /= l. Every
  * exponent is <= 0, so nothing overflows.
  *
- * Work is split into tasks of heads_per_task consecutive heads of one token;
+ * Work is split into tasks of heads_per_task consecutive heads of one token
+ * (at most the heads that share a kv head: more would share no key block and
+ * only leave fewer tasks to balance between the threads);
  * each token's tasks are shared out as contiguous runs, and the run a thread
  * takes rotates with t so causal prefill (later tokens see more keys) stays
  * balanced. Inside a task the heads take turns on each key block, so heads
@@ -39,8 +41,9 @@ static void attention_drive(const lt_call *c, const lt_step *step, int ith, int 
     LT_ASSERT(hd <= LT__MAX_HEAD_DIM);
 
     int64_t kv_block = c->params.v[P_KV_BLOCK];
-    const int64_t hpt = c->params.v[P_HEADS_PER_TASK];
+    int64_t hpt = c->params.v[P_HEADS_PER_TASK];
     LT_ASSERT(kv_block > 0 && hpt > 0 && hpt <= LT__MAX_HEADS_PER_TASK);
+    if (hpt > group) hpt = group;
     if (kv_block > seq_len) kv_block = seq_len; /* scratch rows hold seq_len scores */
     const int64_t ntask = (heads + hpt - 1) / hpt;
     float *s = lt__row_f32(scratch, ith);

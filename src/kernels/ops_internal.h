@@ -18,13 +18,14 @@
 
 /* Thread ith's share [*lo, *hi) of [0, n) split into nth near-equal parts
  * whose boundaries are multiples of unit (the last share ends at n). Shares
- * are contiguous, disjoint, ascending in ith, and cover [0, n). */
+ * are contiguous, disjoint, ascending in ith, and cover [0, n). When there
+ * are fewer units than parts, the non-empty shares are spread evenly over
+ * ith (not the first ones): the looped executor hands out runs of
+ * consecutive tasks, and a run of the first tasks must not hold every unit. */
 static inline void lt__split(int64_t n, int64_t unit, int ith, int nth, int64_t *lo,
                              int64_t *hi) {
     int64_t units = (n + unit - 1) / unit;
-    int64_t per = units / nth, rem = units % nth;
-    int64_t u0 = (int64_t)ith * per + (ith < rem ? ith : rem);
-    int64_t u1 = u0 + per + (ith < rem ? 1 : 0);
+    int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
     *lo = u0 * unit < n ? u0 * unit : n;
     *hi = u1 * unit < n ? u1 * unit : n;
 }
