@@ -62,12 +62,15 @@ int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const c
 
 /* --param KERNEL.NAME=VALUE: one kernel parameter forced on every node of
  * that kernel (run and bench); threads.decode=N and threads.prefill=N set a
- * regime's thread count (0 = all). */
+ * regime's thread count (0 = all); looped.NAME=V sets a parameter of the
+ * looped executor. */
 typedef struct {
     lt_kernel_id kernel;
-    int index;     /* into the kernel's params; threads: 0 decode, 1 prefill */
+    int index;     /* into the kernel's params; threads: 0 decode, 1 prefill;
+                      looped: into the executor's params */
     int32_t value; /* one of the parameter's allowed values */
     bool threads;  /* threads.decode / threads.prefill: a regime's thread count */
+    bool looped;   /* looped.NAME: an executor parameter */
 } lt_cli_param;
 #define LT_CLI_MAX_PARAMS 16
 

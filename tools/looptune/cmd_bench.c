@@ -35,6 +35,7 @@ static const char *const bench_help =
     "      --param K.NAME=V force kernel K's parameter NAME to V on every node (after the\n"
     "                       warm start; repeatable), e.g. --param matvec.act_int8=0;\n"
     "                       threads.decode=N / threads.prefill=N: that regime's threads\n"
+    "                       looped.NAME=V: a looped executor parameter\n"
     "      --brokers B      Kafka bootstrap servers of --config-store kafka\n"
     "  -X  key=value        librdkafka property, repeatable (SASL/SSL, tuning)\n"
     "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"

@@ -44,6 +44,7 @@ static const char *const run_help =
     "      --param K.NAME=V    force kernel K's parameter NAME to V on every node (after the\n"
     "                          warm start; repeatable), e.g. --param matvec.act_int8=0;\n"
     "                          threads.decode=N / threads.prefill=N: that regime's threads\n"
+    "                          looped.NAME=V: a looped executor parameter\n"
     "  -h, --help              this help\n"
     "\n"
     "Telemetry (per-kernel windows of the decode steps, see looptune top):\n"
