@@ -85,13 +85,6 @@ static void softmax_temp(float *x, int64_t n, float temp) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-/* Probability descending, then id ascending, so the order is total. */
-static int by_prob_desc(const void *a, const void *b) {
-    const prob_id *x = a, *y = b;
-    if (x->p != y->p) return x->p > y->p ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
 /* Draws index i with probability p[i] / total, given u in [0, 1). */
 static int32_t draw(const float *p, int64_t n, double total, float u) {
     double r = (double)u * total, cdf = 0.0;
@@ -105,33 +98,67 @@ static int32_t draw(const float *p, int64_t n, double total, float u) {
     return (int32_t)last; /* rounding left r at the very top */
 }
 
+/* The nucleus order: probability descending, then id ascending (total). */
+static bool before(prob_id a, prob_id b) { return a.p != b.p ? a.p > b.p : a.id < b.id; }
+
+/* The k first of c[0..m) in that order, for the smallest k whose
+ * probabilities sum to >= target (> target if strict), or k = m if they
+ * never do: reorders c so that those are c[0..k) (in no particular order,
+ * except that c[k - 1] is the k-th) and returns k; *sum is their sum.
+ * Quickselect on the running sum: linear time, where sorting a near-uniform
+ * distribution (a random model's: the nucleus holds most of the vocabulary)
+ * cost milliseconds per token. */
+static int64_t select_prefix(prob_id *c, int64_t m, double target, bool strict, double *sum) {
+    int64_t lo = 0, hi = m; /* c[0..lo) are in the prefix; k lies in (lo, hi] */
+    double acc = 0.0;       /* their sum, which has not reached target */
+    while (hi - lo > 1) {
+        prob_id t = c[lo + (hi - lo) / 2];
+        c[lo + (hi - lo) / 2] = c[hi - 1];
+        c[hi - 1] = t;
+        int64_t i = lo;
+        double sb = 0.0;
+        for (int64_t j = lo; j < hi - 1; j++)
+            if (before(c[j], t)) {
+                sb += c[j].p;
+                prob_id x = c[i];
+                c[i++] = c[j];
+                c[j] = x;
+            }
+        c[hi - 1] = c[i];
+        c[i] = t; /* the pivot at its sorted place */
+        double with_before = acc + sb, with_pivot = with_before + t.p;
+        if (strict ? with_before > target : with_before >= target) {
+            hi = i;
+        } else if (strict ? with_pivot > target : with_pivot >= target) {
+            *sum = with_pivot;
+            return i + 1;
+        } else {
+            acc = with_pivot;
+            lo = i + 1;
+        }
+    }
+    if (lo < hi) acc += c[lo].p; /* the one left: the k-th */
+    *sum = acc;
+    return hi;
+}
+
 static int32_t sample_top_p(lt_sampler *s, const float *probs) {
     /* Tokens with p < (1 - top_p) / (n - 1) cannot be in the nucleus: as
      * long as the most probable token is kept, at most n - 1 are dropped and
      * together they hold less than 1 - top_p, so the kept ones reach top_p
-     * first. Dropping them keeps the sort short. */
+     * first. Dropping them shortens the selection. */
     float cutoff = s->n > 1 ? (1.0f - s->top_p) / (float)(s->n - 1) : 0.0f;
     int32_t best = argmax(probs, s->n);
     int64_t m = 0;
     for (int64_t i = 0; i < s->n; i++)
         if (probs[i] >= cutoff || i == best) s->cands[m++] = (prob_id){probs[i], (int32_t)i};
-    qsort(s->cands, (size_t)m, sizeof *s->cands, by_prob_desc);
-    /* smallest prefix with cumulative probability >= top_p */
-    double cum = 0.0;
-    int64_t keep = m;
-    for (int64_t i = 0; i < m; i++) {
-        cum += s->cands[i].p;
-        if (cum >= s->top_p) {
-            keep = i + 1;
-            break;
-        }
-    }
-    double r = (double)next_f32(s) * cum, c = 0.0;
-    for (int64_t i = 0; i < keep; i++) {
-        c += s->cands[i].p;
-        if (r < c) return s->cands[i].id;
-    }
-    return s->cands[keep - 1].id;
+    /* the nucleus: the smallest most-probable prefix reaching top_p; then the
+     * token where the prefix's cumulative sum first exceeds u * its total */
+    double cum, unused;
+    int64_t keep = select_prefix(s->cands, m, s->top_p, false, &cum);
+    double r = (double)next_f32(s) * cum;
+    int64_t j = select_prefix(s->cands, keep, r, true, &unused);
+    return s->cands[j - 1].id;
 }
 
 /* Picks the next token. logits [n] are overwritten with probabilities
