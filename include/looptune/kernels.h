@@ -108,6 +108,11 @@ typedef struct {
     /* Validates operand shapes, dtypes and the parameters against the
      * kernel's constraints. Returns LT_OK, or an error with lt_error detail. */
     int (*check)(const lt_call *call);
+    /* Optional: how many independent pieces the call's work splits into
+     * (matvec: row groups of rows_per_task; attention: head groups). An
+     * executor that cuts a call into tasks gives each the same number of
+     * pieces; NULL: the work divides finely. */
+    int64_t (*units)(const lt_call *call);
 } lt_kernel;
 
 const lt_kernel *lt_kernel_get(lt_kernel_id id);

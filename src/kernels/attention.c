@@ -27,6 +27,17 @@
 
 enum { P_KV_BLOCK, P_HEADS_PER_TASK };
 
+/* Heads per task: the parameter, but at most the heads that share a kv head. */
+static int64_t heads_per_task(const lt_call *c) {
+    const int64_t hpt = c->params.v[P_HEADS_PER_TASK], group = c->ia[0] / c->ia[1];
+    return hpt < group ? hpt : group;
+}
+
+static int64_t attention_units(const lt_call *c) {
+    const int64_t hpt = heads_per_task(c);
+    return (c->ia[0] + hpt - 1) / hpt;
+}
+
 static void attention_drive(const lt_call *c, const lt_step *step, int ith, int nth,
                             const lt__attn_ops *aops, const lt__act_ops *xops) {
     const lt_tensor *out = c->op[0], *q = c->op[1], *kc = c->op[2], *vc = c->op[3];
@@ -41,9 +52,8 @@ static void attention_drive(const lt_call *c, const lt_step *step, int ith, int 
     LT_ASSERT(hd <= LT__MAX_HEAD_DIM);
 
     int64_t kv_block = c->params.v[P_KV_BLOCK];
-    int64_t hpt = c->params.v[P_HEADS_PER_TASK];
+    const int64_t hpt = heads_per_task(c);
     LT_ASSERT(kv_block > 0 && hpt > 0 && hpt <= LT__MAX_HEADS_PER_TASK);
-    if (hpt > group) hpt = group;
     if (kv_block > seq_len) kv_block = seq_len; /* scratch rows hold seq_len scores */
     const int64_t ntask = (heads + hpt - 1) / hpt;
     float *s = lt__row_f32(scratch, ith);
@@ -238,6 +248,7 @@ const lt_kernel lt__k_attention = {
             [LT_ISA_AVX512] = attention_avx512},
     .cost = attention_cost,
     .check = attention_check,
+    .units = attention_units,
 };
 
 const lt_kernel lt__k_kv_store = {

@@ -258,6 +258,11 @@ static void matvec_avx512_any(const lt_call *call, const lt_step *step, int ith,
  *   reference as llama.cpp's own q8_0 path (worst row 0.021 x max|logit|
  *   on the test models, bench/peers/q8_0_logits_error.py); the reference
  *   tests bound them at 0.04 (tests/reference/lt_harness.py). */
+static int64_t matvec_units(const lt_call *call) {
+    const int64_t per = call->params.v[LT__MV_ROWS_PER_TASK];
+    return (call->op[1]->ne[1] + per - 1) / per;
+}
+
 const lt_kernel lt__k_matvec = {
     .name = "matvec",
     .id = LT_K_MATVEC,
@@ -279,4 +284,5 @@ const lt_kernel lt__k_matvec = {
         },
     .cost = matvec_cost,
     .check = matvec_check,
+    .units = matvec_units,
 };

@@ -104,24 +104,36 @@ static int add_dep(int **deps, int *n, int *cap, int begin, int d) {
     return LT_OK;
 }
 
+/* t tasks fitted to a kernel's pieces: every task gets the same whole
+ * number of pieces (the last one fewer), about units / t. Tasks holding
+ * pieces unevenly (2 of 9 pieces in one task, 1 in another) would leave one
+ * thread working while the next node's threads wait for it. */
+static int fit_units(int t, int64_t units) {
+    if (units <= 0) return t;
+    int64_t per = (units + t / 2) / t;
+    if (per < 1) per = 1;
+    return (int)((units + per - 1) / per);
+}
+
 /* Tasks for a node: up to `tasks`, but no smaller than min_task bytes of
  * memory traffic each, so a tiny node (a norm, rope, a small projection of a
  * small model) is not cut into pieces whose hand-off between cores costs more
  * than the work. Nodes that read state (the KV cache: attention) grow with
- * the position, so they always get every task. */
+ * the position, so they always get every task their kernel can use. */
 static int node_tasks(const lt_program *p, const lt__node *n, int tasks, double min_task) {
-    if (min_task <= 0) return tasks;
+    const lt_kernel *k = lt_kernel_get(n->kernel);
+    const int64_t units = k->units ? k->units(&n->call) : 0;
+    if (min_task <= 0) return fit_units(tasks, units);
     for (int o = 0; o < n->n_ops; o++)
         if (n->ops[o] >= 0 && p->bufs[n->ops[o]].kind == LT_BUF_STATE &&
             lt_kernel_reads(n->kernel, &n->call, o))
-            return tasks;
-    const lt_kernel *k = lt_kernel_get(n->kernel);
-    if (!k->cost) return tasks;
+            return fit_units(tasks, units);
+    if (!k->cost) return fit_units(tasks, units);
     lt_step one = {.pos = 0, .n_tokens = n->call.op[0] ? n->call.op[0]->ne[1] : 1};
     double bytes = 0, flops = 0;
     k->cost(&n->call, &one, &bytes, &flops);
     double want = bytes / min_task;
-    return want >= tasks ? tasks : want < 1 ? 1 : (int)want;
+    return fit_units(want >= tasks ? tasks : want < 1 ? 1 : (int)want, units);
 }
 
 /* Builds the schedule: task counts and dependency lists. */
@@ -229,6 +241,12 @@ static int plan_for(lt_program *p, int nth, struct lt__plan **out) {
     p->plans[0] = pl;
     *out = pl;
     return LT_OK;
+}
+
+int lt__looped_tasks(lt_program *p, int nth, int node) {
+    struct lt__plan *pl;
+    if (node < 0 || node >= p->n_nodes || plan_for(p, nth, &pl)) return -1;
+    return pl->inst[node].n_tasks;
 }
 
 typedef struct {

@@ -126,6 +126,9 @@ int lt_program_set_params(lt_program *p, int node, const lt_params *params) {
             count = L->n_iter;
         }
     }
+    /* the looped executor's task counts follow the kernel's pieces */
+    const lt_kernel *k = lt_kernel_get(n->kernel);
+    if (p->finalized && k->units && k->units(&n->call) != k->units(&trial)) lt__plans_free(p);
     for (int it = 0; it < count; it++) {
         lt__node *m = &p->nodes[first + it * step];
         m->params = *params;

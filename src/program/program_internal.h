@@ -57,6 +57,9 @@ struct lt_program {
 };
 
 void lt__plans_free(lt_program *p);
+/* Tasks the looped executor cuts node into at nth threads (its schedule is
+ * built if it is not cached); negative on error. For tests. */
+int lt__looped_tasks(lt_program *p, int nth, int node);
 /* Threads a step of p runs on in pool. */
 int lt__exec_threads(const lt_program *p, const lt_pool *pool);
 

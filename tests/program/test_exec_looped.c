@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "looptune/program.h"
+#include "program/program_internal.h"
 #include "test.h"
 
 enum { D = 96, NACT = 4, NW = 3 };
@@ -104,6 +105,67 @@ static void on_node(void *user, int ith, int node, uint64_t t0, uint64_t t1, uin
 
 /* Every node is reported once per thread under dispatch, by 1..nth threads
  * under the looped executor, and observing changes no result. */
+/* Task counts follow the kernel's pieces: a matvec's row groups, attention's
+ * head groups (at most the heads of one kv head), each task the same number
+ * of pieces; and they follow a parameter change. */
+static void test_tasks_follow_pieces(void) {
+    static float w[1024 * 288];
+    lt_program *p;
+    ASSERT_EQ(lt_program_init(&p, "pieces"), LT_OK);
+    lt_tensor t;
+    lt_tensor_init(&t, LT_F32, 1024, 1, 1, 1, NULL);
+    int x = lt_program_add_buffer(p, "x", LT_BUF_ACT, &t);
+    lt_tensor_init(&t, LT_F32, 1024, 288, 1, 1, w);
+    int W = lt_program_add_buffer(p, "W", LT_BUF_WEIGHT, &t);
+    lt_tensor_init(&t, LT_F32, 288, 1, 1, 1, NULL);
+    int y = lt_program_add_buffer(p, "y", LT_BUF_ACT, &t);
+    enum { HEADS = 8, KV = 2, HD = 16, SEQ = 32 };
+    lt_tensor_init(&t, LT_F32, HEADS * HD, 1, 1, 1, NULL);
+    int q = lt_program_add_buffer(p, "q", LT_BUF_ACT, &t);
+    int o = lt_program_add_buffer(p, "o", LT_BUF_ACT, &t);
+    static float kv[2][KV * HD * SEQ];
+    lt_tensor_init(&t, LT_F32, KV * HD, SEQ, 1, 1, kv[0]);
+    int kc = lt_program_add_buffer(p, "kc", LT_BUF_STATE, &t);
+    lt_tensor_init(&t, LT_F32, KV * HD, SEQ, 1, 1, kv[1]);
+    int vc = lt_program_add_buffer(p, "vc", LT_BUF_STATE, &t);
+    lt_tensor_init(&t, LT_F32, SEQ, 128, 1, 1, NULL); /* a row per task */
+    int sc = lt_program_add_buffer(p, "scratch", LT_BUF_ACT, &t);
+    int mv = lt_program_add_node(p, LT_K_MATVEC, (int[]){y, W, x}, 3, NULL, NULL, "mv");
+    int at = lt_program_add_node(p, LT_K_ATTENTION, (int[]){o, q, kc, vc, sc}, 5,
+                                 (int64_t[4]){HEADS, KV, HD, 0}, NULL, "attn");
+    ASSERT_TRUE(mv >= 0 && at >= 0);
+    ASSERT_EQ(lt_program_finalize(p), LT_OK);
+    /* 288 rows of 32: 9 pieces of 128 KiB, one per task */
+    ASSERT_EQ(lt__looped_tasks(p, 2, mv), 9);
+    /* 8 heads, 4 per task (the default, and the size of a kv head's group) */
+    ASSERT_EQ(lt__looped_tasks(p, 2, at), 2);
+    ASSERT_EQ(lt__looped_tasks(p, 1, at), 1);
+    lt_node_info ni;
+    lt_program_node(p, at, &ni);
+    const lt_kernel *ka = lt_kernel_get(LT_K_ATTENTION);
+    ni.params.v[lt_kernel_param_index(ka, "heads_per_task")] = 8; /* more than a group */
+    ASSERT_EQ(lt_program_set_params(p, at, &ni.params), LT_OK);
+    ASSERT_EQ(lt__looped_tasks(p, 2, at), 2);
+    ni.params.v[lt_kernel_param_index(ka, "heads_per_task")] = 1;
+    ASSERT_EQ(lt_program_set_params(p, at, &ni.params), LT_OK);
+    ASSERT_EQ(lt__looped_tasks(p, 2, at), 8);
+    lt_program_node(p, mv, &ni);
+    ni.params.v[lt_kernel_param_index(lt_kernel_get(LT_K_MATVEC), "rows_per_task")] = 8;
+    ASSERT_EQ(lt_program_set_params(p, mv, &ni.params), LT_OK);
+    /* 36 pieces of 32 KiB: the default 32 tiles per thread and 32 KiB per task allow 36 */
+    ASSERT_EQ(lt__looped_tasks(p, 2, mv), 36);
+    /* at most 1 tile per thread: 2 tasks of 18 pieces */
+    lt_params xp;
+    lt_program_exec_params(p, &xp);
+    xp.v[LT_XP_TILES] = 1;
+    ASSERT_EQ(lt_program_set_exec_params(p, &xp), LT_OK);
+    ASSERT_EQ(lt__looped_tasks(p, 2, mv), 2);
+    xp.v[LT_XP_TILES] = 8; /* 16 tasks wanted: 36 pieces go 2 per task */
+    ASSERT_EQ(lt_program_set_exec_params(p, &xp), LT_OK);
+    ASSERT_EQ(lt__looped_tasks(p, 2, mv), 18);
+    lt_program_free(p);
+}
+
 static void test_observer(void) {
     lt_step step = {.pos = 0, .n_tokens = 1};
     for (int nth = 1; nth <= 3; nth++) {
@@ -137,6 +199,7 @@ static void test_observer(void) {
 }
 
 int main(void) {
+    test_tasks_follow_pieces();
     test_observer();
     for (int i = 0; i < NW; i++) {
         for (int j = 0; j < D * D; j++) mats[i][j] = (float)((int)rnd(2001) - 1000) / 8000.0f;
