@@ -49,12 +49,19 @@ typedef struct {
     uint64_t seq;          /* execution number set by the executor; 0 = none */
 } lt_step;
 
+/* MATVEC ia[1]: what the kernel computes from x before the product. */
+typedef enum { LT_MV_PRE_NONE = 0, LT_MV_PRE_RMSNORM = 1, LT_MV_PRE_SWIGLU = 2 } lt_mv_prologue;
+
 /* One kernel call. op[0] is always the output. Operands, attributes and
  * their meaning per kernel (all activations f32, row-major, one row per
  * token; "n" = tokens = op[0]->ne[1]):
  *
  * MATVEC    op0 y[rows] f32, op1 W (ne = {cols, rows}) any dtype, op2 x[cols] f32.
  *           ia[0] = 1: accumulate (y += W x) instead of y = W x.
+ *           ia[1]: the input prologue, W x' instead of W x (lt_mv_prologue):
+ *           RMSNORM x' = rmsnorm(x, op3 w[cols], eps fa[0]); SWIGLU
+ *           x' = silu(x) * op3 up[cols]. The same bits as the RMSNORM or SWIGLU
+ *           kernel into a buffer, then the matvec.
  * MATMUL    op0 Y[n][rows], op1 W (ne = {cols, rows}) any dtype, op2 X[n][cols].
  *           ia[0] = 1: accumulate.
  * RMSNORM   op0 y[n][d], op1 x[n][d], op2 w[d] f32. fa[0] = eps.

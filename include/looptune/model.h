@@ -191,6 +191,7 @@ typedef struct {
     bool all_logits;    /* prefill computes logits for every token, not only the last */
     int executor;       /* lt_executor: 0 dispatch, 1 looped */
     bool no_loop_pass;  /* skip the kernel-looping pass (programs stay flat) */
+    bool no_fuse_pass;  /* skip the prologue-fusion pass (norms and gates stay nodes) */
     FILE *dump_program; /* if set: every program built is printed before and after the pass */
 } lt_llama_opts;
 

@@ -97,6 +97,13 @@ typedef struct {
  * one level: repeats inside a body stay flat. Returns the number of loops
  * found (>= 0). Idempotent: a second call finds nothing new. */
 int lt_pass_kernel_looping(lt_program *p);
+
+/* The prologue-fusion pass: a one-row RMSNORM or SWIGLU whose output only
+ * feeds matvecs (as x) becomes their input prologue (MATVEC ia[1]) and is
+ * removed, when nothing rewrites its inputs before its last reader. Run it
+ * before the looping pass. The fused program computes the same bits.
+ * Returns the number of nodes fused away (>= 0), or an error. */
+int lt_pass_fuse_prologues(lt_program *p);
 int lt_program_n_loops(const lt_program *p);
 void lt_program_loop(const lt_program *p, int loop, lt_loop_info *out);
 /* Operand slot s of a loop: body node j and operand index i. */

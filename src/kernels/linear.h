@@ -78,7 +78,7 @@ void lt__xq_quant_portable(const float *x, int64_t n, int16_t *q, float *s);
  * however many tasks it runs. *q ([cols], 64-byte aligned) and *s ([cols / 32]
  * followed by zeros up to a multiple of 16) stay valid until this thread's
  * next call. Returns false if out of memory (the caller takes the f32 path). */
-bool lt__xq_get(const lt_call *call, const lt_step *step, lt__xq_quant_fn quant,
+bool lt__xq_get(const lt_call *call, const lt_step *step, const float *x, lt__xq_quant_fn quant,
                 const int16_t **q, const float **s);
 
 /* ---- q8_0 with int8 activations (act_int8 = 1) -----------------------------
@@ -109,8 +109,26 @@ void lt__xq8_quant_portable(const float *x, int64_t n, int8_t *q, float *s, int3
 /* As lt__xq_get, for int8: *q ([cols] then zeros up to a multiple of 64
  * bytes), *s ([cols / 32] then zeros up to a multiple of 16) and *bias
  * ([cols / 4] then zeros up to a multiple of 16), all 64-byte aligned. */
-bool lt__xq8_get(const lt_call *call, const lt_step *step, lt__xq8_quant_fn quant,
+bool lt__xq8_get(const lt_call *call, const lt_step *step, const float *x, lt__xq8_quant_fn quant,
                  const int8_t **q, const float **s, const int32_t **bias);
+
+/* ---- the input prologue (matvec_input.c) ----------------------------------- */
+
+/* Columns a matvec with a prologue may have (the out-of-memory path holds
+ * x' on the stack). */
+#define LT__MV_PRE_MAX 16384
+
+/* A matvec path given its input x (after the prologue). */
+typedef void (*lt__mv_entry_fn)(const lt_call *call, const lt_step *step, int ith, int nth,
+                                const float *x);
+
+/* The call's x after its prologue (ia[1]) by isa's primitives: op[2]'s data
+ * without one, else this thread's cached copy. NULL if out of memory. */
+const float *lt__mv_input(const lt_call *call, const lt_step *step, lt_isa isa);
+/* Runs fn with the prologue's x computed into a stack buffer, when
+ * lt__mv_input could not allocate. */
+void lt__mv_input_oom(const lt_call *call, const lt_step *step, int ith, int nth, lt_isa isa,
+                      lt__mv_entry_fn fn);
 
 /* ---- the matvec driver shared by every ISA path ------------------------------ */
 
@@ -159,20 +177,24 @@ void lt__matmul_drive(const lt_call *call, int ith, int nth, int64_t panel_rows,
 /* The descriptors (matvec.c, matmul.c); check() validates params against them. */
 extern const lt_kernel lt__k_matvec, lt__k_matmul;
 
-/* ISA paths (same contract as lt_kernel_fn). */
-void lt__matvec_avx2(const lt_call *call, const lt_step *step, int ith, int nth);
-void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
+/* ISA paths (lt_kernel_fn's contract; the matvec paths take the input x
+ * after the call's prologue, lt__mv_input). */
+void lt__matvec_avx2(const lt_call *call, const lt_step *step, int ith, int nth, const float *x);
+void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nth, const float *x);
 /* q8_0 W with act_int16 = 1 (matvec_q8i16_avx512.c): false, nothing
  * written, if the quantised x cannot be allocated. */
-bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
+bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, int nth,
+                             const float *x);
 /* q8_0 W with act_int8 = 1 (matvec_q8i8_avx512.c; AVX-512 VNNI, or
  * AVX-512BW where the CPU has no VNNI: the same bits): false, nothing
  * written, if the quantised x cannot be allocated. */
-bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
+bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, int nth,
+                            const float *x);
 /* Tests set it to run the AVX-512BW lanes on a CPU with VNNI. */
 extern bool lt__q8i8_avoid_vnni;
 /* The portable act_int8 = 1 path (matvec.c), same contract. */
-bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth);
+bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth,
+                         const float *x);
 void lt__matmul_avx2(const lt_call *call, const lt_step *step, int ith, int nth);
 void lt__matmul_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
 

@@ -7,23 +7,24 @@
 
 #include <math.h>
 
-static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int ith, int nth);
+static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int ith, int nth,
+                                const float *x);
 
 /* Portable reference: each row dequantised one 32-element chunk at a time
  * and summed in float, rows split over threads exactly as the ISA paths do.
  * unroll, k_block and prefetch do not change what it computes. For q8_0 W
  * with act_int8 = 1 (or else act_int16 = 1) it computes the integer-dot sums
  * of linear.h instead. */
-static void matvec_portable(const lt_call *call, const lt_step *step, int ith, int nth) {
+static void matvec_portable_x(const lt_call *call, const lt_step *step, int ith, int nth,
+                              const float *x) {
     const lt_tensor *W = call->op[1];
     if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8]) {
-        if (lt__matvec_q8i8_ref(call, step, ith, nth)) return;
+        if (lt__matvec_q8i8_ref(call, step, ith, nth, x)) return;
     } else if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT16] &&
-               matvec_portable_i16(call, step, ith, nth)) {
+               matvec_portable_i16(call, step, ith, nth, x)) {
         return;
     }
     float *y = call->op[0]->data;
-    const float *x = call->op[2]->data;
     const int64_t rows = W->ne[1], cols = W->ne[0];
     const bool acc = call->ia[0] != 0;
     int64_t r0, r1;
@@ -65,10 +66,11 @@ static float q8_dot_i16(const lt_block_q8_0 *row, const int16_t *xq, const float
 
 /* Portable act_int16 = 1 path for q8_0 W. Returns false (nothing written)
  * if the quantised x cannot be allocated. */
-static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int ith, int nth) {
+static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int ith, int nth,
+                                const float *x) {
     const int16_t *xq;
     const float *xs;
-    if (!lt__xq_get(call, step, lt__xq_quant_portable, &xq, &xs)) return false;
+    if (!lt__xq_get(call, step, x, lt__xq_quant_portable, &xq, &xs)) return false;
     const lt_tensor *W = call->op[1];
     float *y = call->op[0]->data;
     const bool acc = call->ia[0] != 0;
@@ -104,11 +106,12 @@ static float q8_dot_i8(const lt_block_q8_0 *row, const int8_t *xq, const float *
     return h[0];
 }
 
-bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth) {
+bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth,
+                         const float *x) {
     const int8_t *xq;
     const float *xs;
     const int32_t *xb;
-    if (!lt__xq8_get(call, step, lt__xq8_quant_portable, &xq, &xs, &xb)) return false;
+    if (!lt__xq8_get(call, step, x, lt__xq8_quant_portable, &xq, &xs, &xb)) return false;
     const lt_tensor *W = call->op[1];
     float *y = call->op[0]->data;
     const bool acc = call->ia[0] != 0;
@@ -154,6 +157,19 @@ static int matvec_check(const lt_call *call) {
     if (call->ia[0] != 0 && call->ia[0] != 1)
         return lt_error(LT_EINVAL, "matvec: ia[0] (accumulate) must be 0 or 1, got %lld",
                         (long long)call->ia[0]);
+    if (call->ia[1] != LT_MV_PRE_NONE) {
+        if (call->ia[1] != LT_MV_PRE_RMSNORM && call->ia[1] != LT_MV_PRE_SWIGLU)
+            return lt_error(LT_EINVAL, "matvec: ia[1] (prologue) must be 0, 1 or 2, got %lld",
+                            (long long)call->ia[1]);
+        if (!call->op[3] || !is_f32_vector(call->op[3], cols))
+            return lt_error(LT_EINVAL, "matvec: the prologue's operand must be a contiguous f32 "
+                                       "vector of %lld columns", (long long)cols);
+        if (cols > LT__MV_PRE_MAX)
+            return lt_error(LT_EINVAL, "matvec: a prologue needs at most %d columns, got %lld",
+                            LT__MV_PRE_MAX, (long long)cols);
+        if (call->ia[1] == LT_MV_PRE_RMSNORM && !(call->fa[0] >= 0.0f))
+            return lt_error(LT_EINVAL, "matvec: the norm's eps must be >= 0");
+    }
     return lt_params_validate(&lt__k_matvec, &call->params);
 }
 
@@ -162,7 +178,8 @@ static void matvec_cost(const lt_call *call, const lt_step *step, double *bytes,
     const lt_tensor *W = call->op[1];
     const double rows = (double)W->ne[1], cols = (double)W->ne[0];
     double wbytes = rows * (double)lt_dtype_row_bytes(W->dtype, W->ne[0]);
-    *bytes = wbytes + 4.0 * cols + 4.0 * rows * (call->ia[0] ? 2.0 : 1.0);
+    *bytes = wbytes + 4.0 * cols * (call->ia[1] ? 2.0 : 1.0) +
+             4.0 * rows * (call->ia[0] ? 2.0 : 1.0);
     *flops = 2.0 * rows * cols;
 }
 
@@ -206,15 +223,30 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
 /* The vector paths work on whole 16-column groups; the rare widths that are
  * not a multiple of 16 (llama2.c's stories260K has an FFN of 172) take the
  * portable path, which computes the same sums. */
-static void matvec_avx2_any(const lt_call *call, const lt_step *step, int ith, int nth) {
-    if (call->op[1]->ne[0] % 16) matvec_portable(call, step, ith, nth);
-    else lt__matvec_avx2(call, step, ith, nth);
+static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int nth,
+                          const float *x) {
+    if (call->op[1]->ne[0] % 16) matvec_portable_x(call, step, ith, nth, x);
+    else lt__matvec_avx2(call, step, ith, nth, x);
 }
 
-static void matvec_avx512_any(const lt_call *call, const lt_step *step, int ith, int nth) {
-    if (call->op[1]->ne[0] % 16) matvec_portable(call, step, ith, nth);
-    else lt__matvec_avx512(call, step, ith, nth);
+static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, int nth,
+                            const float *x) {
+    if (call->op[1]->ne[0] % 16) matvec_portable_x(call, step, ith, nth, x);
+    else lt__matvec_avx512(call, step, ith, nth, x);
 }
+
+/* The entries: the input after the prologue by the ISA's own primitives
+ * (those of the norm or gate kernel the prologue stands for), then the path. */
+#define ENTRY(isa, ISA)                                                                     \
+    static void matvec_##isa(const lt_call *call, const lt_step *step, int ith, int nth) { \
+        const float *x = lt__mv_input(call, step, ISA);                                    \
+        if (x) matvec_##isa##_x(call, step, ith, nth, x);                                 \
+        else lt__mv_input_oom(call, step, ith, nth, ISA, matvec_##isa##_x);               \
+    }
+ENTRY(portable, LT_ISA_PORTABLE)
+ENTRY(avx2, LT_ISA_AVX2)
+ENTRY(avx512, LT_ISA_AVX512)
+#undef ENTRY
 
 /* Defaults measured in the decoder (looptune bench, stories110M shape, 1
  * thread, weights resident in huge pages, 2 vCPU AVX-512 Xeon; fraction of
@@ -279,8 +311,8 @@ const lt_kernel lt__k_matvec = {
     .run =
         {
             [LT_ISA_PORTABLE] = matvec_portable,
-            [LT_ISA_AVX2] = matvec_avx2_any,
-            [LT_ISA_AVX512] = matvec_avx512_any,
+            [LT_ISA_AVX2] = matvec_avx2,
+            [LT_ISA_AVX512] = matvec_avx512,
         },
     .cost = matvec_cost,
     .check = matvec_check,

@@ -137,9 +137,9 @@ static const lt__mv_rows_fn mv_table[LT_DTYPE_COUNT][4][2] = {
     [LT_Q8_0] = MV_ROW(Q8_0),
 };
 
-void lt__matvec_avx2(const lt_call *call, const lt_step *step, int ith, int nth) {
+void lt__matvec_avx2(const lt_call *call, const lt_step *step, int ith, int nth, const float *xin) {
     (void)step;
     const lt_tensor *W = call->op[1];
-    const lt__mv_x x = {.x = call->op[2]->data};
+    const lt__mv_x x = {.x = xin};
     lt__matvec_drive(call, ith, nth, mv_table[W->dtype], &x);
 }

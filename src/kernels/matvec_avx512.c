@@ -180,14 +180,15 @@ static const lt__mv_rows_fn mv_table[LT_DTYPE_COUNT][4][2] = {
     [LT_Q8_0] = MV_ROW(Q8_0),
 };
 
-void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nth) {
+void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nth,
+                       const float *xin) {
     const lt_tensor *W = call->op[1];
     if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8]) {
-        if (lt__matvec_q8i8_avx512(call, step, ith, nth)) return;
+        if (lt__matvec_q8i8_avx512(call, step, ith, nth, xin)) return;
     } else if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT16] &&
-               lt__matvec_q8i16_avx512(call, step, ith, nth)) {
+               lt__matvec_q8i16_avx512(call, step, ith, nth, xin)) {
         return;
     }
-    const lt__mv_x x = {.x = call->op[2]->data};
+    const lt__mv_x x = {.x = xin};
     lt__matvec_drive(call, ith, nth, mv_table[W->dtype], &x);
 }

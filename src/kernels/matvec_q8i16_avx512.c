@@ -152,14 +152,15 @@ static const lt__mv_rows_fn q8i16_table[4][2] = {
     {q8i16_4_0, q8i16_4_1}, {q8i16_8_0, q8i16_8_1},
 };
 
-bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, int nth) {
+bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, int nth,
+                             const float *xin) {
     const int16_t *xq;
     const float *xs;
-    if (!lt__xq_get(call, step, xq_quant_avx512, &xq, &xs)) return false;
+    if (!lt__xq_get(call, step, xin, xq_quant_avx512, &xq, &xs)) return false;
     const int64_t cols = call->op[1]->ne[0], kb = call->params.v[LT__MV_K_BLOCK];
     /* k blocks start at even blocks (the row function pairs blocks) */
     LT_ASSERT(kb <= 0 || kb >= cols || kb % (2 * LT_QK8_0) == 0);
-    const lt__mv_x x = {.x = call->op[2]->data, .xq = xq, .xs = xs};
+    const lt__mv_x x = {.x = xin, .xq = xq, .xs = xs};
     lt__matvec_drive(call, ith, nth, q8i16_table, &x);
     return true;
 }

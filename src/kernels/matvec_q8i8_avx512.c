@@ -209,17 +209,18 @@ Q8I8_FNS(0)
      {q8i8_##V##_4_0, q8i8_##V##_4_1}, {q8i8_##V##_8_0, q8i8_##V##_8_1}}
 static const lt__mv_rows_fn q8i8_table[2][4][2] = {Q8I8_ROW(0), Q8I8_ROW(1)};
 
-bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, int nth) {
+bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, int nth,
+                            const float *xin) {
     const bool vnni = lt_cpu()->avx512vnni && !lt__q8i8_avoid_vnni;
     const int8_t *xq;
     const float *xs;
     const int32_t *xb;
-    if (!lt__xq8_get(call, step, xq8_quant_avx512, &xq, &xs, &xb)) return false;
+    if (!lt__xq8_get(call, step, xin, xq8_quant_avx512, &xq, &xs, &xb)) return false;
     const int64_t cols = call->op[1]->ne[0], kb = call->params.v[LT__MV_K_BLOCK];
     /* k blocks start at multiples of 4 blocks: the row function pairs
      * blocks and takes a pair's parity from its offset in the k block */
     LT_ASSERT(kb <= 0 || kb >= cols || kb % (4 * LT_QK8_0) == 0);
-    const lt__mv_x x = {.x = call->op[2]->data, .xs = xs, .xq8 = xq, .xb = xb};
+    const lt__mv_x x = {.x = xin, .xs = xs, .xq8 = xq, .xb = xb};
     lt__matvec_drive(call, ith, nth, q8i8_table[vnni], &x);
     return true;
 }

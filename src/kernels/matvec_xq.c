@@ -86,10 +86,9 @@ static void xq_make_key(void) { LT_ASSERT(pthread_key_create(&xq_key, xq_free) =
 /* This thread's buffer of at least `bytes` for (call, x, seq, quant); *fill
  * is true if the caller must (re)compute its content (the key is then
  * already recorded). NULL if out of memory (nothing is cached then). */
-static char *xq_slot(const lt_call *call, const lt_step *step, xq_any_fn quant, size_t bytes,
-                     bool *fill) {
+static char *xq_slot(const lt_call *call, const lt_step *step, const float *x, xq_any_fn quant,
+                     size_t bytes, bool *fill) {
     xq_cache *c = &tl_xq;
-    const float *x = call->op[2]->data;
     const uint64_t seq = step ? step->seq : 0;
     *fill = seq == 0 || c->seq != seq || c->call != call || c->x != x || c->quant != quant;
     if (!*fill) return c->buf;
@@ -115,17 +114,17 @@ static char *xq_slot(const lt_call *call, const lt_step *step, xq_any_fn quant, 
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-bool lt__xq_get(const lt_call *call, const lt_step *step, lt__xq_quant_fn quant,
+bool lt__xq_get(const lt_call *call, const lt_step *step, const float *x, lt__xq_quant_fn quant,
                 const int16_t **q, const float **s) {
     const int64_t n = call->op[2]->ne[0], nblk = n / LT__XQ_BLOCK;
     const size_t qbytes = round_up((size_t)n * sizeof(int16_t), 64);
     const size_t sbytes = round_up((size_t)nblk, 16) * sizeof(float);
     bool fill;
-    char *buf = xq_slot(call, step, (xq_any_fn)quant, qbytes + sbytes, &fill);
+    char *buf = xq_slot(call, step, x, (xq_any_fn)quant, qbytes + sbytes, &fill);
     if (!buf) return false;
     float *sv = (float *)(buf + qbytes);
     if (fill) {
-        quant(call->op[2]->data, n, (int16_t *)buf, sv);
+        quant(x, n, (int16_t *)buf, sv);
         memset(sv + nblk, 0, sbytes - (size_t)nblk * sizeof(float));
     }
     *q = (const int16_t *)buf;
@@ -133,20 +132,20 @@ bool lt__xq_get(const lt_call *call, const lt_step *step, lt__xq_quant_fn quant,
     return true;
 }
 
-bool lt__xq8_get(const lt_call *call, const lt_step *step, lt__xq8_quant_fn quant,
+bool lt__xq8_get(const lt_call *call, const lt_step *step, const float *x, lt__xq8_quant_fn quant,
                  const int8_t **q, const float **s, const int32_t **bias) {
     const int64_t n = call->op[2]->ne[0], nblk = n / LT__XQ_BLOCK;
     const size_t qbytes = round_up((size_t)n, 64);
     const size_t sbytes = round_up((size_t)nblk, 16) * sizeof(float);
     const size_t bbytes = round_up((size_t)nblk * LT__XQ8_LANES, 16) * sizeof(int32_t);
     bool fill;
-    char *buf = xq_slot(call, step, (xq_any_fn)quant, qbytes + sbytes + bbytes, &fill);
+    char *buf = xq_slot(call, step, x, (xq_any_fn)quant, qbytes + sbytes + bbytes, &fill);
     if (!buf) return false;
     int8_t *qv = (int8_t *)buf;
     float *sv = (float *)(buf + qbytes);
     int32_t *bv = (int32_t *)(buf + qbytes + sbytes);
     if (fill) {
-        quant(call->op[2]->data, n, qv, sv, bv);
+        quant(x, n, qv, sv, bv);
         /* the padding is read (the missing half of a row's last block pair,
          * the masked tail of its scales) and must not hold stale values */
         memset(qv + n, 0, qbytes - (size_t)n);

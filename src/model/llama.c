@@ -148,6 +148,14 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
                               (float[]){c->rms_eps, 0, 0, 0}, "output_norm"));
     CHECK(linear(p, rows, logits, cls, xbs, false, "classifier"));
     if (l->opts.dump_program) lt_program_print(p, l->opts.dump_program);
+    if (!l->opts.no_fuse_pass) {
+        int fused;
+        CHECK(fused = lt_pass_fuse_prologues(p));
+        if (l->opts.dump_program && fused > 0) {
+            fprintf(l->opts.dump_program, "after the prologue-fusion pass:\n");
+            lt_program_print(p, l->opts.dump_program);
+        }
+    }
     if (!l->opts.no_loop_pass) {
         CHECK(lt_pass_kernel_looping(p));
         if (l->opts.dump_program) {

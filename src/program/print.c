@@ -38,6 +38,8 @@ static void print_node(FILE *f, const lt_program *p, int i, const char *indent, 
     int nfa = 4;
     while (nfa > 0 && n->fa[nfa - 1] == 0) nfa--;
     for (int a = 0; a < nfa; a++) fprintf(f, "%s%g", a ? "," : " fa=", (double)n->fa[a]);
+    if (n->kernel == LT_K_MATVEC && n->ia[1] != LT_MV_PRE_NONE)
+        fprintf(f, " (x = %s)", n->ia[1] == LT_MV_PRE_RMSNORM ? "rmsnorm(x, op3)" : "silu(x) * op3");
     for (int a = 0; a < k->n_params; a++)
         fprintf(f, "%s%s=%d", a ? "," : " {", k->params[a].name, n->params.v[a]);
     if (k->n_params) fputc('}', f);

@@ -485,8 +485,104 @@ static void test_xq_special(lt_isa isa, mode m) {
     fixture_free(&f);
 }
 
+/* The input prologue: W rmsnorm(x, g) and W (silu(x) * up) are, bit for bit,
+ * the RMSNORM or SWIGLU kernel of the same ISA into a buffer followed by the
+ * plain matvec, for every dtype, activation mode, thread split and ISA (the
+ * widths not a multiple of 16 take the portable rows with the ISA's
+ * prologue); the result is cached per (call, seq) and recomputed for a new
+ * seq; bad prologues are refused. */
+static void test_prologue(lt_isa isa) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    static const lt_dtype dts[] = {LT_F32, LT_F16, LT_BF16, LT_Q8_0};
+    static const int64_t widths[] = {40, 64, 96, 288};
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+            for (int act = 0; act < 3; act++) {
+                if (act && dts[d] != LT_Q8_0) break;
+                enum { R = 37 };
+                const int64_t C = widths[wi];
+                if (dts[d] == LT_Q8_0 && C % 32) break;
+                fixture f;
+                fixture_init(&f, dts[d], R, C);
+                lt_params p;
+                lt_params_default(k, &p);
+                p.v[LT_PARAM_ACT_INT16] = act == 1;
+                p.v[LT_PARAM_ACT_INT8] = act == 2;
+                float *g = malloc(sizeof(float) * (size_t)C), *xb = malloc(sizeof(float) * (size_t)C);
+                for (int64_t i = 0; i < C; i++) g[i] = 0.5f + frand();
+                lt_tensor tg, txb;
+                lt_tensor_init(&tg, LT_F32, C, 1, 1, 1, g);
+                lt_tensor_init(&txb, LT_F32, C, 1, 1, 1, xb);
+                for (int pre = LT_MV_PRE_RMSNORM; pre <= LT_MV_PRE_SWIGLU; pre++) {
+                    /* the two-kernel reference */
+                    lt_kernel_id kid = pre == LT_MV_PRE_RMSNORM ? LT_K_RMSNORM : LT_K_SWIGLU;
+                    lt_call nc = {0};
+                    nc.op[0] = &txb;
+                    nc.op[1] = &f.tx;
+                    nc.op[2] = &tg;
+                    nc.fa[0] = 1e-5f;
+                    lt_params_default(lt_kernel_get(kid), &nc.params);
+                    ASSERT_EQ(lt_call_check(kid, &nc), LT_OK);
+                    lt_kernel_fn_for(lt_kernel_get(kid), isa)(&nc, NULL, 0, 1);
+                    float yref[R], y[R];
+                    lt_call c;
+                    make_call(&c, &f, yref, 0, &p);
+                    c.op[2] = &txb;
+                    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+                    run_all(lt_kernel_fn_for(k, isa), &c, 0, 1);
+                    for (int nth = 1; nth <= 3; nth++) {
+                        make_call(&c, &f, y, 0, &p);
+                        c.op[3] = &tg;
+                        c.ia[1] = pre;
+                        c.fa[0] = 1e-5f;
+                        ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+                        memset(y, 0xff, sizeof y);
+                        run_all(lt_kernel_fn_for(k, isa), &c, 100 + (uint64_t)nth, nth);
+                        ASSERT_TRUE(same(y, yref, R));
+                    }
+                    /* cached per (call, seq): a changed x is seen at the next seq */
+                    float x0 = f.x[0];
+                    f.x[0] = 7.5f;
+                    run_all(lt_kernel_fn_for(k, isa), &c, 103, 3);
+                    ASSERT_TRUE(same(y, yref, R));
+                    run_all(lt_kernel_fn_for(k, isa), &c, 104, 3);
+                    ASSERT_TRUE(!same(y, yref, R));
+                    f.x[0] = x0;
+                }
+                free(g);
+                free(xb);
+                fixture_free(&f);
+            }
+    /* refused: an unknown prologue, a missing or short operand, a negative eps */
+    fixture f;
+    fixture_init(&f, LT_F32, 4, 64);
+    float y[4], g[64] = {0}, g2[32] = {0};
+    lt_tensor tg, tg2;
+    lt_tensor_init(&tg, LT_F32, 64, 1, 1, 1, g);
+    lt_tensor_init(&tg2, LT_F32, 32, 1, 1, 1, g2);
+    lt_params p;
+    lt_params_default(k, &p);
+    lt_call c;
+    make_call(&c, &f, y, 0, &p);
+    c.ia[1] = 3;
+    c.op[3] = &tg;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.ia[1] = LT_MV_PRE_RMSNORM;
+    c.op[3] = NULL;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.op[3] = &tg2;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.op[3] = &tg;
+    c.fa[0] = -1.0f;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.fa[0] = 1e-5f;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+    fixture_free(&f);
+}
+
 int main(void) {
     test_descriptor();
+    for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) test_prologue((lt_isa)isa);
     test_check_and_cost();
     for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
         if (isa == LT_ISA_AVX2) continue; /* act_int16 / act_int8 do not apply there */

@@ -1,7 +1,9 @@
 /* The decoder under both executors: the kernel-looping pass turns the
  * layers into one LOOP node, and the looped executor reproduces the
  * dispatch executor's logits bit for bit, at every position, for decode and
- * batched prefill, on the real stories260K model (grouped-query attention). */
+ * batched prefill, on the real stories260K model (grouped-query attention).
+ * The prologue-fusion pass folds the decode program's norms and gate into
+ * the matvecs after them, and changes no bit either. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,11 +13,14 @@
 
 enum { STEPS = 24 };
 
+static bool no_fuse; /* run without the prologue-fusion pass */
+
 /* Decode and prefill on their own thread counts (0 = the whole pool). */
 static void run_on(lt_model *m, lt_pool *pool, lt_executor e, int decode_th, int prefill_th,
                    float *logits /* [STEPS+3][vocab] */) {
     lt_llama *l;
-    lt_llama_opts o = {.executor = (int)e, .ctx_len = 64, .all_logits = true};
+    lt_llama_opts o = {.executor = (int)e, .ctx_len = 64, .all_logits = true,
+                       .no_fuse_pass = no_fuse};
     ASSERT_EQ(lt_llama_init(&l, m, pool, &o), LT_OK);
     ASSERT_EQ(lt_llama_set_threads(l, false, decode_th), LT_OK);
     ASSERT_EQ(lt_llama_set_threads(l, true, prefill_th), LT_OK);
@@ -65,8 +70,35 @@ int main(void) {
     lt_program_loop(p, 0, &L);
     ASSERT_EQ(L.n_iter, m->cfg.n_layers);
     ASSERT_EQ(L.first, 1); /* after the embedding */
-    ASSERT_EQ(L.first + L.n_iter * L.body_len + 2, lt_program_n_nodes(p)); /* norm, classifier */
+    ASSERT_EQ(L.first + L.n_iter * L.body_len + 1, lt_program_n_nodes(p)); /* the classifier */
+    /* no norm or gate node is left in the decode program: they are the
+     * matvecs' prologues (2 norms and the gate per layer, the output norm) */
+    int pre = 0, standalone = 0;
+    for (int i = 0; i < lt_program_n_nodes(p); i++) {
+        lt_node_info ni;
+        lt_program_node(p, i, &ni);
+        standalone += ni.kernel == LT_K_RMSNORM || ni.kernel == LT_K_SWIGLU;
+        pre += ni.kernel == LT_K_MATVEC && lt_program_call(p, i)->ia[1] != LT_MV_PRE_NONE;
+    }
+    ASSERT_EQ(standalone, 0);
+    ASSERT_EQ(pre, (int)m->cfg.n_layers * 6 + 1);
     lt_llama_free(l);
+
+    /* fused and unfused: the same logits, both executors, 1..3 threads */
+    for (int nth = 1; nth <= 3; nth++) {
+        lt_pool *pl;
+        ASSERT_EQ(lt_pool_init(&pl, nth), LT_OK);
+        for (int e = 0; e < 2; e++) {
+            no_fuse = true;
+            run(m, pl, (lt_executor)e, a);
+            no_fuse = false;
+            run(m, pl, (lt_executor)e, b);
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+            ASSERT_EQ(bad, 0);
+        }
+        lt_pool_free(pl);
+    }
 
     for (int nth = 1; nth <= 3; nth++) {
         lt_pool *pl;

@@ -28,6 +28,7 @@ static const char *const bench_help =
     "      --executor E     looped (default) or dispatch\n"
     "      --compare-executors  run both executors alternately in one process, with the ratio\n"
     "      --mmap           read weights from the file mapping instead of huge-page memory\n"
+    "      --no-fuse-pass   keep norms and gates as nodes of their own (no matvec prologues)\n"
     "      --json           one JSON object on stdout instead of the table\n"
     "      --config-store SPEC  tuned configurations to start from: a file (default: the\n"
     "                       user's cache) or kafka (the topic looptune.configs at --brokers)\n"
@@ -119,9 +120,9 @@ int lt_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     const char *model_path = NULL;
     int64_t threads = 0, n_tok = 64, runs = 5, membw_mib = 256;
-    bool json = false, compare = false, use_mmap = false;
+    bool json = false, compare = false, use_mmap = false, no_fuse = false;
     lt_executor executor = LT_EXEC_LOOPED;
-    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_STORE, O_NOWARM, O_BROKERS,
+    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_NFP, O_STORE, O_NOWARM, O_BROKERS,
            O_KCONF, O_PREFIX, O_PARAM };
     lt_cli_param params[LT_CLI_MAX_PARAMS];
     int n_params = 0;
@@ -136,6 +137,7 @@ int lt_cmd_bench(int argc, char **argv) {
         {"json", no_argument, 0, O_JSON},      {"executor", required_argument, 0, O_EXEC},
         {"compare-executors", no_argument, 0, O_CMP}, {"help", no_argument, 0, 'h'},
         {"mmap", no_argument, 0, O_MMAP},
+        {"no-fuse-pass", no_argument, 0, O_NFP},
         {"config-store", required_argument, 0, O_STORE},
         {"no-warm-start", no_argument, 0, O_NOWARM},
         {"param", required_argument, 0, O_PARAM},
@@ -178,6 +180,7 @@ int lt_cmd_bench(int argc, char **argv) {
             break;
         case O_CMP: compare = true; break;
         case O_MMAP: use_mmap = true; break;
+        case O_NFP: no_fuse = true; break;
         case O_STORE: store_path = optarg; break;
         case O_NOWARM: no_warm = true; break;
         case O_PARAM:
@@ -244,7 +247,8 @@ int lt_cmd_bench(int argc, char **argv) {
         goto done;
     }
     for (int e = 0; e < n_exec; e++) {
-        lt_llama_opts lo = {.ctx_len = n_tok + 1, .executor = (int)ex[e].e};
+        lt_llama_opts lo = {.ctx_len = n_tok + 1, .executor = (int)ex[e].e,
+                            .no_fuse_pass = no_fuse};
         if ((rc = lt_llama_init(&ex[e].l, m, pool, &lo))) {
             lt_cli_fail_status(cmd, rc, "cannot build the program");
             goto done;

@@ -33,6 +33,7 @@ static const char *const run_help =
     "      --executor E        looped (default: one persistent loop over the layers, no\n"
     "                          global barriers) or dispatch (per-node split + barrier)\n"
     "      --no-loop-pass      keep the program flat (no LOOP nodes)\n"
+    "      --no-fuse-pass      keep norms and gates as nodes of their own (no matvec prologues)\n"
     "      --mmap              read weights from the file mapping (default: copy them to\n"
     "                          huge-page memory in decode order, faster to stream)\n"
     "      --dump-program      print the decode program before and after the kernel-looping pass\n"
@@ -107,13 +108,14 @@ int lt_cmd_run(int argc, char **argv) {
     const char *dump_logits = NULL;
     int64_t n_new = 128, threads = 0, seed = -1, ctx = 0, prefill_batch = 0;
     float temp = 0.8f, top_p = 0.9f;
-    bool print_ids = false, dump_program = false, ignore_eos = false, no_loop_pass = false;
+    bool print_ids = false, dump_program = false, ignore_eos = false, no_loop_pass = false,
+         no_fuse_pass = false;
     bool use_mmap = false;
     lt_executor executor = LT_EXEC_LOOPED;
     lt_cli_tel_opts tel_opts = {.mode = LT_CLI_TEL_OFF};
     lt_kafka_props *props = NULL;
     enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
-           O_EXEC, O_NLP, O_MMAP, O_TEL, O_BROKERS, O_KCONF, O_PREFIX, O_WTOK, O_WMS, O_DETAIL,
+           O_EXEC, O_NLP, O_NFP, O_MMAP, O_TEL, O_BROKERS, O_KCONF, O_PREFIX, O_WTOK, O_WMS, O_DETAIL,
            O_DRAIN, O_CTR, O_STORE, O_NOWARM, O_TUNE, O_XSHARE, O_PARAM };
     lt_cli_param params[LT_CLI_MAX_PARAMS];
     int n_params = 0;
@@ -129,6 +131,7 @@ int lt_cmd_run(int argc, char **argv) {
         {"print-ids", no_argument, 0, O_PIDS},    {"dump-logits", required_argument, 0, O_DL},
         {"dump-program", no_argument, 0, O_DP},   {"isa", required_argument, 0, O_ISA},
         {"executor", required_argument, 0, O_EXEC}, {"no-loop-pass", no_argument, 0, O_NLP},
+        {"no-fuse-pass", no_argument, 0, O_NFP},
         {"mmap", no_argument, 0, O_MMAP},
         {"config-store", required_argument, 0, O_STORE},
         {"no-warm-start", no_argument, 0, O_NOWARM}, {"param", required_argument, 0, O_PARAM},
@@ -190,6 +193,7 @@ int lt_cmd_run(int argc, char **argv) {
         case O_DL: dump_logits = optarg; break;
         case O_DP: dump_program = true; break;
         case O_NLP: no_loop_pass = true; break;
+        case O_NFP: no_fuse_pass = true; break;
         case O_MMAP: use_mmap = true; break;
         case O_STORE: store_path = optarg; break;
         case O_NOWARM: no_warm = true; break;
@@ -331,6 +335,7 @@ int lt_cmd_run(int argc, char **argv) {
     }
     lt_llama_opts lo = {.ctx_len = ctx_len, .all_logits = dump_logits != NULL,
                         .executor = (int)executor, .no_loop_pass = no_loop_pass,
+                        .no_fuse_pass = no_fuse_pass,
                         .dump_program = dump_program ? stdout : NULL};
     if ((rc = lt_llama_init(&l, m, pool, &lo))) {
         lt_cli_fail_status(cmd, rc, "cannot build the program");

@@ -1,0 +1,118 @@
+/* The prologue-fusion pass: a one-row RMSNORM or SWIGLU whose result only
+ * feeds matvecs (as their x) becomes those matvecs' input prologue
+ * (MATVEC ia[1]) and leaves the program. Each thread of a matvec then
+ * computes the normalised or gated row for itself from the producer's
+ * inputs, so the hand-off at that node disappears: the consumers wait for
+ * what the producer waited for, no longer for the producer.
+ *
+ * A producer fuses when, in the nodes after it up to the next write of its
+ * output (or the end):
+ *   - every reader of the output is a matvec reading it as x, exactly that
+ *     buffer, with no prologue yet;
+ *   - nothing writes the producer's inputs before its last reader (the
+ *     readers recompute from them);
+ * and when its output is a whole one-row activation (not a view, not state)
+ * that it does not also read as the second input. Knows nothing of Llama. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "program/program_internal.h"
+
+/* The buffer b is (or is a view into) root r. */
+static bool touches(const lt_program *p, int b, int r) {
+    while (b >= 0) {
+        if (b == r) return true;
+        b = p->bufs[b].kind == LT_BUF_VIEW ? p->bufs[b].parent : -1;
+    }
+    return false;
+}
+
+/* The buffer a view (of a view ...) lies in. */
+static int root(const lt_program *p, int b) {
+    while (b >= 0 && p->bufs[b].kind == LT_BUF_VIEW) b = p->bufs[b].parent;
+    return b;
+}
+
+static bool node_reads(const lt_program *p, const lt__node *n, int r) {
+    lt_call c = {0};
+    memcpy(c.ia, n->ia, sizeof c.ia);
+    for (int o = 0; o < n->n_ops; o++)
+        if (n->ops[o] >= 0 && root(p, n->ops[o]) == r && lt_kernel_reads(n->kernel, &c, o))
+            return true;
+    return false;
+}
+
+static bool node_writes(const lt_program *p, const lt__node *n, int r) {
+    lt_call c = {0};
+    memcpy(c.ia, n->ia, sizeof c.ia);
+    for (int o = 0; o < n->n_ops; o++)
+        if (n->ops[o] >= 0 && root(p, n->ops[o]) == r && lt_kernel_writes(n->kernel, &c, o))
+            return true;
+    return false;
+}
+
+/* Whether node i can fuse; its readers are marked in is_reader. */
+static bool fusable(const lt_program *p, int i, bool *is_reader) {
+    const lt__node *n = &p->nodes[i];
+    if ((n->kernel != LT_K_RMSNORM && n->kernel != LT_K_SWIGLU) || n->n_ops != 3) return false;
+    const int y = n->ops[0], a = n->ops[1], b = n->ops[2];
+    if (y < 0 || a < 0 || b < 0 || p->bufs[y].kind != LT_BUF_ACT) return false;
+    const lt_tensor *t = &p->bufs[y].t;
+    if (t->dtype != LT_F32 || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1) return false;
+    /* rmsnorm in place would need x after it was overwritten; swiglu may
+     * overwrite its gate (the readers get the gate from the same buffer,
+     * unchanged now), not its up input */
+    if (root(p, b) == y || (n->kernel == LT_K_RMSNORM && root(p, a) == y)) return false;
+    const int ra = root(p, a), rb = root(p, b);
+    memset(is_reader, 0, (size_t)p->n_nodes * sizeof *is_reader);
+    int readers = 0, last = i;
+    for (int j = i + 1; j < p->n_nodes; j++) {
+        const lt__node *m = &p->nodes[j];
+        if (node_reads(p, m, y)) {
+            if (m->kernel != LT_K_MATVEC || m->n_ops != 3 || m->ops[2] != y || m->ia[1] != 0)
+                return false;
+            for (int o = 0; o < 2; o++)
+                if (touches(p, m->ops[o], y)) return false; /* y as W or as the output */
+            is_reader[j] = true;
+            readers++;
+            last = j;
+        }
+        if (node_writes(p, m, y)) break;
+    }
+    if (readers == 0) return false;
+    /* the last reader too: one that writes x while it reads it would race */
+    for (int j = i + 1; j <= last; j++)
+        if (node_writes(p, &p->nodes[j], ra) || node_writes(p, &p->nodes[j], rb)) return false;
+    return true;
+}
+
+int lt_pass_fuse_prologues(lt_program *p) {
+    if (p->finalized) return lt_error(LT_ESTATE, "program %s: fuse before finalize", p->name);
+    if (p->n_loops) return lt_error(LT_ESTATE, "program %s: fuse before the looping pass", p->name);
+    bool *is_reader = calloc((size_t)p->n_nodes + 1, sizeof *is_reader);
+    if (!is_reader) return lt_error(LT_ENOMEM, "out of memory fusing prologues");
+    int fused = 0;
+    for (int i = 0; i < p->n_nodes;) {
+        if (!fusable(p, i, is_reader)) {
+            i++;
+            continue;
+        }
+        const lt__node *n = &p->nodes[i];
+        const int64_t pre = n->kernel == LT_K_RMSNORM ? LT_MV_PRE_RMSNORM : LT_MV_PRE_SWIGLU;
+        for (int j = i + 1; j < p->n_nodes; j++) {
+            if (!is_reader[j]) continue;
+            lt__node *m = &p->nodes[j];
+            m->ops[2] = n->ops[1];
+            m->ops[3] = n->ops[2];
+            m->n_ops = 4;
+            m->ia[1] = pre;
+            m->fa[0] = n->kernel == LT_K_RMSNORM ? n->fa[0] : 0.0f;
+        }
+        free(p->nodes[i].label);
+        memmove(&p->nodes[i], &p->nodes[i + 1], (size_t)(p->n_nodes - i - 1) * sizeof *p->nodes);
+        p->n_nodes--;
+        fused++;
+    }
+    free(is_reader);
+    return fused;
+}
