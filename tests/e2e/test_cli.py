@@ -94,6 +94,14 @@ p2 = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "12", "--temp", "0"
           "--no-warm-start", "-t", "2", "--param", "threads.decode=1"])
 check(p2.returncode == 0 and p2.stdout == p0.stdout and
       "2 (decode 1, prefill 2) threads" in p2.stderr, "run --param threads.decode=1", p2.stderr)
+# the looped executor's parameters, and the programs without the fusion pass: the same tokens
+p3 = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "12", "--temp", "0", "--print-ids",
+          "--no-warm-start", "-t", "2", "--param", "looped.tiles_per_thread=1", "--param",
+          "looped.min_task_kb=0", "--param", "looped.sync=1"])
+check(p3.returncode == 0 and p3.stdout == p0.stdout, "run --param looped.*: same tokens", p3.stderr)
+p4 = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "12", "--temp", "0", "--print-ids",
+          "--no-warm-start", "-t", "2", "--no-fuse-pass"])
+check(p4.returncode == 0 and p4.stdout == p0.stdout, "run --no-fuse-pass: same tokens", p4.stderr)
 
 # --help everywhere, errors on bad flags
 for cmd in ("run", "bench", "model-gen"):
@@ -122,7 +130,10 @@ for args, word in ((["bench", "-m", MODEL, "--executor", "nope"], "executor"),
                    (["run", "-m", MODEL, "--prompt-ids", "1", "-t", "2", "--param",
                      "threads.decode=3"], "expected 1..2"),
                    (["bench", "-m", MODEL, "--param", "threads.both=1"], "threads.prefill"),
-                   (["bench", "-m", MODEL, "--param", "threads.decode=-1"], "0..64")):
+                   (["bench", "-m", MODEL, "--param", "threads.decode=-1"], "0..64"),
+                   (["bench", "-m", MODEL, "--param", "looped.nope=1"], "nope"),
+                   (["run", "-m", MODEL, "--prompt-ids", "1", "--param",
+                     "looped.tiles_per_thread=3"], "tiles_per_thread")):
     p = run(args)
     check(p.returncode > 0 and word in p.stderr and len(p.stderr.strip().splitlines()) == 1,
           "%s: one-line error naming %s" % (" ".join(args[:1] + args[3:]), word), p.stderr)
