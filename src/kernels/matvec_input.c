@@ -82,7 +82,7 @@ void lt__mv_input_oom(const lt_call *call, const lt_step *step, int ith, int nth
     alignas(64) float spare[LT__MV_PRE_MAX];
     prologue(call, norm_ops[isa], act_ops[isa], spare);
     /* no seq: nothing may cache what this stack buffer holds */
-    lt_step one = *step;
+    lt_step one = step ? *step : (lt_step){.n_tokens = 1};
     one.seq = 0;
     fn(call, &one, ith, nth, spare);
 }

@@ -132,6 +132,11 @@ static void run_all(void *arg, int ith, int nth) {
     }
 }
 
+/* Execution numbers of the timer's runs: a space of their own (the top bit
+ * set), so a run's per-thread caches (quantised or normalised x, keyed by
+ * call and seq) serve its tasks as the executors' do, and never a later run. */
+static _Atomic uint64_t timer_seq = 1ull << 63;
+
 static long invol_switches(void) {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
@@ -144,6 +149,7 @@ double lt_node_timer_run(lt_node_timer *t, const lt_params *p, bool *contended) 
     }
     for (int k = 0; k < t->n_keep; k++)
         memcpy(t->keep[k].data, t->keep[k].saved, t->keep[k].nbytes);
+    t->step.seq = atomic_fetch_add_explicit(&timer_seq, 1, memory_order_relaxed);
     long cs0 = invol_switches();
     uint64_t t0 = lt_now_ns();
     lt_pool_run(t->pool, run_all, t);
