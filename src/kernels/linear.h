@@ -6,6 +6,8 @@
 
 #include "looptune/kernels.h"
 
+#include <pthread.h>
+
 /* matvec parameters, indexed like lt__k_matvec.params. */
 enum {
     LT__MV_ROWS_PER_TASK = 0, /* rows in one unit of work */
@@ -111,6 +113,13 @@ void lt__xq8_quant_portable(const float *x, int64_t n, int8_t *q, float *s, int3
  * ([cols / 4] then zeros up to a multiple of 16), all 64-byte aligned. */
 bool lt__xq8_get(const lt_call *call, const lt_step *step, const float *x, lt__xq8_quant_fn quant,
                  const int8_t **q, const float **s, const int32_t **bias);
+
+/* A thread's growable buffer (*buf, *cap bytes, 64-byte aligned) made at
+ * least `bytes` long; the buffer is registered under *key (made once by
+ * make_key, whose destructor frees it at the thread's exit). False if out
+ * of memory (the buffer is unchanged). */
+bool lt__tl_reserve(char **buf, size_t *cap, size_t bytes, pthread_once_t *once,
+                    pthread_key_t *key, void (*make_key)(void));
 
 /* ---- the input prologue (matvec_input.c) ----------------------------------- */
 

@@ -20,8 +20,8 @@
 typedef struct {
     const lt_call *call;
     uint64_t seq; /* 0: nothing cached */
-    float *buf;
-    size_t cap; /* floats */
+    char *buf;
+    size_t cap; /* bytes */
 } pre_cache;
 
 static _Thread_local pre_cache tl_pre;
@@ -56,24 +56,17 @@ const float *lt__mv_input(const lt_call *call, const lt_step *step, lt_isa isa) 
     const size_t cols = (size_t)call->op[2]->ne[0];
     const uint64_t seq = step ? step->seq : 0;
     pre_cache *c = &tl_pre;
-    if (seq != 0 && c->seq == seq && c->call == call) return c->buf;
-    if (cols > c->cap) {
-        pthread_once(&pre_once, pre_make_key);
-        size_t cap = (cols + 1023) & ~(size_t)1023;
-        float *p = lt_aligned_alloc(LT_CACHE_LINE, cap * sizeof *p);
-        if (!p) {
-            c->seq = 0;
-            return NULL;
-        }
-        lt_aligned_free(c->buf);
-        c->buf = p;
-        c->cap = cap;
-        pthread_setspecific(pre_key, p);
+    if (seq != 0 && c->seq == seq && c->call == call) return (const float *)c->buf;
+    if (!lt__tl_reserve(&c->buf, &c->cap, cols * sizeof(float), &pre_once, &pre_key,
+                        pre_make_key)) {
+        c->seq = 0;
+        return NULL;
     }
-    prologue(call, norm_ops[isa], act_ops[isa], c->buf);
+    float *out = (float *)c->buf;
+    prologue(call, norm_ops[isa], act_ops[isa], out);
     c->call = call;
     c->seq = seq;
-    return c->buf;
+    return out;
 }
 
 void lt__mv_input_oom(const lt_call *call, const lt_step *step, int ith, int nth, lt_isa isa,

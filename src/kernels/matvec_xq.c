@@ -83,6 +83,20 @@ static pthread_once_t xq_once = PTHREAD_ONCE_INIT;
 static void xq_free(void *p) { lt_aligned_free(p); }
 static void xq_make_key(void) { LT_ASSERT(pthread_key_create(&xq_key, xq_free) == 0); }
 
+bool lt__tl_reserve(char **buf, size_t *cap, size_t bytes, pthread_once_t *once,
+                    pthread_key_t *key, void (*make_key)(void)) {
+    if (bytes <= *cap) return true;
+    pthread_once(once, make_key);
+    size_t n = (bytes + 4095) & ~(size_t)4095;
+    char *p = lt_aligned_alloc(LT_CACHE_LINE, n);
+    if (!p) return false;
+    lt_aligned_free(*buf);
+    *buf = p;
+    *cap = n;
+    pthread_setspecific(*key, p);
+    return true;
+}
+
 /* This thread's buffer of at least `bytes` for (call, x, seq, quant); *fill
  * is true if the caller must (re)compute its content (the key is then
  * already recorded). NULL if out of memory (nothing is cached then). */
@@ -92,18 +106,9 @@ static char *xq_slot(const lt_call *call, const lt_step *step, const float *x, x
     const uint64_t seq = step ? step->seq : 0;
     *fill = seq == 0 || c->seq != seq || c->call != call || c->x != x || c->quant != quant;
     if (!*fill) return c->buf;
-    if (bytes > c->cap) {
-        pthread_once(&xq_once, xq_make_key);
-        size_t cap = (bytes + 4095) & ~(size_t)4095;
-        char *p = lt_aligned_alloc(LT_CACHE_LINE, cap);
-        if (!p) {
-            c->seq = 0;
-            return NULL;
-        }
-        lt_aligned_free(c->buf);
-        c->buf = p;
-        c->cap = cap;
-        pthread_setspecific(xq_key, p);
+    if (!lt__tl_reserve(&c->buf, &c->cap, bytes, &xq_once, &xq_key, xq_make_key)) {
+        c->seq = 0;
+        return NULL;
     }
     c->call = call;
     c->x = x;

@@ -33,22 +33,21 @@ static int root(const lt_program *p, int b) {
     return b;
 }
 
-static bool node_reads(const lt_program *p, const lt__node *n, int r) {
+/* Whether node n reads (write: writes) buffer r or a view into it. */
+static bool accesses(const lt_program *p, const lt__node *n, int r, bool write) {
     lt_call c = {0};
     memcpy(c.ia, n->ia, sizeof c.ia);
     for (int o = 0; o < n->n_ops; o++)
-        if (n->ops[o] >= 0 && root(p, n->ops[o]) == r && lt_kernel_reads(n->kernel, &c, o))
+        if (n->ops[o] >= 0 && root(p, n->ops[o]) == r &&
+            (write ? lt_kernel_writes(n->kernel, &c, o) : lt_kernel_reads(n->kernel, &c, o)))
             return true;
     return false;
 }
-
+static bool node_reads(const lt_program *p, const lt__node *n, int r) {
+    return accesses(p, n, r, false);
+}
 static bool node_writes(const lt_program *p, const lt__node *n, int r) {
-    lt_call c = {0};
-    memcpy(c.ia, n->ia, sizeof c.ia);
-    for (int o = 0; o < n->n_ops; o++)
-        if (n->ops[o] >= 0 && root(p, n->ops[o]) == r && lt_kernel_writes(n->kernel, &c, o))
-            return true;
-    return false;
+    return accesses(p, n, r, true);
 }
 
 /* Whether node i can fuse; its readers are marked in is_reader. */
