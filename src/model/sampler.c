@@ -102,13 +102,13 @@ static int32_t draw(const float *p, int64_t n, double total, float u) {
 static bool before(prob_id a, prob_id b) { return a.p != b.p ? a.p > b.p : a.id < b.id; }
 
 /* The k first of c[0..m) in that order, for the smallest k whose
- * probabilities sum to >= target (> target if strict), or k = m if they
+ * probabilities sum to >= target, or k = m if they
  * never do: reorders c so that those are c[0..k) (in no particular order,
  * except that c[k - 1] is the k-th) and returns k; *sum is their sum.
  * Quickselect on the running sum: linear time, where sorting a near-uniform
  * distribution (a random model's: the nucleus holds most of the vocabulary)
  * cost milliseconds per token. */
-static int64_t select_prefix(prob_id *c, int64_t m, double target, bool strict, double *sum) {
+static int64_t select_prefix(prob_id *c, int64_t m, double target, double *sum) {
     int64_t lo = 0, hi = m; /* c[0..lo) are in the prefix; k lies in (lo, hi] */
     double acc = 0.0;       /* their sum, which has not reached target */
     while (hi - lo > 1) {
@@ -127,9 +127,9 @@ static int64_t select_prefix(prob_id *c, int64_t m, double target, bool strict, 
         c[hi - 1] = c[i];
         c[i] = t; /* the pivot at its sorted place */
         double with_before = acc + sb, with_pivot = with_before + t.p;
-        if (strict ? with_before > target : with_before >= target) {
+        if (with_before >= target) {
             hi = i;
-        } else if (strict ? with_pivot > target : with_pivot >= target) {
+        } else if (with_pivot >= target) {
             *sum = with_pivot;
             return i + 1;
         } else {
@@ -152,13 +152,17 @@ static int32_t sample_top_p(lt_sampler *s, const float *probs) {
     int64_t m = 0;
     for (int64_t i = 0; i < s->n; i++)
         if (probs[i] >= cutoff || i == best) s->cands[m++] = (prob_id){probs[i], (int32_t)i};
-    /* the nucleus: the smallest most-probable prefix reaching top_p; then the
-     * token where the prefix's cumulative sum first exceeds u * its total */
-    double cum, unused;
-    int64_t keep = select_prefix(s->cands, m, s->top_p, false, &cum);
-    double r = (double)next_f32(s) * cum;
-    int64_t j = select_prefix(s->cands, keep, r, true, &unused);
-    return s->cands[j - 1].id;
+    /* the nucleus: the smallest most-probable prefix reaching top_p */
+    double cum;
+    int64_t keep = select_prefix(s->cands, m, s->top_p, &cum);
+    /* any fixed order of the nucleus draws each token with probability
+     * p / cum: the selection's order, one pass */
+    double r = (double)next_f32(s) * cum, c = 0.0;
+    for (int64_t i = 0; i < keep; i++) {
+        c += s->cands[i].p;
+        if (r < c) return s->cands[i].id;
+    }
+    return s->cands[keep - 1].id; /* rounding left r at the very top */
 }
 
 /* Picks the next token. logits [n] are overwritten with probabilities
