@@ -154,9 +154,15 @@ auto.create.topics.enable=true
 log.segment.bytes=16777216
 EOF
     local jvm=("$java" -Xmx512m -Xms128m -XX:+UseSerialGC -Djava.awt.headless=true -cp "$jars/*")
-    # A cluster id is 16 random bytes, base64url without padding.
+    # A cluster id is 16 random bytes, base64url without padding; never one
+    # starting with '-', which the format tool would take for an option (as
+    # Kafka's own Uuid.randomUuid avoids it).
     cluster_id=$(python3 -c 'import base64, uuid
-print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+while True:
+    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not s.startswith("-"):
+        break
+print(s)')
     if ! timeout 60 "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
         -c "$data/server.properties" >"$dir/format.log" 2>&1; then
         die "formatting the broker's storage failed; see $dir/format.log"
