@@ -51,6 +51,9 @@ typedef struct {
 
 /* MATVEC ia[1]: what the kernel computes from x before the product. */
 typedef enum { LT_MV_PRE_NONE = 0, LT_MV_PRE_RMSNORM = 1, LT_MV_PRE_SWIGLU = 2 } lt_mv_prologue;
+/* The widest x a matvec with a prologue takes (its out-of-memory path holds
+ * x' on the stack). */
+#define LT_MV_PRE_MAX_COLS 16384
 
 /* One kernel call. op[0] is always the output. Operands, attributes and
  * their meaning per kernel (all activations f32, row-major, one row per

@@ -33,9 +33,10 @@ static int64_t heads_per_task(const lt_call *c) {
     return hpt < group ? hpt : group;
 }
 
+/* Every token's head groups: a prefill call splits each token's apart. */
 static int64_t attention_units(const lt_call *c) {
     const int64_t hpt = heads_per_task(c);
-    return (c->ia[0] + hpt - 1) / hpt;
+    return c->op[0]->ne[1] * ((c->ia[0] + hpt - 1) / hpt);
 }
 
 static void attention_drive(const lt_call *c, const lt_step *step, int ith, int nth,

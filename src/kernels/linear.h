@@ -123,9 +123,6 @@ bool lt__tl_reserve(char **buf, size_t *cap, size_t bytes, pthread_once_t *once,
 
 /* ---- the input prologue (matvec_input.c) ----------------------------------- */
 
-/* Columns a matvec with a prologue may have (the out-of-memory path holds
- * x' on the stack). */
-#define LT__MV_PRE_MAX 16384
 
 /* A matvec path given its input x (after the prologue). */
 typedef void (*lt__mv_entry_fn)(const lt_call *call, const lt_step *step, int ith, int nth,

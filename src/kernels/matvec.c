@@ -164,9 +164,9 @@ static int matvec_check(const lt_call *call) {
         if (!call->op[3] || !is_f32_vector(call->op[3], cols))
             return lt_error(LT_EINVAL, "matvec: the prologue's operand must be a contiguous f32 "
                                        "vector of %lld columns", (long long)cols);
-        if (cols > LT__MV_PRE_MAX)
+        if (cols > LT_MV_PRE_MAX_COLS)
             return lt_error(LT_EINVAL, "matvec: a prologue needs at most %d columns, got %lld",
-                            LT__MV_PRE_MAX, (long long)cols);
+                            LT_MV_PRE_MAX_COLS, (long long)cols);
         if (call->ia[1] == LT_MV_PRE_RMSNORM && !(call->fa[0] >= 0.0f))
             return lt_error(LT_EINVAL, "matvec: the norm's eps must be >= 0");
     }

@@ -71,8 +71,8 @@ const float *lt__mv_input(const lt_call *call, const lt_step *step, lt_isa isa) 
 
 void lt__mv_input_oom(const lt_call *call, const lt_step *step, int ith, int nth, lt_isa isa,
                       lt__mv_entry_fn fn) {
-    /* matvec_check bounds a fused call's columns to LT__MV_PRE_MAX */
-    alignas(64) float spare[LT__MV_PRE_MAX];
+    /* matvec_check bounds a fused call's columns to LT_MV_PRE_MAX_COLS */
+    alignas(64) float spare[LT_MV_PRE_MAX_COLS];
     prologue(call, norm_ops[isa], act_ops[isa], spare);
     /* no seq: nothing may cache what this stack buffer holds */
     lt_step one = step ? *step : (lt_step){.n_tokens = 1};

@@ -105,13 +105,15 @@ static int add_dep(int **deps, int *n, int *cap, int begin, int d) {
 }
 
 /* t tasks fitted to a kernel's pieces: every task gets the same whole
- * number of pieces (the last one fewer), about units / t. Tasks holding
+ * number of pieces (the last one fewer), about units / t, and there are never
+ * more than cap tasks (a task may own a row of per-task scratch). Tasks holding
  * pieces unevenly (2 of 9 pieces in one task, 1 in another) would leave one
  * thread working while the next node's threads wait for it. */
-static int fit_units(int t, int64_t units) {
+static int fit_units(int t, int64_t units, int cap) {
     if (units <= 0) return t;
     int64_t per = (units + t / 2) / t;
     if (per < 1) per = 1;
+    if ((units + per - 1) / per > cap) per = (units + cap - 1) / cap; /* never above cap */
     return (int)((units + per - 1) / per);
 }
 
@@ -123,17 +125,17 @@ static int fit_units(int t, int64_t units) {
 static int node_tasks(const lt_program *p, const lt__node *n, int tasks, double min_task) {
     const lt_kernel *k = lt_kernel_get(n->kernel);
     const int64_t units = k->units ? k->units(&n->call) : 0;
-    if (min_task <= 0) return fit_units(tasks, units);
+    if (min_task <= 0) return fit_units(tasks, units, tasks);
     for (int o = 0; o < n->n_ops; o++)
         if (n->ops[o] >= 0 && p->bufs[n->ops[o]].kind == LT_BUF_STATE &&
             lt_kernel_reads(n->kernel, &n->call, o))
-            return fit_units(tasks, units);
-    if (!k->cost) return fit_units(tasks, units);
+            return fit_units(tasks, units, tasks);
+    if (!k->cost) return fit_units(tasks, units, tasks);
     lt_step one = {.pos = 0, .n_tokens = n->call.op[0] ? n->call.op[0]->ne[1] : 1};
     double bytes = 0, flops = 0;
     k->cost(&n->call, &one, &bytes, &flops);
     double want = bytes / min_task;
-    return fit_units(want >= tasks ? tasks : want < 1 ? 1 : (int)want, units);
+    return fit_units(want >= tasks ? tasks : want < 1 ? 1 : (int)want, units, tasks);
 }
 
 /* Builds the schedule: task counts and dependency lists. */

@@ -12,7 +12,12 @@
  *   - nothing writes the producer's inputs before its last reader (the
  *     readers recompute from them);
  * and when its output is a whole one-row activation (not a view, not state)
- * that it does not also read as the second input. Knows nothing of Llama. */
+ * of at most LT_MV_PRE_MAX_COLS elements that it does not also read as the
+ * second input, that no node reads before the program first writes it (a
+ * value carried over from the previous step), and that is rewritten whole,
+ * not through a view, where the readers end. Activations are the program's
+ * scratch: the host reads only outputs that no norm or gate produces (a
+ * model's logits). Knows nothing of Llama. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,12 +62,20 @@ static bool fusable(const lt_program *p, int i, bool *is_reader) {
     const int y = n->ops[0], a = n->ops[1], b = n->ops[2];
     if (y < 0 || a < 0 || b < 0 || p->bufs[y].kind != LT_BUF_ACT) return false;
     const lt_tensor *t = &p->bufs[y].t;
-    if (t->dtype != LT_F32 || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1) return false;
+    if (t->dtype != LT_F32 || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1 ||
+        t->ne[0] > LT_MV_PRE_MAX_COLS)
+        return false;
     /* rmsnorm in place would need x after it was overwritten; swiglu may
      * overwrite its gate (the readers get the gate from the same buffer,
      * unchanged now), not its up input */
     if (root(p, b) == y || (n->kernel == LT_K_RMSNORM && root(p, a) == y)) return false;
     const int ra = root(p, a), rb = root(p, b);
+    /* y read before its first write: the previous step's value, which the
+     * producer must go on leaving there */
+    for (int j = 0; j < i; j++) {
+        if (node_reads(p, &p->nodes[j], y)) return false;
+        if (node_writes(p, &p->nodes[j], y)) break;
+    }
     memset(is_reader, 0, (size_t)p->n_nodes * sizeof *is_reader);
     int readers = 0, last = i;
     for (int j = i + 1; j < p->n_nodes; j++) {
@@ -76,7 +89,17 @@ static bool fusable(const lt_program *p, int i, bool *is_reader) {
             readers++;
             last = j;
         }
-        if (node_writes(p, m, y)) break;
+        if (node_writes(p, m, y)) {
+            /* only a whole rewrite ends the readers: after a partial one the
+             * rest of y would still be the producer's */
+            lt_call c = {0};
+            memcpy(c.ia, m->ia, sizeof c.ia);
+            bool whole = false;
+            for (int o = 0; o < m->n_ops; o++)
+                whole |= m->ops[o] == y && lt_kernel_writes(m->kernel, &c, o);
+            if (!whole) return false;
+            break;
+        }
     }
     if (readers == 0) return false;
     /* the last reader too: one that writes x while it reads it would race */

@@ -133,6 +133,12 @@ static void test_tasks_follow_pieces(void) {
     int mv = lt_program_add_node(p, LT_K_MATVEC, (int[]){y, W, x}, 3, NULL, NULL, "mv");
     int at = lt_program_add_node(p, LT_K_ATTENTION, (int[]){o, q, kc, vc, sc}, 5,
                                  (int64_t[4]){HEADS, KV, HD, 0}, NULL, "attn");
+    /* a prefill attention of 3 tokens: each token's head groups are pieces */
+    lt_tensor_init(&t, LT_F32, HEADS * HD, 3, 1, 1, NULL);
+    int q3 = lt_program_add_buffer(p, "q3", LT_BUF_ACT, &t);
+    int o3 = lt_program_add_buffer(p, "o3", LT_BUF_ACT, &t);
+    int at3 = lt_program_add_node(p, LT_K_ATTENTION, (int[]){o3, q3, kc, vc, sc}, 5,
+                                  (int64_t[4]){HEADS, KV, HD, 0}, NULL, "attn3");
     ASSERT_TRUE(mv >= 0 && at >= 0);
     ASSERT_EQ(lt_program_finalize(p), LT_OK);
     /* 288 rows of 32: 9 pieces of 128 KiB, one per task */
@@ -140,6 +146,7 @@ static void test_tasks_follow_pieces(void) {
     /* 8 heads, 4 per task (the default, and the size of a kv head's group) */
     ASSERT_EQ(lt__looped_tasks(p, 2, at), 2);
     ASSERT_EQ(lt__looped_tasks(p, 1, at), 1);
+    ASSERT_EQ(lt__looped_tasks(p, 2, at3), 6);
     lt_node_info ni;
     lt_program_node(p, at, &ni);
     const lt_kernel *ka = lt_kernel_get(LT_K_ATTENTION);
@@ -160,9 +167,18 @@ static void test_tasks_follow_pieces(void) {
     xp.v[LT_XP_TILES] = 1;
     ASSERT_EQ(lt_program_set_exec_params(p, &xp), LT_OK);
     ASSERT_EQ(lt__looped_tasks(p, 2, mv), 2);
-    xp.v[LT_XP_TILES] = 8; /* 16 tasks wanted: 36 pieces go 2 per task */
+    xp.v[LT_XP_TILES] = 8; /* at most 16 tasks: 36 pieces go 3 per task */
     ASSERT_EQ(lt_program_set_exec_params(p, &xp), LT_OK);
-    ASSERT_EQ(lt__looped_tasks(p, 2, mv), 18);
+    ASSERT_EQ(lt__looped_tasks(p, 2, mv), 12);
+    /* 3 tokens x 8 heads: 2 per task within 16 tasks, 1 per task within 64
+     * (never more tasks than threads x tiles: a task owns a scratch row) */
+    lt_program_node(p, at3, &ni);
+    ni.params.v[lt_kernel_param_index(ka, "heads_per_task")] = 1;
+    ASSERT_EQ(lt_program_set_params(p, at3, &ni.params), LT_OK);
+    ASSERT_EQ(lt__looped_tasks(p, 2, at3), 12);
+    xp.v[LT_XP_TILES] = 32;
+    ASSERT_EQ(lt_program_set_exec_params(p, &xp), LT_OK);
+    ASSERT_EQ(lt__looped_tasks(p, 2, at3), 24);
     lt_program_free(p);
 }
 

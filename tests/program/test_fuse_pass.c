@@ -14,9 +14,11 @@ enum { D = 64, LAYERS = 4 };
 
 static float W[LAYERS][3][D * D], G[LAYERS][2][D], U[D];
 
+static float UH[D / 2];
+
 typedef struct {
     lt_program *p;
-    int x, xb, h, h2, two, view, w[LAYERS][3], g[LAYERS][2], u;
+    int x, xb, h, h2, two, view, half, w[LAYERS][3], g[LAYERS][2], u, uh;
 } prog;
 
 static void init(prog *g) {
@@ -46,6 +48,10 @@ static void init(prog *g) {
     }
     lt_tensor_init(&t, LT_F32, D, 1, 1, 1, U);
     g->u = lt_program_add_buffer(g->p, "u", LT_BUF_WEIGHT, &t);
+    lt_tensor_init(&t, LT_F32, D / 2, 1, 1, 1, UH);
+    g->uh = lt_program_add_buffer(g->p, "uh", LT_BUF_WEIGHT, &t);
+    lt_tensor_init(&t, LT_F32, D / 2, 1, 1, 1, NULL);
+    g->half = lt_program_add_view(g->p, "xb_half", g->xb, 0, &t);
     /* x starts from a weight, so every run is the same */
     ASSERT_TRUE(lt_program_add_node(g->p, LT_K_ADD, (int[]){g->x, g->u, g->g[0][0]}, 3, NULL, NULL,
                                     "init") >= 0);
@@ -180,7 +186,48 @@ static void fusable_after_rewrite(prog *g) { /* readers end at the next write */
     lt_program_add_node(g->p, LT_K_ADD, (int[]){g->h2, g->xb, g->u}, 3, NULL, NULL, "reads new xb");
 }
 
+static void read_before_write(prog *g) { /* the previous step's xb is read first */
+    lt_program_add_node(g->p, LT_K_ADD, (int[]){g->h2, g->xb, g->u}, 3, NULL, NULL, "old xb");
+    norm(g, g->xb, g->x, g->g[0][0]);
+    mv(g, g->h, g->w[0][0], g->xb, false);
+}
+static void partial_rewrite(prog *g) { /* half of xb rewritten, then all of it read */
+    norm(g, g->xb, g->x, g->g[0][0]);
+    mv(g, g->h, g->w[0][0], g->xb, false);
+    lt_program_add_node(g->p, LT_K_ADD, (int[]){g->half, g->uh, g->uh}, 3, NULL, NULL, "half");
+    mv(g, g->h2, g->w[0][1], g->xb, false);
+}
+
+/* A norm of `cols` columns feeding one matvec: fused up to LT_MV_PRE_MAX_COLS. */
+static int fused_wide(int64_t cols) {
+    float *buf = calloc((size_t)cols * 4, sizeof(float));
+    lt_program *p;
+    ASSERT_EQ(lt_program_init(&p, "wide"), LT_OK);
+    lt_tensor t;
+    lt_tensor_init(&t, LT_F32, cols, 1, 1, 1, NULL);
+    int x = lt_program_add_buffer(p, "x", LT_BUF_ACT, &t);
+    int xb = lt_program_add_buffer(p, "xb", LT_BUF_ACT, &t);
+    lt_tensor_init(&t, LT_F32, cols, 1, 1, 1, buf);
+    int g = lt_program_add_buffer(p, "g", LT_BUF_WEIGHT, &t);
+    lt_tensor_init(&t, LT_F32, cols, 2, 1, 1, buf + cols);
+    int w = lt_program_add_buffer(p, "W", LT_BUF_WEIGHT, &t);
+    lt_tensor_init(&t, LT_F32, 2, 1, 1, 1, NULL);
+    int y = lt_program_add_buffer(p, "y", LT_BUF_ACT, &t);
+    lt_program_add_node(p, LT_K_RMSNORM, (int[]){xb, x, g}, 3, NULL, (float[]){1e-5f, 0, 0, 0},
+                        "norm");
+    lt_program_add_node(p, LT_K_MATVEC, (int[]){y, w, xb}, 3, NULL, NULL, "mv");
+    int n = lt_pass_fuse_prologues(p);
+    ASSERT_EQ(lt_program_finalize(p), LT_OK);
+    lt_program_free(p);
+    free(buf);
+    return n;
+}
+
 static void test_conditions(void) {
+    ASSERT_EQ(fused_in(read_before_write), 0);
+    ASSERT_EQ(fused_in(partial_rewrite), 0);
+    ASSERT_EQ(fused_wide(LT_MV_PRE_MAX_COLS), 1);
+    ASSERT_EQ(fused_wide(LT_MV_PRE_MAX_COLS + 32), 0);
     ASSERT_EQ(fused_in(other_reader), 0);
     ASSERT_EQ(fused_in(input_rewritten), 0);
     ASSERT_EQ(fused_in(reader_writes_input), 0);
@@ -217,6 +264,7 @@ int main(void) {
             for (int i = 0; i < D; i++) G[l][j][i] = 0.5f + (float)((i * 7 + l + j) % 11) / 10.0f;
     }
     for (int i = 0; i < D; i++) U[i] = (float)((i * 5) % 13) / 6.0f - 1.0f;
+    for (int i = 0; i < D / 2; i++) UH[i] = (float)(i % 7) / 3.0f;
     test_layers_fuse();
     test_conditions();
     test_two_rows();
