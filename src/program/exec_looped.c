@@ -85,11 +85,6 @@ static void plan_free(struct lt__plan *plan) {
 }
 
 
-static int root_of(const lt_program *p, int b) {
-    while (b >= 0 && p->bufs[b].kind == LT_BUF_VIEW) b = p->bufs[b].parent;
-    return b;
-}
-
 static int add_dep(int **deps, int *n, int *cap, int begin, int d) {
     for (int i = begin; i < *n; i++)
         if ((*deps)[i] == d) return LT_OK;
@@ -124,18 +119,19 @@ static int fit_units(int t, int64_t units, int cap) {
  * the position, so they always get every task their kernel can use. */
 static int node_tasks(const lt_program *p, const lt__node *n, int tasks, double min_task) {
     const lt_kernel *k = lt_kernel_get(n->kernel);
-    const int64_t units = k->units ? k->units(&n->call) : 0;
-    if (min_task <= 0) return fit_units(tasks, units, tasks);
+    bool reads_state = false;
     for (int o = 0; o < n->n_ops; o++)
-        if (n->ops[o] >= 0 && p->bufs[n->ops[o]].kind == LT_BUF_STATE &&
-            lt_kernel_reads(n->kernel, &n->call, o))
-            return fit_units(tasks, units, tasks);
-    if (!k->cost) return fit_units(tasks, units, tasks);
-    lt_step one = {.pos = 0, .n_tokens = n->call.op[0] ? n->call.op[0]->ne[1] : 1};
-    double bytes = 0, flops = 0;
-    k->cost(&n->call, &one, &bytes, &flops);
-    double want = bytes / min_task;
-    return fit_units(want >= tasks ? tasks : want < 1 ? 1 : (int)want, units, tasks);
+        reads_state |= n->ops[o] >= 0 && p->bufs[n->ops[o]].kind == LT_BUF_STATE &&
+                       lt_kernel_reads(n->kernel, &n->call, o);
+    int t = tasks;
+    if (min_task > 0 && !reads_state && k->cost) {
+        lt_step one = {.pos = 0, .n_tokens = n->call.op[0] ? n->call.op[0]->ne[1] : 1};
+        double bytes = 0, flops = 0;
+        k->cost(&n->call, &one, &bytes, &flops);
+        double want = bytes / min_task;
+        t = want >= tasks ? tasks : want < 1 ? 1 : (int)want;
+    }
+    return fit_units(t, k->units ? k->units(&n->call) : 0, tasks);
 }
 
 /* Builds the schedule: task counts and dependency lists. */
@@ -161,7 +157,7 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
         in->n_tasks = nth == 1 ? 1 : node_tasks(p, n, tasks, min_task);
         in->dep_begin = n_deps;
         for (int o = 0; o < n->n_ops && rc == LT_OK; o++) {
-            int b = root_of(p, n->ops[o]);
+            int b = lt__buf_root(p, n->ops[o]);
             if (b < 0) continue;
             if (lt_kernel_reads(n->kernel, &n->call, o) && last_writer[b] >= 0)
                 rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, last_writer[b]);
@@ -177,7 +173,7 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
         in->dep_end = n_deps;
         /* record this node's accesses for the nodes after it */
         for (int o = 0; o < n->n_ops; o++) {
-            int b = root_of(p, n->ops[o]);
+            int b = lt__buf_root(p, n->ops[o]);
             if (b < 0) continue;
             if (lt_kernel_writes(n->kernel, &n->call, o)) {
                 last_writer[b] = i;
@@ -185,7 +181,7 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
             }
         }
         for (int o = 0; o < n->n_ops; o++) {
-            int b = root_of(p, n->ops[o]);
+            int b = lt__buf_root(p, n->ops[o]);
             if (b < 0 || !lt_kernel_reads(n->kernel, &n->call, o)) continue;
             int *nr = realloc(readers[b], (size_t)(n_readers[b] + 1) * sizeof *nr);
             if (!nr) goto oom;

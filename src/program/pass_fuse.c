@@ -23,36 +23,22 @@
 
 #include "program/program_internal.h"
 
-/* The buffer b is (or is a view into) root r. */
-static bool touches(const lt_program *p, int b, int r) {
-    while (b >= 0) {
-        if (b == r) return true;
-        b = p->bufs[b].kind == LT_BUF_VIEW ? p->bufs[b].parent : -1;
-    }
-    return false;
-}
-
-/* The buffer a view (of a view ...) lies in. */
-static int root(const lt_program *p, int b) {
-    while (b >= 0 && p->bufs[b].kind == LT_BUF_VIEW) b = p->bufs[b].parent;
-    return b;
-}
-
-/* Whether node n reads (write: writes) buffer r or a view into it. */
-static bool accesses(const lt_program *p, const lt__node *n, int r, bool write) {
+/* Whether node n reads (write: writes) buffer r or, unless exact, a view
+ * into it. */
+static bool accesses(const lt_program *p, const lt__node *n, int r, bool write, bool exact) {
     lt_call c = {0};
     memcpy(c.ia, n->ia, sizeof c.ia);
     for (int o = 0; o < n->n_ops; o++)
-        if (n->ops[o] >= 0 && root(p, n->ops[o]) == r &&
+        if (n->ops[o] >= 0 && (exact ? n->ops[o] : lt__buf_root(p, n->ops[o])) == r &&
             (write ? lt_kernel_writes(n->kernel, &c, o) : lt_kernel_reads(n->kernel, &c, o)))
             return true;
     return false;
 }
 static bool node_reads(const lt_program *p, const lt__node *n, int r) {
-    return accesses(p, n, r, false);
+    return accesses(p, n, r, false, false);
 }
 static bool node_writes(const lt_program *p, const lt__node *n, int r) {
-    return accesses(p, n, r, true);
+    return accesses(p, n, r, true, false);
 }
 
 /* Whether node i can fuse; its readers are marked in is_reader. */
@@ -68,8 +54,9 @@ static bool fusable(const lt_program *p, int i, bool *is_reader) {
     /* rmsnorm in place would need x after it was overwritten; swiglu may
      * overwrite its gate (the readers get the gate from the same buffer,
      * unchanged now), not its up input */
-    if (root(p, b) == y || (n->kernel == LT_K_RMSNORM && root(p, a) == y)) return false;
-    const int ra = root(p, a), rb = root(p, b);
+    if (lt__buf_root(p, b) == y || (n->kernel == LT_K_RMSNORM && lt__buf_root(p, a) == y))
+        return false;
+    const int ra = lt__buf_root(p, a), rb = lt__buf_root(p, b);
     /* y read before its first write: the previous step's value, which the
      * producer must go on leaving there */
     for (int j = 0; j < i; j++) {
@@ -84,7 +71,7 @@ static bool fusable(const lt_program *p, int i, bool *is_reader) {
             if (m->kernel != LT_K_MATVEC || m->n_ops != 3 || m->ops[2] != y || m->ia[1] != 0)
                 return false;
             for (int o = 0; o < 2; o++)
-                if (touches(p, m->ops[o], y)) return false; /* y as W or as the output */
+                if (lt__buf_root(p, m->ops[o]) == y) return false; /* y as W or as the output */
             is_reader[j] = true;
             readers++;
             last = j;
@@ -92,12 +79,7 @@ static bool fusable(const lt_program *p, int i, bool *is_reader) {
         if (node_writes(p, m, y)) {
             /* only a whole rewrite ends the readers: after a partial one the
              * rest of y would still be the producer's */
-            lt_call c = {0};
-            memcpy(c.ia, m->ia, sizeof c.ia);
-            bool whole = false;
-            for (int o = 0; o < m->n_ops; o++)
-                whole |= m->ops[o] == y && lt_kernel_writes(m->kernel, &c, o);
-            if (!whole) return false;
+            if (!accesses(p, m, y, true, true)) return false;
             break;
         }
     }

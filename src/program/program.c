@@ -107,6 +107,11 @@ int lt_program_add_node(lt_program *p, lt_kernel_id id, const int *ops, int n_op
     return p->n_nodes++;
 }
 
+int lt__buf_root(const lt_program *p, int b) {
+    while (b >= 0 && p->bufs[b].kind == LT_BUF_VIEW) b = p->bufs[b].parent;
+    return b;
+}
+
 int lt_program_set_params(lt_program *p, int node, const lt_params *params) {
     if (node < 0 || node >= p->n_nodes) return lt_error(LT_EINVAL, "no node %d", node);
     lt__node *n = &p->nodes[node];

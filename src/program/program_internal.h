@@ -57,6 +57,8 @@ struct lt_program {
 };
 
 void lt__plans_free(lt_program *p);
+/* The buffer b lies in: b itself, or the parent a view (of a view ...) is in. */
+int lt__buf_root(const lt_program *p, int b);
 /* Tasks the looped executor cuts node into at nth threads (its schedule is
  * built if it is not cached); negative on error. For tests. */
 int lt__looped_tasks(lt_program *p, int nth, int node);
