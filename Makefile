@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 # The tests of everything that shares data between threads: pool, executors, node timer,
 # telemetry.
-TSAN_TESTS := test_pool test_program test_exec_looped test_fuse_pass test_llama_exec test_apply test_tel_ring \
+TSAN_TESTS := test_pool test_program test_exec_looped test_fuse_pass test_epilogue_pass test_llama_exec test_apply test_tel_ring \
               test_tel_runtime test_tel_llama test_online
 MODELS     ?= models
 DEMO       := $(MODELS)/stories110M-q8_0.gguf

@@ -51,6 +51,12 @@ typedef struct {
 
 /* MATVEC ia[1]: what the kernel computes from x before the product. */
 typedef enum { LT_MV_PRE_NONE = 0, LT_MV_PRE_RMSNORM = 1, LT_MV_PRE_SWIGLU = 2 } lt_mv_prologue;
+/* MATVEC ia[2]: what the kernel does with its rows of y after the product
+ * (bits; rope first, then the store). */
+enum {
+    LT_MV_POST_ROPE = 1,  /* rotate y as ROPE does: head_dim ia[3], base fa[1] */
+    LT_MV_POST_STORE = 2, /* copy y into row step->pos of the cache op4 */
+};
 /* The widest x a matvec with a prologue takes (its out-of-memory path holds
  * x' on the stack). */
 #define LT_MV_PRE_MAX_COLS 16384
@@ -65,6 +71,11 @@ typedef enum { LT_MV_PRE_NONE = 0, LT_MV_PRE_RMSNORM = 1, LT_MV_PRE_SWIGLU = 2 }
  *           RMSNORM x' = rmsnorm(x, op3 w[cols], eps fa[0]); SWIGLU
  *           x' = silu(x) * op3 up[cols]. The same bits as the RMSNORM or SWIGLU
  *           kernel into a buffer, then the matvec.
+ *           ia[2]: the epilogue on each thread's rows of y (LT_MV_POST_*):
+ *           ROPE rotates them in place as a ROPE node with head_dim ia[3] and
+ *           base fa[1] would (one token at step->pos); STORE then copies them
+ *           into row step->pos of op4, a cache (ne = {rows, seq_len}) f32, as a
+ *           KV_STORE node would. op3 is unused (-1 / NULL) without a prologue.
  * MATMUL    op0 Y[n][rows], op1 W (ne = {cols, rows}) any dtype, op2 X[n][cols].
  *           ia[0] = 1: accumulate.
  * RMSNORM   op0 y[n][d], op1 x[n][d], op2 w[d] f32. fa[0] = eps.
@@ -137,8 +148,9 @@ void lt_params_default(const lt_kernel *k, lt_params *p);
 int lt_params_validate(const lt_kernel *k, const lt_params *p);
 /* Whether a kernel writes / reads operand op (executors derive data
  * dependencies from this): op[0] is written by every kernel; ROPE also
- * writes op[1] (in place), ATTENTION its scratch op[4]; MATVEC/MATMUL read
- * op[0] when accumulating, ROPE/SOFTMAX read op[0] (in place). */
+ * writes op[1] (in place), ATTENTION its scratch op[4], a storing MATVEC its
+ * cache op[4] (which it does not read); MATVEC/MATMUL read op[0] when
+ * accumulating, ROPE/SOFTMAX read op[0] (in place). */
 bool lt_kernel_writes(lt_kernel_id id, const lt_call *call, int op);
 bool lt_kernel_reads(lt_kernel_id id, const lt_call *call, int op);
 

@@ -104,6 +104,12 @@ int lt_pass_kernel_looping(lt_program *p);
  * before the looping pass. The fused program computes the same bits.
  * Returns the number of nodes fused away (>= 0), or an error. */
 int lt_pass_fuse_prologues(lt_program *p);
+/* The epilogue-fusion pass: a one-row ROPE of matvec outputs becomes the
+ * matvecs' rope epilogue, a KV_STORE of a matvec's output its store epilogue
+ * (MATVEC ia[2]), when nothing between reads the rotated buffer or touches
+ * the cache. Run it before the looping pass. The fused program computes the
+ * same bits. Returns the number of nodes fused away (>= 0), or an error. */
+int lt_pass_fuse_epilogues(lt_program *p);
 int lt_program_n_loops(const lt_program *p);
 void lt_program_loop(const lt_program *p, int loop, lt_loop_info *out);
 /* Operand slot s of a loop: body node j and operand index i. */

@@ -123,7 +123,6 @@ bool lt__tl_reserve(char **buf, size_t *cap, size_t bytes, pthread_once_t *once,
 
 /* ---- the input prologue (matvec_input.c) ----------------------------------- */
 
-
 /* A matvec path given its input x (after the prologue). */
 typedef void (*lt__mv_entry_fn)(const lt_call *call, const lt_step *step, int ith, int nth,
                                 const float *x);
@@ -135,6 +134,10 @@ const float *lt__mv_input(const lt_call *call, const lt_step *step, lt_isa isa);
  * lt__mv_input could not allocate. */
 void lt__mv_input_oom(const lt_call *call, const lt_step *step, int ith, int nth, lt_isa isa,
                       lt__mv_entry_fn fn);
+
+/* The call's epilogue (ia[2]: rope, then the cache store) on thread ith's
+ * rows of y, by isa's primitives (matvec_epilogue.c). */
+void lt__mv_epilogue(const lt_call *call, const lt_step *step, int ith, int nth, lt_isa isa);
 
 /* ---- the matvec driver shared by every ISA path ------------------------------ */
 

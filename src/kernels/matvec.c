@@ -2,6 +2,7 @@
  * descriptor, its shape check and cost, and the portable scalar reference.
  * The AVX2 / AVX-512 paths live in matvec_avx2.c / matvec_avx512.c. */
 #include "kernels/linear.h"
+#include "kernels/ops_internal.h"
 
 #include <stdalign.h>
 
@@ -129,6 +130,37 @@ static bool is_f32_vector(const lt_tensor *t, int64_t n) {
            t->ne[3] == 1 && t->nb[0] == sizeof(float) && t->data != NULL;
 }
 
+static int check_epilogue(const lt_call *call) {
+    const int64_t post = call->ia[2], rows = call->op[1]->ne[1];
+    if (post & ~(int64_t)(LT_MV_POST_ROPE | LT_MV_POST_STORE))
+        return lt_error(LT_EINVAL, "matvec: ia[2] (epilogue) must be a combination of %d (rope) "
+                                   "and %d (store), got %lld",
+                        LT_MV_POST_ROPE, LT_MV_POST_STORE, (long long)post);
+    if (post & LT_MV_POST_ROPE) {
+        const int64_t hd = call->ia[3];
+        if (hd < 2 || hd % 2 != 0 || hd > LT__MAX_HEAD_DIM || rows % hd != 0)
+            return lt_error(LT_EINVAL, "matvec: the rope epilogue's head_dim %lld must be even, "
+                                       "in [2, %d] and divide the %lld rows",
+                            (long long)hd, LT__MAX_HEAD_DIM, (long long)rows);
+        if (!(call->fa[1] > 0.0f) || isinf(call->fa[1]))
+            return lt_error(LT_EINVAL, "matvec: the rope epilogue's base %g must be finite and > 0",
+                            (double)call->fa[1]);
+    }
+    if (post & LT_MV_POST_STORE) {
+        const lt_tensor *cache = call->op[4];
+        if (!cache) return lt_error(LT_EINVAL, "matvec: the store epilogue needs a cache (op4)");
+        int rc = lt__check_f32_rows(cache, "matvec", "cache");
+        if (rc != LT_OK) return rc;
+        if (cache->ne[0] != rows || cache->ne[1] < 1)
+            return lt_error(LT_EINVAL, "matvec: the cache has rows of %lld but y has %lld",
+                            (long long)cache->ne[0], (long long)rows);
+        for (int o = 0; o < 4; o++)
+            if (call->op[o] && lt__overlap(cache, call->op[o]))
+                return lt_error(LT_EINVAL, "matvec: the cache overlaps operand %d", o);
+    }
+    return LT_OK;
+}
+
 static int matvec_check(const lt_call *call) {
     const lt_tensor *y = call->op[0], *W = call->op[1], *x = call->op[2];
     if (!y || !W || !x) return lt_error(LT_EINVAL, "matvec: operands y, W, x are required");
@@ -170,6 +202,8 @@ static int matvec_check(const lt_call *call) {
         if (call->ia[1] == LT_MV_PRE_RMSNORM && !(call->fa[0] >= 0.0f))
             return lt_error(LT_EINVAL, "matvec: the norm's eps must be >= 0");
     }
+    int rc = check_epilogue(call);
+    if (rc != LT_OK) return rc;
     return lt_params_validate(&lt__k_matvec, &call->params);
 }
 
@@ -179,8 +213,9 @@ static void matvec_cost(const lt_call *call, const lt_step *step, double *bytes,
     const double rows = (double)W->ne[1], cols = (double)W->ne[0];
     double wbytes = rows * (double)lt_dtype_row_bytes(W->dtype, W->ne[0]);
     *bytes = wbytes + 4.0 * cols * (call->ia[1] ? 2.0 : 1.0) +
-             4.0 * rows * (call->ia[0] ? 2.0 : 1.0);
-    *flops = 2.0 * rows * cols;
+             4.0 * rows * (call->ia[0] ? 2.0 : 1.0) +
+             4.0 * rows * ((call->ia[2] & LT_MV_POST_STORE) ? 1.0 : 0.0);
+    *flops = 2.0 * rows * cols + 3.0 * rows * ((call->ia[2] & LT_MV_POST_ROPE) ? 1.0 : 0.0);
 }
 
 void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_fn table[4][2],
@@ -236,12 +271,14 @@ static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, i
 }
 
 /* The entries: the input after the prologue by the ISA's own primitives
- * (those of the norm or gate kernel the prologue stands for), then the path. */
+ * (those of the norm or gate kernel the prologue stands for), the path, then
+ * the epilogue on the rows the thread computed. */
 #define ENTRY(isa, ISA)                                                                     \
     static void matvec_##isa(const lt_call *call, const lt_step *step, int ith, int nth) { \
         const float *x = lt__mv_input(call, step, ISA);                                    \
         if (x) matvec_##isa##_x(call, step, ith, nth, x);                                 \
         else lt__mv_input_oom(call, step, ith, nth, ISA, matvec_##isa##_x);               \
+        if (call->ia[2]) lt__mv_epilogue(call, step, ith, nth, ISA);                      \
     }
 ENTRY(portable, LT_ISA_PORTABLE)
 ENTRY(avx2, LT_ISA_AVX2)

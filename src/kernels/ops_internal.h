@@ -108,6 +108,11 @@ typedef struct {
     void (*rotate)(float *x, const float *c, const float *s, int64_t n);
 } lt__rope_ops;
 
+/* The rotation tables of one head at position p (head_dim hd, base), built
+ * by the same scalar code for every ISA and kept per thread until the next
+ * call with another (hd, base, p): valid until then. */
+void lt__rope_tables(int64_t hd, float base, int64_t p, const float **c, const float **s);
+
 /* Element-wise and row-reduction primitives over [0, n):
  * add y = a + b; swiglu y = a * sigmoid(a) * b (y may alias a or b);
  * max returns max x[i]; exp_sum sets x[i] = exp(x[i] - m) and returns the

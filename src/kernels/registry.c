@@ -64,13 +64,17 @@ int lt_call_check(lt_kernel_id id, const lt_call *call) {
     return k->check ? k->check(call) : LT_OK;
 }
 
+static bool matvec_stores(lt_kernel_id id, const lt_call *call, int op) {
+    return id == LT_K_MATVEC && op == 4 && (call->ia[2] & LT_MV_POST_STORE);
+}
+
 bool lt_kernel_writes(lt_kernel_id id, const lt_call *call, int op) {
-    (void)call;
-    return op == 0 || (id == LT_K_ROPE && op == 1) || (id == LT_K_ATTENTION && op == 4);
+    return op == 0 || (id == LT_K_ROPE && op == 1) || (id == LT_K_ATTENTION && op == 4) ||
+           matvec_stores(id, call, op);
 }
 
 bool lt_kernel_reads(lt_kernel_id id, const lt_call *call, int op) {
-    if (op > 0) return id != LT_K_ATTENTION || op != 4;
+    if (op > 0) return (id != LT_K_ATTENTION || op != 4) && !matvec_stores(id, call, op);
     switch (id) {
     case LT_K_MATVEC:
     case LT_K_MATMUL: return call->ia[0] != 0; /* accumulate */

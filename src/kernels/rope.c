@@ -14,6 +14,7 @@
 #include "kernels/ops_internal.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Tables for position p over one head: c[2i] = c[2i+1] = cos, s[2i] = -sin,
  * s[2i+1] = +sin, so rotate() is x*c + swap_pairs(x)*s. */
@@ -29,19 +30,40 @@ static void rope_table(float *c, float *s, int64_t hd, float base, int64_t p) {
     }
 }
 
+/* The last tables a thread built: every rope of a decode step (q and k of
+ * each layer, and a projection's epilogue on each of its tasks) is at the
+ * same position, and a table costs hd/2 powf, cosf and sinf. */
+static _Thread_local struct {
+    int64_t hd, p;
+    float base;
+    float c[LT__MAX_HEAD_DIM], s[LT__MAX_HEAD_DIM];
+} tl_table;
+
+void lt__rope_tables(int64_t hd, float base, int64_t p, const float **c, const float **s) {
+    LT_ASSERT(hd > 0 && hd % 2 == 0 && hd <= LT__MAX_HEAD_DIM);
+    if (tl_table.hd != hd || tl_table.p != p || memcmp(&tl_table.base, &base, sizeof base)) {
+        tl_table.hd = 0; /* invalid while it is rebuilt */
+        rope_table(tl_table.c, tl_table.s, hd, base, p);
+        tl_table.base = base;
+        tl_table.p = p;
+        tl_table.hd = hd;
+    }
+    *c = tl_table.c;
+    *s = tl_table.s;
+}
+
 static void rope_drive(const lt_call *call, const lt_step *step, int ith, int nth,
                        const lt__rope_ops *ops) {
     const lt_tensor *q = call->op[0], *k = call->op[1];
     const int64_t hd = call->ia[0], n = q->ne[1];
     const int64_t hq = q->ne[0] / hd, hk = k ? k->ne[0] / hd : 0, per = hq + hk;
-    LT_ASSERT(hd > 0 && hd % 2 == 0 && hd <= LT__MAX_HEAD_DIM);
-    float c[LT__MAX_HEAD_DIM], s[LT__MAX_HEAD_DIM];
+    const float *c = NULL, *s = NULL;
     int64_t lo, hi, t_table = -1;
     lt__split(n * per, 1, ith, nth, &lo, &hi);
     for (int64_t u = lo; u < hi; u++) {
         int64_t t = u / per, h = u % per;
         if (t != t_table) {
-            rope_table(c, s, hd, call->fa[0], step->pos + t);
+            lt__rope_tables(hd, call->fa[0], step->pos + t, &c, &s);
             t_table = t;
         }
         float *x = h < hq ? lt__row_f32(q, t) + h * hd : lt__row_f32(k, t) + (h - hq) * hd;

@@ -151,8 +151,11 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
     if (!l->opts.no_fuse_pass) {
         int fused;
         CHECK(fused = lt_pass_fuse_prologues(p));
+        int fused_post;
+        CHECK(fused_post = lt_pass_fuse_epilogues(p));
+        fused += fused_post;
         if (l->opts.dump_program && fused > 0) {
-            fprintf(l->opts.dump_program, "after the prologue-fusion pass:\n");
+            fprintf(l->opts.dump_program, "after the fusion passes (prologues, epilogues):\n");
             lt_program_print(p, l->opts.dump_program);
         }
     }

@@ -23,24 +23,6 @@
 
 #include "program/program_internal.h"
 
-/* Whether node n reads (write: writes) buffer r or, unless exact, a view
- * into it. */
-static bool accesses(const lt_program *p, const lt__node *n, int r, bool write, bool exact) {
-    lt_call c = {0};
-    memcpy(c.ia, n->ia, sizeof c.ia);
-    for (int o = 0; o < n->n_ops; o++)
-        if (n->ops[o] >= 0 && (exact ? n->ops[o] : lt__buf_root(p, n->ops[o])) == r &&
-            (write ? lt_kernel_writes(n->kernel, &c, o) : lt_kernel_reads(n->kernel, &c, o)))
-            return true;
-    return false;
-}
-static bool node_reads(const lt_program *p, const lt__node *n, int r) {
-    return accesses(p, n, r, false, false);
-}
-static bool node_writes(const lt_program *p, const lt__node *n, int r) {
-    return accesses(p, n, r, true, false);
-}
-
 /* Whether node i can fuse; its readers are marked in is_reader. */
 static bool fusable(const lt_program *p, int i, bool *is_reader) {
     const lt__node *n = &p->nodes[i];
@@ -60,14 +42,14 @@ static bool fusable(const lt_program *p, int i, bool *is_reader) {
     /* y read before its first write: the previous step's value, which the
      * producer must go on leaving there */
     for (int j = 0; j < i; j++) {
-        if (node_reads(p, &p->nodes[j], y)) return false;
-        if (node_writes(p, &p->nodes[j], y)) break;
+        if (lt__node_reads(p, &p->nodes[j], y)) return false;
+        if (lt__node_writes(p, &p->nodes[j], y)) break;
     }
     memset(is_reader, 0, (size_t)p->n_nodes * sizeof *is_reader);
     int readers = 0, last = i;
     for (int j = i + 1; j < p->n_nodes; j++) {
         const lt__node *m = &p->nodes[j];
-        if (node_reads(p, m, y)) {
+        if (lt__node_reads(p, m, y)) {
             if (m->kernel != LT_K_MATVEC || m->n_ops != 3 || m->ops[2] != y || m->ia[1] != 0)
                 return false;
             for (int o = 0; o < 2; o++)
@@ -76,17 +58,18 @@ static bool fusable(const lt_program *p, int i, bool *is_reader) {
             readers++;
             last = j;
         }
-        if (node_writes(p, m, y)) {
+        if (lt__node_writes(p, m, y)) {
             /* only a whole rewrite ends the readers: after a partial one the
              * rest of y would still be the producer's */
-            if (!accesses(p, m, y, true, true)) return false;
+            if (!lt__node_accesses(p, m, y, true, true)) return false;
             break;
         }
     }
     if (readers == 0) return false;
     /* the last reader too: one that writes x while it reads it would race */
     for (int j = i + 1; j <= last; j++)
-        if (node_writes(p, &p->nodes[j], ra) || node_writes(p, &p->nodes[j], rb)) return false;
+        if (lt__node_writes(p, &p->nodes[j], ra) || lt__node_writes(p, &p->nodes[j], rb))
+            return false;
     return true;
 }
 
@@ -112,9 +95,7 @@ int lt_pass_fuse_prologues(lt_program *p) {
             m->ia[1] = pre;
             m->fa[0] = n->kernel == LT_K_RMSNORM ? n->fa[0] : 0.0f;
         }
-        free(p->nodes[i].label);
-        memmove(&p->nodes[i], &p->nodes[i + 1], (size_t)(p->n_nodes - i - 1) * sizeof *p->nodes);
-        p->n_nodes--;
+        lt__node_remove(p, i);
         fused++;
     }
     free(is_reader);

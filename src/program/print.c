@@ -40,6 +40,10 @@ static void print_node(FILE *f, const lt_program *p, int i, const char *indent, 
     for (int a = 0; a < nfa; a++) fprintf(f, "%s%g", a ? "," : " fa=", (double)n->fa[a]);
     if (n->kernel == LT_K_MATVEC && n->ia[1] != LT_MV_PRE_NONE)
         fprintf(f, " (x = %s)", n->ia[1] == LT_MV_PRE_RMSNORM ? "rmsnorm(x, op3)" : "silu(x) * op3");
+    if (n->kernel == LT_K_MATVEC && (n->ia[2] & LT_MV_POST_ROPE))
+        fprintf(f, " (then rope)");
+    if (n->kernel == LT_K_MATVEC && (n->ia[2] & LT_MV_POST_STORE))
+        fprintf(f, " (then y -> op4[pos])");
     for (int a = 0; a < k->n_params; a++)
         fprintf(f, "%s%s=%d", a ? "," : " {", k->params[a].name, n->params.v[a]);
     if (k->n_params) fputc('}', f);

@@ -112,6 +112,22 @@ int lt__buf_root(const lt_program *p, int b) {
     return b;
 }
 
+bool lt__node_accesses(const lt_program *p, const lt__node *n, int r, bool write, bool exact) {
+    lt_call c = {0}; /* what a kernel reads or writes depends only on its attributes */
+    memcpy(c.ia, n->ia, sizeof c.ia);
+    for (int o = 0; o < n->n_ops; o++)
+        if (n->ops[o] >= 0 && (exact ? n->ops[o] : lt__buf_root(p, n->ops[o])) == r &&
+            (write ? lt_kernel_writes(n->kernel, &c, o) : lt_kernel_reads(n->kernel, &c, o)))
+            return true;
+    return false;
+}
+
+void lt__node_remove(lt_program *p, int i) {
+    free(p->nodes[i].label);
+    memmove(&p->nodes[i], &p->nodes[i + 1], (size_t)(p->n_nodes - i - 1) * sizeof *p->nodes);
+    p->n_nodes--;
+}
+
 int lt_program_set_params(lt_program *p, int node, const lt_params *params) {
     if (node < 0 || node >= p->n_nodes) return lt_error(LT_EINVAL, "no node %d", node);
     lt__node *n = &p->nodes[node];

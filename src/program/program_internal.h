@@ -59,6 +59,17 @@ struct lt_program {
 void lt__plans_free(lt_program *p);
 /* The buffer b lies in: b itself, or the parent a view (of a view ...) is in. */
 int lt__buf_root(const lt_program *p, int b);
+/* Whether node n reads (write: writes) buffer r or, unless exact, a view
+ * into it (by the kernel's lt_kernel_reads / lt_kernel_writes). */
+bool lt__node_accesses(const lt_program *p, const lt__node *n, int r, bool write, bool exact);
+static inline bool lt__node_reads(const lt_program *p, const lt__node *n, int r) {
+    return lt__node_accesses(p, n, r, false, false);
+}
+static inline bool lt__node_writes(const lt_program *p, const lt__node *n, int r) {
+    return lt__node_accesses(p, n, r, true, false);
+}
+/* Removes node i (before finalize, outside any loop). */
+void lt__node_remove(lt_program *p, int i);
 /* Tasks the looped executor cuts node into at nth threads (its schedule is
  * built if it is not cached); negative on error. For tests. */
 int lt__looped_tasks(lt_program *p, int nth, int node);

@@ -580,9 +580,119 @@ static void test_prologue(lt_isa isa) {
     fixture_free(&f);
 }
 
+/* The epilogue: a matvec that rotates (and stores) its rows computes, bit for
+ * bit, the plain matvec followed by the ROPE kernel and the KV_STORE kernel
+ * of the same ISA, for every activation mode, thread split and row grouping
+ * (tasks that end inside a head), at position 0 and later ones; cache rows
+ * other than the position's stay untouched; bad epilogues are refused. */
+static void test_epilogue(lt_isa isa) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    static const lt_dtype dts[] = {LT_F32, LT_Q8_0};
+    static const struct { int64_t rows, hd; } shapes[] = {{96, 48}, {40, 8}, {128, 64}};
+    static const int32_t groups[] = {4, 32, 256};
+    enum { C = 64, SEQ = 5, RMAX = 128 };
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int act = 0; act < 3; act++) {
+                if (act && dts[d] != LT_Q8_0) break;
+                const int64_t R = shapes[si].rows, hd = shapes[si].hd;
+                fixture f;
+                fixture_init(&f, dts[d], R, C);
+                float yref[RMAX], y[RMAX], cref[SEQ * RMAX], cache[SEQ * RMAX];
+                lt_tensor tyref, tcref, tcache;
+                lt_tensor_init(&tyref, LT_F32, R, 1, 1, 1, yref);
+                lt_tensor_init(&tcref, LT_F32, R, SEQ, 1, 1, cref);
+                lt_tensor_init(&tcache, LT_F32, R, SEQ, 1, 1, cache);
+                for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+                    for (int64_t pos = 0; pos < SEQ; pos += 3)
+                        for (int post = 1; post <= 3; post++) {
+                            lt_params p;
+                            lt_params_default(k, &p);
+                            p.v[LT_PARAM_ACT_INT16] = act == 1;
+                            p.v[LT_PARAM_ACT_INT8] = act == 2;
+                            p.v[0] = groups[gi]; /* rows_per_task */
+                            lt_step st = {.pos = pos, .n_tokens = 1};
+                            /* the reference: matvec, ROPE, KV_STORE */
+                            for (int i = 0; i < SEQ * RMAX; i++) cref[i] = cache[i] = -3.0f;
+                            lt_call c;
+                            make_call(&c, &f, yref, 0, &p);
+                            c.op[0] = &tyref;
+                            lt_kernel_fn_for(k, isa)(&c, &st, 0, 1);
+                            if (post & LT_MV_POST_ROPE) {
+                                lt_call rc = {.op = {&tyref}, .ia = {hd}, .fa = {10000.0f}};
+                                ASSERT_EQ(lt_call_check(LT_K_ROPE, &rc), LT_OK);
+                                lt_kernel_fn_for(lt_kernel_get(LT_K_ROPE), isa)(&rc, &st, 0, 1);
+                            }
+                            if (post & LT_MV_POST_STORE) {
+                                lt_call sc = {.op = {&tcref, &tyref}};
+                                lt_params_default(lt_kernel_get(LT_K_KV_STORE), &sc.params);
+                                ASSERT_EQ(lt_call_check(LT_K_KV_STORE, &sc), LT_OK);
+                                lt_kernel_fn_for(lt_kernel_get(LT_K_KV_STORE), isa)(&sc, &st, 0, 1);
+                            }
+                            for (int nth = 1; nth <= 3; nth++) {
+                                make_call(&c, &f, y, 0, &p);
+                                c.op[4] = &tcache;
+                                c.ia[2] = post;
+                                c.ia[3] = hd;
+                                c.fa[1] = 10000.0f;
+                                ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+                                memset(y, 0xff, sizeof y);
+                                for (int ith = 0; ith < nth; ith++)
+                                    lt_kernel_fn_for(k, isa)(&c, &st, ith, nth);
+                                ASSERT_TRUE(same(y, yref, R));
+                                ASSERT_TRUE(same(cache, cref, SEQ * R));
+                            }
+                        }
+                fixture_free(&f);
+            }
+    /* refused: unknown bits, a bad head_dim or base, a missing, narrow or
+     * overlapping cache */
+    fixture f;
+    fixture_init(&f, LT_F32, 16, 64);
+    float ybuf[48], cache[16 * 2], narrow[8 * 2], *y = ybuf + 8;
+    lt_tensor tc, tn, ty_in_cache;
+    lt_tensor_init(&tc, LT_F32, 16, 2, 1, 1, cache);
+    lt_tensor_init(&tn, LT_F32, 8, 2, 1, 1, narrow);
+    lt_tensor_init(&ty_in_cache, LT_F32, 16, 2, 1, 1, ybuf); /* holds y */
+    lt_params p;
+    lt_params_default(k, &p);
+    lt_call c;
+    make_call(&c, &f, y, 0, &p);
+    c.ia[2] = 4;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.ia[2] = LT_MV_POST_ROPE;
+    c.fa[1] = 10000.0f;
+    c.ia[3] = 6; /* does not divide 16 rows */
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.ia[3] = 3;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.ia[3] = 8;
+    c.fa[1] = 0.0f;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.fa[1] = INFINITY;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.fa[1] = 10000.0f;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+    c.ia[2] = LT_MV_POST_STORE;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.op[4] = &tn;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.op[4] = &ty_in_cache;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.op[4] = &tc;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+    /* the store writes op4 and does not read it (dependencies derive from this) */
+    ASSERT_TRUE(lt_kernel_writes(LT_K_MATVEC, &c, 4));
+    ASSERT_TRUE(!lt_kernel_reads(LT_K_MATVEC, &c, 4));
+    c.ia[2] = LT_MV_POST_ROPE;
+    ASSERT_TRUE(!lt_kernel_writes(LT_K_MATVEC, &c, 4));
+    fixture_free(&f);
+}
+
 int main(void) {
     test_descriptor();
     for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) test_prologue((lt_isa)isa);
+    for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) test_epilogue((lt_isa)isa);
     test_check_and_cost();
     for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
         if (isa == LT_ISA_AVX2) continue; /* act_int16 / act_int8 do not apply there */

@@ -1,0 +1,320 @@
+/* The epilogue-fusion pass on synthetic attention layers: a rope of two
+ * projections and the cache stores of their outputs fold into the matvecs,
+ * and the program computes the same bits (x and both caches, over several
+ * positions) on both executors and 1-3 threads as the unfused one; every
+ * condition that forbids a fusion does, and a program fused where it should
+ * not be would compute different bits: each case is run against its
+ * unfused twin too. The looping pass still finds the layers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "looptune/program.h"
+#include "test.h"
+
+enum { D = 64, KD = 32, HD = 16, SEQ = 6, LAYERS = 3, STEPS = 4, SCRATCH_ROWS = 128 };
+
+static float WQ[LAYERS][D * D], WK[LAYERS][KD * D], WV[LAYERS][KD * D], WO[LAYERS][D * D];
+static float U[D], Z[D];
+
+typedef struct {
+    lt_program *p;
+    int x, q, k, v, att, q_half, scratch, kc[LAYERS], vc[LAYERS];
+    int wq[LAYERS], wk[LAYERS], wv[LAYERS], wo[LAYERS];
+    float kcache[LAYERS][SEQ * KD], vcache[LAYERS][SEQ * KD];
+} prog;
+
+static int act(prog *g, const char *name, int64_t n, int64_t rows) {
+    lt_tensor t;
+    lt_tensor_init(&t, LT_F32, n, rows, 1, 1, NULL);
+    return lt_program_add_buffer(g->p, name, LT_BUF_ACT, &t);
+}
+
+static int buffer(prog *g, const char *name, lt_buf_kind kind, int64_t n, int64_t rows, float *d) {
+    lt_tensor t;
+    lt_tensor_init(&t, LT_F32, n, rows, 1, 1, d);
+    return lt_program_add_buffer(g->p, name, kind, &t);
+}
+
+static void init(prog *g) {
+    memset(g, 0, sizeof *g);
+    ASSERT_EQ(lt_program_init(&g->p, "epilogue"), LT_OK);
+    g->x = act(g, "x", D, 1);
+    g->q = act(g, "q", D, 1);
+    g->k = act(g, "k", KD, 1);
+    g->v = act(g, "v", KD, 1);
+    g->att = act(g, "att", D, 1);
+    g->scratch = act(g, "scratch", SEQ, SCRATCH_ROWS);
+    lt_tensor t;
+    lt_tensor_init(&t, LT_F32, KD, 1, 1, 1, NULL);
+    g->q_half = lt_program_add_view(g->p, "q_half", g->q, 0, &t);
+    for (int l = 0; l < LAYERS; l++) {
+        char name[16];
+        snprintf(name, sizeof name, "wq%d", l);
+        g->wq[l] = buffer(g, name, LT_BUF_WEIGHT, D, D, WQ[l]);
+        snprintf(name, sizeof name, "wk%d", l);
+        g->wk[l] = buffer(g, name, LT_BUF_WEIGHT, D, KD, WK[l]);
+        snprintf(name, sizeof name, "wv%d", l);
+        g->wv[l] = buffer(g, name, LT_BUF_WEIGHT, D, KD, WV[l]);
+        snprintf(name, sizeof name, "wo%d", l);
+        g->wo[l] = buffer(g, name, LT_BUF_WEIGHT, D, D, WO[l]);
+        snprintf(name, sizeof name, "kc%d", l);
+        g->kc[l] = buffer(g, name, LT_BUF_STATE, KD, SEQ, g->kcache[l]);
+        snprintf(name, sizeof name, "vc%d", l);
+        g->vc[l] = buffer(g, name, LT_BUF_STATE, KD, SEQ, g->vcache[l]);
+    }
+    int u = buffer(g, "u", LT_BUF_WEIGHT, D, 1, U), z = buffer(g, "z", LT_BUF_WEIGHT, D, 1, Z);
+    /* x starts from a weight, so every step starts the same */
+    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_ADD, (int[]){g->x, u, z}, 3, NULL, NULL, "init") >=
+                0);
+}
+
+static void mv(prog *g, int y, int w, int x, bool acc) {
+    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_MATVEC, (int[]){y, w, x}, 3,
+                                    (int64_t[]){acc, 0, 0, 0}, NULL, "mv") >= 0);
+}
+static void rope(prog *g, int q, int k) {
+    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_ROPE, (int[]){q, k}, 2, (int64_t[]){HD, 0, 0, 0},
+                                    (float[]){10000.0f, 0, 0, 0}, "rope") >= 0);
+}
+static void store(prog *g, int cache, int src) {
+    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_KV_STORE, (int[]){cache, src}, 2, NULL, NULL,
+                                    "store") >= 0);
+}
+static void attention(prog *g, int l) {
+    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_ATTENTION,
+                                    (int[]){g->att, g->q, g->kc[l], g->vc[l], g->scratch}, 5,
+                                    (int64_t[]){D / HD, KD / HD, HD, 0}, NULL, "attention") >= 0);
+}
+static void add(prog *g, int y, int a, int b) {
+    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_ADD, (int[]){y, a, b}, 3, NULL, NULL, "add") >= 0);
+}
+
+/* q = Wq x; k = Wk x; v = Wv x; rope(q, k); kc[pos] = k; vc[pos] = v;
+ * att = attention(q, kc, vc); x += Wo att. The rope and both stores fuse. */
+static void layer(prog *g, int l) {
+    mv(g, g->q, g->wq[l], g->x, false);
+    mv(g, g->k, g->wk[l], g->x, false);
+    mv(g, g->v, g->wv[l], g->x, false);
+    rope(g, g->q, g->k);
+    store(g, g->kc[l], g->k);
+    store(g, g->vc[l], g->v);
+    attention(g, l);
+    mv(g, g->x, g->wo[l], g->att, true);
+}
+
+static int count(lt_program *p, lt_kernel_id k) {
+    int n = 0;
+    for (int i = 0; i < lt_program_n_nodes(p); i++) {
+        lt_node_info ni;
+        lt_program_node(p, i, &ni);
+        n += ni.kernel == k;
+    }
+    return n;
+}
+
+/* STEPS decode steps of p (positions 0..) on pool by executor e; the final
+ * x and every cache into out. */
+static void run(prog *g, lt_pool *pool, lt_executor e, float *out) {
+    memset(g->kcache, 0, sizeof g->kcache);
+    memset(g->vcache, 0, sizeof g->vcache);
+    for (int s = 0; s < STEPS; s++) {
+        lt_step st = {.pos = s, .n_tokens = 1};
+        ASSERT_EQ(lt_exec_run(e, g->p, pool, &st, NULL), LT_OK);
+    }
+    memcpy(out, lt_program_buffer(g->p, g->x)->data, sizeof(float) * D);
+    memcpy(out + D, g->kcache, sizeof g->kcache);
+    memcpy(out + D + sizeof g->kcache / sizeof(float), g->vcache, sizeof g->vcache);
+}
+
+#define OUT_FLOATS (D + 2 * LAYERS * SEQ * KD)
+
+static void test_layers_fuse(void) {
+    prog *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    init(a);
+    init(b);
+    for (int l = 0; l < LAYERS; l++) {
+        layer(a, l);
+        layer(b, l);
+    }
+    const int before = lt_program_n_nodes(b->p);
+    ASSERT_EQ(lt_pass_fuse_epilogues(b->p), 3 * LAYERS);
+    ASSERT_EQ(lt_program_n_nodes(b->p), before - 3 * LAYERS);
+    ASSERT_EQ(count(b->p, LT_K_ROPE) + count(b->p, LT_K_KV_STORE), 0);
+    ASSERT_EQ(lt_pass_fuse_epilogues(b->p), 0); /* idempotent */
+    ASSERT_EQ(lt_pass_kernel_looping(b->p), 1);
+    lt_loop_info L;
+    lt_program_loop(b->p, 0, &L);
+    ASSERT_EQ(L.n_iter, LAYERS);
+    ASSERT_EQ(L.body_len, 5);
+    ASSERT_EQ(lt_pass_fuse_epilogues(b->p), LT_ESTATE); /* after the looping pass */
+    ASSERT_EQ(lt_program_finalize(a->p), LT_OK);
+    ASSERT_EQ(lt_program_finalize(b->p), LT_OK);
+    ASSERT_EQ(lt_pass_fuse_epilogues(a->p), LT_ESTATE); /* after finalize */
+    /* q rotates, k rotates and stores, v stores */
+    ASSERT_EQ(lt_program_call(b->p, 1)->ia[2], LT_MV_POST_ROPE);
+    ASSERT_EQ(lt_program_call(b->p, 2)->ia[2], LT_MV_POST_ROPE | LT_MV_POST_STORE);
+    ASSERT_EQ(lt_program_call(b->p, 3)->ia[2], LT_MV_POST_STORE);
+    ASSERT_TRUE(lt_program_call(b->p, 2)->op[4]->data == b->kcache[0]);
+    static float ref[OUT_FLOATS], got[OUT_FLOATS];
+    for (int nth = 1; nth <= 3; nth++) {
+        lt_pool *pool;
+        ASSERT_EQ(lt_pool_init(&pool, nth), LT_OK);
+        run(a, pool, LT_EXEC_DISPATCH, ref);
+        for (int e = 0; e < 2; e++) {
+            memset(got, 0, sizeof got);
+            run(b, pool, (lt_executor)e, got);
+            ASSERT_TRUE(memcmp(ref, got, sizeof ref) == 0);
+        }
+        lt_pool_free(pool);
+    }
+    /* the caches hold what the steps stored: the test compares real data */
+    float zero[KD] = {0};
+    ASSERT_TRUE(memcmp(ref + D + (STEPS - 1) * KD, zero, sizeof zero) != 0);
+    lt_program_free(a->p);
+    lt_program_free(b->p);
+    free(a);
+    free(b);
+}
+
+/* Builds a program by f twice, fuses one, checks both compute the same bits
+ * on one thread and returns how many nodes fused. */
+static int fused_in(void (*f)(prog *)) {
+    prog *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    init(a);
+    init(b);
+    f(a);
+    f(b);
+    int n = lt_pass_fuse_epilogues(b->p);
+    ASSERT_EQ(lt_program_finalize(a->p), LT_OK);
+    ASSERT_EQ(lt_program_finalize(b->p), LT_OK);
+    static float ref[OUT_FLOATS], got[OUT_FLOATS];
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
+    run(a, pool, LT_EXEC_DISPATCH, ref);
+    run(b, pool, LT_EXEC_LOOPED, got);
+    ASSERT_TRUE(memcmp(ref, got, sizeof ref) == 0);
+    lt_pool_free(pool);
+    lt_program_free(a->p);
+    lt_program_free(b->p);
+    free(a);
+    free(b);
+    return n;
+}
+
+static void k_not_from_matvec(prog *g) { /* k = Wk x + v: the rope and k's store stay; v's
+                                          * store fuses though the add reads v */
+    mv(g, g->q, g->wq[0], g->x, false);
+    mv(g, g->v, g->wv[0], g->x, false);
+    mv(g, g->k, g->wk[0], g->x, false);
+    add(g, g->k, g->k, g->v);
+    rope(g, g->q, g->k);
+    store(g, g->kc[0], g->k);
+    store(g, g->vc[0], g->v);
+    attention(g, 0);
+    mv(g, g->x, g->wo[0], g->att, true);
+}
+static void q_read_before_rope(prog *g) { /* att reads q unrotated before the rope */
+    mv(g, g->q, g->wq[0], g->x, false);
+    mv(g, g->k, g->wk[0], g->x, false);
+    mv(g, g->v, g->wv[0], g->x, false);
+    add(g, g->att, g->q, g->q);
+    mv(g, g->x, g->wo[0], g->att, true);
+    rope(g, g->q, g->k);
+    store(g, g->kc[0], g->k);
+    store(g, g->vc[0], g->v);
+    attention(g, 0);
+    mv(g, g->x, g->wo[0], g->att, true);
+}
+static void store_before_rope(prog *g) { /* the cache holds k unrotated: only the store fuses */
+    mv(g, g->q, g->wq[0], g->x, false);
+    mv(g, g->k, g->wk[0], g->x, false);
+    mv(g, g->v, g->wv[0], g->x, false);
+    store(g, g->kc[0], g->k);
+    rope(g, g->q, g->k);
+    store(g, g->vc[0], g->v);
+    attention(g, 0);
+    mv(g, g->x, g->wo[0], g->att, true);
+}
+static void rope_of_a_view(prog *g) { /* the rope turns half of q: it stays */
+    mv(g, g->q, g->wq[0], g->x, false);
+    mv(g, g->k, g->wk[0], g->x, false);
+    mv(g, g->v, g->wv[0], g->x, false);
+    rope(g, g->q_half, g->k);
+    store(g, g->kc[0], g->k);
+    store(g, g->vc[0], g->v);
+    attention(g, 0);
+    mv(g, g->x, g->wo[0], g->att, true);
+}
+static void cache_read_between(prog *g) { /* attention reads vc between v and its store */
+    mv(g, g->q, g->wq[0], g->x, false);
+    mv(g, g->k, g->wk[0], g->x, false);
+    mv(g, g->v, g->wv[0], g->x, false);
+    rope(g, g->q, g->k);
+    store(g, g->kc[0], g->k);
+    attention(g, 0);
+    store(g, g->vc[0], g->v);
+    attention(g, 0);
+    mv(g, g->x, g->wo[0], g->att, true);
+}
+static void cache_written_between(prog *g) { /* k goes to vc, then v: only the first fuses */
+    mv(g, g->q, g->wq[0], g->x, false);
+    mv(g, g->v, g->wv[0], g->x, false);
+    mv(g, g->k, g->wk[0], g->x, false);
+    store(g, g->vc[0], g->k);
+    store(g, g->vc[0], g->v);
+    store(g, g->kc[0], g->k);
+    attention(g, 0);
+    mv(g, g->x, g->wo[0], g->att, true);
+}
+static void q_only(prog *g) { /* a rope of q alone (no k) fuses */
+    mv(g, g->q, g->wq[0], g->x, false);
+    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_ROPE, (int[]){g->q}, 1, (int64_t[]){HD, 0, 0, 0},
+                                    (float[]){500.0f, 0, 0, 0}, "rope_q") >= 0);
+    mv(g, g->k, g->wk[0], g->x, false);
+    mv(g, g->v, g->wv[0], g->x, false);
+    store(g, g->kc[0], g->k);
+    store(g, g->vc[0], g->v);
+    attention(g, 0);
+    mv(g, g->x, g->wo[0], g->att, true);
+}
+
+static void test_conditions(void) {
+    ASSERT_EQ(fused_in(k_not_from_matvec), 1);  /* v's store */
+    ASSERT_EQ(fused_in(q_read_before_rope), 1); /* v's store; k's follows the rope */
+    ASSERT_EQ(fused_in(store_before_rope), 2);  /* both stores, not the rope */
+    ASSERT_EQ(fused_in(rope_of_a_view), 1);     /* v's store; k's store follows the rope */
+    ASSERT_EQ(fused_in(cache_read_between), 2); /* the rope and k's store */
+    ASSERT_EQ(fused_in(cache_written_between), 1); /* k's first store */
+    ASSERT_EQ(fused_in(q_only), 3);
+}
+
+/* A two-token rope and store (a prefill step) stay: their producers are not
+ * matvecs. */
+static void test_two_rows(void) {
+    prog *g = calloc(1, sizeof *g);
+    init(g);
+    int q2 = act(g, "q2", D, 2), k2 = act(g, "k2", KD, 2);
+    rope(g, q2, k2);
+    store(g, g->kc[0], k2);
+    ASSERT_EQ(lt_pass_fuse_epilogues(g->p), 0);
+    lt_program_free(g->p);
+    free(g);
+}
+
+int main(void) {
+    uint64_t s = 777;
+    for (int l = 0; l < LAYERS; l++) {
+        float *ws[] = {WQ[l], WK[l], WV[l], WO[l]};
+        int64_t ns[] = {D * D, KD * D, KD * D, D * D};
+        for (int w = 0; w < 4; w++)
+            for (int64_t i = 0; i < ns[w]; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                ws[w][i] = (float)((int)(s >> 53) - 512) / 2048.0f;
+            }
+    }
+    for (int i = 0; i < D; i++) U[i] = (float)((i * 5) % 13) / 6.0f - 1.0f;
+    test_layers_fuse();
+    test_conditions();
+    test_two_rows();
+    return lt_test_finish();
+}
