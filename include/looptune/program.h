@@ -164,6 +164,12 @@ int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_st
 #define LT_EXEC_MAX_TILES 64
 enum { LT_XP_TILES = 0, LT_XP_PREFETCH_KB, LT_XP_SYNC, LT_XP_MIN_TASK_KB, LT_XP_COUNT };
 const lt_param_def *lt_exec_looped_params(int *n_params);
+/* Tasks the looped executor cuts node `node` of finalized p into at nth
+ * threads, were its call to carry kernel parameters kp (NULL: its own), with
+ * tiles_per_thread = tiles (<= 0: the program's) and the program's other
+ * executor parameters; -1 for a bad node. A tuner times a node split so. */
+int lt_exec_looped_node_tasks(const lt_program *p, int node, const lt_params *kp, int nth,
+                              int tiles);
 /* Validates against the space (LT_ECONFIG) and sets them for this program. */
 int lt_program_set_exec_params(lt_program *p, const lt_params *params);
 void lt_program_exec_params(const lt_program *p, lt_params *out);

@@ -29,6 +29,10 @@ typedef struct {
 } lt_space;
 
 void lt_space_from_kernel(lt_space *s, const lt_kernel *k);
+/* Drops the values of a kernel's space that run as another value for this
+ * call (attention's heads_per_task above the heads sharing a kv head), so a
+ * search spends no trial on a duplicate point. */
+void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call);
 void lt_space_from_exec(lt_space *s); /* the looped executor's space */
 /* The thread count of a model's steps, one per regime (store name
  * "threads"): parameter "threads", 0 (the whole pool, the default) or a
@@ -150,7 +154,9 @@ double lt_median(const double *x, int n); /* n >= 1; x is not modified */
 /* ---- node timing in isolation ---------------------------------------------------------- */
 
 /* Times one node of a finalized program through the pool, the way the
- * executors split it: when the node lies in a LOOP, every iteration's
+ * looped executor splits it (tasks_per_thread: its tiles_per_thread; each run
+ * cut into as many tasks as the executor's plan gives the node with the
+ * parameters being timed): when the node lies in a LOOP, every iteration's
  * instance runs back to back (so the weights streamed are all layers' and
  * decode stays memory-bound as in a real step). Free with lt_node_timer_free. */
 typedef struct lt_node_timer lt_node_timer;

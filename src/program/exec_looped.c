@@ -117,21 +117,33 @@ static int fit_units(int t, int64_t units, int cap) {
  * small model) is not cut into pieces whose hand-off between cores costs more
  * than the work. Nodes that read state (the KV cache: attention) grow with
  * the position, so they always get every task their kernel can use. */
-static int node_tasks(const lt_program *p, const lt__node *n, int tasks, double min_task) {
+static int node_tasks(const lt_program *p, const lt__node *n, const lt_call *call, int tasks,
+                      double min_task) {
     const lt_kernel *k = lt_kernel_get(n->kernel);
     bool reads_state = false;
     for (int o = 0; o < n->n_ops; o++)
         reads_state |= n->ops[o] >= 0 && p->bufs[n->ops[o]].kind == LT_BUF_STATE &&
-                       lt_kernel_reads(n->kernel, &n->call, o);
+                       lt_kernel_reads(n->kernel, call, o);
     int t = tasks;
     if (min_task > 0 && !reads_state && k->cost) {
-        lt_step one = {.pos = 0, .n_tokens = n->call.op[0] ? n->call.op[0]->ne[1] : 1};
+        lt_step one = {.pos = 0, .n_tokens = call->op[0] ? call->op[0]->ne[1] : 1};
         double bytes = 0, flops = 0;
-        k->cost(&n->call, &one, &bytes, &flops);
+        k->cost(call, &one, &bytes, &flops);
         double want = bytes / min_task;
         t = want >= tasks ? tasks : want < 1 ? 1 : (int)want;
     }
-    return fit_units(t, k->units ? k->units(&n->call) : 0, tasks);
+    return fit_units(t, k->units ? k->units(call) : 0, tasks);
+}
+
+int lt_exec_looped_node_tasks(const lt_program *p, int node, const lt_params *kp, int nth,
+                              int tiles) {
+    if (!p->finalized || node < 0 || node >= p->n_nodes || nth < 1) return -1;
+    if (nth == 1) return 1;
+    const lt__node *n = &p->nodes[node];
+    lt_call call = n->call;
+    if (kp) call.params = *kp;
+    if (tiles <= 0) tiles = p->xparams.v[LT_XP_TILES];
+    return node_tasks(p, n, &call, nth * tiles, (double)p->xparams.v[LT_XP_MIN_TASK_KB] * 1024.0);
 }
 
 /* Builds the schedule: task counts and dependency lists. */
@@ -154,7 +166,7 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
     for (int i = 0; i < p->n_nodes; i++) {
         const lt__node *n = &p->nodes[i];
         lt__inst *in = &pl->inst[i];
-        in->n_tasks = nth == 1 ? 1 : node_tasks(p, n, tasks, min_task);
+        in->n_tasks = nth == 1 ? 1 : node_tasks(p, n, &n->call, tasks, min_task);
         in->dep_begin = n_deps;
         for (int o = 0; o < n->n_ops && rc == LT_OK; o++) {
             int b = lt__buf_root(p, n->ops[o]);

@@ -1,5 +1,6 @@
 /* Times one node of a program in isolation, split over the pool the way the
- * looped executor splits it (nth * tiles tasks from a shared counter). A
+ * looped executor splits it (its task count for the parameters being timed,
+ * from a shared counter). A
  * node inside a LOOP runs as all of its iterations back to back: each
  * iteration reads another layer's weights, so the working set is the whole
  * model's share of that node and a memory-bound decode kernel is measured
@@ -21,6 +22,8 @@ typedef struct {
 
 struct lt_node_timer {
     lt_pool *pool;
+    const lt_program *p;
+    int node, tiles;
     lt_kernel_fn fn;
     lt_call *calls; /* [n_inst] copies of the instances' calls; params set per run */
     int n_inst;
@@ -98,7 +101,14 @@ int lt_node_timer_init(lt_node_timer **out, lt_program *p, int node, lt_pool *po
     t->pool = pool;
     t->fn = lt_kernel_fn_for(lt_kernel_get(ni.kernel), lt_isa_active());
     int nth = lt_pool_size(pool);
-    t->n_tasks = nth == 1 ? 1 : nth * tasks_per_thread;
+    t->p = p;
+    t->node = node;
+    t->tiles = tasks_per_thread;
+    t->n_tasks = lt_exec_looped_node_tasks(p, node, NULL, nth, tasks_per_thread);
+    if (t->n_tasks < 1) {
+        lt_node_timer_free(t);
+        return lt_error(LT_ESTATE, "node timer: the program is not finalized");
+    }
     t->step = *step;
     int rc = keep_state(t, ni.kernel);
     if (rc) {
@@ -143,6 +153,10 @@ static long invol_switches(void) {
 }
 
 double lt_node_timer_run(lt_node_timer *t, const lt_params *p, bool *contended) {
+    /* as many tasks as the executor would cut the node into with p (a
+     * matvec's row groups change with rows_per_task) */
+    int nt = lt_exec_looped_node_tasks(t->p, t->node, p, lt_pool_size(t->pool), t->tiles);
+    if (nt >= 1) t->n_tasks = nt;
     for (int i = 0; i < t->n_inst; i++) {
         t->calls[i].params = *p;
         atomic_store_explicit(&t->ctr[i].next, 0, memory_order_relaxed);

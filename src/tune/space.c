@@ -24,6 +24,26 @@ void lt_space_from_kernel(lt_space *s, const lt_kernel *k) {
     lt_space_init(s, k->name, k->params, k->n_params);
 }
 
+void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call) {
+    if (id != LT_K_ATTENTION || call->ia[1] <= 0) return;
+    /* attention groups at most the query heads of one kv head: every value
+     * from the group size up runs as the group size, so one of them stays */
+    const int64_t group = call->ia[0] / call->ia[1];
+    for (int i = 0; i < s->n_params; i++) {
+        lt_param_def *d = &s->params[i];
+        if (strcmp(d->name, "heads_per_task") != 0) continue;
+        int n = 0;
+        bool at_group = false;
+        for (int j = 0; j < d->n_values; j++) {
+            if (d->values[j] >= group && at_group) continue; /* values ascend */
+            at_group |= d->values[j] >= group;
+            d->values[n++] = d->values[j];
+        }
+        d->n_values = n;
+        if (d->def > d->values[n - 1]) d->def = d->values[n - 1];
+    }
+}
+
 void lt_space_from_exec(lt_space *s) {
     int n;
     const lt_param_def *d = lt_exec_looped_params(&n);

@@ -170,6 +170,16 @@ static void test_tasks_follow_pieces(void) {
     xp.v[LT_XP_TILES] = 8; /* at most 16 tasks: 36 pieces go 3 per task */
     ASSERT_EQ(lt_program_set_exec_params(p, &xp), LT_OK);
     ASSERT_EQ(lt__looped_tasks(p, 2, mv), 12);
+    /* what a tuner's node timer asks: the count for other kernel parameters
+     * (rows of 32: 9 pieces, one per task) or other tiles, the node unchanged */
+    ASSERT_EQ(lt_exec_looped_node_tasks(p, mv, NULL, 2, 0), 12);
+    lt_params kp = ni.params;
+    kp.v[lt_kernel_param_index(lt_kernel_get(LT_K_MATVEC), "rows_per_task")] = 32;
+    ASSERT_EQ(lt_exec_looped_node_tasks(p, mv, &kp, 2, 0), 9);
+    ASSERT_EQ(lt_exec_looped_node_tasks(p, mv, &kp, 2, 1), 2);
+    ASSERT_EQ(lt_exec_looped_node_tasks(p, mv, &kp, 1, 0), 1);
+    ASSERT_EQ(lt_exec_looped_node_tasks(p, -1, NULL, 2, 0), -1);
+    ASSERT_EQ(lt__looped_tasks(p, 2, mv), 12);
     /* 3 tokens x 8 heads: 2 per task within 16 tasks, 1 per task within 64
      * (never more tasks than threads x tiles: a task owns a scratch row) */
     lt_program_node(p, at3, &ni);

@@ -170,8 +170,41 @@ static void test_threads_space(void) {
     ASSERT_EQ(lt_space_parse(&s, "threads=-1", &p), LT_ECONFIG);
 }
 
+/* A call's space: attention keeps heads_per_task values up to the heads
+ * sharing a kv head (the next value above stands for the group, the rest
+ * would run as it); other kernels and parameters keep every value. */
+static void test_space_fits_call(void) {
+    static const struct { int64_t heads, kv; int n; int32_t last, def; } cases[] = {
+        {6, 6, 1, 1, 1},  /* no sharing: one head per task, whatever the value */
+        {8, 2, 3, 4, 4},  /* groups of 4 */
+        {12, 4, 3, 4, 4}, /* groups of 3: 4 runs as 3, 8 too */
+        {32, 4, 4, 8, 4}, /* groups of 8: every value */
+        {64, 4, 4, 8, 4}, /* groups of 16 */
+    };
+    const lt_kernel *k = lt_kernel_get(LT_K_ATTENTION);
+    const int hpt = lt_kernel_param_index(k, "heads_per_task");
+    const int kvb = lt_kernel_param_index(k, "kv_block");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lt_call c = {.ia = {cases[i].heads, cases[i].kv, 64, 0}};
+        lt_space s;
+        lt_space_from_kernel(&s, k);
+        lt_space_fit_call(&s, LT_K_ATTENTION, &c);
+        ASSERT_EQ(s.params[hpt].n_values, cases[i].n);
+        ASSERT_EQ(s.params[hpt].values[0], 1);
+        ASSERT_EQ(s.params[hpt].values[cases[i].n - 1], cases[i].last);
+        ASSERT_EQ(s.params[hpt].def, cases[i].def);
+        ASSERT_EQ(s.params[kvb].n_values, k->params[kvb].n_values);
+    }
+    lt_space s;
+    lt_space_from_kernel(&s, lt_kernel_get(LT_K_MATVEC));
+    lt_call c = {.ia = {0, 0, 0, 0}};
+    lt_space_fit_call(&s, LT_K_MATVEC, &c);
+    ASSERT_EQ(lt_space_size(&s), 7 * 4 * 5 * 7 * 2 * 2);
+}
+
 int main(void) {
     test_threads_space();
+    test_space_fits_call();
     const char *w = getenv("LT_WORK_DIR");
     snprintf(dir, sizeof dir, "%s/tune_store", w ? w : "/tmp");
     char cmd[600];
