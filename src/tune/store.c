@@ -118,6 +118,23 @@ const lt_config_entry *lt_store_get(const lt_store *s, const char *kernel, const
     return NULL;
 }
 
+/* The entry for a node: its own shape's, else, for a matvec with a prologue
+ * or an epilogue, the plain matvec's of the same weights (the work that sets
+ * its parameters is the same stream of W; a store tuned before the fusion
+ * passes then still serves). */
+static const lt_config_entry *entry_for(const lt_store *s, const lt_kernel *k, lt_kernel_id id,
+                                        const lt_call *call, const char *host) {
+    lt_shape sh;
+    char sig[96];
+    lt_shape_of_call(id, call, &sh);
+    lt_shape_format(&sh, sig, sizeof sig);
+    const lt_config_entry *e = lt_store_get(s, k->name, sig, host);
+    if (e || id != LT_K_MATVEC || (sh.ia[1] == 0 && sh.ia[2] == 0)) return e;
+    sh.ia[1] = sh.ia[2] = 0;
+    lt_shape_format(&sh, sig, sizeof sig);
+    return lt_store_get(s, k->name, sig, host);
+}
+
 int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const char *exec_shape,
                    bool *used_out, int *skipped) {
     int applied = 0, refused = 0;
@@ -131,11 +148,7 @@ int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const cha
         lt_program_node(p, i, &ni);
         const lt_kernel *k = lt_kernel_get(ni.kernel);
         if (k->n_params == 0) continue;
-        lt_shape sh;
-        char sig[96];
-        lt_shape_of_call(ni.kernel, lt_program_call(p, i), &sh);
-        lt_shape_format(&sh, sig, sizeof sig);
-        const lt_config_entry *e = lt_store_get(s, k->name, sig, host);
+        const lt_config_entry *e = entry_for(s, k, ni.kernel, lt_program_call(p, i), host);
         if (!e) continue;
         int ei = (int)(e - s->e);
         if (bad[ei]) continue;

@@ -110,6 +110,50 @@ static void test_apply(void) {
     lt_program_free(p);
 }
 
+/* A fused matvec (here with a norm prologue) takes its own shape's entry,
+ * else the plain matvec's of the same weights. */
+static void test_apply_fused(void) {
+    static float g[COLS];
+    lt_program *p;
+    ASSERT_EQ(lt_program_init(&p, "fused"), LT_OK);
+    lt_tensor t;
+    lt_tensor_init(&t, LT_F32, ROWS, 1, 1, 1, NULL);
+    int iy = lt_program_add_buffer(p, "y", LT_BUF_ACT, &t);
+    lt_tensor_init(&t, LT_F32, COLS, 1, 1, 1, NULL);
+    int ix = lt_program_add_buffer(p, "x", LT_BUF_ACT, &t);
+    lt_tensor_init(&t, LT_F32, COLS, 1, 1, 1, g);
+    int ig = lt_program_add_buffer(p, "g", LT_BUF_WEIGHT, &t);
+    lt_tensor_init(&t, LT_F32, COLS, ROWS, 1, 1, W[0]);
+    int iw = lt_program_add_buffer(p, "w", LT_BUF_WEIGHT, &t);
+    int n = lt_program_add_node(p, LT_K_MATVEC, (int[]){iy, iw, ix, ig}, 4,
+                                (int64_t[]){0, LT_MV_PRE_RMSNORM, 0, 0},
+                                (float[]){1e-5f, 0, 0, 0}, "mv_norm");
+    ASSERT_TRUE(n >= 0);
+    ASSERT_EQ(lt_program_finalize(p), LT_OK);
+    lt_store_backend be = {.name = "memory"};
+    lt_store *s;
+    ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_OK);
+    lt_config_entry plain = entry("matvec", "f32:64x32:decode", "hostA",
+                                  "rows_per_task=16,unroll=2,k_block=0,prefetch=0,"
+                                  "act_int16=1,act_int8=1");
+    ASSERT_EQ(lt_store_put(s, &plain), LT_OK);
+    ASSERT_EQ(lt_store_apply(s, p, "hostA", NULL, NULL, NULL), 1);
+    lt_node_info ni;
+    lt_program_node(p, n, &ni);
+    ASSERT_EQ(ni.params.v[0], 16);
+    ASSERT_EQ(ni.params.v[1], 2);
+    lt_config_entry own = entry("matvec", "f32:64x32:decode:ia=0,1,0", "hostA",
+                                "rows_per_task=64,unroll=4,k_block=0,prefetch=0,"
+                                "act_int16=1,act_int8=1");
+    ASSERT_EQ(lt_store_put(s, &own), LT_OK);
+    ASSERT_EQ(lt_store_apply(s, p, "hostA", NULL, NULL, NULL), 1);
+    lt_program_node(p, n, &ni);
+    ASSERT_EQ(ni.params.v[0], 64);
+    ASSERT_EQ(ni.params.v[1], 4);
+    lt_store_close(s);
+    lt_program_free(p);
+}
+
 static void test_timer(int nth) {
     for (int l = 0; l < LAYERS; l++)
         for (int i = 0; i < ROWS * COLS; i++) W[l][i] = (float)((i * 7 + l * 3) % 11) - 5.0f;
@@ -149,6 +193,7 @@ static void test_timer(int nth) {
 
 int main(void) {
     test_apply();
+    test_apply_fused();
     test_timer(1);
     test_timer(2);
     return lt_test_finish();
