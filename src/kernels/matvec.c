@@ -154,9 +154,16 @@ static int check_epilogue(const lt_call *call) {
         if (cache->ne[0] != rows || cache->ne[1] < 1)
             return lt_error(LT_EINVAL, "matvec: the cache has rows of %lld but y has %lld",
                             (long long)cache->ne[0], (long long)rows);
-        for (int o = 0; o < 4; o++)
-            if (call->op[o] && lt__overlap(cache, call->op[o]))
+        /* byte extents: W's rows are of its own dtype, not f32 */
+        const char *c0 = cache->data;
+        const char *c1 = c0 + (size_t)(cache->ne[1] - 1) * cache->nb[1] + (size_t)rows * 4;
+        for (int o = 0; o < 4; o++) {
+            const lt_tensor *t = call->op[o];
+            if (!t || !t->data) continue;
+            const char *t0 = t->data, *t1 = t0 + lt_tensor_nbytes(t);
+            if (c0 < t1 && t0 < c1)
                 return lt_error(LT_EINVAL, "matvec: the cache overlaps operand %d", o);
+        }
     }
     return LT_OK;
 }

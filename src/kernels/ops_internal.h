@@ -58,6 +58,7 @@ static inline float *lt__row_f32(const lt_tensor *t, int64_t r) {
  * `what` name the operand in the message. */
 static inline int lt__check_f32_rows(const lt_tensor *t, const char *kernel, const char *what) {
     if (!t) return lt_error(LT_EINVAL, "%s: operand %s is missing", kernel, what);
+    if (!t->data) return lt_error(LT_EINVAL, "%s: operand %s has no data", kernel, what);
     if (t->dtype != LT_F32)
         return lt_error(LT_EINVAL, "%s: operand %s is %s, expected f32", kernel, what,
                         lt_dtype_name(t->dtype));

@@ -11,8 +11,9 @@
  * would see rotated values). A KV_STORE fuses when its source was last
  * written exactly by a matvec without a store, the cache has that matvec's
  * row width, and neither that matvec nor a node between it and the store
- * touches the cache (the cache row is written earlier than it was). Runs
- * before the prologue pass or after it; knows nothing of Llama. */
+ * touches the cache (the cache row is written earlier than it was). Either
+ * pass may run first (the prologue pass fuses into matvecs that carry an
+ * epilogue); knows nothing of Llama. */
 #include <string.h>
 
 #include "program/program_internal.h"
@@ -40,6 +41,8 @@ static int64_t rows_of(const lt_program *p, int b) { return p->bufs[b].t.ne[0]; 
 static bool fuse_rope(lt_program *p, int i) {
     const lt__node *n = &p->nodes[i];
     const int64_t hd = n->ia[0];
+    /* q and k in one buffer: ROPE refuses it at finalize, so it stays */
+    if (n->ops[1] >= 0 && lt__buf_root(p, n->ops[0]) == lt__buf_root(p, n->ops[1])) return false;
     int prod[2] = {-1, -1};
     for (int o = 0; o < 2; o++) {
         const int b = n->ops[o];

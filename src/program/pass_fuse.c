@@ -50,10 +50,12 @@ static bool fusable(const lt_program *p, int i, bool *is_reader) {
     for (int j = i + 1; j < p->n_nodes; j++) {
         const lt__node *m = &p->nodes[j];
         if (lt__node_reads(p, m, y)) {
-            if (m->kernel != LT_K_MATVEC || m->n_ops != 3 || m->ops[2] != y || m->ia[1] != 0)
+            /* a matvec without a prologue (op3 unused), maybe with an epilogue */
+            if (m->kernel != LT_K_MATVEC || m->n_ops < 3 || (m->n_ops > 3 && m->ops[3] >= 0) ||
+                m->ops[2] != y || m->ia[1] != 0)
                 return false;
-            for (int o = 0; o < 2; o++)
-                if (lt__buf_root(p, m->ops[o]) == y) return false; /* y as W or as the output */
+            for (int o = 0; o < m->n_ops; o++) /* y as W, the output or a cache */
+                if (o != 2 && m->ops[o] >= 0 && lt__buf_root(p, m->ops[o]) == y) return false;
             is_reader[j] = true;
             readers++;
             last = j;
@@ -91,7 +93,7 @@ int lt_pass_fuse_prologues(lt_program *p) {
             lt__node *m = &p->nodes[j];
             m->ops[2] = n->ops[1];
             m->ops[3] = n->ops[2];
-            m->n_ops = 4;
+            if (m->n_ops < 4) m->n_ops = 4; /* an epilogue's cache stays op4 */
             m->ia[1] = pre;
             m->fa[0] = n->kernel == LT_K_RMSNORM ? n->fa[0] : 0.0f;
         }

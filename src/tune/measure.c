@@ -8,7 +8,9 @@
  * A node that reads what it writes (in place, accumulating, or an output
  * aliasing an input) would drift run after run (a swiglu applied to its own
  * output a thousand times ends in infinities and denormals, which are slow):
- * those buffers are saved once and restored before every run, untimed. */
+ * those buffers are saved once and restored after every run, untimed, and
+ * so are the cache rows a store (KV_STORE, a matvec's store epilogue) writes
+ * at the step's position: timing leaves a generation's state as it found it. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +32,12 @@ struct lt_node_timer {
     int n_tasks;
     lt_step step;
     task_ctr *ctr;  /* [n_inst] */
-    struct {
+    struct kept {
         void *data;
         void *saved;
         size_t nbytes;
-    } keep[LT_MAX_OPERANDS * 4];
-    int n_keep;
+    } *keep; /* [n_keep]: an instance may keep several, every layer its cache row */
+    int n_keep, cap_keep;
 };
 
 static bool overlaps(const lt_tensor *a, const lt_tensor *b) {
@@ -43,7 +45,41 @@ static bool overlaps(const lt_tensor *a, const lt_tensor *b) {
     return a0 < b0 + lt_tensor_nbytes(b) && b0 < a0 + lt_tensor_nbytes(a);
 }
 
-/* Records the buffers instance calls write and also read, to restore them. */
+/* Records bytes [data, data + nb) to restore before every run. */
+static int keep(lt_node_timer *t, void *data, size_t nb) {
+    for (int k = 0; k < t->n_keep; k++)
+        if (t->keep[k].data == data) return LT_OK;
+    if (t->n_keep == t->cap_keep) {
+        int nc = t->cap_keep ? 2 * t->cap_keep : 8;
+        struct kept *nk = realloc(t->keep, (size_t)nc * sizeof *nk);
+        if (!nk) return lt_error(LT_ENOMEM, "node timer: out of memory");
+        t->keep = nk;
+        t->cap_keep = nc;
+    }
+    void *copy = malloc(nb);
+    if (!copy) return lt_error(LT_ENOMEM, "node timer: out of memory");
+    memcpy(copy, data, nb);
+    t->keep[t->n_keep].data = data;
+    t->keep[t->n_keep].saved = copy;
+    t->keep[t->n_keep++].nbytes = nb;
+    return LT_OK;
+}
+
+/* The rows of its cache a store writes at the step's position, or NULL. */
+static const lt_tensor *stored_cache(lt_kernel_id id, const lt_call *c, int64_t *rows) {
+    if (id == LT_K_KV_STORE && c->op[0] && c->op[1]) {
+        *rows = c->op[1]->ne[1];
+        return c->op[0];
+    }
+    if (id == LT_K_MATVEC && (c->ia[2] & LT_MV_POST_STORE) && c->op[4]) {
+        *rows = 1;
+        return c->op[4];
+    }
+    return NULL;
+}
+
+/* Records the buffers instance calls write and also read, and the cache
+ * rows they store, to restore them. */
 static int keep_state(lt_node_timer *t, lt_kernel_id id) {
     for (int i = 0; i < t->n_inst; i++) {
         const lt_call *c = &t->calls[i];
@@ -54,18 +90,16 @@ static int keep_state(lt_node_timer *t, lt_kernel_id id) {
                 reread = r != o && c->op[r] && lt_kernel_reads(id, c, r) &&
                          overlaps(c->op[o], c->op[r]);
             if (!reread) continue;
-            bool dup = false;
-            for (int k = 0; k < t->n_keep; k++) dup |= t->keep[k].data == c->op[o]->data;
-            if (dup) continue;
-            if (t->n_keep == (int)(sizeof t->keep / sizeof t->keep[0]))
-                return lt_error(LT_EUNSUPPORTED, "node timer: too many in-place buffers");
-            size_t nb = lt_tensor_nbytes(c->op[o]);
-            void *copy = malloc(nb);
-            if (!copy) return lt_error(LT_ENOMEM, "node timer: out of memory");
-            memcpy(copy, c->op[o]->data, nb);
-            t->keep[t->n_keep].data = c->op[o]->data;
-            t->keep[t->n_keep].saved = copy;
-            t->keep[t->n_keep++].nbytes = nb;
+            int rc = keep(t, c->op[o]->data, lt_tensor_nbytes(c->op[o]));
+            if (rc) return rc;
+        }
+        int64_t rows = 0;
+        const lt_tensor *cache = stored_cache(id, c, &rows);
+        const int64_t pos = t->step.pos;
+        if (cache && pos >= 0 && pos + rows <= cache->ne[1]) {
+            int rc = keep(t, (char *)cache->data + (size_t)pos * cache->nb[1],
+                          (size_t)rows * cache->nb[1]);
+            if (rc) return rc;
         }
     }
     return LT_OK;
@@ -122,6 +156,7 @@ int lt_node_timer_init(lt_node_timer **out, lt_program *p, int node, lt_pool *po
 void lt_node_timer_free(lt_node_timer *t) {
     if (!t) return;
     for (int k = 0; k < t->n_keep; k++) free(t->keep[k].saved);
+    free(t->keep);
     free(t->calls);
     lt_aligned_free(t->ctr);
     free(t);
@@ -161,13 +196,14 @@ double lt_node_timer_run(lt_node_timer *t, const lt_params *p, bool *contended) 
         t->calls[i].params = *p;
         atomic_store_explicit(&t->ctr[i].next, 0, memory_order_relaxed);
     }
-    for (int k = 0; k < t->n_keep; k++)
-        memcpy(t->keep[k].data, t->keep[k].saved, t->keep[k].nbytes);
     t->step.seq = atomic_fetch_add_explicit(&timer_seq, 1, memory_order_relaxed);
     long cs0 = invol_switches();
     uint64_t t0 = lt_now_ns();
     lt_pool_run(t->pool, run_all, t);
     uint64_t t1 = lt_now_ns();
     if (contended) *contended = invol_switches() != cs0;
+    /* every run starts from, and leaves, the state the timer found */
+    for (int k = 0; k < t->n_keep; k++)
+        memcpy(t->keep[k].data, t->keep[k].saved, t->keep[k].nbytes);
     return (double)(t1 - t0);
 }

@@ -118,10 +118,10 @@ const lt_config_entry *lt_store_get(const lt_store *s, const char *kernel, const
     return NULL;
 }
 
-/* The entry for a node: its own shape's, else, for a matvec with a prologue
- * or an epilogue, the plain matvec's of the same weights (the work that sets
- * its parameters is the same stream of W; a store tuned before the fusion
- * passes then still serves). */
+/* The entry for a node: its own shape's, else, for a matvec with an epilogue
+ * or a prologue, the one without its epilogue, then the plain matvec's of the
+ * same weights (the work that sets its parameters is the same stream of W; a
+ * store tuned before either fusion pass then still serves). */
 static const lt_config_entry *entry_for(const lt_store *s, const lt_kernel *k, lt_kernel_id id,
                                         const lt_call *call, const char *host) {
     lt_shape sh;
@@ -129,10 +129,13 @@ static const lt_config_entry *entry_for(const lt_store *s, const lt_kernel *k, l
     lt_shape_of_call(id, call, &sh);
     lt_shape_format(&sh, sig, sizeof sig);
     const lt_config_entry *e = lt_store_get(s, k->name, sig, host);
-    if (e || id != LT_K_MATVEC || (sh.ia[1] == 0 && sh.ia[2] == 0)) return e;
-    sh.ia[1] = sh.ia[2] = 0;
-    lt_shape_format(&sh, sig, sizeof sig);
-    return lt_store_get(s, k->name, sig, host);
+    for (int drop = 2; !e && id == LT_K_MATVEC && drop >= 1; drop--) {
+        if (sh.ia[drop] == 0) continue;
+        sh.ia[drop] = 0; /* first the epilogue, then the prologue too */
+        lt_shape_format(&sh, sig, sizeof sig);
+        e = lt_store_get(s, k->name, sig, host);
+    }
+    return e;
 }
 
 int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const char *exec_shape,

@@ -679,6 +679,10 @@ static void test_epilogue(lt_isa isa) {
     ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
     c.op[4] = &ty_in_cache;
     ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    lt_tensor tnull;
+    lt_tensor_init(&tnull, LT_F32, 16, 2, 1, 1, NULL);
+    c.op[4] = &tnull; /* no data: refused, never run */
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
     c.op[4] = &tc;
     ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
     /* the store writes op4 and does not read it (dependencies derive from this) */
@@ -687,6 +691,25 @@ static void test_epilogue(lt_isa isa) {
     c.ia[2] = LT_MV_POST_ROPE;
     ASSERT_TRUE(!lt_kernel_writes(LT_K_MATVEC, &c, 4));
     fixture_free(&f);
+
+    /* a cache right after a q8_0 W (whose rows are 34 bytes a block, not f32)
+     * does not overlap it; one starting on W's last block does */
+    enum { QR = 8, QC = 64 };
+    const size_t wbytes = lt_dtype_row_bytes(LT_Q8_0, QC) * QR;
+    char *mem = lt_aligned_alloc(64, wbytes + 4 * QR * 2 + 64);
+    memset(mem, 0, wbytes + 4 * QR * 2 + 64);
+    float xq[QC] = {0}, yq[QR];
+    lt_tensor tw, tx, ty, tcache;
+    lt_tensor_init(&tw, LT_Q8_0, QC, QR, 1, 1, mem);
+    lt_tensor_init(&tx, LT_F32, QC, 1, 1, 1, xq);
+    lt_tensor_init(&ty, LT_F32, QR, 1, 1, 1, yq);
+    lt_tensor_init(&tcache, LT_F32, QR, 2, 1, 1, mem + wbytes);
+    lt_call q = {.op = {&ty, &tw, &tx, NULL, &tcache}, .ia = {0, 0, LT_MV_POST_STORE, 0}};
+    lt_params_default(k, &q.params);
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &q), LT_OK);
+    lt_tensor_init(&tcache, LT_F32, QR, 2, 1, 1, mem + wbytes - 4);
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &q), LT_EINVAL);
+    lt_aligned_free(mem);
 }
 
 int main(void) {

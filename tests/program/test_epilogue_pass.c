@@ -18,7 +18,7 @@ static float U[D], Z[D];
 
 typedef struct {
     lt_program *p;
-    int x, q, k, v, att, q_half, scratch, kc[LAYERS], vc[LAYERS];
+    int x, q, k, v, att, q_half, scratch, u, kc[LAYERS], vc[LAYERS];
     int wq[LAYERS], wk[LAYERS], wv[LAYERS], wo[LAYERS];
     float kcache[LAYERS][SEQ * KD], vcache[LAYERS][SEQ * KD];
 } prog;
@@ -62,10 +62,11 @@ static void init(prog *g) {
         snprintf(name, sizeof name, "vc%d", l);
         g->vc[l] = buffer(g, name, LT_BUF_STATE, KD, SEQ, g->vcache[l]);
     }
-    int u = buffer(g, "u", LT_BUF_WEIGHT, D, 1, U), z = buffer(g, "z", LT_BUF_WEIGHT, D, 1, Z);
+    g->u = buffer(g, "u", LT_BUF_WEIGHT, D, 1, U);
+    int z = buffer(g, "z", LT_BUF_WEIGHT, D, 1, Z);
     /* x starts from a weight, so every step starts the same */
-    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_ADD, (int[]){g->x, u, z}, 3, NULL, NULL, "init") >=
-                0);
+    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_ADD, (int[]){g->x, g->u, z}, 3, NULL, NULL,
+                                    "init") >= 0);
 }
 
 static void mv(prog *g, int y, int w, int x, bool acc) {
@@ -278,7 +279,66 @@ static void q_only(prog *g) { /* a rope of q alone (no k) fuses */
     mv(g, g->x, g->wo[0], g->att, true);
 }
 
+static void q_and_view_of_q(prog *g) { /* ROPE refuses q and k in one buffer: it stays */
+    mv(g, g->q, g->wq[0], g->x, false);
+    rope(g, g->q, g->q_half);
+}
+
+/* Layers with a norm before the projections: fusing epilogues then prologues
+ * gives the program the other order gives, and the unfused program's bits. */
+static void normed_layer(prog *g, int l) {
+    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_RMSNORM, (int[]){g->att, g->x, g->u}, 3, NULL,
+                                    (float[]){1e-5f, 0, 0, 0}, "norm") >= 0);
+    mv(g, g->q, g->wq[l], g->att, false);
+    mv(g, g->k, g->wk[l], g->att, false);
+    mv(g, g->v, g->wv[l], g->att, false);
+    rope(g, g->q, g->k);
+    store(g, g->kc[l], g->k);
+    store(g, g->vc[l], g->v);
+    attention(g, l);
+    mv(g, g->x, g->wo[l], g->att, true);
+}
+
+static void test_pass_order(void) {
+    prog *g[3];
+    for (int i = 0; i < 3; i++) {
+        g[i] = calloc(1, sizeof *g[i]);
+        init(g[i]);
+        for (int l = 0; l < LAYERS; l++) normed_layer(g[i], l);
+    }
+    ASSERT_EQ(lt_pass_fuse_epilogues(g[1]->p), 3 * LAYERS);
+    ASSERT_EQ(lt_pass_fuse_prologues(g[1]->p), LAYERS);
+    ASSERT_EQ(lt_pass_fuse_prologues(g[2]->p), LAYERS);
+    ASSERT_EQ(lt_pass_fuse_epilogues(g[2]->p), 3 * LAYERS);
+    ASSERT_EQ(lt_program_n_nodes(g[1]->p), lt_program_n_nodes(g[2]->p));
+    static float out[3][OUT_FLOATS];
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(lt_program_finalize(g[i]->p), LT_OK);
+        run(g[i], pool, i ? LT_EXEC_LOOPED : LT_EXEC_DISPATCH, out[i]);
+    }
+    ASSERT_TRUE(memcmp(out[0], out[1], sizeof out[0]) == 0);
+    ASSERT_TRUE(memcmp(out[0], out[2], sizeof out[0]) == 0);
+    /* the fused projections keep their caches next to the norm's weight */
+    const lt_call *c = lt_program_call(g[1]->p, 2);
+    ASSERT_EQ(c->ia[1], LT_MV_PRE_RMSNORM);
+    ASSERT_EQ(c->ia[2], LT_MV_POST_ROPE | LT_MV_POST_STORE);
+    ASSERT_TRUE(c->op[4] && c->op[4]->data == g[1]->kcache[0]);
+    lt_pool_free(pool);
+    for (int i = 0; i < 3; i++) {
+        lt_program_free(g[i]->p);
+        free(g[i]);
+    }
+}
+
 static void test_conditions(void) {
+    prog *g = calloc(1, sizeof *g);
+    init(g);
+    q_and_view_of_q(g);
+    ASSERT_EQ(lt_pass_fuse_epilogues(g->p), 0);
+    lt_program_free(g->p);
+    free(g);
     ASSERT_EQ(fused_in(k_not_from_matvec), 1);  /* v's store */
     ASSERT_EQ(fused_in(q_read_before_rope), 1); /* v's store; k's follows the rope */
     ASSERT_EQ(fused_in(store_before_rope), 2);  /* both stores, not the rope */
@@ -315,6 +375,7 @@ int main(void) {
     for (int i = 0; i < D; i++) U[i] = (float)((i * 5) % 13) / 6.0f - 1.0f;
     test_layers_fuse();
     test_conditions();
+    test_pass_order();
     test_two_rows();
     return lt_test_finish();
 }

@@ -154,6 +154,76 @@ static void test_apply_fused(void) {
     lt_program_free(p);
 }
 
+/* A matvec with a prologue and epilogues (rope, cache store): its own entry,
+ * else the one with its prologue only (a store from before the epilogue
+ * pass), else the plain one. The node timer leaves the cache row it stores
+ * as it found it. */
+static void test_apply_epilogue(void) {
+    static float g[COLS], cache[4 * ROWS];
+    lt_program *p;
+    ASSERT_EQ(lt_program_init(&p, "epi"), LT_OK);
+    lt_tensor t;
+    lt_tensor_init(&t, LT_F32, ROWS, 1, 1, 1, NULL);
+    int iy = lt_program_add_buffer(p, "y", LT_BUF_ACT, &t);
+    lt_tensor_init(&t, LT_F32, COLS, 1, 1, 1, NULL);
+    int ix = lt_program_add_buffer(p, "x", LT_BUF_ACT, &t);
+    lt_tensor_init(&t, LT_F32, COLS, 1, 1, 1, g);
+    int ig = lt_program_add_buffer(p, "g", LT_BUF_WEIGHT, &t);
+    lt_tensor_init(&t, LT_F32, COLS, ROWS, 1, 1, W[0]);
+    int iw = lt_program_add_buffer(p, "w", LT_BUF_WEIGHT, &t);
+    lt_tensor_init(&t, LT_F32, ROWS, 4, 1, 1, cache);
+    int ic = lt_program_add_buffer(p, "cache", LT_BUF_STATE, &t);
+    int n = lt_program_add_node(p, LT_K_MATVEC, (int[]){iy, iw, ix, ig, ic}, 5,
+                                (int64_t[]){0, LT_MV_PRE_RMSNORM,
+                                            LT_MV_POST_ROPE | LT_MV_POST_STORE, 16},
+                                (float[]){1e-5f, 10000.0f, 0, 0}, "mv_epi");
+    ASSERT_TRUE(n >= 0);
+    ASSERT_EQ(lt_program_finalize(p), LT_OK);
+    lt_store_backend be = {.name = "memory"};
+    lt_store *s;
+    ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_OK);
+    const char *prm = "unroll=1,k_block=0,prefetch=0,act_int16=1,act_int8=1";
+    const char *shapes[] = {"f32:64x32:decode", "f32:64x32:decode:ia=0,1,0",
+                            "f32:64x32:decode:ia=0,1,3"};
+    const int32_t rpt[] = {8, 16, 64};
+    for (int i = 0; i < 3; i++) {
+        char text[160];
+        snprintf(text, sizeof text, "rows_per_task=%d,%s", rpt[i], prm);
+        lt_config_entry e = entry("matvec", shapes[i], "hostA", text);
+        ASSERT_EQ(lt_store_put(s, &e), LT_OK);
+        ASSERT_EQ(lt_store_apply(s, p, "hostA", NULL, NULL, NULL), 1);
+        lt_node_info ni;
+        lt_program_node(p, n, &ni);
+        ASSERT_EQ(ni.params.v[0], rpt[i]);
+    }
+    lt_store_close(s);
+
+    for (int i = 0; i < 4 * ROWS; i++) cache[i] = (float)i;
+    for (int i = 0; i < COLS; i++) {
+        g[i] = 1.0f;
+        ((float *)lt_program_buffer(p, ix)->data)[i] = (float)(i % 3);
+    }
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
+    lt_step step = {.pos = 2, .n_tokens = 1};
+    /* a step stores y (rotated) in row 2 */
+    ASSERT_EQ(lt_exec_run(LT_EXEC_DISPATCH, p, pool, &step, NULL), LT_OK);
+    ASSERT_TRUE(!memcmp(lt_program_buffer(p, iy)->data, cache + 2 * ROWS, ROWS * sizeof(float)));
+    for (int i = 0; i < 4 * ROWS; i++) cache[i] = (float)i;
+    lt_node_timer *tm;
+    ASSERT_EQ(lt_node_timer_init(&tm, p, n, pool, &step, 4), LT_OK);
+    lt_node_info ni;
+    lt_program_node(p, n, &ni);
+    ASSERT_TRUE(lt_node_timer_run(tm, &ni.params, NULL) > 0);
+    ASSERT_TRUE(lt_node_timer_run(tm, &ni.params, NULL) > 0);
+    int changed = 0;
+    for (int i = 0; i < 4 * ROWS; i++) changed += cache[i] != (float)i;
+    ASSERT_EQ(changed, 0);
+    lt_node_timer_free(tm);
+    lt_pool_free(pool);
+    lt_program_free(p);
+}
+
 static void test_timer(int nth) {
     for (int l = 0; l < LAYERS; l++)
         for (int i = 0; i < ROWS * COLS; i++) W[l][i] = (float)((i * 7 + l * 3) % 11) - 5.0f;
@@ -194,6 +264,7 @@ static void test_timer(int nth) {
 int main(void) {
     test_apply();
     test_apply_fused();
+    test_apply_epilogue();
     test_timer(1);
     test_timer(2);
     return lt_test_finish();
