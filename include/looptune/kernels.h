@@ -134,6 +134,15 @@ typedef struct {
      * executor that cuts a call into tasks gives each the same number of
      * pieces; NULL: the work divides finely. */
     int64_t (*units)(const lt_call *call);
+    /* Optional: the columns [*c0, *c1) of operand op (its ne[0] indices, in
+     * every row the call touches) that task `task` of n_tasks reads or writes
+     * when the call is cut into n_tasks tasks (task = ith, n_tasks = nth);
+     * false when the kernel does not say (the task may touch all of it). The
+     * looped executor then makes a task wait only for the producer's tasks
+     * that write what it reads (attention's heads need their own q, k, v rows,
+     * not every projection's last row group). */
+    bool (*task_cols)(const lt_call *call, int op, int task, int n_tasks, int64_t *c0,
+                      int64_t *c1);
 } lt_kernel;
 
 const lt_kernel *lt_kernel_get(lt_kernel_id id);

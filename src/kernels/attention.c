@@ -39,6 +39,28 @@ static int64_t attention_units(const lt_call *c) {
     return c->op[0]->ne[1] * ((c->ia[0] + hpt - 1) / hpt);
 }
 
+/* A decode task reads its heads' rows of q and its kv heads' columns of the
+ * caches (prefill tasks take other heads at each token: not said). */
+static bool attention_task_cols(const lt_call *c, int op, int task, int n_tasks, int64_t *c0,
+                                int64_t *c1) {
+    if (c->op[0]->ne[1] != 1 || op < 1 || op > 3) return false;
+    const int64_t heads = c->ia[0], group = heads / c->ia[1], hd = c->ia[2];
+    const int64_t hpt = heads_per_task(c), ntask = (heads + hpt - 1) / hpt;
+    int64_t k0, k1;
+    lt__split(ntask, 1, task, n_tasks, &k0, &k1); /* as attention_drive takes them */
+    const int64_t h0 = k0 * hpt, h1 = k1 * hpt < heads ? k1 * hpt : heads;
+    if (h0 >= h1) {
+        *c0 = *c1 = 0;
+    } else if (op == 1) {
+        *c0 = h0 * hd;
+        *c1 = h1 * hd;
+    } else {
+        *c0 = h0 / group * hd;
+        *c1 = ((h1 - 1) / group + 1) * hd;
+    }
+    return true;
+}
+
 static void attention_drive(const lt_call *c, const lt_step *step, int ith, int nth,
                             const lt__attn_ops *aops, const lt__act_ops *xops) {
     const lt_tensor *out = c->op[0], *q = c->op[1], *kc = c->op[2], *vc = c->op[3];
@@ -250,6 +272,7 @@ const lt_kernel lt__k_attention = {
     .cost = attention_cost,
     .check = attention_check,
     .units = attention_units,
+    .task_cols = attention_task_cols,
 };
 
 const lt_kernel lt__k_kv_store = {

@@ -339,6 +339,15 @@ static int64_t matvec_units(const lt_call *call) {
     return (call->op[1]->ne[1] + per - 1) / per;
 }
 
+/* A task writes its rows of y and, storing, the same columns of the cache row. */
+static bool matvec_task_cols(const lt_call *call, int op, int task, int n_tasks, int64_t *c0,
+                             int64_t *c1) {
+    if (op != 0 && !(op == 4 && (call->ia[2] & LT_MV_POST_STORE))) return false;
+    lt__linear_split(call->op[1]->ne[1], call->params.v[LT__MV_ROWS_PER_TASK], task, n_tasks, c0,
+                     c1);
+    return true;
+}
+
 const lt_kernel lt__k_matvec = {
     .name = "matvec",
     .id = LT_K_MATVEC,
@@ -361,4 +370,5 @@ const lt_kernel lt__k_matvec = {
     .cost = matvec_cost,
     .check = matvec_check,
     .units = matvec_units,
+    .task_cols = matvec_task_cols,
 };

@@ -2,7 +2,10 @@
  * (every LOOP's iterations in order) on their own: no per-node dispatch and
  * no global barrier. Each node's work is cut into tasks that threads take
  * from the node's `next` counter; finishing a task bumps `done`. A thread
- * starts node i once every node i depends on has done == n_tasks.
+ * starts node i once every node i depends on has done == n_tasks, except
+ * where both kernels say which columns each task writes and reads
+ * (lt_kernel.task_cols): then each task waits only for the producer tasks
+ * that write what it reads, on their own done flags.
  *
  * Ordering: `done` is incremented with release after the task's writes and
  * read with acquire by waiters, so a node's outputs are visible to every
@@ -12,9 +15,10 @@
  *
  * Where true all-to-all dependencies remain (each is a real data flow, not
  * an artefact of the executor): a norm needs the whole residual row, every
- * projection needs the whole normalised row, attention needs every row of q
- * and the cache rows just stored, the output projections need every head's
- * attention output. Waiting there is only for the producing node, and a
+ * projection needs the whole normalised row, the output projections need
+ * every head's attention output. (Attention's heads need only their own q
+ * rows and kv head's cache columns: task level.) Waiting there is only for
+ * the producing node, and a
  * thread that waits prefetches the weights of the node it waits to enter,
  * so the memory pipeline keeps streaming across layer boundaries. */
 #include <immintrin.h>
@@ -66,9 +70,18 @@ typedef struct {
     atomic_int done;                         /* tasks finished */
 } lt__counters;
 
+/* A dependency at task level: task u of the consumer needs tasks
+ * [range[2u], range[2u+1]) of node d. */
+typedef struct {
+    int d;
+    int *range;
+} lt__fine;
+
 typedef struct {
     int n_tasks;
-    int dep_begin, dep_end;   /* range in plan->deps */
+    int dep_begin, dep_end;   /* range in plan->deps: whole-node dependencies */
+    int fine_begin, fine_end; /* range in plan->fine */
+    int flag_base;            /* its tasks' done flags in plan->flags, or -1 */
     const char *pf_base;      /* weights this node streams (prefetch target) */
     size_t pf_bytes;
 } lt__inst;
@@ -77,6 +90,10 @@ struct lt__plan {
     int nth;
     lt__inst *inst;   /* [n_nodes] */
     int *deps;        /* node ids */
+    lt__fine *fine;
+    int n_fine;
+    atomic_uchar *flags; /* [n_flags]: done flags of the tasks of producers in fine */
+    int n_flags;
     lt__counters *ctr; /* [n_nodes] */
 };
 
@@ -84,6 +101,9 @@ static void plan_free(struct lt__plan *plan) {
     if (!plan) return;
     free(plan->inst);
     free(plan->deps);
+    for (int f = 0; f < plan->n_fine; f++) free(plan->fine[f].range);
+    free(plan->fine);
+    free(plan->flags);
     lt_aligned_free(plan->ctr);
     free(plan);
 }
@@ -150,6 +170,94 @@ int lt_exec_looped_node_tasks(const lt_program *p, int node, const lt_params *kp
     return node_tasks(p, n, &call, nth * tiles, (double)p->xparams.v[LT_XP_MIN_TASK_KB] * 1024.0);
 }
 
+/* Whether node i depends on node d (before it) only by reading what d wrote,
+ * through buffers both kernels describe column by column (each exactly the
+ * buffer d writes). Then range[2u], range[2u + 1] = the tasks of d that task
+ * u of i needs. last_writer and readers: the state before node i. */
+static bool fine_dep(const lt_program *p, const struct lt__plan *pl, int i, int d,
+                     const int *last_writer, int *const *readers, const int *n_readers,
+                     int *range) {
+    const lt__node *n = &p->nodes[i], *m = &p->nodes[d];
+    const lt_kernel *kn = lt_kernel_get(n->kernel), *km = lt_kernel_get(m->kernel);
+    if (!kn->task_cols || !km->task_cols) return false;
+    const int nt = pl->inst[i].n_tasks, mt = pl->inst[d].n_tasks;
+    for (int u = 0; u < nt; u++) {
+        range[2 * u] = mt;
+        range[2 * u + 1] = 0;
+    }
+    bool any = false;
+    for (int o = 0; o < n->n_ops; o++) {
+        const int b = n->ops[o], r = lt__buf_root(p, b);
+        if (b < 0) continue;
+        if (lt_kernel_writes(n->kernel, &n->call, o)) { /* after d's write or read of it */
+            if (last_writer[r] == d) return false;
+            for (int k = 0; k < n_readers[r]; k++)
+                if (readers[r][k] == d) return false;
+        }
+        if (!lt_kernel_reads(n->kernel, &n->call, o) || last_writer[r] != d) continue;
+        int od = -1;
+        for (int q = 0; q < m->n_ops; q++) {
+            if (m->ops[q] < 0 || lt__buf_root(p, m->ops[q]) != r ||
+                !lt_kernel_writes(m->kernel, &m->call, q))
+                continue;
+            if (m->ops[q] != b || od >= 0) return false; /* a view, or written twice */
+            od = q;
+        }
+        if (od < 0) return false;
+        for (int u = 0; u < nt; u++) {
+            int64_t c0, c1;
+            if (!kn->task_cols(&n->call, o, u, nt, &c0, &c1)) return false;
+            for (int t = 0; t < mt && c0 < c1; t++) {
+                int64_t w0, w1;
+                if (!km->task_cols(&m->call, od, t, mt, &w0, &w1)) return false;
+                if (w0 < c1 && c0 < w1) {
+                    if (t < range[2 * u]) range[2 * u] = t;
+                    if (t + 1 > range[2 * u + 1]) range[2 * u + 1] = t + 1;
+                }
+            }
+        }
+        any = true;
+    }
+    for (int u = 0; u < nt; u++)
+        if (range[2 * u] >= range[2 * u + 1]) range[2 * u] = range[2 * u + 1] = 0;
+    return any;
+}
+
+/* Moves node i's dependencies that hold at task level from the whole-node
+ * list to plan->fine. */
+static int split_fine(const lt_program *p, struct lt__plan *pl, int i, const int *last_writer,
+                      int *const *readers, const int *n_readers, int *n_deps) {
+    lt__inst *in = &pl->inst[i];
+    in->fine_begin = in->fine_end = pl->n_fine;
+    if (p->xparams.v[LT_XP_SYNC] != 0 || pl->nth == 1) return LT_OK;
+    int keep = in->dep_begin;
+    for (int k = in->dep_begin; k < in->dep_end; k++) {
+        const int d = pl->deps[k];
+        int *range = malloc(2 * (size_t)in->n_tasks * sizeof *range);
+        lt__fine *nf = realloc(pl->fine, (size_t)(pl->n_fine + 1) * sizeof *nf);
+        if (!range || !nf) {
+            free(range);
+            if (nf) pl->fine = nf;
+            return lt_error(LT_ENOMEM, "out of memory planning the looped executor");
+        }
+        pl->fine = nf;
+        if (fine_dep(p, pl, i, d, last_writer, readers, n_readers, range)) {
+            pl->fine[pl->n_fine++] = (lt__fine){.d = d, .range = range};
+            if (pl->inst[d].flag_base < 0) {
+                pl->inst[d].flag_base = pl->n_flags;
+                pl->n_flags += pl->inst[d].n_tasks;
+            }
+        } else {
+            free(range);
+            pl->deps[keep++] = d;
+        }
+    }
+    in->dep_end = keep;
+    *n_deps = keep;
+    in->fine_end = pl->n_fine;
+    return LT_OK;
+}
+
 /* Builds the schedule: task counts and dependency lists. */
 static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
     struct lt__plan *pl = calloc(1, sizeof *pl);
@@ -171,6 +279,7 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
         const lt__node *n = &p->nodes[i];
         lt__inst *in = &pl->inst[i];
         in->n_tasks = nth == 1 ? 1 : node_tasks(p, n, &n->call, tasks, min_task);
+        in->flag_base = -1;
         in->dep_begin = n_deps;
         for (int o = 0; o < n->n_ops && rc == LT_OK; o++) {
             int b = lt__buf_root(p, n->ops[o]);
@@ -187,6 +296,7 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
         }
         if (rc) goto fail;
         in->dep_end = n_deps;
+        if ((rc = split_fine(p, pl, i, last_writer, readers, n_readers, &n_deps))) goto fail;
         /* record this node's accesses for the nodes after it */
         for (int o = 0; o < n->n_ops; o++) {
             int b = lt__buf_root(p, n->ops[o]);
@@ -216,6 +326,8 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
             }
         }
     }
+    pl->flags = calloc((size_t)pl->n_flags + 1, sizeof *pl->flags);
+    if (!pl->flags) goto oom;
     goto done;
 oom:
     rc = lt_error(LT_ENOMEM, "out of memory planning the looped executor");
@@ -263,6 +375,14 @@ int lt__looped_tasks(lt_program *p, int nth, int node) {
     return pl->inst[node].n_tasks;
 }
 
+int lt__looped_deps(lt_program *p, int nth, int node, int *fine) {
+    struct lt__plan *pl;
+    if (node < 0 || node >= p->n_nodes || plan_for(p, nth, &pl)) return -1;
+    const lt__inst *in = &pl->inst[node];
+    *fine = in->fine_end - in->fine_begin;
+    return in->dep_end - in->dep_begin;
+}
+
 typedef struct {
     lt_program *p;
     struct lt__plan *pl;
@@ -305,6 +425,28 @@ static uint64_t wait_done(const struct lt__plan *pl, int d, const lt__inst *next
     return w ? w : 1;
 }
 
+/* Spins until the producer tasks task u of node `in` needs are done (its
+ * task-level dependencies). Returns the nanoseconds it waited, 0 if none. */
+static uint64_t wait_tasks(const struct lt__plan *pl, const lt__inst *in, int u) {
+    uint64_t t0 = 0, spins = 0;
+    for (int f = in->fine_begin; f < in->fine_end; f++) {
+        const lt__fine *fd = &pl->fine[f];
+        const atomic_uchar *flag = &pl->flags[pl->inst[fd->d].flag_base];
+        for (int t = fd->range[2 * u]; t < fd->range[2 * u + 1]; t++) {
+            if (atomic_load_explicit(&flag[t], memory_order_acquire)) continue;
+            if (!t0) t0 = lt_now_ns();
+            while (!atomic_load_explicit(&flag[t], memory_order_acquire)) {
+                if ((++spins & 255) == 0 && lt_now_ns() - t0 > LT__SPIN_BEFORE_YIELD_NS)
+                    sched_yield();
+                _mm_pause();
+            }
+        }
+    }
+    if (!t0) return 0;
+    uint64_t w = lt_now_ns() - t0;
+    return w ? w : 1;
+}
+
 static void looped_worker(void *arg, int ith, int nth) {
     looped_ctx *c = arg;
     lt_program *p = c->p;
@@ -335,7 +477,7 @@ static void looped_worker(void *arg, int ith, int nth) {
             }
         }
         wait_ns += node_wait;
-        uint64_t t_first = 0, t_last = 0;
+        uint64_t t_first = 0, t_last = 0, task_wait = 0;
         /* guided self-scheduling: large runs of consecutive tasks while many
          * remain (one sequential stream, few atomics), single tasks at the
          * end (threads finish a node together, so the next wait is short) */
@@ -351,12 +493,24 @@ static void looped_worker(void *arg, int ith, int nth) {
             /* a node that starts right after this thread's previous one
              * (no wait) starts when that one ended: one clock read per node */
             if (obs && !t_first) t_first = t_prev && !node_wait ? t_prev : lt_now_ns();
-            for (int u = t; u < e; u++) n->fn(&n->call, c->step, u, nt);
+            for (int u = t; u < e; u++) {
+                if (in->fine_begin < in->fine_end) {
+                    uint64_t w = wait_tasks(pl, in, u);
+                    if (w) {
+                        waits++;
+                        wait_ns += w;
+                        task_wait += w;
+                    }
+                }
+                n->fn(&n->call, c->step, u, nt);
+                if (in->flag_base >= 0)
+                    atomic_store_explicit(&pl->flags[in->flag_base + u], 1, memory_order_release);
+            }
             atomic_fetch_add_explicit(done, e - t, memory_order_release);
         }
         if (obs && t_first) {
             t_last = lt_now_ns();
-            obs->node_done(obs->user, ith, i, t_first, t_last, node_wait);
+            obs->node_done(obs->user, ith, i, t_first, t_last, node_wait + task_wait);
             t_prev = t_last;
         }
     }
@@ -375,6 +529,7 @@ int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_st
     if (rc) return rc;
     /* counters restart every step; the pool's hand-off publishes the zeros */
     memset(pl->ctr, 0, (size_t)p->n_nodes * sizeof *pl->ctr);
+    memset(pl->flags, 0, (size_t)pl->n_flags * sizeof *pl->flags);
     lt_step st = *step;
     st.seq = lt__exec_next_seq();
     looped_ctx c = {.p = p, .pl = pl, .pool = pool, .step = &st, .timed = stats != NULL};

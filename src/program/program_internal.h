@@ -73,6 +73,9 @@ void lt__node_remove(lt_program *p, int i);
 /* Tasks the looped executor cuts node into at nth threads (its schedule is
  * built if it is not cached); negative on error. For tests. */
 int lt__looped_tasks(lt_program *p, int nth, int node);
+/* Node's whole-node dependencies (returned) and task-level ones (*fine) in
+ * the looped executor's schedule at nth threads; negative on error. For tests. */
+int lt__looped_deps(lt_program *p, int nth, int node, int *fine);
 /* Threads a step of p runs on in pool. */
 int lt__exec_threads(const lt_program *p, const lt_pool *pool);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "looptune/program.h"
+#include "program/program_internal.h" /* lt__looped_deps */
 #include "test.h"
 
 enum { D = 64, KD = 32, HD = 16, SEQ = 6, LAYERS = 3, STEPS = 4, SCRATCH_ROWS = 128 };
@@ -156,6 +157,18 @@ static void test_layers_fuse(void) {
     ASSERT_EQ(lt_program_call(b->p, 2)->ia[2], LT_MV_POST_ROPE | LT_MV_POST_STORE);
     ASSERT_EQ(lt_program_call(b->p, 3)->ia[2], LT_MV_POST_STORE);
     ASSERT_TRUE(lt_program_call(b->p, 2)->op[4]->data == b->kcache[0]);
+    /* fused, the second layer's attention (node 9) waits at task level for
+     * the projections' rows of its heads (q, k and v), for the rest (its
+     * output att, read by the first layer's output projection, and the
+     * scratch, both written by the first attention) for whole nodes; unfused
+     * (node 15), for whole ROPE and KV_STORE nodes too, which do not say */
+    int fine = -1;
+    ASSERT_EQ(lt__looped_deps(b->p, 2, 9, &fine), 2);
+    ASSERT_EQ(fine, 3);
+    ASSERT_EQ(lt__looped_deps(b->p, 1, 9, &fine), 5); /* one thread: whole nodes */
+    ASSERT_EQ(fine, 0);
+    ASSERT_EQ(lt__looped_deps(a->p, 2, 15, &fine), 5);
+    ASSERT_EQ(fine, 0);
     static float ref[OUT_FLOATS], got[OUT_FLOATS];
     for (int nth = 1; nth <= 3; nth++) {
         lt_pool *pool;
