@@ -151,12 +151,14 @@ typedef struct {
     const int32_t *xb;   /* [cols / 4] lane corrections, act_int8 paths only */
 } lt__mv_x;
 
-/* 1 << lg rows from w (row stride ld) over elements [k0, k1): part holds the
- * rows' accumulators between k blocks ([rows][32] floats; read unless
- * first, written unless last); when last, y[u] = (or +=) row u's sum. */
+/* `groups` groups of 1 << lg rows each, one after the other, from w (row
+ * stride ld) over elements [k0, k1): part holds the rows' accumulators
+ * between k blocks ([rows][32] floats; read unless first, written unless
+ * last); when last, y[u] = (or +=) row u's sum. One call runs a task's rows
+ * (a call per row group cost a tenth of a small model's decode). */
 typedef void (*lt__mv_rows_fn)(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,
                                int64_t k1, size_t pf, float *part, bool first, bool last,
-                               float *y, bool accumulate);
+                               float *y, bool accumulate, int64_t groups);
 
 /* Thread ith's rows of a matvec: the row split, the k blocks and the
  * largest power-of-two row groups up to `unroll`, each through

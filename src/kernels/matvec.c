@@ -250,13 +250,15 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
             const int64_t k1 = k0 + kb < cols ? k0 + kb : cols;
             const bool first = k0 == 0, last = k1 == cols;
             for (int64_t r = t; r < te;) {
-                /* the largest power of two <= min(unroll, rows left) */
+                /* groups of the largest power of two <= min(unroll, rows
+                 * left), as many as fit, then the rest in smaller ones */
                 int64_t left = te - r;
                 int lg = 0;
                 while ((1 << (lg + 1)) <= unroll && (1 << (lg + 1)) <= left) lg++;
+                const int64_t groups = left >> lg;
                 table[lg][pf != 0](base + (size_t)r * ld, ld, x, k0, k1, pf, part + 32 * (r - t),
-                                   first, last, y + r, accumulate);
-                r += 1 << lg;
+                                   first, last, y + r, accumulate, groups);
+                r += groups << lg;
             }
         }
     }

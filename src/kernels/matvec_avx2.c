@@ -117,8 +117,11 @@ LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, co
 #define MV_FN(DT, U, PF)                                                                   \
     static void mv_##DT##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,\
                                      int64_t k1, size_t pf, float *part, bool first,       \
-                                     bool last, float *y, bool accumulate) {               \
-        mv_rows(LT_##DT, U, PF, w, ld, x->x, k0, k1, pf, part, first, last, y, accumulate); \
+                                     bool last, float *y, bool accumulate,                 \
+                                     int64_t groups) {                                     \
+        for (int64_t g = 0; g < groups; g++)                                               \
+            mv_rows(LT_##DT, U, PF, w + (size_t)(g * U) * ld, ld, x->x, k0, k1, pf,        \
+                    part + 32 * U * g, first, last, y + U * g, accumulate);                \
     }
 #define MV_FNS_U(DT, U) MV_FN(DT, U, 0) MV_FN(DT, U, 1)
 #define MV_FNS(DT) MV_FNS_U(DT, 1) MV_FNS_U(DT, 2) MV_FNS_U(DT, 4) MV_FNS_U(DT, 8)

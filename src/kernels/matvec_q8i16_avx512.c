@@ -136,9 +136,11 @@ LT_INLINE void q8i16_rows(int U, bool PF, const char *w, size_t ld, const int16_
 #define Q8I16_FN(U, PF)                                                                     \
     static void q8i16_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,   \
                                  int64_t k1, size_t pf, float *part, bool first, bool last, \
-                                 float *y, bool accumulate) {                               \
-        q8i16_rows(U, PF, w, ld, x->xq, x->xs, k0 / LT_QK8_0, k1 / LT_QK8_0, pf, part, first, \
-                   last, y, accumulate);                                                    \
+                                 float *y, bool accumulate, int64_t groups) {               \
+        for (int64_t g = 0; g < groups; g++)                                                \
+            q8i16_rows(U, PF, w + (size_t)(g * U) * ld, ld, x->xq, x->xs, k0 / LT_QK8_0,     \
+                       k1 / LT_QK8_0, pf, part + 32 * U * g, first, last, y + U * g,        \
+                       accumulate);                                                         \
     }
 #define Q8I16_FNS(U) Q8I16_FN(U, 0) Q8I16_FN(U, 1)
 Q8I16_FNS(1)

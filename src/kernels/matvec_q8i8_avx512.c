@@ -194,9 +194,12 @@ LT_INLINE void q8i8_rows(bool VNNI, int U, bool PF, const char *w, size_t ld, co
 #define Q8I8_FN(V, U, PF)                                                                    \
     static void q8i8_##V##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,\
                                       int64_t k1, size_t pf, float *part, bool first,        \
-                                      bool last, float *y, bool accumulate) {                \
-        q8i8_rows(V, U, PF, w, ld, x->xq8, x->xs, x->xb, k0 / LT_QK8_0, k1 / LT_QK8_0, pf,   \
-                  part, first, last, y, accumulate);                                         \
+                                      bool last, float *y, bool accumulate,                  \
+                                      int64_t groups) {                                      \
+        for (int64_t g = 0; g < groups; g++)                                                 \
+            q8i8_rows(V, U, PF, w + (size_t)(g * U) * ld, ld, x->xq8, x->xs, x->xb,          \
+                      k0 / LT_QK8_0, k1 / LT_QK8_0, pf, part + 32 * U * g, first, last,      \
+                      y + U * g, accumulate);                                                \
     }
 #define Q8I8_FNS(V) Q8I8_FN(V, 1, 0) Q8I8_FN(V, 1, 1) Q8I8_FN(V, 2, 0) Q8I8_FN(V, 2, 1) \
     Q8I8_FN(V, 4, 0) Q8I8_FN(V, 4, 1) Q8I8_FN(V, 8, 0) Q8I8_FN(V, 8, 1)
