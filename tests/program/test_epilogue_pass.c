@@ -10,6 +10,7 @@
 
 #include "looptune/program.h"
 #include "program/program_internal.h" /* lt__looped_deps */
+#include "pass_test.h"
 #include "test.h"
 
 enum { D = 64, KD = 32, HD = 16, SEQ = 6, LAYERS = 3, STEPS = 4, SCRATCH_ROWS = 128 };
@@ -104,16 +105,6 @@ static void layer(prog *g, int l) {
     mv(g, g->x, g->wo[l], g->att, true);
 }
 
-static int count(lt_program *p, lt_kernel_id k) {
-    int n = 0;
-    for (int i = 0; i < lt_program_n_nodes(p); i++) {
-        lt_node_info ni;
-        lt_program_node(p, i, &ni);
-        n += ni.kernel == k;
-    }
-    return n;
-}
-
 /* STEPS decode steps of p (positions 0..) on pool by executor e; the final
  * x and every cache into out. */
 static void run(prog *g, lt_pool *pool, lt_executor e, float *out) {
@@ -141,7 +132,7 @@ static void test_layers_fuse(void) {
     const int before = lt_program_n_nodes(b->p);
     ASSERT_EQ(lt_pass_fuse_epilogues(b->p), 3 * LAYERS);
     ASSERT_EQ(lt_program_n_nodes(b->p), before - 3 * LAYERS);
-    ASSERT_EQ(count(b->p, LT_K_ROPE) + count(b->p, LT_K_KV_STORE), 0);
+    ASSERT_EQ(count_kernel(b->p, LT_K_ROPE) + count_kernel(b->p, LT_K_KV_STORE), 0);
     ASSERT_EQ(lt_pass_fuse_epilogues(b->p), 0); /* idempotent */
     ASSERT_EQ(lt_pass_kernel_looping(b->p), 1);
     lt_loop_info L;

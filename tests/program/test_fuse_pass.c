@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "looptune/program.h"
+#include "pass_test.h"
 #include "test.h"
 
 enum { D = 64, LAYERS = 4 };
@@ -79,16 +80,6 @@ static void layer(prog *g, int l) {
     mv(g, g->x, g->w[l][2], g->h, true);
 }
 
-static int count(lt_program *p, lt_kernel_id k) {
-    int n = 0;
-    for (int i = 0; i < lt_program_n_nodes(p); i++) {
-        lt_node_info ni;
-        lt_program_node(p, i, &ni);
-        n += ni.kernel == k;
-    }
-    return n;
-}
-
 /* x after one step of p on pool by executor e. */
 static void run(lt_program *p, int x, lt_pool *pool, lt_executor e, float out[D]) {
     lt_step s = {.pos = 0, .n_tokens = 1};
@@ -107,7 +98,7 @@ static void test_layers_fuse(void) {
     const int before = lt_program_n_nodes(b.p);
     ASSERT_EQ(lt_pass_fuse_prologues(b.p), 2 * LAYERS);
     ASSERT_EQ(lt_program_n_nodes(b.p), before - 2 * LAYERS);
-    ASSERT_EQ(count(b.p, LT_K_RMSNORM) + count(b.p, LT_K_SWIGLU), 0);
+    ASSERT_EQ(count_kernel(b.p, LT_K_RMSNORM) + count_kernel(b.p, LT_K_SWIGLU), 0);
     ASSERT_EQ(lt_pass_fuse_prologues(b.p), 0); /* idempotent */
     ASSERT_EQ(lt_pass_kernel_looping(b.p), 1);
     lt_loop_info L;

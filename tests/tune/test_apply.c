@@ -110,26 +110,40 @@ static void test_apply(void) {
     lt_program_free(p);
 }
 
-/* A fused matvec (here with a norm prologue) takes its own shape's entry,
- * else the plain matvec's of the same weights. */
-static void test_apply_fused(void) {
-    static float g[COLS];
+/* y = W[0] rmsnorm(x, g) as one matvec node (*node), with epilogue bits
+ * `post` (head_dim 16, a cache of 4 rows when it stores). */
+static lt_program *norm_matvec(float *g, float *cache, int64_t post, int *node, int *iy,
+                               int *ix) {
     lt_program *p;
     ASSERT_EQ(lt_program_init(&p, "fused"), LT_OK);
     lt_tensor t;
     lt_tensor_init(&t, LT_F32, ROWS, 1, 1, 1, NULL);
-    int iy = lt_program_add_buffer(p, "y", LT_BUF_ACT, &t);
+    *iy = lt_program_add_buffer(p, "y", LT_BUF_ACT, &t);
     lt_tensor_init(&t, LT_F32, COLS, 1, 1, 1, NULL);
-    int ix = lt_program_add_buffer(p, "x", LT_BUF_ACT, &t);
+    *ix = lt_program_add_buffer(p, "x", LT_BUF_ACT, &t);
     lt_tensor_init(&t, LT_F32, COLS, 1, 1, 1, g);
     int ig = lt_program_add_buffer(p, "g", LT_BUF_WEIGHT, &t);
     lt_tensor_init(&t, LT_F32, COLS, ROWS, 1, 1, W[0]);
     int iw = lt_program_add_buffer(p, "w", LT_BUF_WEIGHT, &t);
-    int n = lt_program_add_node(p, LT_K_MATVEC, (int[]){iy, iw, ix, ig}, 4,
-                                (int64_t[]){0, LT_MV_PRE_RMSNORM, 0, 0},
-                                (float[]){1e-5f, 0, 0, 0}, "mv_norm");
-    ASSERT_TRUE(n >= 0);
+    int ic = -1;
+    if (cache) {
+        lt_tensor_init(&t, LT_F32, ROWS, 4, 1, 1, cache);
+        ic = lt_program_add_buffer(p, "cache", LT_BUF_STATE, &t);
+    }
+    *node = lt_program_add_node(p, LT_K_MATVEC, (int[]){*iy, iw, *ix, ig, ic}, cache ? 5 : 4,
+                                (int64_t[]){0, LT_MV_PRE_RMSNORM, post, post ? 16 : 0},
+                                (float[]){1e-5f, post ? 10000.0f : 0, 0, 0}, "mv_norm");
+    ASSERT_TRUE(*node >= 0);
     ASSERT_EQ(lt_program_finalize(p), LT_OK);
+    return p;
+}
+
+/* A fused matvec (here with a norm prologue) takes its own shape's entry,
+ * else the plain matvec's of the same weights. */
+static void test_apply_fused(void) {
+    static float g[COLS];
+    int n, iy, ix;
+    lt_program *p = norm_matvec(g, NULL, 0, &n, &iy, &ix);
     lt_store_backend be = {.name = "memory"};
     lt_store *s;
     ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_OK);
@@ -160,25 +174,8 @@ static void test_apply_fused(void) {
  * as it found it. */
 static void test_apply_epilogue(void) {
     static float g[COLS], cache[4 * ROWS];
-    lt_program *p;
-    ASSERT_EQ(lt_program_init(&p, "epi"), LT_OK);
-    lt_tensor t;
-    lt_tensor_init(&t, LT_F32, ROWS, 1, 1, 1, NULL);
-    int iy = lt_program_add_buffer(p, "y", LT_BUF_ACT, &t);
-    lt_tensor_init(&t, LT_F32, COLS, 1, 1, 1, NULL);
-    int ix = lt_program_add_buffer(p, "x", LT_BUF_ACT, &t);
-    lt_tensor_init(&t, LT_F32, COLS, 1, 1, 1, g);
-    int ig = lt_program_add_buffer(p, "g", LT_BUF_WEIGHT, &t);
-    lt_tensor_init(&t, LT_F32, COLS, ROWS, 1, 1, W[0]);
-    int iw = lt_program_add_buffer(p, "w", LT_BUF_WEIGHT, &t);
-    lt_tensor_init(&t, LT_F32, ROWS, 4, 1, 1, cache);
-    int ic = lt_program_add_buffer(p, "cache", LT_BUF_STATE, &t);
-    int n = lt_program_add_node(p, LT_K_MATVEC, (int[]){iy, iw, ix, ig, ic}, 5,
-                                (int64_t[]){0, LT_MV_PRE_RMSNORM,
-                                            LT_MV_POST_ROPE | LT_MV_POST_STORE, 16},
-                                (float[]){1e-5f, 10000.0f, 0, 0}, "mv_epi");
-    ASSERT_TRUE(n >= 0);
-    ASSERT_EQ(lt_program_finalize(p), LT_OK);
+    int n, iy, ix;
+    lt_program *p = norm_matvec(g, cache, LT_MV_POST_ROPE | LT_MV_POST_STORE, &n, &iy, &ix);
     lt_store_backend be = {.name = "memory"};
     lt_store *s;
     ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_OK);
