@@ -18,9 +18,9 @@
  * projection needs the whole normalised row, the output projections need
  * every head's attention output. (Attention's heads need only their own q
  * rows and kv head's cache columns: task level.) Waiting there is only for
- * the producing node, and a
- * thread that waits prefetches the weights of the node it waits to enter,
- * so the memory pipeline keeps streaming across layer boundaries. */
+ * the producing node, and a thread that waits prefetches the weights of the
+ * node it waits to enter, so the memory pipeline keeps streaming across
+ * layer boundaries. */
 #include <immintrin.h>
 #include <sched.h>
 #include <stdlib.h>
