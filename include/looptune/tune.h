@@ -33,6 +33,13 @@ void lt_space_from_kernel(lt_space *s, const lt_kernel *k);
  * call (attention's heads_per_task above the heads sharing a kv head), so a
  * search spends no trial on a duplicate point. */
 void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call);
+/* The same for a call known by its kernel name and shape signature (its
+ * `:ia=` attributes); a shape without them leaves s as it is. */
+void lt_space_fit_shape(lt_space *s, const char *kernel, const char *shape);
+/* p, a point of the kernel's whole space, as the point of the fitted space s
+ * that runs the same: a dropped value becomes the largest kept one below it
+ * (heads_per_task 8 with groups of 4 runs as 4). */
+void lt_space_fit_params(const lt_space *s, lt_params *p);
 void lt_space_from_exec(lt_space *s); /* the looped executor's space */
 /* The thread count of a model's steps, one per regime (store name
  * "threads"): parameter "threads", 0 (the whole pool, the default) or a

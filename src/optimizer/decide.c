@@ -40,6 +40,7 @@ static int add_rec(lt_optimizer *o, const char *kernel, const char *config_shape
     if (lt_space_by_name(kernel, &sp) || !strcmp(kernel, "looped") || !strcmp(kernel, "threads") ||
         sp.n_params == 0)
         return -1; /* not tunable per node */
+    lt_space_fit_shape(&sp, kernel, config_shape); /* no trial on a duplicate point */
     if (o->n_recs == o->cap_recs) {
         int cap = o->cap_recs ? 2 * o->cap_recs : 16;
         lt__rec *r = realloc(o->recs, (size_t)cap * sizeof *r);
@@ -65,7 +66,10 @@ int lt__opt_rec_from_entry(lt_optimizer *o, const lt_config_entry *e) {
     if (i < 0) i = add_rec(o, e->kernel, e->shape, e->host);
     if (i < 0) return -1;
     lt__rec *r = &o->recs[i];
-    if (lt_space_parse(&r->space, e->params, &r->best)) return -1;
+    lt_space full; /* a stored point of the whole space, as the point it runs as */
+    if (lt_space_by_name(r->kernel, &full) || lt_space_parse(&full, e->params, &r->best))
+        return -1;
+    lt_space_fit_params(&r->space, &r->best);
     r->have_best = true;
     r->speedup = e->speedup > 0 ? e->speedup : 1.0;
     r->best_cost = e->median_ns;
@@ -96,7 +100,10 @@ void lt__opt_free_state(lt_optimizer *o) {
     free(o->recs);
 }
 
-static bool params_from(const lt_space *s, Looptune__Param **pp, size_t n, lt_params *out) {
+/* A point of the kernel's whole space from the network, as the point of the
+ * record's (fitted) space it runs as. */
+static bool params_from(const lt__rec *R, Looptune__Param **pp, size_t n, lt_params *out) {
+    const lt_space *s = &R->space;
     memset(out, 0, sizeof *out);
     if ((int)n != s->n_params) return false;
     for (int j = 0; j < s->n_params; j++) {
@@ -110,7 +117,10 @@ static bool params_from(const lt_space *s, Looptune__Param **pp, size_t n, lt_pa
             }
         if (!found) return false;
     }
-    return lt_space_validate(s, out) == LT_OK;
+    lt_space full;
+    if (lt_space_by_name(R->kernel, &full) || lt_space_validate(&full, out) != LT_OK) return false;
+    lt_space_fit_params(s, out);
+    return true;
 }
 
 static void fmt_params(const lt_space *s, const lt_params *p, char *buf, size_t n) {
@@ -157,7 +167,7 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
         if (rec < 0) continue; /* not a tunable kernel */
         lt__rec *R = &o->recs[rec];
         lt_params p;
-        if (!params_from(&R->space, kp->params, kp->n_params, &p)) continue;
+        if (!params_from(R, kp->params, kp->n_params, &p)) continue;
         if (!R->shape[0]) {
             snprintf(R->shape, sizeof R->shape, "%s", kp->shape ? kp->shape : "");
             R->defaults = p; /* what the first run of this call started with */
@@ -296,8 +306,11 @@ int lt_optimizer_restore_trial(lt_optimizer *o, const Looptune__Trial *t) {
                                     R->space.params[j].name);
     }
     bool ok = t->status == LOOPTUNE__STATUS__STATUS_OK;
-    if (lt_space_validate(&R->space, &p) || (ok && !(t->objective > 0)))
+    lt_space full;
+    if (lt_space_by_name(R->kernel, &full) || lt_space_validate(&full, &p) ||
+        (ok && !(t->objective > 0)))
         return lt_error(LT_EFORMAT, "trial study '%s': a point outside the space", t->study_id);
+    lt_space_fit_params(&R->space, &p);
     int rc = strategy_of(o, R);
     if (!rc) rc = lt_strategy_observe(R->strat, &p, ok ? &t->objective : NULL, ok ? 1 : 0);
     if (rc) return rc;

@@ -44,6 +44,31 @@ void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call) {
     }
 }
 
+void lt_space_fit_shape(lt_space *s, const char *kernel, const char *shape) {
+    const lt_kernel *k = lt_kernel_find(kernel);
+    const char *ia = shape ? strstr(shape, ":ia=") : NULL;
+    long long a[3] = {0, 0, 0};
+    if (!k || !ia || sscanf(ia, ":ia=%lld,%lld,%lld", &a[0], &a[1], &a[2]) < 2) return;
+    lt_call c = {.ia = {a[0], a[1], a[2], 0}};
+    lt_space_fit_call(s, k->id, &c);
+}
+
+void lt_space_fit_params(const lt_space *s, lt_params *p) {
+    for (int i = 0; i < s->n_params; i++) {
+        const lt_param_def *d = &s->params[i];
+        int32_t v = p->v[i], keep = d->values[d->n_values - 1];
+        bool in = false;
+        for (int j = 0; j < d->n_values; j++) in |= d->values[j] == v;
+        if (in) continue;
+        for (int j = d->n_values - 1; j >= 0; j--) /* the largest kept value below */
+            if (d->values[j] <= v) {
+                keep = d->values[j];
+                break;
+            }
+        p->v[i] = keep;
+    }
+}
+
 void lt_space_from_exec(lt_space *s) {
     int n;
     const lt_param_def *d = lt_exec_looped_params(&n);

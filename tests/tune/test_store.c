@@ -200,6 +200,32 @@ static void test_space_fits_call(void) {
     lt_call c = {.ia = {0, 0, 0, 0}};
     lt_space_fit_call(&s, LT_K_MATVEC, &c);
     ASSERT_EQ(lt_space_size(&s), 7 * 4 * 5 * 7 * 2 * 2);
+    lt_space_fit_shape(&s, "matvec", "q8_0:288x288:decode:ia=0,1,1");
+    ASSERT_EQ(lt_space_size(&s), 7 * 4 * 5 * 7 * 2 * 2);
+
+    /* by shape signature (what the optimizer service knows of a call), and a
+     * point of the whole space as the one it runs as */
+    lt_space_from_kernel(&s, k);
+    lt_space_fit_shape(&s, "attention", "f32:288x1:decode:ia=6,6,48");
+    ASSERT_EQ(s.params[hpt].n_values, 1);
+    lt_params p = {.v = {64, 4}};
+    p.v[kvb] = 64;
+    p.v[hpt] = 4;
+    lt_space_fit_params(&s, &p);
+    ASSERT_EQ(p.v[hpt], 1);
+    ASSERT_EQ(p.v[kvb], 64);
+    lt_space_from_kernel(&s, k);
+    lt_space_fit_shape(&s, "attention", "f32:768x1:decode:ia=12,4,64"); /* groups of 3 */
+    ASSERT_EQ(s.params[hpt].n_values, 3);
+    p.v[hpt] = 8;
+    lt_space_fit_params(&s, &p);
+    ASSERT_EQ(p.v[hpt], 4); /* 8 and 4 both run as 3 */
+    p.v[hpt] = 2;
+    lt_space_fit_params(&s, &p);
+    ASSERT_EQ(p.v[hpt], 2);
+    lt_space_from_kernel(&s, k);
+    lt_space_fit_shape(&s, "attention", "f32:768x1:decode"); /* no attributes: unchanged */
+    ASSERT_EQ(s.params[hpt].n_values, k->params[hpt].n_values);
 }
 
 int main(void) {
