@@ -234,14 +234,14 @@ static int split_fine(const lt_program *p, struct lt__plan *pl, int i, const int
     for (int k = in->dep_begin; k < in->dep_end; k++) {
         const int d = pl->deps[k];
         int *range = malloc(2 * (size_t)in->n_tasks * sizeof *range);
-        lt__fine *nf = realloc(pl->fine, (size_t)(pl->n_fine + 1) * sizeof *nf);
-        if (!range || !nf) {
-            free(range);
-            if (nf) pl->fine = nf;
-            return lt_error(LT_ENOMEM, "out of memory planning the looped executor");
-        }
-        pl->fine = nf;
+        if (!range) return lt_error(LT_ENOMEM, "out of memory planning the looped executor");
         if (fine_dep(p, pl, i, d, last_writer, readers, n_readers, range)) {
+            lt__fine *nf = realloc(pl->fine, (size_t)(pl->n_fine + 1) * sizeof *nf);
+            if (!nf) {
+                free(range);
+                return lt_error(LT_ENOMEM, "out of memory planning the looped executor");
+            }
+            pl->fine = nf;
             pl->fine[pl->n_fine++] = (lt__fine){.d = d, .range = range};
             if (pl->inst[d].flag_base < 0) {
                 pl->inst[d].flag_base = pl->n_flags;

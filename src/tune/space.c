@@ -2,6 +2,7 @@
  * allowed values), their text form, configuration checks, shape signatures
  * and the host class. */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,9 @@ void lt_space_from_kernel(lt_space *s, const lt_kernel *k) {
 }
 
 void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call) {
-    if (id != LT_K_ATTENTION || call->ia[1] <= 0) return;
+    /* attributes may come from a message: only a real head count fits */
+    if (id != LT_K_ATTENTION || call->ia[0] <= 0 || call->ia[1] <= 0 || call->ia[0] % call->ia[1])
+        return;
     /* attention groups at most the query heads of one kv head: every value
      * from the group size up runs as the group size, so one of them stays */
     const int64_t group = call->ia[0] / call->ia[1];
@@ -47,9 +50,19 @@ void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call) {
 void lt_space_fit_shape(lt_space *s, const char *kernel, const char *shape) {
     const lt_kernel *k = lt_kernel_find(kernel);
     const char *ia = shape ? strstr(shape, ":ia=") : NULL;
-    long long a[3] = {0, 0, 0};
-    if (!k || !ia || sscanf(ia, ":ia=%lld,%lld,%lld", &a[0], &a[1], &a[2]) < 2) return;
-    lt_call c = {.ia = {a[0], a[1], a[2], 0}};
+    if (!k || !ia) return;
+    /* from a message: whole numbers of at most 9 digits, comma-separated */
+    lt_call c = {0};
+    const char *q = ia + 4;
+    for (int i = 0; i < 3; i++) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(q, &end, 10);
+        if (end == q || errno || v < -999999999LL || v > 999999999LL) return;
+        c.ia[i] = v;
+        if (*end != ',') break;
+        q = end + 1;
+    }
     lt_space_fit_call(s, k->id, &c);
 }
 

@@ -226,6 +226,17 @@ static void test_space_fits_call(void) {
     lt_space_from_kernel(&s, k);
     lt_space_fit_shape(&s, "attention", "f32:768x1:decode"); /* no attributes: unchanged */
     ASSERT_EQ(s.params[hpt].n_values, k->params[hpt].n_values);
+    /* shapes from a message that are not head counts leave the space whole */
+    const char *bad[] = {"f32:1x1:decode:ia=", "f32:1x1:decode:ia=x,2",
+                         "f32:1x1:decode:ia=-9223372036854775808,-1,64",
+                         "f32:1x1:decode:ia=99999999999999999999,1,64",
+                         "f32:1x1:decode:ia=6,0,48", "f32:1x1:decode:ia=6,4,48",
+                         "f32:1x1:decode:ia=-6,-6,48", "f32:1x1:decode:ia=6"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lt_space_from_kernel(&s, k);
+        lt_space_fit_shape(&s, "attention", bad[i]);
+        ASSERT_EQ(s.params[hpt].n_values, k->params[hpt].n_values);
+    }
 }
 
 int main(void) {
