@@ -478,14 +478,19 @@ static void looped_worker(void *arg, int ith, int nth) {
         }
         wait_ns += node_wait;
         uint64_t t_first = 0, t_last = 0, task_wait = 0;
-        /* guided self-scheduling: large runs of consecutive tasks while many
-         * remain (one sequential stream, few atomics), single tasks at the
-         * end (threads finish a node together, so the next wait is short) */
+        /* guided self-scheduling: a thread takes 1/nth of the tasks left
+         * (one sequential stream, few atomics), single tasks at the end
+         * (threads finish a node together, so the next wait is short).
+         * Every run starts a new stream whose first lines nothing has
+         * prefetched: 1/nth rather than 1/(2 nth) halves the runs, and
+         * measured at 2 threads (A/B, alternating processes) 1B q8_0 went
+         * from 34.6-35.4 to 35.4-36.3 tokens/s in 7 of 7 rounds, stories110M
+         * q8_0 +1-7%, f32 +1-3%, sync share still under 1.1%. */
         atomic_int *next = &pl->ctr[i].next, *done = &pl->ctr[i].done;
         const int nt = in->n_tasks;
         for (;;) {
             int left = nt - atomic_load_explicit(next, memory_order_relaxed);
-            int k = left / (2 * nth);
+            int k = left / nth;
             if (k < 1) k = 1;
             int t = atomic_fetch_add_explicit(next, k, memory_order_relaxed);
             if (t >= nt) break;
