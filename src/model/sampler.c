@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* xorshift64* must not start from 0 (it would stay there). */
 #define SEED_FOR_ZERO 0x9e3779b97f4a7c15ull
@@ -13,12 +14,17 @@ typedef struct {
     int32_t id;
 } prob_id;
 
+/* top-p's radix selection: rounds, and buckets per round */
+#define LT__NUCLEUS_LEVELS 3
+#define LT__NUCLEUS_RADIX (1 << 11)
+
 struct lt_sampler {
     int64_t n;       /* vocabulary size */
     float temp;      /* 0 = greedy */
     float top_p;     /* 1 = no truncation */
     uint64_t state;  /* xorshift64* state, never 0 */
     prob_id *cands;  /* [n] scratch for top-p */
+    double hist[4][LT__NUCLEUS_RADIX]; /* top-p's bucket sums */
 };
 
 int lt_sampler_init(lt_sampler **out, int64_t vocab_size, float temp, float top_p,
@@ -66,23 +72,79 @@ static float next_f32(lt_sampler *s) {
     return (float)(next_u64(s) >> 40) * (1.0f / 16777216.0f);
 }
 
-static int32_t argmax(const float *x, int64_t n) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i; /* strict: lowest id wins ties */
-    return (int32_t)best;
+/* Lanes of the passes below: independent accumulators the compiler turns
+ * into vector registers (a single running max or sum is a chain of
+ * dependent instructions: 3-4 cycles per logit). */
+#define LANES 16
+
+/* The largest value of x[0..n), NaNs skipped; -INFINITY if there is none. */
+static float max_of(const float *x, int64_t n) {
+    float m[LANES];
+    for (int l = 0; l < LANES; l++) m[l] = -INFINITY;
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++) m[l] = x[i + l] > m[l] ? x[i + l] : m[l];
+    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+    float mx = m[0];
+    for (int l = 1; l < LANES; l++) mx = m[l] > mx ? m[l] : mx;
+    return mx;
 }
 
-/* In place: x becomes softmax(x / temp). */
-static void softmax_temp(float *x, int64_t n, float temp) {
-    float mx = x[argmax(x, n)];
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = expf((x[i] - mx) / temp);
-        sum += x[i];
-    }
-    float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+/* The lowest id of the largest logit (NaNs skipped; 0 if all are NaN). */
+static int32_t argmax(const float *x, int64_t n) {
+    const float mx = max_of(x, n);
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] == mx) return (int32_t)i;
+    return 0;
+}
+
+/* e^t for t <= 0 within 2e-7 relative; 0 below -87 (where e^t leaves the
+ * normal floats) and for NaN (a NaN logit is never drawn). t = (k + f) ln 2
+ * with k an integer and |f| <= 1/2: 2^k is built in the exponent bits and
+ * e^(f ln 2) by its Taylor series to degree 7. Straight-line float
+ * arithmetic, so a loop over it vectorises, where libm's expf is a call per
+ * logit. exp(0) is exactly 1. */
+static inline float exp_nonpos(float t) {
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    const float z = (t < -87.0f ? -87.0f : t) * 1.44269504f;
+    const float zr = z + magic;
+    uint32_t zb;
+    memcpy(&zb, &zr, sizeof zb);
+    const float y = (z - (zr - magic)) * 0.693147181f;
+    float p = 1.0f / 5040.0f;
+    p = p * y + 1.0f / 720.0f;
+    p = p * y + 1.0f / 120.0f;
+    p = p * y + 1.0f / 24.0f;
+    p = p * y + 1.0f / 6.0f;
+    p = p * y + 0.5f;
+    p = p * y + 1.0f;
+    p = p * y + 1.0f;
+    /* 2^k: the rounded integer k (-126..0) sits in zr's low bits */
+    const uint32_t sb = (zb - 0x4b400000u + 127u) << 23;
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    return t >= -87.0f ? p * scale : 0.0f; /* NaN: 0 as well */
+}
+
+/* In place: x becomes softmax(x / temp). Returns the id of the largest
+ * logit, or -1 if there is no finite one (nothing to normalise). */
+static int32_t softmax_temp(float *x, int64_t n, float temp) {
+    const int32_t best = argmax(x, n);
+    const float mx = x[best];
+    if (!isfinite(mx)) return -1;
+    /* a division, not a multiplication by 1 / temp: the largest logit's
+     * argument stays 0 even for a temperature whose inverse is infinite */
+    for (int64_t i = 0; i < n; i++) x[i] = exp_nonpos((x[i] - mx) / temp);
+    double sum[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++) sum[l] += x[i + l];
+    for (; i < n; i++) sum[0] += x[i];
+    double total = 0.0;
+    for (int l = 0; l < LANES; l++) total += sum[l];
+    const float inv = (float)(1.0 / total);
+    for (i = 0; i < n; i++) x[i] *= inv;
+    return best;
 }
 
 /* Draws index i with probability p[i] / total, given u in [0, 1). */
@@ -98,78 +160,104 @@ static int32_t draw(const float *p, int64_t n, double total, float u) {
     return (int32_t)last; /* rounding left r at the very top */
 }
 
-/* The nucleus order: probability descending, then id ascending (total). */
-static bool before(prob_id a, prob_id b) { return a.p != b.p ? a.p > b.p : a.id < b.id; }
-
-/* The k first of c[0..m) in that order, for the smallest k whose
- * probabilities sum to >= target, or k = m if they
- * never do: reorders c so that those are c[0..k) (in no particular order,
- * except that c[k - 1] is the k-th) and returns k; *sum is their sum.
- * Quickselect on the running sum: linear time, where sorting a near-uniform
- * distribution (a random model's: the nucleus holds most of the vocabulary)
- * cost milliseconds per token. */
-static int64_t select_prefix(prob_id *c, int64_t m, double target, double *sum) {
-    int64_t lo = 0, hi = m; /* c[0..lo) are in the prefix; k lies in (lo, hi] */
-    double acc = 0.0;       /* their sum, which has not reached target */
-    while (hi - lo > 1) {
-        prob_id t = c[lo + (hi - lo) / 2];
-        c[lo + (hi - lo) / 2] = c[hi - 1];
-        c[hi - 1] = t;
-        int64_t i = lo;
-        double sb = 0.0;
-        for (int64_t j = lo; j < hi - 1; j++)
-            if (before(c[j], t)) {
-                sb += c[j].p;
-                prob_id x = c[i];
-                c[i++] = c[j];
-                c[j] = x;
-            }
-        c[hi - 1] = c[i];
-        c[i] = t; /* the pivot at its sorted place */
-        double with_before = acc + sb, with_pivot = with_before + t.p;
-        if (with_before >= target) {
-            hi = i;
-        } else if (with_pivot >= target) {
-            *sum = with_pivot;
-            return i + 1;
-        } else {
-            acc = with_pivot;
-            lo = i + 1;
-        }
-    }
-    if (lo < hi) acc += c[lo].p; /* the one left: the k-th */
-    *sum = acc;
-    return hi;
+/* A probability's bits: for p >= 0 they order as the values do. */
+static inline uint32_t bits_of(float p) {
+    uint32_t b;
+    memcpy(&b, &p, sizeof b);
+    return b;
 }
 
-static int32_t sample_top_p(lt_sampler *s, const float *probs) {
+/* The nucleus by radix selection on the bits of the probabilities: three
+ * rounds, each bucketing the candidates still undecided by their next bits
+ * (sign, exponent and 2 mantissa bits, then 11, then 10) with each bucket's
+ * sum, and walking the buckets from the top until the sum reaches top_p.
+ * What is left are the candidates of the boundary value, taken in id order.
+ * Quickselect did the same with pairwise comparisons and swaps, and on a
+ * near-uniform distribution (a random model's: the nucleus holds most of
+ * the vocabulary) that cost more than a small model's whole token. */
+static const int level_shift[LT__NUCLEUS_LEVELS] = {21, 10, 0};
+
+/* The bucket of bits b at a level whose digit is `width` bits from `sh`. */
+#define DIGIT(b, sh, width) (((b) >> (sh)) & ((1u << (width)) - 1u))
+
+static int32_t sample_top_p(lt_sampler *s, const float *probs, int32_t best) {
     /* Tokens with p < (1 - top_p) / (n - 1) cannot be in the nucleus: as
      * long as the most probable token is kept, at most n - 1 are dropped and
      * together they hold less than 1 - top_p, so the kept ones reach top_p
      * first. Dropping them shortens the selection. */
-    float cutoff = s->n > 1 ? (1.0f - s->top_p) / (float)(s->n - 1) : 0.0f;
-    int32_t best = argmax(probs, s->n);
+    const float cutoff = s->n > 1 ? (1.0f - s->top_p) / (float)(s->n - 1) : 0.0f;
+    const double target = s->top_p;
+    prob_id *c = s->cands;
     int64_t m = 0;
-    for (int64_t i = 0; i < s->n; i++)
-        if (probs[i] >= cutoff || i == best) s->cands[m++] = (prob_id){probs[i], (int32_t)i};
-    /* the nucleus: the smallest most-probable prefix reaching top_p */
-    double cum;
-    int64_t keep = select_prefix(s->cands, m, s->top_p, &cum);
-    /* any fixed order of the nucleus draws each token with probability
-     * p / cum: the selection's order, one pass */
-    double r = (double)next_f32(s) * cum, c = 0.0;
-    for (int64_t i = 0; i < keep; i++) {
-        c += s->cands[i].p;
-        if (r < c) return s->cands[i].id;
+    /* v: the boundary value, its bits decided from the top; above: the sum
+     * of the candidates greater than every value with v's decided bits */
+    uint32_t v = 0, decided = 0;
+    double above = 0.0;
+    for (int lv = 0; lv < LT__NUCLEUS_LEVELS; lv++) {
+        const int sh = level_shift[lv], width = (lv ? level_shift[lv - 1] : 32) - sh;
+        const uint32_t top = (1u << width) - 1u;
+        /* four interleaved histograms: consecutive tokens of one bucket
+         * (all of them, near-uniform) do not wait for each other's add */
+        double(*h)[LT__NUCLEUS_RADIX] = s->hist;
+        memset(h, 0, sizeof s->hist);
+        if (lv == 0) {
+            for (int64_t i = 0; i < s->n; i++)
+                if (probs[i] >= cutoff || i == best)
+                    h[i & 3][DIGIT(bits_of(probs[i]), sh, width)] += probs[i];
+        } else {
+            for (int64_t j = 0; j < m; j++) h[j & 3][DIGIT(bits_of(c[j].p), sh, width)] += c[j].p;
+        }
+        uint32_t b = top;
+        for (;; b--) {
+            const double hb = h[0][b] + h[1][b] + h[2][b] + h[3][b];
+            if (b == 0 || above + hb >= target) break;
+            above += hb;
+        }
+        v |= b << sh;
+        decided |= top << sh;
+        /* keep the boundary bucket's candidates, in id order */
+        int64_t k = 0;
+        if (lv == 0) {
+            for (int64_t i = 0; i < s->n; i++)
+                if ((bits_of(probs[i]) & decided) == v && (probs[i] >= cutoff || i == best))
+                    c[k++] = (prob_id){probs[i], (int32_t)i};
+        } else {
+            for (int64_t j = 0; j < m; j++)
+                if ((bits_of(c[j].p) & decided) == v) c[k++] = c[j];
+        }
+        m = k;
     }
-    return s->cands[keep - 1].id; /* rounding left r at the very top */
+    /* c[0..m): the candidates equal to v, in id order; the nucleus holds
+     * those up to the one that reaches top_p (all if rounding left the sum
+     * short) and every candidate above v */
+    int64_t last_id = -1;
+    double cum = above;
+    for (int64_t j = 0; j < m && cum < target; j++) {
+        cum += c[j].p;
+        last_id = c[j].id;
+    }
+    /* any fixed order of the nucleus draws each token with probability
+     * p / cum: id order */
+    const double r = (double)next_f32(s) * cum;
+    double cdf = 0.0;
+    int64_t last = best;
+    for (int64_t i = 0; i < s->n; i++) {
+        const uint32_t b = bits_of(probs[i]);
+        if ((b > v || (b == v && i <= last_id)) && (probs[i] >= cutoff || i == best)) {
+            cdf += probs[i];
+            last = i;
+            if (r < cdf) return (int32_t)i;
+        }
+    }
+    return (int32_t)last; /* rounding left r at the very top */
 }
 
 /* Picks the next token. logits [n] are overwritten with probabilities
  * unless the sampler is greedy. */
 int32_t lt_sampler_sample(lt_sampler *s, float *logits) {
     if (s->temp == 0.0f) return argmax(logits, s->n);
-    softmax_temp(logits, s->n, s->temp);
-    if (s->top_p < 1.0f) return sample_top_p(s, logits);
+    const int32_t best = softmax_temp(logits, s->n, s->temp);
+    if (best < 0) return argmax(logits, s->n); /* no finite logit: no distribution */
+    if (s->top_p < 1.0f) return sample_top_p(s, logits, best);
     return draw(logits, s->n, 1.0, next_f32(s));
 }

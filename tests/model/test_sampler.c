@@ -141,6 +141,113 @@ static void run_seq(uint64_t seed, float top_p, int32_t *out, int n) {
     lt_sampler_free(s);
 }
 
+/* Non-finite logits: greedy skips NaN (lowest id of the largest of the
+ * rest, 0 if none is left); sampling never draws a NaN or -inf token, and a
+ * row without a finite largest logit falls back to greedy. */
+static void test_non_finite(void) {
+    lt_sampler *g, *t;
+    ASSERT_EQ(lt_sampler_init(&g, 5, 0.0f, 1.0f, 1), LT_OK);
+    ASSERT_EQ(lt_sampler_init(&t, 5, 1.0f, 0.95f, 1), LT_OK);
+    float a[5] = {NAN, 1.0f, 3.0f, NAN, 3.0f};
+    ASSERT_EQ(lt_sampler_sample(g, a), 2);
+    float b[5] = {NAN, NAN, NAN, NAN, NAN};
+    ASSERT_EQ(lt_sampler_sample(g, b), 0);
+    float c[5] = {-INFINITY, -INFINITY, INFINITY, 0.0f, INFINITY};
+    ASSERT_EQ(lt_sampler_sample(t, c), 2);
+    for (int d = 0; d < 2000; d++) {
+        float x[5] = {NAN, 0.5f, -INFINITY, 0.25f, NAN};
+        int32_t id = lt_sampler_sample(t, x);
+        ASSERT_TRUE(id == 1 || id == 3);
+    }
+    lt_sampler_free(g);
+    lt_sampler_free(t);
+}
+
+/* With top_p = 1 the logits are left holding softmax(x / temp): checked
+ * against exp in double over logits that span the whole range the
+ * sampler's own exponential covers, and below it (probability 0). */
+static void test_softmax_values(void) {
+    enum { N = 4099 }; /* not a multiple of any vector width */
+    static float x[N];
+    static double p[N];
+    const float temps[] = {0.25f, 0.8f, 1.0f, 3.0f};
+    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
+        uint64_t r = 88172645463325252ull;
+        for (int i = 0; i < N; i++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            /* logits in [-40, 10], a few far below the rest */
+            x[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 50.0 - 40.0);
+            if (i % 97 == 0) x[i] = -1e4f;
+        }
+        softmax_ref(x, N, temps[t], p);
+        float mx = x[0];
+        for (int i = 1; i < N; i++) mx = x[i] > mx ? x[i] : mx;
+        double arg[N];
+        for (int i = 0; i < N; i++) arg[i] = fabs(((double)x[i] - mx) / temps[t]);
+        lt_sampler *s;
+        ASSERT_EQ(lt_sampler_init(&s, N, temps[t], 1.0f, 3), LT_OK);
+        lt_sampler_sample(s, x);
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            /* relative where the probability is a normal float (the bound
+             * grows with the argument: e^t inherits t's own float rounding,
+             * 2^-24 |t| from each of the subtraction and the scaling),
+             * absolute below */
+            double e = fabs((double)x[i] - p[i]) / (p[i] > 1e-30 ? p[i] : 1.0);
+            double bound = p[i] > 1e-30 ? 4e-7 + 1.2e-7 * arg[i] : 1e-30;
+            worst = e / bound > worst ? e / bound : worst;
+        }
+        ASSERT_TRUE(worst <= 1.0);
+        lt_sampler_free(s);
+    }
+}
+
+/* A large vocabulary in a few levels of equal logits, so the nucleus is
+ * known exactly: the levels above the boundary whole, then the boundary
+ * level's lowest ids, as many as it takes to reach top_p. Every draw must
+ * lie in it, and its tokens must come up about as often as p / cum says. */
+static void test_top_p_levels(void) {
+    enum { N = 20000, LV = 4 };
+    const float level_logit[LV] = {2.0f, 1.0f, 0.0f, -1.0f};
+    static float logits[N], x[N];
+    static int level[N];
+    double lsum[LV] = {0}, count_lv[LV] = {0};
+    for (int i = 0; i < N; i++) {
+        level[i] = (i * 7 + i / 3) % LV;
+        logits[i] = level_logit[level[i]];
+        count_lv[level[i]] += 1;
+    }
+    double z = 0;
+    for (int l = 0; l < LV; l++) z += count_lv[l] * exp(level_logit[l]);
+    for (int l = 0; l < LV; l++) lsum[l] = count_lv[l] * exp(level_logit[l]) / z;
+    const float top_ps[] = {0.3f, 0.7f, 0.9f};
+    for (size_t t = 0; t < sizeof top_ps / sizeof top_ps[0]; t++) {
+        /* the boundary level and how many of its lowest ids it gives */
+        double cum = 0;
+        int bl = 0;
+        while (cum + lsum[bl] < top_ps[t]) cum += lsum[bl++];
+        const double pb = exp(level_logit[bl]) / z;
+        const int need = (int)ceil((top_ps[t] - cum) / pb);
+        int lim = -1, seen = 0;
+        for (int i = 0; i < N && seen < need; i++)
+            if (level[i] == bl) seen++, lim = i;
+        const double nucleus = cum + need * pb;
+        lt_sampler *s;
+        ASSERT_EQ(lt_sampler_init(&s, N, 1.0f, top_ps[t], 11 + t), LT_OK);
+        long outside = 0, in_boundary = 0;
+        for (int d = 0; d < 20000; d++) {
+            memcpy(x, logits, sizeof x);
+            int32_t id = lt_sampler_sample(s, x);
+            bool in = id >= 0 && id < N && (level[id] < bl || (level[id] == bl && id <= lim));
+            outside += !in;
+            in_boundary += in && level[id] == bl;
+        }
+        ASSERT_EQ(outside, 0);
+        ASSERT_NEAR((double)in_boundary / 20000, need * pb / nucleus, 0.02);
+        lt_sampler_free(s);
+    }
+}
+
 static void test_determinism(void) {
     int32_t a[1000], b[1000], c[1000];
     const float top_ps[] = {1.0f, 0.8f};
@@ -160,5 +267,8 @@ int main(void) {
     test_top_p();
     test_known_sequence();
     test_determinism();
+    test_non_finite();
+    test_softmax_values();
+    test_top_p_levels();
     return lt_test_finish();
 }
