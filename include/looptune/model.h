@@ -228,6 +228,7 @@ void lt_llama_set_timing(lt_llama *l, bool on); /* collect sync counters (off by
 typedef struct {
     int64_t n_prompt, n_generated;
     double prefill_s, decode_s; /* wall time of prompt processing and of decoding */
+    double eval_s;              /* of decode_s: the evaluations alone (no sampling, no callback) */
 } lt_gen_stats;
 
 /* Called for every generated token; a non-zero return stops generation. */

@@ -50,7 +50,9 @@ int lt_generate(lt_llama *l, lt_sampler *s, const int32_t *prompt, int64_t n_pro
         st->n_generated++;
         bool stop = cb && cb(user, prev, tok) != 0;
         if (stop || tok == o->stop_token || i + 1 == o->n_new) break;
+        const double te = lt_now_s();
         int rc = lt_llama_eval(l, &tok, 1, n_prompt + i);
+        st->eval_s += lt_now_s() - te;
         if (!rc) rc = dump_logits(l, o->dump_logits);
         if (rc) return rc;
         prev = tok;

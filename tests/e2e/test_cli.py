@@ -79,6 +79,16 @@ try:
     gbs = float(w.split(",")[1].split()[0])
     check(near(gbs, mb * tps / 1e3, 0.05), "summary GB/s = MB per token x tokens/s", (mb, tps, gbs))
     check(len(p.stdout.split()) == 20, "20 ids printed")
+    # the evaluations are part of decode: their time is at most decode's, so
+    # their rate at least decode's
+    ev = [ln for ln in lines if ln.strip().startswith("eval")][0]
+    dec_ms = float(dec.split(" in ")[1].split()[0])
+    ev_ms = float(ev.split()[1])
+    ev_tps = float(ev.split("(")[1].split()[0])
+    check(0 < ev_ms <= dec_ms, "eval time within decode time", (ev_ms, dec_ms))
+    # ms are printed to 0.1: allow that rounding in the rate they imply
+    check(ev_tps >= tps and near(ev_tps, 19 / (ev_ms / 1e3), 0.06 / ev_ms + 0.002),
+          "eval tokens/s", (ev_tps, tps))
 except (IndexError, ValueError) as e:
     check(False, "summary lines parse", e)
 

@@ -407,6 +407,7 @@ int lt_cmd_run(int argc, char **argv) {
     double wbytes = (double)lt_model_weight_bytes_per_token(m);
     int64_t n_dec = st.n_generated > 1 ? st.n_generated - 1 : 0; /* evals after the prefill */
     double dec_tps = n_dec && st.decode_s > 0 ? (double)n_dec / st.decode_s : 0;
+    double eval_tps = n_dec && st.eval_s > 0 ? (double)n_dec / st.eval_s : 0;
     double pre_tps = st.prefill_s > 0 ? (double)st.n_prompt / st.prefill_s : 0;
     char th[64];
     int dth = lt_llama_threads(l, false), pth = lt_llama_threads(l, true);
@@ -416,12 +417,14 @@ int lt_cmd_run(int argc, char **argv) {
             "\nlooptune: %s, %lld layers, dim %lld, %s weights, %s threads, isa %s, %s executor\n"
             "  prompt  %lld tokens in %.1f ms (%.1f tokens/s)\n"
             "  decode  %lld tokens in %.1f ms (%.1f tokens/s, %.3f ms/token)\n"
+            "  eval    %.1f ms of it evaluating (%.1f tokens/s without sampling and output)\n"
             "  weights %.1f MB read per token, %.1f GB/s achieved\n",
             m->format, (long long)m->cfg.n_layers, (long long)m->cfg.dim, lt_dtype_name(m->wtype),
             th, lt_isa_name(lt_isa_active()), lt_executor_name(executor),
             (long long)st.n_prompt,
             st.prefill_s * 1e3, pre_tps, (long long)n_dec, st.decode_s * 1e3, dec_tps,
-            dec_tps ? 1e3 / dec_tps : 0.0, wbytes / 1e6, wbytes * dec_tps / 1e9);
+            dec_tps ? 1e3 / dec_tps : 0.0, st.eval_s * 1e3, eval_tps, wbytes / 1e6,
+            wbytes * dec_tps / 1e9);
     lt_cli_tune_finish(tune, stderr); /* before the telemetry (and broker) it uses */
     tune = NULL;
     lt_cli_tel_finish(tel, stderr);
