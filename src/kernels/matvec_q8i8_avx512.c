@@ -38,6 +38,18 @@
 
 bool lt__q8i8_avoid_vnni = false;
 
+/* A second software prefetch, into L2 only, LT__Q8_FAR times the prefetch
+ * distance ahead, on rows of at least LT__Q8_FAR_MIN_COLS columns. It keeps
+ * more lines in flight than the near prefetch into L1 can, and it is what
+ * lets one core stream weights that sit in the last-level cache (measured
+ * A/B, alternating processes, looptune bench: stories110M q8_0 at 1 thread
+ * 127-129 -> 145-159 tokens/s, at 2 threads 235-251 -> 322-351; 1B q8_0,
+ * streamed from memory, within noise at 1 and 2 threads). On short rows
+ * (stories15M's 288 columns: nine blocks) the extra instruction cost 5-8%
+ * and bought nothing, so they go without it. */
+#define LT__Q8_FAR 4
+#define LT__Q8_FAR_MIN_COLS 512
+
 /* x quantised per 32-element block as linear.h defines it; the same bits as
  * lt__xq8_quant_portable (IEEE max, division and multiplication, rounding to
  * nearest even, saturation that never triggers). No VNNI instruction: both
@@ -113,7 +125,7 @@ LT_INLINE float reduce_halves(__m512 h) {
  * (xq at xqb, corrections at xbb, the group's scales ds per row) into
  * accumulator A of each of the U rows. A is a constant, so the
  * accumulators stay in registers. */
-LT_INLINE void q8i8_step(bool VNNI, int U, bool PF, int A, bool two, __m512 a[8][2],
+LT_INLINE void q8i8_step(bool VNNI, int U, int PF, int A, bool two, __m512 a[8][2],
                          const char *wb,
                          size_t ld, const int8_t *xqb, const int32_t *xbb, const __m512 *ds,
                          int64_t j, size_t pf) {
@@ -128,6 +140,7 @@ LT_INLINE void q8i8_step(bool VNNI, int U, bool PF, int A, bool two, __m512 a[8]
     for (int u = 0; u < U; u++) {
         const char *p = wb + (size_t)u * ld + (size_t)j * bb;
         if (PF) _mm_prefetch(p + pf, _MM_HINT_T0);
+        if (PF == 2) _mm_prefetch(p + LT__Q8_FAR * pf, _MM_HINT_T1);
         __m512 dot =
             _mm512_cvtepi32_ps(q8i8_pair(VNNI, (const lt_block_q8_0 *)p, two, xv, bv));
         __m512 sc = _mm512_permutexvar_ps(idx, ds[u]);
@@ -140,7 +153,7 @@ LT_INLINE void q8i8_step(bool VNNI, int U, bool PF, int A, bool two, __m512 a[8]
  * part holds the rows' accumulators between k blocks ([U][32] floats: acc[0],
  * acc[1]): read unless first, written unless last. When last, y[u] = (or +=)
  * the row's sum. */
-LT_INLINE void q8i8_rows(bool VNNI, int U, bool PF, const char *w, size_t ld, const int8_t *xq,
+LT_INLINE void q8i8_rows(bool VNNI, int U, int PF, const char *w, size_t ld, const int8_t *xq,
                          const float *xs, const int32_t *xb, int64_t b0, int64_t b1, size_t pf,
                          float *part, bool first, bool last, float *y, bool accumulate) {
     const size_t bb = sizeof(lt_block_q8_0);
@@ -172,7 +185,8 @@ LT_INLINE void q8i8_rows(bool VNNI, int U, bool PF, const char *w, size_t ld, co
         /* the row's end: up to three blocks left (j a multiple of 4) */
         if (j + 2 <= nblk) {
             q8i8_step(VNNI, U, PF, 0, true, a, wb, ld, xqb, xbb, ds, j, pf);
-            if (j + 3 == nblk) q8i8_step(VNNI, U, PF, 1, false, a, wb, ld, xqb, xbb, ds, j + 2, pf);
+            if (j + 3 == nblk)
+                q8i8_step(VNNI, U, PF, 1, false, a, wb, ld, xqb, xbb, ds, j + 2, pf);
         } else if (j + 1 == nblk) {
             q8i8_step(VNNI, U, PF, 0, false, a, wb, ld, xqb, xbb, ds, j, pf);
         }
@@ -189,8 +203,8 @@ LT_INLINE void q8i8_rows(bool VNNI, int U, bool PF, const char *w, size_t ld, co
     }
 }
 
-/* One specialisation per (VNNI or not, rows at once, prefetch on/off); k in
- * elements, whole 32-element blocks. */
+/* One specialisation per (VNNI or not, rows at once, prefetch: 0 none, 1
+ * near, 2 near and far); k in elements, whole 32-element blocks. */
 #define Q8I8_FN(V, U, PF)                                                                    \
     static void q8i8_##V##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,\
                                       int64_t k1, size_t pf, float *part, bool first,        \
@@ -201,16 +215,18 @@ LT_INLINE void q8i8_rows(bool VNNI, int U, bool PF, const char *w, size_t ld, co
                       k0 / LT_QK8_0, k1 / LT_QK8_0, pf, part + 32 * U * g, first, last,      \
                       y + U * g, accumulate);                                                \
     }
-#define Q8I8_FNS(V) Q8I8_FN(V, 1, 0) Q8I8_FN(V, 1, 1) Q8I8_FN(V, 2, 0) Q8I8_FN(V, 2, 1) \
-    Q8I8_FN(V, 4, 0) Q8I8_FN(V, 4, 1) Q8I8_FN(V, 8, 0) Q8I8_FN(V, 8, 1)
+#define Q8I8_FNS(V) Q8I8_FN(V, 1, 0) Q8I8_FN(V, 1, 1) Q8I8_FN(V, 1, 2) Q8I8_FN(V, 2, 0)   \
+    Q8I8_FN(V, 2, 1) Q8I8_FN(V, 2, 2) Q8I8_FN(V, 4, 0) Q8I8_FN(V, 4, 1) Q8I8_FN(V, 4, 2)   \
+    Q8I8_FN(V, 8, 0) Q8I8_FN(V, 8, 1) Q8I8_FN(V, 8, 2)
 Q8I8_FNS(1)
 Q8I8_FNS(0)
 
-/* [VNNI][log2 rows at once][prefetch] */
-#define Q8I8_ROW(V)                                                                          \
-    {{q8i8_##V##_1_0, q8i8_##V##_1_1}, {q8i8_##V##_2_0, q8i8_##V##_2_1},                     \
-     {q8i8_##V##_4_0, q8i8_##V##_4_1}, {q8i8_##V##_8_0, q8i8_##V##_8_1}}
-static const lt__mv_rows_fn q8i8_table[2][4][2] = {Q8I8_ROW(0), Q8I8_ROW(1)};
+/* [far prefetch][VNNI][log2 rows at once][prefetch on] */
+#define Q8I8_ROW(V, P)                                                                       \
+    {{q8i8_##V##_1_0, q8i8_##V##_1_##P}, {q8i8_##V##_2_0, q8i8_##V##_2_##P},                 \
+     {q8i8_##V##_4_0, q8i8_##V##_4_##P}, {q8i8_##V##_8_0, q8i8_##V##_8_##P}}
+static const lt__mv_rows_fn q8i8_table[2][2][4][2] = {{Q8I8_ROW(0, 1), Q8I8_ROW(1, 1)},
+                                                      {Q8I8_ROW(0, 2), Q8I8_ROW(1, 2)}};
 
 bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, int nth,
                             const float *xin) {
@@ -224,6 +240,6 @@ bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, i
      * blocks and takes a pair's parity from its offset in the k block */
     LT_ASSERT(kb <= 0 || kb >= cols || kb % (4 * LT_QK8_0) == 0);
     const lt__mv_x x = {.x = xin, .xs = xs, .xq8 = xq, .xb = xb};
-    lt__matvec_drive(call, ith, nth, q8i8_table[vnni], &x);
+    lt__matvec_drive(call, ith, nth, q8i8_table[cols >= LT__Q8_FAR_MIN_COLS][vnni], &x);
     return true;
 }
