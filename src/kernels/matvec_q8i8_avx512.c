@@ -42,11 +42,12 @@ bool lt__q8i8_avoid_vnni = false;
  * distance ahead, on rows of at least LT__Q8_FAR_MIN_COLS columns. It keeps
  * more lines in flight than the near prefetch into L1 can, and it is what
  * lets one core stream weights that sit in the last-level cache (measured
- * A/B, alternating processes, looptune bench: stories110M q8_0 at 1 thread
- * 127-129 -> 145-159 tokens/s, at 2 threads 235-251 -> 322-351; 1B q8_0,
- * streamed from memory, within noise at 1 and 2 threads). On short rows
- * (stories15M's 288 columns: nine blocks) the extra instruction cost 5-8%
- * and bought nothing, so they go without it. */
+ * A/B, alternating processes, looptune bench, three runs: stories110M q8_0
+ * at 1 thread 125-131 -> 145-190 tokens/s, at 2 threads 235-251 -> 322-351;
+ * 1B q8_0, streamed from memory, within noise at 1 and 2 threads). On short
+ * rows (stories15M's 288 columns: nine blocks) the extra instruction cost
+ * 5-8% and bought nothing, so they go without it. A prefetch of an address
+ * past the weights never faults. */
 #define LT__Q8_FAR 4
 #define LT__Q8_FAR_MIN_COLS 512
 
