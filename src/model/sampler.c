@@ -129,12 +129,13 @@ static inline float exp_nonpos(float t) {
     return t >= -87.0f ? p * scale : 0.0f; /* NaN: 0 as well */
 }
 
-/* In place: x becomes softmax(x / temp). Returns the id of the largest
- * logit, or -1 if there is no finite one (nothing to normalise). */
-static int32_t softmax_temp(float *x, int64_t n, float temp) {
-    const int32_t best = argmax(x, n);
-    const float mx = x[best];
-    if (!isfinite(mx)) return -1;
+/* In place: x becomes softmax(x / temp), unless its largest logit is not
+ * finite (nothing to normalise: x is left as it is). *best = that logit's
+ * id; returns whether x was normalised. */
+static bool softmax_temp(float *x, int64_t n, float temp, int32_t *best) {
+    *best = argmax(x, n);
+    const float mx = x[*best];
+    if (!isfinite(mx)) return false;
     /* a division, not a multiplication by 1 / temp: the largest logit's
      * argument stays 0 even for a temperature whose inverse is infinite */
     for (int64_t i = 0; i < n; i++) x[i] = exp_nonpos((x[i] - mx) / temp);
@@ -147,7 +148,7 @@ static int32_t softmax_temp(float *x, int64_t n, float temp) {
     for (int l = 0; l < LANES; l++) total += sum[l];
     const float inv = (float)(1.0 / total);
     for (i = 0; i < n; i++) x[i] *= inv;
-    return best;
+    return true;
 }
 
 /* Draws index i with probability p[i] / total, given u in [0, 1). */
@@ -180,6 +181,11 @@ static inline uint32_t bits_of(float p) {
  * the vocabulary) that cost more than a small model's whole token. */
 static const int level_shift[LT__NUCLEUS_LEVELS] = {21, 10, 0};
 
+/* Whether token i may be in the nucleus at all (see the cutoff below). */
+static inline bool candidate(const float *probs, int64_t i, float cutoff, int32_t best) {
+    return probs[i] >= cutoff || i == best;
+}
+
 /* The bucket of bits b at a level whose digit is `width` bits from `sh`. */
 #define DIGIT(b, sh, width) (((b) >> (sh)) & ((1u << (width)) - 1u))
 
@@ -205,7 +211,7 @@ static int32_t sample_top_p(lt_sampler *s, const float *probs, int32_t best) {
         memset(h, 0, sizeof s->hist);
         if (lv == 0) {
             for (int64_t i = 0; i < s->n; i++)
-                if (probs[i] >= cutoff || i == best)
+                if (candidate(probs, i, cutoff, best))
                     h[i & 3][DIGIT(bits_of(probs[i]), sh, width)] += probs[i];
         } else {
             for (int64_t j = 0; j < m; j++) h[j & 3][DIGIT(bits_of(c[j].p), sh, width)] += c[j].p;
@@ -222,7 +228,7 @@ static int32_t sample_top_p(lt_sampler *s, const float *probs, int32_t best) {
         int64_t k = 0;
         if (lv == 0) {
             for (int64_t i = 0; i < s->n; i++)
-                if ((bits_of(probs[i]) & decided) == v && (probs[i] >= cutoff || i == best))
+                if ((bits_of(probs[i]) & decided) == v && candidate(probs, i, cutoff, best))
                     c[k++] = (prob_id){probs[i], (int32_t)i};
         } else {
             for (int64_t j = 0; j < m; j++)
@@ -246,7 +252,7 @@ static int32_t sample_top_p(lt_sampler *s, const float *probs, int32_t best) {
     int64_t last = best;
     for (int64_t i = 0; i < s->n; i++) {
         const uint32_t b = bits_of(probs[i]);
-        if ((b > v || (b == v && i <= last_id)) && (probs[i] >= cutoff || i == best)) {
+        if ((b > v || (b == v && i <= last_id)) && candidate(probs, i, cutoff, best)) {
             cdf += probs[i];
             last = i;
             if (r < cdf) return (int32_t)i;
@@ -259,8 +265,8 @@ static int32_t sample_top_p(lt_sampler *s, const float *probs, int32_t best) {
  * unless the sampler is greedy. */
 int32_t lt_sampler_sample(lt_sampler *s, float *logits) {
     if (s->temp == 0.0f) return argmax(logits, s->n);
-    const int32_t best = softmax_temp(logits, s->n, s->temp);
-    if (best < 0) return argmax(logits, s->n); /* no finite logit: no distribution */
+    int32_t best;
+    if (!softmax_temp(logits, s->n, s->temp, &best)) return best; /* no distribution: greedy */
     if (s->top_p < 1.0f) return sample_top_p(s, logits, best);
     return draw(logits, s->n, 1.0, next_f32(s));
 }

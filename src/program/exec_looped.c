@@ -485,7 +485,8 @@ static void looped_worker(void *arg, int ith, int nth) {
          * prefetched: 1/nth rather than 1/(2 nth) halves the runs, and
          * measured at 2 threads (A/B, alternating processes) 1B q8_0 went
          * from 34.6-35.4 to 35.4-36.3 tokens/s in 7 of 7 rounds, stories110M
-         * q8_0 +1-7%, f32 +1-3%, sync share still under 1.1%. */
+         * q8_0 +1-7%, f32 +1-3%. The price is a longer tail: 1B f32's sync
+         * share went from 0.7-0.8% to 0.9-1.05% in the same A/B. */
         atomic_int *next = &pl->ctr[i].next, *done = &pl->ctr[i].done;
         const int nt = in->n_tasks;
         for (;;) {
