@@ -131,7 +131,39 @@ size_t lt_dtype_row_bytes(lt_dtype t, int64_t n);
 void lt_row_to_f32(lt_dtype t, const void *src, float *dst, int64_t n);
 void lt_row_from_f32(lt_dtype t, const float *src, void *dst, int64_t n);
 
+/* ---- q8_0 split layout ---------------------------------------------------
+ * The same quants and scales as q8_0, in the same bytes per row, laid out
+ * for the vector dot: a row of nb blocks is cut into groups of
+ * LT_Q8_SPLIT_GROUP blocks (the last one holds the nb % 32 left, if any),
+ * and a group of n blocks is its n x 32 quants followed by its n f16
+ * scales. A full group is 1088 bytes, 17 cache lines, so when a row starts
+ * on a line every group's quants do, and every pair of blocks is one line
+ * that one 64-byte load reads, where plain 34-byte blocks straddle lines
+ * and their scales need a gather. */
+#define LT_Q8_SPLIT_GROUP 32
+
+/* Block b's quants and scale in a split row of nb blocks. */
+static inline const int8_t *lt_q8s_qs(const void *row, int64_t nb, int64_t b) {
+    (void)nb;
+    const int64_t g = b / LT_Q8_SPLIT_GROUP;
+    return (const int8_t *)row + (size_t)g * LT_Q8_SPLIT_GROUP * sizeof(lt_block_q8_0) +
+           (size_t)(b % LT_Q8_SPLIT_GROUP) * LT_QK8_0;
+}
+static inline const uint16_t *lt_q8s_scales(const void *row, int64_t nb, int64_t b) {
+    const int64_t g = b / LT_Q8_SPLIT_GROUP, g0 = g * LT_Q8_SPLIT_GROUP;
+    const int64_t n = nb - g0 < LT_Q8_SPLIT_GROUP ? nb - g0 : LT_Q8_SPLIT_GROUP;
+    return (const uint16_t *)((const char *)row + (size_t)g0 * sizeof(lt_block_q8_0) +
+                              (size_t)n * LT_QK8_0) + (b - g0);
+}
+/* A q8_0 row of nb blocks rewritten split (dst must not overlap src). */
+void lt_q8_0_split_row(const lt_block_q8_0 *src, void *dst, int64_t nb);
+
 /* ---- tensors ------------------------------------------------------------- */
+
+typedef enum {
+    LT_LAYOUT_PLAIN = 0, /* the dtype's own blocks, one after the other */
+    LT_LAYOUT_Q8_SPLIT,  /* q8_0 rows in the split layout above */
+} lt_layout;
 
 /* A transparent descriptor. ne[0] is the innermost (contiguous) dimension,
  * as in ggml: a weight matrix of `rows` outputs over `cols` inputs has
@@ -142,6 +174,7 @@ typedef struct {
     int64_t ne[4];
     size_t nb[4];
     void *data;
+    lt_layout layout; /* zero (plain) unless the weights were repacked */
 } lt_tensor;
 
 /* Fills ne and contiguous nb for the given shape (unused dims = 1). */

@@ -89,6 +89,13 @@ void lt_row_from_f32(lt_dtype t, const float *src, void *dst, int64_t n) {
     }
 }
 
+void lt_q8_0_split_row(const lt_block_q8_0 *src, void *dst, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++) {
+        memcpy((void *)lt_q8s_qs(dst, nb, b), src[b].qs, LT_QK8_0);
+        memcpy((void *)lt_q8s_scales(dst, nb, b), &src[b].d, sizeof src[b].d);
+    }
+}
+
 void lt_tensor_init(lt_tensor *t, lt_dtype dtype, int64_t ne0, int64_t ne1, int64_t ne2,
                     int64_t ne3, void *data) {
     t->dtype = dtype;
@@ -98,6 +105,7 @@ void lt_tensor_init(lt_tensor *t, lt_dtype dtype, int64_t ne0, int64_t ne1, int6
     t->nb[2] = t->nb[1] * (size_t)ne1;
     t->nb[3] = t->nb[2] * (size_t)ne2;
     t->data = data;
+    t->layout = LT_LAYOUT_PLAIN;
 }
 
 int64_t lt_tensor_nelements(const lt_tensor *t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }

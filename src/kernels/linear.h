@@ -53,6 +53,20 @@ float *lt__linear_scratch(size_t bytes);
  * their packing buffer cannot be allocated. */
 void lt__matmul_ref_rows(const lt_call *call, int64_t r0, int64_t r1);
 
+/* Block b of a q8_0 row of nb blocks in either layout: its quants, and its
+ * scale in *d. For the portable paths; the vector paths address blocks
+ * themselves. */
+static inline const int8_t *lt__q8_block(const void *row, lt_layout layout, int64_t nb,
+                                         int64_t b, float *d) {
+    if (layout == LT_LAYOUT_Q8_SPLIT) {
+        *d = lt_f16_to_f32(*lt_q8s_scales(row, nb, b));
+        return lt_q8s_qs(row, nb, b);
+    }
+    const lt_block_q8_0 *blk = (const lt_block_q8_0 *)row + b;
+    *d = lt_f16_to_f32(blk->d);
+    return blk->qs;
+}
+
 /* ---- q8_0 with int16 activations (act_int16 = 1) ---------------------------
  * x is cut into 32-element blocks; block b has scale s[b] = max|x_b| / 32767
  * and xq[k] = rint(x[k] * i) with i = 32767 / max|x_b| (|xq| <= 32767). A
@@ -149,6 +163,7 @@ typedef struct {
     const float *xs;     /* [cols / 32] block scales, act_int16 and act_int8 paths */
     const int8_t *xq8;   /* [cols], act_int8 paths only */
     const int32_t *xb;   /* [cols / 4] lane corrections, act_int8 paths only */
+    int64_t row_blocks;  /* q8_0 blocks per row, act_int8 paths only */
 } lt__mv_x;
 
 /* `groups` groups of 1 << lg rows each, one after the other, from w (row
@@ -169,10 +184,15 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
 
 /* ---- the matmul driver shared by the vector paths ------------------------------ */
 
-/* Packs rows [0, nrows) of W (row stride ld) over elements [k0, k1) to f32,
- * panel-major as the ISA's micro-kernel reads it. */
-typedef void (*lt__mm_pack_fn)(lt_dtype dt, const char *w, size_t ld, int64_t nrows, int64_t k0,
-                               int64_t k1, float *dst);
+/* Packs rows [0, nrows) of W's rows from w (row stride ld) over elements
+ * [k0, k1) to f32, panel-major as the ISA's micro-kernel reads it. */
+typedef void (*lt__mm_pack_fn)(const lt_tensor *W, const char *w, size_t ld, int64_t nrows,
+                               int64_t k0, int64_t k1, float *dst);
+/* The same for split q8_0 rows (core.h) in panels of NR rows
+ * (dst[(k - k0) * NR + r], rows nrows..NR-1 zero), portably: for ISA paths
+ * without their own. */
+void lt__mm_pack_q8_split(const lt_tensor *W, const char *w, size_t ld, int64_t nrows,
+                          int64_t NR, int64_t k0, int64_t k1, float *dst);
 /* m tokens (the table index) x nr outputs of one packed panel p over kc:
  * c = (or +=, when add) x p. */
 typedef void (*lt__mm_tile_fn)(const float *x, size_t ldx, const float *p, int64_t kc, float *c,

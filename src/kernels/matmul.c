@@ -19,7 +19,13 @@ void lt__matmul_ref_rows(const lt_call *call, int64_t r0, int64_t r1) {
         const char *row = lt_tensor_row(W, j);
         for (int64_t k = 0; k < cols; k += 32) {
             int64_t m = cols - k < 32 ? cols - k : 32;
-            lt_row_to_f32(W->dtype, row + lt_dtype_row_bytes(W->dtype, k), w, m);
+            if (W->layout == LT_LAYOUT_Q8_SPLIT) {
+                float d;
+                const int8_t *q = lt__q8_block(row, W->layout, cols / LT_QK8_0, k / LT_QK8_0, &d);
+                for (int64_t l = 0; l < m; l++) w[l] = d * (float)q[l];
+            } else {
+                lt_row_to_f32(W->dtype, row + lt_dtype_row_bytes(W->dtype, k), w, m);
+            }
             for (int64_t i = 0; i < n; i++) {
                 const float *x = (const float *)lt_tensor_row(X, i) + k;
                 float *y = (float *)lt_tensor_row(Y, i) + j;
@@ -27,6 +33,22 @@ void lt__matmul_ref_rows(const lt_call *call, int64_t r0, int64_t r1) {
                 for (int64_t l = 0; l < m; l++) s += w[l] * x[l];
                 *y = (k == 0 && !acc) ? s : *y + s;
             }
+        }
+    }
+}
+
+/* The same products d * q as the plain dequantisation. */
+void lt__mm_pack_q8_split(const lt_tensor *W, const char *w, size_t ld, int64_t nrows,
+                          int64_t NR, int64_t k0, int64_t k1, float *dst) {
+    const int64_t nb = W->ne[0] / LT_QK8_0;
+    for (int64_t r = 0; r < NR; r++) {
+        for (int64_t k = k0; k < k1; k += LT_QK8_0) {
+            float d = 0.0f;
+            const int8_t *q = r < nrows ? lt__q8_block(w + (size_t)r * ld, LT_LAYOUT_Q8_SPLIT, nb,
+                                                       k / LT_QK8_0, &d)
+                                        : NULL;
+            for (int64_t l = 0; l < LT_QK8_0 && k + l < k1; l++)
+                dst[(k + l - k0) * NR + r] = q ? d * (float)q[l] : 0.0f;
         }
     }
 }
@@ -65,7 +87,7 @@ void lt__matmul_drive(const lt_call *call, int ith, int nth, int64_t panel_rows,
             const int64_t npanel = (je - jb + NR - 1) / NR;
             for (int64_t p = 0; p < npanel; p++) {
                 int64_t j = jb + p * NR, nr = je - j < NR ? je - j : NR;
-                pack(W->dtype, wbase + (size_t)j * ld, ld, nr, k0, k1, buf + p * NR * kc);
+                pack(W, wbase + (size_t)j * ld, ld, nr, k0, k1, buf + p * NR * kc);
             }
             for (int64_t ib = 0; ib < n; ib += nb) {
                 const int64_t ie = ib + nb < n ? ib + nb : n;
@@ -131,6 +153,9 @@ static int matmul_check(const lt_call *call) {
                                    "%lld, %lld}",
                         (long long)cols, (long long)rows, (long long)W->ne[2],
                         (long long)W->ne[3]);
+    if (W->layout != LT_LAYOUT_PLAIN && (W->layout != LT_LAYOUT_Q8_SPLIT || W->dtype != LT_Q8_0))
+        return lt_error(LT_EINVAL, "matmul: W has layout %d, which %s weights do not have",
+                        (int)W->layout, lt_dtype_name(W->dtype));
     int64_t align = W->dtype == LT_Q8_0 ? LT_QK8_0 : 1;
     if (cols % align != 0)
         return lt_error(LT_EINVAL, "matmul: W (%s) has %lld columns, not a multiple of %lld",

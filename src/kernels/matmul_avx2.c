@@ -52,9 +52,13 @@ LT_INLINE void pack_panel(lt_dtype dt, const char *w, size_t ld, int64_t nrows, 
     }
 }
 
-static void pack(lt_dtype dt, const char *w, size_t ld, int64_t nrows, int64_t k0, int64_t k1,
-                 float *dst) {
-    switch (dt) { /* one specialisation per dtype */
+static void pack(const lt_tensor *W, const char *w, size_t ld, int64_t nrows, int64_t k0,
+                 int64_t k1, float *dst) {
+    if (W->layout == LT_LAYOUT_Q8_SPLIT) { /* only made where AVX-512 runs */
+        lt__mm_pack_q8_split(W, w, ld, nrows, NR, k0, k1, dst);
+        return;
+    }
+    switch (W->dtype) { /* one specialisation per dtype */
     case LT_F32: pack_panel(LT_F32, w, ld, nrows, k0, k1, dst); break;
     case LT_F16: pack_panel(LT_F16, w, ld, nrows, k0, k1, dst); break;
     case LT_BF16: pack_panel(LT_BF16, w, ld, nrows, k0, k1, dst); break;

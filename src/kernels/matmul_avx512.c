@@ -22,8 +22,15 @@
 #define MR 12
 #define NR 32
 
-/* Weights k..k+15 of a row as f32 (k a multiple of 16). */
-LT_INLINE __m512 load16(lt_dtype dt, const char *row, int64_t k) {
+/* Weights k..k+15 of a row (of nb blocks, split if SPLIT) as f32 (k a
+ * multiple of 16). */
+LT_INLINE __m512 load16(lt_dtype dt, bool SPLIT, int64_t nb, const char *row, int64_t k) {
+    if (SPLIT) {
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(*lt_q8s_scales(row, nb, k / LT_QK8_0)));
+        __m128i q = _mm_loadu_si128(
+            (const __m128i *)(lt_q8s_qs(row, nb, k / LT_QK8_0) + k % LT_QK8_0));
+        return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))); /* exact */
+    }
     switch (dt) {
     case LT_F32: return _mm512_loadu_ps(row + 4 * k);
     case LT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * k)));
@@ -70,13 +77,13 @@ LT_INLINE void transpose16(__m512 r[16]) {
 
 /* Packs nrows (<= 32) W rows starting at w (stride ld bytes), elements
  * [k0, k1), into dst[(k - k0) * 32 + r]; rows nrows..31 are zero. */
-LT_INLINE void pack_panel(lt_dtype dt, const char *w, size_t ld, int64_t nrows, int64_t k0,
-                          int64_t k1, float *dst) {
+LT_INLINE void pack_panel(lt_dtype dt, bool SPLIT, int64_t nb, const char *w, size_t ld,
+                          int64_t nrows, int64_t k0, int64_t k1, float *dst) {
     for (int64_t h = 0; h < NR; h += 16) {
         for (int64_t k = k0; k < k1; k += 16) {
             __m512 r[16];
             for (int64_t i = 0; i < 16; i++)
-                r[i] = h + i < nrows ? load16(dt, w + (size_t)(h + i) * ld, k)
+                r[i] = h + i < nrows ? load16(dt, SPLIT, nb, w + (size_t)(h + i) * ld, k)
                                      : _mm512_setzero_ps();
             transpose16(r);
             float *d = dst + (k - k0) * NR + h;
@@ -85,13 +92,18 @@ LT_INLINE void pack_panel(lt_dtype dt, const char *w, size_t ld, int64_t nrows, 
     }
 }
 
-static void pack(lt_dtype dt, const char *w, size_t ld, int64_t nrows, int64_t k0, int64_t k1,
-                 float *dst) {
-    switch (dt) { /* one specialisation per dtype */
-    case LT_F32: pack_panel(LT_F32, w, ld, nrows, k0, k1, dst); break;
-    case LT_F16: pack_panel(LT_F16, w, ld, nrows, k0, k1, dst); break;
-    case LT_BF16: pack_panel(LT_BF16, w, ld, nrows, k0, k1, dst); break;
-    default: pack_panel(LT_Q8_0, w, ld, nrows, k0, k1, dst); break;
+static void pack(const lt_tensor *W, const char *w, size_t ld, int64_t nrows, int64_t k0,
+                 int64_t k1, float *dst) {
+    switch (W->dtype) { /* one specialisation per dtype and layout */
+    case LT_F32: pack_panel(LT_F32, false, 0, w, ld, nrows, k0, k1, dst); break;
+    case LT_F16: pack_panel(LT_F16, false, 0, w, ld, nrows, k0, k1, dst); break;
+    case LT_BF16: pack_panel(LT_BF16, false, 0, w, ld, nrows, k0, k1, dst); break;
+    default:
+        if (W->layout == LT_LAYOUT_Q8_SPLIT)
+            pack_panel(LT_Q8_0, true, W->ne[0] / LT_QK8_0, w, ld, nrows, k0, k1, dst);
+        else
+            pack_panel(LT_Q8_0, false, 0, w, ld, nrows, k0, k1, dst);
+        break;
     }
 }
 

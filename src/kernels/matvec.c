@@ -37,7 +37,13 @@ static void matvec_portable_x(const lt_call *call, const lt_step *step, int ith,
         float s = 0.0f;
         for (int64_t k = 0; k < cols; k += chunk) {
             int64_t n = cols - k < chunk ? cols - k : chunk;
-            lt_row_to_f32(W->dtype, row + lt_dtype_row_bytes(W->dtype, k), w, n);
+            if (W->layout == LT_LAYOUT_Q8_SPLIT) {
+                float d;
+                const int8_t *q = lt__q8_block(row, W->layout, cols / LT_QK8_0, k / LT_QK8_0, &d);
+                for (int64_t j = 0; j < n; j++) w[j] = d * (float)q[j];
+            } else {
+                lt_row_to_f32(W->dtype, row + lt_dtype_row_bytes(W->dtype, k), w, n);
+            }
             for (int64_t j = 0; j < n; j++) s += w[j] * x[k + j];
         }
         y[r] = acc ? y[r] + s : s;
@@ -46,12 +52,13 @@ static void matvec_portable_x(const lt_call *call, const lt_step *step, int ith,
 
 /* One q8_0 row's dot with int16 activations, in the exact order linear.h
  * fixes (the AVX-512 path computes the same bits). */
-static float q8_dot_i16(const lt_block_q8_0 *row, const int16_t *xq, const float *xs,
+static float q8_dot_i16(const void *row, lt_layout layout, const int16_t *xq, const float *xs,
                         int64_t nblk) {
     float acc[2][16] = {{0}};
     for (int64_t b = 0; b < nblk; b++) {
-        const float ds = lt_f16_to_f32(row[b].d) * xs[b];
-        const int8_t *q = row[b].qs;
+        float d;
+        const int8_t *q = lt__q8_block(row, layout, nblk, b, &d);
+        const float ds = d * xs[b];
         const int16_t *v = xq + b * LT__XQ_BLOCK;
         for (int l = 0; l < 16; l++) {
             int32_t p = (int32_t)q[2 * l] * v[2 * l] + (int32_t)q[2 * l + 1] * v[2 * l + 1];
@@ -78,7 +85,7 @@ static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int it
     int64_t r0, r1;
     lt__linear_split(W->ne[1], call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        float s = q8_dot_i16(lt_tensor_row(W, r), xq, xs, W->ne[0] / LT_QK8_0);
+        float s = q8_dot_i16(lt_tensor_row(W, r), W->layout, xq, xs, W->ne[0] / LT_QK8_0);
         y[r] = acc ? y[r] + s : s;
     }
     return true;
@@ -86,17 +93,19 @@ static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int it
 
 /* One q8_0 row's dot with int8 activations, in the exact order linear.h
  * fixes (the AVX-512 VNNI path computes the same bits). */
-static float q8_dot_i8(const lt_block_q8_0 *row, const int8_t *xq, const float *xs,
+static float q8_dot_i8(const void *row, lt_layout layout, const int8_t *xq, const float *xs,
                        int64_t nblk) {
     float acc[2][16] = {{0}};
     for (int64_t p = 0; 2 * p < nblk; p++) {
         for (int l = 0; l < 16; l++) {
             const int64_t b = 2 * p + l / 8;
             if (b >= nblk) break; /* the row ends on an unpaired block */
-            const int8_t *q = row[b].qs + 4 * (l % 8), *v = xq + b * LT__XQ_BLOCK + 4 * (l % 8);
+            float d;
+            const int8_t *q = lt__q8_block(row, layout, nblk, b, &d) + 4 * (l % 8);
+            const int8_t *v = xq + b * LT__XQ_BLOCK + 4 * (l % 8);
             int32_t s = 0;
             for (int m = 0; m < 4; m++) s += (int32_t)q[m] * v[m];
-            const float ds = lt_f16_to_f32(row[b].d) * xs[b];
+            const float ds = d * xs[b];
             acc[p & 1][l] = fmaf((float)s, ds, acc[p & 1][l]);
         }
     }
@@ -119,7 +128,7 @@ bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int 
     int64_t r0, r1;
     lt__linear_split(W->ne[1], call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        float s = q8_dot_i8(lt_tensor_row(W, r), xq, xs, W->ne[0] / LT_QK8_0);
+        float s = q8_dot_i8(lt_tensor_row(W, r), W->layout, xq, xs, W->ne[0] / LT_QK8_0);
         y[r] = acc ? y[r] + s : s;
     }
     return true;
@@ -179,6 +188,9 @@ static int matvec_check(const lt_call *call) {
                                    "%lld, %lld}",
                         (long long)cols, (long long)rows, (long long)W->ne[2],
                         (long long)W->ne[3]);
+    if (W->layout != LT_LAYOUT_PLAIN && (W->layout != LT_LAYOUT_Q8_SPLIT || W->dtype != LT_Q8_0))
+        return lt_error(LT_EINVAL, "matvec: W has layout %d, which %s weights do not have",
+                        (int)W->layout, lt_dtype_name(W->dtype));
     int64_t align = W->dtype == LT_Q8_0 ? LT_QK8_0 : 1;
     if (cols % align != 0)
         return lt_error(LT_EINVAL, "matvec: W (%s) has %lld columns, not a multiple of %lld",
@@ -269,14 +281,25 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
  * portable path, which computes the same sums. */
 static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *x) {
-    if (call->op[1]->ne[0] % 16) matvec_portable_x(call, step, ith, nth, x);
+    if (call->op[1]->ne[0] % 16 || call->op[1]->layout != LT_LAYOUT_PLAIN)
+        matvec_portable_x(call, step, ith, nth, x);
     else lt__matvec_avx2(call, step, ith, nth, x);
 }
 
+/* Split q8_0 weights (resident weights repacked for this path) have one
+ * vector path, int8 activations; any other parameters take the portable
+ * one, which computes the same sums on either layout. */
 static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, int nth,
                             const float *x) {
-    if (call->op[1]->ne[0] % 16) matvec_portable_x(call, step, ith, nth, x);
-    else lt__matvec_avx512(call, step, ith, nth, x);
+    const lt_tensor *W = call->op[1];
+    if (W->layout == LT_LAYOUT_Q8_SPLIT) {
+        if (!call->params.v[LT__MV_ACT_INT8] || !lt__matvec_q8i8_avx512(call, step, ith, nth, x))
+            matvec_portable_x(call, step, ith, nth, x);
+    } else if (W->ne[0] % 16) {
+        matvec_portable_x(call, step, ith, nth, x);
+    } else {
+        lt__matvec_avx512(call, step, ith, nth, x);
+    }
 }
 
 /* The entries: the input after the prologue by the ISA's own primitives

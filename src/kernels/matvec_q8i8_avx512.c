@@ -97,13 +97,21 @@ LT_INLINE __m512 q8_scales(const char *p, int64_t n) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
 }
 
-/* The int32 partial dots (linear.h's P) of the block pair at blk (one block
- * if !two: lanes 8..15 then hold no block's sum and are never used) against the
- * int8 x pair xv with its lane corrections bv. */
-LT_INLINE __m512i q8i8_pair(bool VNNI, const lt_block_q8_0 *blk, bool two, __m512i xv,
-                            __m512i bv) {
-    __m512i w = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)blk[0].qs));
-    if (two) w = _mm512_inserti64x4(w, _mm256_loadu_si256((const __m256i *)blk[1].qs), 1);
+/* The 64 quants of the block pair at p (one block if !two: lanes 8..15 then
+ * hold no block's sum and are never used): plain blocks are 34 bytes apart,
+ * their quants after the scale; split quants are adjacent. */
+LT_INLINE __m512i q8_pair_quants(bool SPLIT, const char *p, bool two) {
+    if (SPLIT && two) return _mm512_loadu_si512(p);
+    const char *q = SPLIT ? p : (const char *)((const lt_block_q8_0 *)p)->qs;
+    __m512i w = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)q));
+    const size_t next = SPLIT ? LT_QK8_0 : sizeof(lt_block_q8_0);
+    if (two) w = _mm512_inserti64x4(w, _mm256_loadu_si256((const __m256i *)(q + next)), 1);
+    return w;
+}
+
+/* The int32 partial dots (linear.h's P) of a block pair's quants w against
+ * the int8 x pair xv with its lane corrections bv. */
+LT_INLINE __m512i q8i8_pair(bool VNNI, __m512i w, __m512i xv, __m512i bv) {
     if (VNNI) {
         w = _mm512_xor_si512(w, _mm512_set1_epi8(-128)); /* w + 128 as unsigned bytes */
         return _mm512_dpbusd_epi32(bv, w, xv);
@@ -122,15 +130,15 @@ LT_INLINE float reduce_halves(__m512 h) {
     return _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)));
 }
 
-/* Pair j / 2 (blocks j, j + 1; only j if !two) of a 16-block group at wb
- * (xq at xqb, corrections at xbb, the group's scales ds per row) into
- * accumulator A of each of the U rows. A is a constant, so the
- * accumulators stay in registers. */
-LT_INLINE void q8i8_step(bool VNNI, int U, int PF, int A, bool two, __m512 a[8][2],
-                         const char *wb,
-                         size_t ld, const int8_t *xqb, const int32_t *xbb, const __m512 *ds,
-                         int64_t j, size_t pf) {
-    const size_t bb = sizeof(lt_block_q8_0);
+/* Pair j / 2 (blocks j, j + 1; only j if !two) of a group of up to 16
+ * blocks whose first block's quants are at wb in row 0 (xq at xqb,
+ * corrections at xbb, the group's scales ds per row) into accumulator A of
+ * each of the U rows. A is a constant, so the accumulators stay in
+ * registers. */
+LT_INLINE void q8i8_step(bool VNNI, bool SPLIT, int U, int PF, int A, bool two, __m512 a[8][2],
+                         const char *wb, size_t ld, const int8_t *xqb, const int32_t *xbb,
+                         const __m512 *ds, int64_t j, size_t pf) {
+    const size_t bb = SPLIT ? LT_QK8_0 : sizeof(lt_block_q8_0);
     /* lanes 0..7 take the scale of block j, 8..15 that of block j + 1 */
     const __m512i idx = _mm512_add_epi32(
         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
@@ -142,54 +150,64 @@ LT_INLINE void q8i8_step(bool VNNI, int U, int PF, int A, bool two, __m512 a[8][
         const char *p = wb + (size_t)u * ld + (size_t)j * bb;
         if (PF) _mm_prefetch(p + pf, _MM_HINT_T0);
         if (PF == 2) _mm_prefetch(p + LT__Q8_FAR * pf, _MM_HINT_T1);
-        __m512 dot =
-            _mm512_cvtepi32_ps(q8i8_pair(VNNI, (const lt_block_q8_0 *)p, two, xv, bv));
+        __m512 dot = _mm512_cvtepi32_ps(q8i8_pair(VNNI, q8_pair_quants(SPLIT, p, two), xv, bv));
         __m512 sc = _mm512_permutexvar_ps(idx, ds[u]);
         a[u][A] = two ? _mm512_fmadd_ps(dot, sc, a[u][A])
                       : _mm512_mask3_fmadd_ps(dot, sc, a[u][A], 0x00ff);
     }
 }
 
-/* Rows w, w+ld, ... (U of them) over blocks [b0, b1) (b0 a multiple of 4).
- * part holds the rows' accumulators between k blocks ([U][32] floats: acc[0],
- * acc[1]): read unless first, written unless last. When last, y[u] = (or +=)
- * the row's sum. */
-LT_INLINE void q8i8_rows(bool VNNI, int U, int PF, const char *w, size_t ld, const int8_t *xq,
-                         const float *xs, const int32_t *xb, int64_t b0, int64_t b1, size_t pf,
-                         float *part, bool first, bool last, float *y, bool accumulate) {
-    const size_t bb = sizeof(lt_block_q8_0);
+/* Rows w, w+ld, ... (U of them, nbrow blocks each) over blocks [b0, b1)
+ * (b0 a multiple of 4). part holds the rows' accumulators between k blocks
+ * ([U][32] floats: acc[0], acc[1]): read unless first, written unless last.
+ * When last, y[u] = (or +=) the row's sum. */
+LT_INLINE void q8i8_rows(bool VNNI, bool SPLIT, int U, int PF, const char *w, size_t ld,
+                         const int8_t *xq, const float *xs, const int32_t *xb, int64_t nbrow,
+                         int64_t b0, int64_t b1, size_t pf, float *part, bool first, bool last,
+                         float *y, bool accumulate) {
     __m512 a[8][2];
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++) {
         a[u][0] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + 32 * u);
         a[u][1] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + 32 * u + 16);
     }
-    /* pair j / 2 of a group at b is the row's pair (b + j) / 2; b is a
-     * multiple of 4, so its accumulator is (j / 2) % 2 */
-    for (int64_t b = b0; b < b1; b += 16) {
-        const int64_t nblk = b1 - b < 16 ? b1 - b : 16;
-        const __m512 sv = _mm512_maskz_loadu_ps(
-            nblk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nblk) - 1), xs + b);
+    /* groups of up to 16 blocks, within one split group of 32; pair j / 2
+     * of a group at b is the row's pair (b + j) / 2, and b stays a multiple
+     * of 4, so its accumulator is (j / 2) % 2 */
+    for (int64_t b = b0, nblk; b < b1; b += nblk) {
+        nblk = b1 - b < 16 ? b1 - b : 16;
+        if (SPLIT) {
+            const int64_t end = b - b % LT_Q8_SPLIT_GROUP + LT_Q8_SPLIT_GROUP;
+            if (end - b < nblk) nblk = end - b;
+        }
+        const __mmask16 m = nblk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nblk) - 1);
+        const __m512 sv = _mm512_maskz_loadu_ps(m, xs + b);
         /* d_b * s_b of the group's blocks, per row */
         __m512 ds[8];
 #pragma GCC unroll 8
-        for (int u = 0; u < U; u++)
-            ds[u] = _mm512_mul_ps(q8_scales(w + (size_t)u * ld + (size_t)b * bb, nblk), sv);
-        const char *wb = w + (size_t)b * bb;
+        for (int u = 0; u < U; u++) {
+            const char *row = w + (size_t)u * ld;
+            __m512 d = SPLIT ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                   m, lt_q8s_scales(row, nbrow, b)))
+                             : q8_scales(row + (size_t)b * sizeof(lt_block_q8_0), nblk);
+            ds[u] = _mm512_mul_ps(d, sv);
+        }
+        const char *wb = SPLIT ? (const char *)lt_q8s_qs(w, nbrow, b)
+                               : w + (size_t)b * sizeof(lt_block_q8_0);
         const int8_t *xqb = xq + b * LT__XQ_BLOCK;
         const int32_t *xbb = xb + b * LT__XQ8_LANES;
         int64_t j = 0;
         for (; j + 4 <= nblk; j += 4) {
-            q8i8_step(VNNI, U, PF, 0, true, a, wb, ld, xqb, xbb, ds, j, pf);
-            q8i8_step(VNNI, U, PF, 1, true, a, wb, ld, xqb, xbb, ds, j + 2, pf);
+            q8i8_step(VNNI, SPLIT, U, PF, 0, true, a, wb, ld, xqb, xbb, ds, j, pf);
+            q8i8_step(VNNI, SPLIT, U, PF, 1, true, a, wb, ld, xqb, xbb, ds, j + 2, pf);
         }
         /* the row's end: up to three blocks left (j a multiple of 4) */
         if (j + 2 <= nblk) {
-            q8i8_step(VNNI, U, PF, 0, true, a, wb, ld, xqb, xbb, ds, j, pf);
+            q8i8_step(VNNI, SPLIT, U, PF, 0, true, a, wb, ld, xqb, xbb, ds, j, pf);
             if (j + 3 == nblk)
-                q8i8_step(VNNI, U, PF, 1, false, a, wb, ld, xqb, xbb, ds, j + 2, pf);
+                q8i8_step(VNNI, SPLIT, U, PF, 1, false, a, wb, ld, xqb, xbb, ds, j + 2, pf);
         } else if (j + 1 == nblk) {
-            q8i8_step(VNNI, U, PF, 0, false, a, wb, ld, xqb, xbb, ds, j, pf);
+            q8i8_step(VNNI, SPLIT, U, PF, 0, false, a, wb, ld, xqb, xbb, ds, j, pf);
         }
     }
 #pragma GCC unroll 8
@@ -204,30 +222,35 @@ LT_INLINE void q8i8_rows(bool VNNI, int U, int PF, const char *w, size_t ld, con
     }
 }
 
-/* One specialisation per (VNNI or not, rows at once, prefetch: 0 none, 1
- * near, 2 near and far); k in elements, whole 32-element blocks. */
-#define Q8I8_FN(V, U, PF)                                                                    \
-    static void q8i8_##V##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,\
-                                      int64_t k1, size_t pf, float *part, bool first,        \
-                                      bool last, float *y, bool accumulate,                  \
-                                      int64_t groups) {                                      \
+/* One specialisation per (split layout or plain, VNNI or not, rows at
+ * once, prefetch: 0 none, 1 near, 2 near and far); k in elements, whole
+ * 32-element blocks. */
+#define Q8I8_FN(S, V, U, PF)                                                                 \
+    static void q8i8_##S##V##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x,       \
+                                         int64_t k0, int64_t k1, size_t pf, float *part,     \
+                                         bool first, bool last, float *y, bool accumulate,   \
+                                         int64_t groups) {                                   \
         for (int64_t g = 0; g < groups; g++)                                                 \
-            q8i8_rows(V, U, PF, w + (size_t)(g * U) * ld, ld, x->xq8, x->xs, x->xb,          \
-                      k0 / LT_QK8_0, k1 / LT_QK8_0, pf, part + 32 * U * g, first, last,      \
-                      y + U * g, accumulate);                                                \
+            q8i8_rows(V, S, U, PF, w + (size_t)(g * U) * ld, ld, x->xq8, x->xs, x->xb,       \
+                      x->row_blocks, k0 / LT_QK8_0, k1 / LT_QK8_0, pf, part + 32 * U * g,    \
+                      first, last, y + U * g, accumulate);                                   \
     }
-#define Q8I8_FNS(V) Q8I8_FN(V, 1, 0) Q8I8_FN(V, 1, 1) Q8I8_FN(V, 1, 2) Q8I8_FN(V, 2, 0)   \
-    Q8I8_FN(V, 2, 1) Q8I8_FN(V, 2, 2) Q8I8_FN(V, 4, 0) Q8I8_FN(V, 4, 1) Q8I8_FN(V, 4, 2)   \
-    Q8I8_FN(V, 8, 0) Q8I8_FN(V, 8, 1) Q8I8_FN(V, 8, 2)
-Q8I8_FNS(1)
-Q8I8_FNS(0)
+#define Q8I8_FNS(S, V) Q8I8_FN(S, V, 1, 0) Q8I8_FN(S, V, 1, 1) Q8I8_FN(S, V, 1, 2)           \
+    Q8I8_FN(S, V, 2, 0) Q8I8_FN(S, V, 2, 1) Q8I8_FN(S, V, 2, 2) Q8I8_FN(S, V, 4, 0)          \
+    Q8I8_FN(S, V, 4, 1) Q8I8_FN(S, V, 4, 2) Q8I8_FN(S, V, 8, 0) Q8I8_FN(S, V, 8, 1)          \
+    Q8I8_FN(S, V, 8, 2)
+Q8I8_FNS(0, 1)
+Q8I8_FNS(0, 0)
+Q8I8_FNS(1, 1)
+Q8I8_FNS(1, 0)
 
-/* [far prefetch][VNNI][log2 rows at once][prefetch on] */
-#define Q8I8_ROW(V, P)                                                                       \
-    {{q8i8_##V##_1_0, q8i8_##V##_1_##P}, {q8i8_##V##_2_0, q8i8_##V##_2_##P},                 \
-     {q8i8_##V##_4_0, q8i8_##V##_4_##P}, {q8i8_##V##_8_0, q8i8_##V##_8_##P}}
-static const lt__mv_rows_fn q8i8_table[2][2][4][2] = {{Q8I8_ROW(0, 1), Q8I8_ROW(1, 1)},
-                                                      {Q8I8_ROW(0, 2), Q8I8_ROW(1, 2)}};
+/* [split][far prefetch][VNNI][log2 rows at once][prefetch on] */
+#define Q8I8_ROW(S, V, P)                                                                    \
+    {{q8i8_##S##V##_1_0, q8i8_##S##V##_1_##P}, {q8i8_##S##V##_2_0, q8i8_##S##V##_2_##P},     \
+     {q8i8_##S##V##_4_0, q8i8_##S##V##_4_##P}, {q8i8_##S##V##_8_0, q8i8_##S##V##_8_##P}}
+static const lt__mv_rows_fn q8i8_table[2][2][2][4][2] = {
+    {{Q8I8_ROW(0, 0, 1), Q8I8_ROW(0, 1, 1)}, {Q8I8_ROW(0, 0, 2), Q8I8_ROW(0, 1, 2)}},
+    {{Q8I8_ROW(1, 0, 1), Q8I8_ROW(1, 1, 1)}, {Q8I8_ROW(1, 0, 2), Q8I8_ROW(1, 1, 2)}}};
 
 bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, int nth,
                             const float *xin) {
@@ -240,7 +263,8 @@ bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, i
     /* k blocks start at multiples of 4 blocks: the row function pairs
      * blocks and takes a pair's parity from its offset in the k block */
     LT_ASSERT(kb <= 0 || kb >= cols || kb % (4 * LT_QK8_0) == 0);
-    const lt__mv_x x = {.x = xin, .xs = xs, .xq8 = xq, .xb = xb};
-    lt__matvec_drive(call, ith, nth, q8i8_table[cols >= LT__Q8_FAR_MIN_COLS][vnni], &x);
+    const lt__mv_x x = {.x = xin, .xs = xs, .xq8 = xq, .xb = xb, .row_blocks = cols / LT_QK8_0};
+    const bool split = call->op[1]->layout == LT_LAYOUT_Q8_SPLIT;
+    lt__matvec_drive(call, ith, nth, q8i8_table[split][cols >= LT__Q8_FAR_MIN_COLS][vnni], &x);
     return true;
 }

@@ -42,9 +42,42 @@ static void test_q8_0(void) {
     ASSERT_EQ(b[0].qs[31] == 127 || b[0].qs[0] == -127, 1);
 }
 
+/* The split layout of a row of 75 blocks (two groups of 32 and a tail of
+ * 11): the same bytes per row, each block's quants and scale where core.h
+ * puts them (counted here from the layout's definition), and every byte of
+ * the row written exactly once. */
+static void test_q8_0_split(void) {
+    enum { NB = 75 };
+    lt_block_q8_0 src[NB];
+    for (int b = 0; b < NB; b++) {
+        src[b].d = (uint16_t)(0x3c00 + b);
+        for (int j = 0; j < LT_QK8_0; j++) src[b].qs[j] = (int8_t)(b * 7 + j * 3 - 100);
+    }
+    unsigned char dst[sizeof src];
+    memset(dst, 0xa5, sizeof dst);
+    lt_q8_0_split_row(src, dst, NB);
+    int wrong = 0, seen[sizeof dst] = {0};
+    for (int b = 0; b < NB; b++) {
+        const int g = b / 32, n = NB - 32 * g < 32 ? NB - 32 * g : 32;
+        const size_t group = (size_t)g * 32 * 34, q = group + (size_t)(b % 32) * 32,
+                     d = group + (size_t)n * 32 + (size_t)(b % 32) * 2;
+        if ((const unsigned char *)lt_q8s_qs(dst, NB, b) != dst + q) wrong++;
+        if ((const unsigned char *)lt_q8s_scales(dst, NB, b) != dst + d) wrong++;
+        if (memcmp(dst + q, src[b].qs, 32) || memcmp(dst + d, &src[b].d, 2)) wrong++;
+        for (size_t i = 0; i < 32; i++) seen[q + i]++;
+        seen[d]++;
+        seen[d + 1]++;
+    }
+    ASSERT_EQ(wrong, 0);
+    int once = 0;
+    for (size_t i = 0; i < sizeof dst; i++) once += seen[i] == 1;
+    ASSERT_EQ(once, (int)sizeof dst);
+}
+
 int main(void) {
     test_f16_known();
     test_bf16_known();
     test_q8_0();
+    test_q8_0_split();
     return lt_test_finish();
 }

@@ -101,6 +101,9 @@ static void test_check_rejects(void) {
     lt_call c = {.op = {&to, &tt}};
     lt_params_default(lt_kernel_get(LT_K_EMBED), &c.params);
     ASSERT_EQ(lt_call_check(LT_K_EMBED, &c), LT_OK);
+    tt.layout = LT_LAYOUT_Q8_SPLIT; /* the lookup reads plain blocks only */
+    ASSERT_EQ(lt_call_check(LT_K_EMBED, &c), LT_EINVAL);
+    ASSERT_TRUE(strstr(lt_errmsg(), "layout") != NULL);
     lt_tensor_init(&tt, LT_Q8_0, 16, 8, 1, 1, table); /* q8_0 row of 16: not whole blocks */
     lt_tensor_init(&to, LT_F32, 16, 2, 1, 1, out);
     ASSERT_EQ(lt_call_check(LT_K_EMBED, &c), LT_EINVAL);

@@ -191,6 +191,48 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
     for (int i = 0; i < 3; i++) free(bufs[i]);
 }
 
+/* Y of the default point on every ISA path, into out[isa] */
+static void ys_by_isa(const lt_kernel *k, fixture *f, float *out[3]) {
+    float *part = malloc(sizeof(float) * (size_t)(f->n * f->rows));
+    lt_params p;
+    lt_params_default(k, &p);
+    for (int isa = 0; isa <= (int)lt_isa_detect(); isa++)
+        run_threads(lt_kernel_fn_for(k, (lt_isa)isa), f, out[isa], part, 2, &p);
+    free(part);
+}
+
+/* The fixture's q8_0 rows rewritten in the split layout (core.h), padded
+ * to a cache line as the resident weights are: every path then gives Y bit
+ * for bit as on the plain rows (the same products d * q are packed), and
+ * the sweep holds. */
+static void test_split(const lt_kernel *k, fixture *f) {
+    const size_t bytes = sizeof(float) * (size_t)(f->n * f->rows);
+    float *plain[3], *split[3];
+    for (int i = 0; i < 3; i++) {
+        plain[i] = calloc(1, bytes);
+        split[i] = calloc(1, bytes);
+    }
+    ys_by_isa(k, f, plain);
+    const size_t rb = lt_dtype_row_bytes(LT_Q8_0, f->cols), ld = (rb + 63) / 64 * 64;
+    char *w = lt_aligned_alloc(64, ld * (size_t)f->rows);
+    for (int64_t r = 0; r < f->rows; r++)
+        lt_q8_0_split_row((const lt_block_q8_0 *)((char *)f->w + rb * (size_t)r),
+                          w + ld * (size_t)r, f->cols / LT_QK8_0);
+    lt_aligned_free(f->w);
+    f->w = f->tw.data = w;
+    f->tw.nb[1] = ld;
+    f->tw.nb[2] = f->tw.nb[3] = ld * (size_t)f->rows;
+    f->tw.layout = LT_LAYOUT_Q8_SPLIT;
+    ys_by_isa(k, f, split);
+    for (int isa = 0; isa <= (int)lt_isa_detect(); isa++)
+        ASSERT_EQ(memcmp(plain[isa], split[isa], bytes), 0);
+    for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) sweep(k, (lt_isa)isa, f);
+    for (int i = 0; i < 3; i++) {
+        free(plain[i]);
+        free(split[i]);
+    }
+}
+
 static void test_sweep(void) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATMUL);
     /* cols with a 16-element tail for the 16-aligned dtypes (rounded up to
@@ -205,6 +247,7 @@ static void test_sweep(void) {
             fixture f;
             fixture_init(&f, (lt_dtype)dt, shapes[s].n, shapes[s].rows, cols);
             for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) sweep(k, (lt_isa)isa, &f);
+            if (dt == LT_Q8_0) test_split(k, &f);
             fixture_free(&f);
         }
     }

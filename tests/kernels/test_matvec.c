@@ -41,8 +41,10 @@ typedef enum { MODE_F32 = 0, MODE_I16 = 32767, MODE_I8 = 127 } mode;
 
 /* The mode a point runs: int8 wins over int16, both apply to q8_0 only, on
  * the portable and AVX-512 paths (the AVX2 path keeps f32 sums). */
-static mode mode_of(lt_dtype dt, lt_isa isa, const lt_params *p) {
-    if (dt != LT_Q8_0 || isa == LT_ISA_AVX2) return MODE_F32;
+static mode mode_of(const lt_tensor *w, lt_isa isa, const lt_params *p) {
+    /* split rows take the portable path where the ISA has no split one */
+    if (w->dtype != LT_Q8_0 || (isa == LT_ISA_AVX2 && w->layout == LT_LAYOUT_PLAIN))
+        return MODE_F32;
     return p->v[LT_PARAM_ACT_INT8] ? MODE_I8 : p->v[LT_PARAM_ACT_INT16] ? MODE_I16 : MODE_F32;
 }
 
@@ -188,7 +190,7 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
     for (;;) {
         for (int i = 0; i < NPARAMS; i++) p.v[i] = d[i].values[idx[i]];
         if (!q8) p.v[LT_PARAM_ACT_INT8] = p.v[LT_PARAM_ACT_INT16];
-        const mode xq = mode_of(f->dt, isa, &p);
+        const mode xq = mode_of(&f->tw, isa, &p);
         points++;
         for (int nth = 1; nth <= 3; nth++) {
             float *y = nth == 1 ? y1 : yn;
@@ -251,6 +253,78 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
     free(part);
 }
 
+/* Rewrites the fixture's q8_0 rows in the split layout (core.h), rows
+ * padded to a cache line when pad, as the resident weights are. */
+static void split_fixture(fixture *f, bool pad) {
+    const size_t rb = lt_dtype_row_bytes(LT_Q8_0, f->cols), ld = pad ? (rb + 63) / 64 * 64 : rb;
+    char *w = lt_aligned_alloc(64, ld * (size_t)f->rows);
+    for (int64_t r = 0; r < f->rows; r++)
+        lt_q8_0_split_row((const lt_block_q8_0 *)((char *)f->w + rb * (size_t)r),
+                          w + ld * (size_t)r, f->cols / LT_QK8_0);
+    lt_aligned_free(f->w);
+    f->w = w;
+    f->tw.data = w;
+    f->tw.nb[1] = ld;
+    f->tw.nb[2] = f->tw.nb[3] = ld * (size_t)f->rows;
+    f->tw.layout = LT_LAYOUT_Q8_SPLIT;
+}
+
+/* y of every ISA path at two parameter points (f32 and int8 sums), into
+ * out[isa][point] */
+static void ys_by_isa(fixture *f, float *out[3][2]) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    float *part = malloc(sizeof(float) * (size_t)f->rows);
+    for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
+        for (int pt = 0; pt < 2; pt++) {
+            lt_params p;
+            lt_params_default(k, &p);
+            p.v[LT_PARAM_ACT_INT8] = pt;
+            p.v[LT_PARAM_ACT_INT16] = 0;
+            run_threads(lt_kernel_fn_for(k, (lt_isa)isa), f, out[isa][pt], part, 2, &p);
+        }
+    }
+    free(part);
+}
+
+/* Split q8_0 rows give y bit for bit as plain ones do on the portable
+ * path, on every path: the split AVX-512 int8 path keeps the arithmetic
+ * order of linear.h, and the others take the portable path. Shapes with a
+ * group of 32 blocks and a tail, odd block counts and a k block inside a
+ * group; rows padded to a line and not. */
+static void test_split_same_bits(void) {
+    static const shape shapes[] = {{7, 32}, {37, 1024}, {45, 2080}, {33, 288}, {9, 5632}, {3, 96}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (int pad = 0; pad < 2; pad++) {
+            fixture f;
+            fixture_init(&f, LT_Q8_0, shapes[s].rows, shapes[s].cols);
+            float *plain[3][2], *split[3][2];
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 2; j++) {
+                    plain[i][j] = calloc((size_t)f.rows, sizeof(float));
+                    split[i][j] = calloc((size_t)f.rows, sizeof(float));
+                }
+            ys_by_isa(&f, plain);
+            split_fixture(&f, pad);
+            ys_by_isa(&f, split);
+            for (int isa = 0; isa <= (int)lt_isa_detect(); isa++)
+                for (int pt = 0; pt < 2; pt++) {
+                    const float *want = plain[LT_ISA_PORTABLE][pt];
+                    if (memcmp(want, split[isa][pt], sizeof(float) * (size_t)f.rows))
+                        fprintf(stderr, "  split %lldx%lld pad %d %s act_int8 %d: not plain's y\n",
+                                (long long)f.rows, (long long)f.cols, pad,
+                                lt_isa_name((lt_isa)isa), pt);
+                    ASSERT_EQ(memcmp(want, split[isa][pt], sizeof(float) * (size_t)f.rows), 0);
+                }
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 2; j++) {
+                    free(plain[i][j]);
+                    free(split[i][j]);
+                }
+            fixture_free(&f);
+        }
+    }
+}
+
 static void test_sweep(void) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     /* cols with a 16-element tail, and odd widths (172 as in stories260K's
@@ -263,11 +337,19 @@ static void test_sweep(void) {
             fixture f;
             fixture_init(&f, (lt_dtype)dt, shapes[s].rows, cols);
             for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) sweep(k, (lt_isa)isa, &f);
-            if (dt == LT_Q8_0 && lt_isa_detect() == LT_ISA_AVX512) {
-                /* the lanes AVX-512 CPUs without VNNI run */
-                lt__q8i8_avoid_vnni = true;
-                sweep(k, LT_ISA_AVX512, &f);
-                lt__q8i8_avoid_vnni = false;
+            for (int split = 0; split < (dt == LT_Q8_0 ? 2 : 1); split++) {
+                /* then the same weights split, as resident weights are */
+                if (split) {
+                    split_fixture(&f, true);
+                    for (int isa = 0; isa <= (int)lt_isa_detect(); isa++)
+                        sweep(k, (lt_isa)isa, &f);
+                }
+                if (dt == LT_Q8_0 && lt_isa_detect() == LT_ISA_AVX512) {
+                    /* the lanes AVX-512 CPUs without VNNI run */
+                    lt__q8i8_avoid_vnni = true;
+                    sweep(k, LT_ISA_AVX512, &f);
+                    lt__q8i8_avoid_vnni = false;
+                }
             }
             fixture_free(&f);
         }
@@ -317,6 +399,20 @@ static void test_check_and_cost(void) {
     c.ia[0] = 1;
     k->cost(&c, &step, &bytes, &flops);
     ASSERT_NEAR(bytes, 5 * 2 * 34 + 64 * 4 + 5 * 4 * 2, 0);
+
+    /* the split layout is q8_0's alone */
+    f.tw.layout = LT_LAYOUT_Q8_SPLIT;
+    ASSERT_EQ(k->check(&c), LT_OK);
+    lt_tensor wf;
+    lt_tensor_init(&wf, LT_F32, 64, 5, 1, 1, f.w);
+    wf.layout = LT_LAYOUT_Q8_SPLIT;
+    c.op[1] = &wf;
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    ASSERT_TRUE(strstr(lt_errmsg(), "layout") != NULL);
+    wf.layout = (lt_layout)7;
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    c.op[1] = &f.tw;
+    f.tw.layout = LT_LAYOUT_PLAIN;
 
     lt_tensor bad;
     /* y of the wrong dtype */
@@ -729,6 +825,7 @@ int main(void) {
             lt__q8i8_avoid_vnni = false;
         }
     }
+    test_split_same_bits();
     test_sweep();
     return lt_test_finish();
 }

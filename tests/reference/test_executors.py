@@ -37,6 +37,23 @@ def compare(ck, name, model, vocab, prompt, n, threads):
              (name, threads, d.logits.shape[0]))
 
 
+def compare_layouts(ck, name, model, vocab, prompt, n):
+    """Resident weights (q8_0 projections repacked split where the AVX-512 kernels run) against
+    the file mapping's plain blocks: the same tokens and bit-identical logits."""
+    runs = {}
+    for tag, extra in (("resident", []), ("mmap", ["--mmap"])):
+        runs[tag] = run_greedy(model, prompt, n, vocab, "%s-%s" % (name, tag),
+                               extra=["--threads", 2, "--ctx", 64] + extra)
+        if not runs[tag].ok:
+            ck.check(False, "%s %s runs" % (name, tag), runs[tag].message)
+            return
+    r, m = runs["resident"], runs["mmap"]
+    same = r.logits.shape == m.logits.shape and np.array_equal(
+        r.logits.astype(np.float32).view(np.uint32), m.logits.astype(np.float32).view(np.uint32))
+    ck.check(r.ids == m.ids and same,
+             "%s: resident (split q8_0) and mapped (plain) weights give bit-identical logits" % name)
+
+
 def main():
     ck = Checks("looped vs dispatch executor")
     data = env_path("LT_DATA_DIR")
@@ -54,6 +71,8 @@ def main():
             compare(ck, "%s-%s" % (preset, dt), path, vocab, prompt, n, 2)
             if preset == "stories15M":
                 compare(ck, "%s-%s" % (preset, dt), path, vocab, prompt, n, 1)
+            if dt == "q8_0":
+                compare_layouts(ck, "%s-%s" % (preset, dt), path, vocab, prompt, n)
             if preset == "stories110M" and dt == "q8_0":
                 p = run_cli(["run", "-m", path, "--prompt-ids", "1", "-n", "1", "--temp", "0",
                              "--dump-program", "--ctx", 16])
