@@ -19,7 +19,9 @@
  *   stream and every mode once, in rotating order, and each sample's ratio
  *   to its round's stream is reported (min/median/max).
  *   --offset B places every W B bytes (< 64) past a cache line, as a tensor
- *   of a GGUF file (32-byte alignment) may lie. */
+ *   of a GGUF file (32-byte alignment) may lie.
+ *   --split lays q8_0 W out as resident weights are where AVX-512 runs:
+ *   split (core.h), each row starting on a cache line. */
 #include "looptune/kernels.h"
 
 #include "bench_team.h"
@@ -229,6 +231,7 @@ int main(int argc, char **argv) {
     size_t footprint = (size_t)512 << 20;
     int reps = 5, full = 0, nthreads[2] = {1, 2}, nnth = 2;
     size_t woff = 0; /* W's start past a 2 MiB boundary, in bytes (< 64) */
+    bool split = false;
     shape shapes[8];
     int nshapes = 0;
     lt_dtype dtypes[4] = {LT_F32, LT_Q8_0};
@@ -249,6 +252,8 @@ int main(int argc, char **argv) {
             full = 2;
         } else if (!strcmp(argv[i], "--act")) {
             full = 3;
+        } else if (!strcmp(argv[i], "--split")) {
+            split = true;
         } else if (!strcmp(argv[i], "--offset") && i + 1 < argc) {
             woff = (size_t)atol(argv[++i]) & 63;
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8) {
@@ -261,7 +266,7 @@ int main(int argc, char **argv) {
             if (lt_isa_parse(argv[++i], &isa) != LT_OK) isa = lt_isa_detect();
         } else {
             fprintf(stderr, "usage: %s [--footprint MiB] [--reps N] [--threads 1,2] "
-                            "[--full | --defaults | --act] [--offset B] "
+                            "[--full | --defaults | --act] [--offset B] [--split] "
                             "[--shape RxC] [--dtype T] [--isa NAME]\n", argv[0]);
             return 2;
         }
@@ -289,7 +294,10 @@ int main(int argc, char **argv) {
         for (int si = 0; si < nshapes; si++) {
             const int64_t rows = shapes[si].rows, cols = shapes[si].cols;
             const lt_dtype dt = dtypes[di];
-            const size_t wbytes = lt_dtype_row_bytes(dt, cols) * (size_t)rows;
+            const bool sp = split && dt == LT_Q8_0;
+            const size_t rb = lt_dtype_row_bytes(dt, cols), wbytes = rb * (size_t)rows;
+            /* split rows start on a line: W then spans more than its bytes */
+            const size_t ld = sp ? (rb + 63) & ~(size_t)63 : rb, wspan = ld * (size_t)rows;
             int ncopies = (int)((footprint + wbytes - 1) / wbytes);
             if (ncopies < 1) ncopies = 1;
             /* one random W, copied: streaming cost does not depend on values */
@@ -298,7 +306,7 @@ int main(int argc, char **argv) {
              * region is advised before it is first touched, or the kernel
              * backs it with 4 KiB pages and every stream pays TLB misses */
             char **bufs = calloc((size_t)ncopies, sizeof *bufs);
-            const size_t stride = (wbytes + woff + 63) & ~(size_t)63, huge = (size_t)2 << 20;
+            const size_t stride = (wspan + woff + 63) & ~(size_t)63, huge = (size_t)2 << 20;
             const size_t region = (stride * (size_t)ncopies + 2 * huge - 1) & ~(huge - 1);
             char *raw = mmap(NULL, region + huge, PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -307,16 +315,19 @@ int main(int argc, char **argv) {
             madvise(wbase, region, MADV_HUGEPAGE);
             for (int c = 0; c < ncopies; c++) bufs[c] = wbase + stride * (size_t)c;
             float *row = malloc(sizeof(float) * (size_t)cols);
+            lt_block_q8_0 *plain = sp ? malloc(rb) : NULL;
             uint32_t s = 12345;
             for (int64_t r = 0; r < rows; r++) {
                 for (int64_t j = 0; j < cols; j++) {
                     s = s * 1664525u + 1013904223u;
                     row[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
                 }
-                lt_row_from_f32(dt, row, bufs[0] + woff + lt_dtype_row_bytes(dt, cols) * (size_t)r,
-                                cols);
+                char *dst = bufs[0] + woff + ld * (size_t)r;
+                lt_row_from_f32(dt, row, sp ? (void *)plain : dst, cols);
+                if (sp) lt_q8_0_split_row(plain, dst, cols / LT_QK8_0);
             }
-            for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wbytes + woff);
+            free(plain);
+            for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wspan + woff);
             float *x = lt_aligned_alloc(64, sizeof(float) * (size_t)cols);
             for (int64_t j = 0; j < cols; j++) x[j] = row[j];
             float *y = lt_aligned_alloc(64, sizeof(float) * (size_t)rows * (size_t)ncopies);
@@ -325,6 +336,11 @@ int main(int argc, char **argv) {
             lt_tensor_init(&tx, LT_F32, cols, 1, 1, 1, x);
             for (int c = 0; c < ncopies; c++) {
                 lt_tensor_init(&tw[c], dt, cols, rows, 1, 1, bufs[c] + woff);
+                if (sp) {
+                    tw[c].nb[1] = ld;
+                    tw[c].nb[2] = tw[c].nb[3] = wspan;
+                    tw[c].layout = LT_LAYOUT_Q8_SPLIT;
+                }
                 lt_tensor_init(&ty[c], LT_F32, rows, 1, 1, 1, y + rows * c);
                 calls[c].op[0] = &ty[c];
                 calls[c].op[1] = &tw[c];
@@ -340,18 +356,18 @@ int main(int argc, char **argv) {
                          .ncopies = ncopies, .t = &t, .bufs = (const char *const *)bufs,
                          .nbytes = wbytes};
                 if (full == 3) {
-                    printf("\n%s %lldx%lld, %d thread(s), %d copies x %.1f MB, %d rounds "
+                    printf("\n%s%s %lldx%lld, %d thread(s), %d copies x %.1f MB, %d rounds "
                            "(min / median / max)\n",
-                           lt_dtype_name(dt), (long long)rows, (long long)cols, nthreads[ti],
+                           lt_dtype_name(dt), sp ? " split" : "", (long long)rows, (long long)cols, nthreads[ti],
                            ncopies, (double)wbytes / 1e6, reps);
                     compare_act(k, &t, &j, bytes_w, reps);
                     team_free(&t);
                     continue;
                 }
                 stats base = measure(&t, run_stream, &j, bytes_w, reps);
-                printf("\n%s %lldx%lld, %d thread(s), %d copies x %.1f MB: read stream "
+                printf("\n%s%s %lldx%lld, %d thread(s), %d copies x %.1f MB: read stream "
                        "%.1f / %.1f / %.1f GB/s (min/median/max)\n",
-                       lt_dtype_name(dt), (long long)rows, (long long)cols, nthreads[ti],
+                       lt_dtype_name(dt), sp ? " split" : "", (long long)rows, (long long)cols, nthreads[ti],
                        ncopies, (double)wbytes / 1e6, base.min, base.med, base.max);
                 int best = 0;
                 double best_med = 0;

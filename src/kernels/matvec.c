@@ -279,6 +279,9 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
 /* The vector paths work on whole 16-column groups; the rare widths that are
  * not a multiple of 16 (llama2.c's stories260K has an FFN of 172) take the
  * portable path, which computes the same sums. */
+/* Split q8_0 rows are made only where the AVX-512 paths run (resident
+ * weights); elsewhere they take the portable path, which reads either
+ * layout. */
 static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *x) {
     if (call->op[1]->ne[0] % 16 || call->op[1]->layout != LT_LAYOUT_PLAIN)
@@ -286,20 +289,10 @@ static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int
     else lt__matvec_avx2(call, step, ith, nth, x);
 }
 
-/* Split q8_0 weights (resident weights repacked for this path) have one
- * vector path, int8 activations; any other parameters take the portable
- * one, which computes the same sums on either layout. */
 static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, int nth,
                             const float *x) {
-    const lt_tensor *W = call->op[1];
-    if (W->layout == LT_LAYOUT_Q8_SPLIT) {
-        if (!call->params.v[LT__MV_ACT_INT8] || !lt__matvec_q8i8_avx512(call, step, ith, nth, x))
-            matvec_portable_x(call, step, ith, nth, x);
-    } else if (W->ne[0] % 16) {
-        matvec_portable_x(call, step, ith, nth, x);
-    } else {
-        lt__matvec_avx512(call, step, ith, nth, x);
-    }
+    if (call->op[1]->ne[0] % 16) matvec_portable_x(call, step, ith, nth, x);
+    else lt__matvec_avx512(call, step, ith, nth, x);
 }
 
 /* The entries: the input after the prologue by the ISA's own primitives

@@ -81,12 +81,13 @@ LT_INLINE void q8_scales(const char *p, int64_t n, float *d) {
     _mm512_store_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
 }
 
-/* Rows w, w+ld, ... (U of them) over elements [k0, k1). part holds the
- * rows' accumulators between k blocks ([U][32] floats): read unless first,
- * written unless last. When last, y[u] = (or +=) the row's sum. */
-LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, const float *x,
-                       int64_t k0, int64_t k1, size_t pf, float *part, bool first, bool last,
-                       float *y, bool accumulate) {
+/* Rows w, w+ld, ... (U of them; q8_0 rows of nbrow blocks split if SPLIT)
+ * over elements [k0, k1). part holds the rows' accumulators between k
+ * blocks ([U][32] floats): read unless first, written unless last. When
+ * last, y[u] = (or +=) the row's sum. */
+LT_INLINE void mv_rows(lt_dtype dt, bool SPLIT, int64_t nbrow, int U, bool PF, const char *w,
+                       size_t ld, const float *x, int64_t k0, int64_t k1, size_t pf,
+                       float *part, bool first, bool last, float *y, bool accumulate) {
     __m512 a[8][2];
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++) {
@@ -97,24 +98,37 @@ LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, co
         /* q8_0: the scales of 16 blocks per row are converted up front, so
          * each block's dequantisation multiplies by a broadcast from memory
          * instead of converting and broadcasting one f16 per block */
-        const size_t bb = sizeof(lt_block_q8_0);
-        for (int64_t k = k0; k < k1; k += 16 * LT_QK8_0) {
-            const int64_t nblk = (k1 - k) / LT_QK8_0 < 16 ? (k1 - k) / LT_QK8_0 : 16;
-            const size_t off = (size_t)(k / LT_QK8_0) * bb;
+        const size_t bb = SPLIT ? LT_QK8_0 : sizeof(lt_block_q8_0);
+        for (int64_t k = k0, nblk; k < k1; k += nblk * LT_QK8_0) {
+            const int64_t b0 = k / LT_QK8_0;
+            nblk = (k1 - k) / LT_QK8_0 < 16 ? (k1 - k) / LT_QK8_0 : 16;
+            if (SPLIT) { /* within one split group */
+                const int64_t end = b0 - b0 % LT_Q8_SPLIT_GROUP + LT_Q8_SPLIT_GROUP;
+                if (end - b0 < nblk) nblk = end - b0;
+            }
+            const size_t off = SPLIT ? (size_t)(lt_q8s_qs(w, nbrow, b0) - (const int8_t *)w)
+                                     : (size_t)b0 * bb;
             alignas(64) float d[8][16];
 #pragma GCC unroll 8
-            for (int u = 0; u < U; u++) q8_scales(w + (size_t)u * ld + off, nblk, d[u]);
+            for (int u = 0; u < U; u++) {
+                if (SPLIT)
+                    _mm512_store_ps(d[u], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                              (__mmask16)((1u << nblk) - 1),
+                                              lt_q8s_scales(w + (size_t)u * ld, nbrow, b0))));
+                else
+                    q8_scales(w + (size_t)u * ld + off, nblk, d[u]);
+            }
             for (int64_t b = 0; b < nblk; b++) {
                 const float *xb = x + k + b * LT_QK8_0;
                 __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
 #pragma GCC unroll 8
                 for (int u = 0; u < U; u++) {
-                    const lt_block_q8_0 *blk =
-                        (const lt_block_q8_0 *)(w + (size_t)u * ld + off + (size_t)b * bb);
-                    if (PF) _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
+                    const char *p = w + (size_t)u * ld + off + (size_t)b * bb;
+                    const int8_t *q = SPLIT ? (const int8_t *)p : ((const lt_block_q8_0 *)p)->qs;
+                    if (PF) _mm_prefetch(p + pf, _MM_HINT_T0);
                     __m512 ds = _mm512_set1_ps(d[u][b]);
-                    a[u][0] = _mm512_fmadd_ps(q8x16(blk->qs, ds), x0, a[u][0]);
-                    a[u][1] = _mm512_fmadd_ps(q8x16(blk->qs + 16, ds), x1, a[u][1]);
+                    a[u][0] = _mm512_fmadd_ps(q8x16(q, ds), x0, a[u][0]);
+                    a[u][1] = _mm512_fmadd_ps(q8x16(q + 16, ds), x1, a[u][1]);
                 }
             }
         }
@@ -156,32 +170,37 @@ LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, co
 }
 
 
-/* One specialisation per (dtype, rows at once, prefetch on/off). */
-#define MV_FN(DT, U, PF)                                                                   \
-    static void mv_##DT##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,\
+/* One specialisation per (dtype, split q8_0 or not, rows at once, prefetch
+ * on/off). */
+#define MV_FN(DT, S, U, PF)                                                                \
+    static void mv_##DT##S##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x,      \
+                                     int64_t k0,                                           \
                                      int64_t k1, size_t pf, float *part, bool first,       \
                                      bool last, float *y, bool accumulate,                 \
                                      int64_t groups) {                                     \
         for (int64_t g = 0; g < groups; g++)                                               \
-            mv_rows(LT_##DT, U, PF, w + (size_t)(g * U) * ld, ld, x->x, k0, k1, pf,        \
-                    part + 32 * U * g, first, last, y + U * g, accumulate);                \
+            mv_rows(LT_##DT, S, x->row_blocks, U, PF, w + (size_t)(g * U) * ld, ld, x->x,  \
+                    k0, k1, pf, part + 32 * U * g, first, last, y + U * g, accumulate);    \
     }
-#define MV_FNS_U(DT, U) MV_FN(DT, U, 0) MV_FN(DT, U, 1)
-#define MV_FNS(DT) MV_FNS_U(DT, 1) MV_FNS_U(DT, 2) MV_FNS_U(DT, 4) MV_FNS_U(DT, 8)
-MV_FNS(F32)
-MV_FNS(F16)
-MV_FNS(BF16)
-MV_FNS(Q8_0)
+#define MV_FNS_U(DT, S, U) MV_FN(DT, S, U, 0) MV_FN(DT, S, U, 1)
+#define MV_FNS(DT, S) MV_FNS_U(DT, S, 1) MV_FNS_U(DT, S, 2) MV_FNS_U(DT, S, 4) MV_FNS_U(DT, S, 8)
+MV_FNS(F32, 0)
+MV_FNS(F16, 0)
+MV_FNS(BF16, 0)
+MV_FNS(Q8_0, 0)
+MV_FNS(Q8_0, 1)
 
-#define MV_ROW_U(DT, U) {mv_##DT##_##U##_0, mv_##DT##_##U##_1}
-#define MV_ROW(DT) {MV_ROW_U(DT, 1), MV_ROW_U(DT, 2), MV_ROW_U(DT, 4), MV_ROW_U(DT, 8)}
+#define MV_ROW_U(DT, S, U) {mv_##DT##S##_##U##_0, mv_##DT##S##_##U##_1}
+#define MV_ROW(DT, S) {MV_ROW_U(DT, S, 1), MV_ROW_U(DT, S, 2), MV_ROW_U(DT, S, 4), MV_ROW_U(DT, S, 8)}
 /* [dtype][log2 rows at once][prefetch] */
 static const lt__mv_rows_fn mv_table[LT_DTYPE_COUNT][4][2] = {
-    [LT_F32] = MV_ROW(F32),
-    [LT_F16] = MV_ROW(F16),
-    [LT_BF16] = MV_ROW(BF16),
-    [LT_Q8_0] = MV_ROW(Q8_0),
+    [LT_F32] = MV_ROW(F32, 0),
+    [LT_F16] = MV_ROW(F16, 0),
+    [LT_BF16] = MV_ROW(BF16, 0),
+    [LT_Q8_0] = MV_ROW(Q8_0, 0),
 };
+/* split q8_0 rows */
+static const lt__mv_rows_fn mv_split_table[4][2] = MV_ROW(Q8_0, 1);
 
 void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nth,
                        const float *xin) {
@@ -192,6 +211,7 @@ void lt__matvec_avx512(const lt_call *call, const lt_step *step, int ith, int nt
                lt__matvec_q8i16_avx512(call, step, ith, nth, xin)) {
         return;
     }
-    const lt__mv_x x = {.x = xin};
-    lt__matvec_drive(call, ith, nth, mv_table[W->dtype], &x);
+    const lt__mv_x x = {.x = xin, .row_blocks = W->ne[0] / LT_QK8_0};
+    lt__matvec_drive(call, ith, nth,
+                     W->layout == LT_LAYOUT_Q8_SPLIT ? mv_split_table : mv_table[W->dtype], &x);
 }

@@ -57,8 +57,8 @@ LT_INLINE __m512 q8_scales(const char *p, int64_t n) {
 }
 
 /* Block j of a row (at blk) against xq block xv, into accumulator a. */
-LT_INLINE __m512 q8i16_block(const lt_block_q8_0 *blk, __m512i xv, float ds, __m512 a) {
-    __m512i wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)blk->qs));
+LT_INLINE __m512 q8i16_block(const int8_t *qs, __m512i xv, float ds, __m512 a) {
+    __m512i wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)qs));
     __m512 p = _mm512_cvtepi32_ps(_mm512_madd_epi16(wv, xv)); /* exact: |p| < 2^24 */
     return _mm512_fmadd_ps(p, _mm512_set1_ps(ds), a);
 }
@@ -71,30 +71,45 @@ LT_INLINE float reduce_halves(__m512 h) {
     return _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)));
 }
 
-/* Rows w, w+ld, ... (U of them) over blocks [b0, b1) (b0 even). part holds
- * the rows' accumulators between k blocks ([U][32] floats): read unless
- * first, written unless last. When last, y[u] = (or +=) the row's sum. */
-LT_INLINE void q8i16_rows(int U, bool PF, const char *w, size_t ld, const int16_t *xq,
-                          const float *xs, int64_t b0, int64_t b1, size_t pf, float *part,
-                          bool first, bool last, float *y, bool accumulate) {
-    const size_t bb = sizeof(lt_block_q8_0);
+/* Block b's quants of a pair at p (plain blocks hold theirs after the scale). */
+LT_INLINE const int8_t *quants(bool SPLIT, const char *p) {
+    return SPLIT ? (const int8_t *)p : ((const lt_block_q8_0 *)p)->qs;
+}
+
+/* Rows w, w+ld, ... (U of them, nbrow blocks each, split if SPLIT) over
+ * blocks [b0, b1) (b0 even). part holds the rows' accumulators between k
+ * blocks ([U][32] floats): read unless first, written unless last. When
+ * last, y[u] = (or +=) the row's sum. */
+LT_INLINE void q8i16_rows(bool SPLIT, int U, bool PF, const char *w, size_t ld,
+                          const int16_t *xq, const float *xs, int64_t nbrow, int64_t b0,
+                          int64_t b1, size_t pf, float *part, bool first, bool last, float *y,
+                          bool accumulate) {
+    const size_t bb = SPLIT ? LT_QK8_0 : sizeof(lt_block_q8_0);
     __m512 a[8][2];
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++) {
         a[u][0] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + 32 * u);
         a[u][1] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + 32 * u + 16);
     }
-    for (int64_t b = b0; b < b1; b += 16) {
-        const int64_t nblk = b1 - b < 16 ? b1 - b : 16;
-        const __m512 sv = _mm512_maskz_loadu_ps(
-            nblk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nblk) - 1), xs + b);
+    for (int64_t b = b0, nblk; b < b1; b += nblk) {
+        nblk = b1 - b < 16 ? b1 - b : 16;
+        if (SPLIT) { /* within one split group; b stays even */
+            const int64_t end = b - b % LT_Q8_SPLIT_GROUP + LT_Q8_SPLIT_GROUP;
+            if (end - b < nblk) nblk = end - b;
+        }
+        const __mmask16 m = nblk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nblk) - 1);
+        const __m512 sv = _mm512_maskz_loadu_ps(m, xs + b);
         /* d_b * s_b of 16 blocks per row, broadcast from memory per block */
         alignas(64) float ds[8][16];
 #pragma GCC unroll 8
-        for (int u = 0; u < U; u++)
-            _mm512_store_ps(ds[u], _mm512_mul_ps(q8_scales(w + (size_t)u * ld + (size_t)b * bb,
-                                                           nblk), sv));
-        const char *wb = w + (size_t)b * bb;
+        for (int u = 0; u < U; u++) {
+            const char *row = w + (size_t)u * ld;
+            __m512 d = SPLIT ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                   m, lt_q8s_scales(row, nbrow, b)))
+                             : q8_scales(row + (size_t)b * bb, nblk);
+            _mm512_store_ps(ds[u], _mm512_mul_ps(d, sv));
+        }
+        const char *wb = SPLIT ? (const char *)lt_q8s_qs(w, nbrow, b) : w + (size_t)b * bb;
         const int16_t *xb = xq + b * LT__XQ_BLOCK;
         int64_t j = 0;
         for (; j + 2 <= nblk; j += 2) { /* b even: block b + j is even */
@@ -104,9 +119,8 @@ LT_INLINE void q8i16_rows(int U, bool PF, const char *w, size_t ld, const int16_
             for (int u = 0; u < U; u++) {
                 const char *p = wb + (size_t)u * ld + (size_t)j * bb;
                 if (PF) _mm_prefetch(p + pf, _MM_HINT_T0);
-                a[u][0] = q8i16_block((const lt_block_q8_0 *)p, x0, ds[u][j], a[u][0]);
-                a[u][1] = q8i16_block((const lt_block_q8_0 *)(p + bb), x1, ds[u][j + 1],
-                                      a[u][1]);
+                a[u][0] = q8i16_block(quants(SPLIT, p), x0, ds[u][j], a[u][0]);
+                a[u][1] = q8i16_block(quants(SPLIT, p + bb), x1, ds[u][j + 1], a[u][1]);
             }
         }
         if (j < nblk) {
@@ -114,7 +128,7 @@ LT_INLINE void q8i16_rows(int U, bool PF, const char *w, size_t ld, const int16_
 #pragma GCC unroll 8
             for (int u = 0; u < U; u++) {
                 const char *p = wb + (size_t)u * ld + (size_t)j * bb;
-                a[u][0] = q8i16_block((const lt_block_q8_0 *)p, x0, ds[u][j], a[u][0]);
+                a[u][0] = q8i16_block(quants(SPLIT, p), x0, ds[u][j], a[u][0]);
             }
         }
     }
@@ -131,28 +145,28 @@ LT_INLINE void q8i16_rows(int U, bool PF, const char *w, size_t ld, const int16_
 }
 
 
-/* One specialisation per (rows at once, prefetch on/off); k in elements,
- * whole 32-element blocks. */
-#define Q8I16_FN(U, PF)                                                                     \
-    static void q8i16_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,   \
-                                 int64_t k1, size_t pf, float *part, bool first, bool last, \
-                                 float *y, bool accumulate, int64_t groups) {               \
+/* One specialisation per (split or plain, rows at once, prefetch on/off);
+ * k in elements, whole 32-element blocks. */
+#define Q8I16_FN(S, U, PF)                                                                  \
+    static void q8i16_##S##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x,         \
+                                       int64_t k0, int64_t k1, size_t pf, float *part,      \
+                                       bool first, bool last, float *y, bool accumulate,    \
+                                       int64_t groups) {                                    \
         for (int64_t g = 0; g < groups; g++)                                                \
-            q8i16_rows(U, PF, w + (size_t)(g * U) * ld, ld, x->xq, x->xs, k0 / LT_QK8_0,     \
-                       k1 / LT_QK8_0, pf, part + 32 * U * g, first, last, y + U * g,        \
-                       accumulate);                                                         \
+            q8i16_rows(S, U, PF, w + (size_t)(g * U) * ld, ld, x->xq, x->xs, x->row_blocks,  \
+                       k0 / LT_QK8_0, k1 / LT_QK8_0, pf, part + 32 * U * g, first, last,    \
+                       y + U * g, accumulate);                                              \
     }
-#define Q8I16_FNS(U) Q8I16_FN(U, 0) Q8I16_FN(U, 1)
+#define Q8I16_FNS(S) Q8I16_FN(S, 1, 0) Q8I16_FN(S, 1, 1) Q8I16_FN(S, 2, 0) Q8I16_FN(S, 2, 1) \
+    Q8I16_FN(S, 4, 0) Q8I16_FN(S, 4, 1) Q8I16_FN(S, 8, 0) Q8I16_FN(S, 8, 1)
+Q8I16_FNS(0)
 Q8I16_FNS(1)
-Q8I16_FNS(2)
-Q8I16_FNS(4)
-Q8I16_FNS(8)
 
-/* [log2 rows at once][prefetch] */
-static const lt__mv_rows_fn q8i16_table[4][2] = {
-    {q8i16_1_0, q8i16_1_1}, {q8i16_2_0, q8i16_2_1},
-    {q8i16_4_0, q8i16_4_1}, {q8i16_8_0, q8i16_8_1},
-};
+/* [split][log2 rows at once][prefetch] */
+#define Q8I16_ROW(S)                                                                        \
+    {{q8i16_##S##_1_0, q8i16_##S##_1_1}, {q8i16_##S##_2_0, q8i16_##S##_2_1},                \
+     {q8i16_##S##_4_0, q8i16_##S##_4_1}, {q8i16_##S##_8_0, q8i16_##S##_8_1}}
+static const lt__mv_rows_fn q8i16_table[2][4][2] = {Q8I16_ROW(0), Q8I16_ROW(1)};
 
 bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, int nth,
                              const float *xin) {
@@ -162,7 +176,7 @@ bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, 
     const int64_t cols = call->op[1]->ne[0], kb = call->params.v[LT__MV_K_BLOCK];
     /* k blocks start at even blocks (the row function pairs blocks) */
     LT_ASSERT(kb <= 0 || kb >= cols || kb % (2 * LT_QK8_0) == 0);
-    const lt__mv_x x = {.x = xin, .xq = xq, .xs = xs};
-    lt__matvec_drive(call, ith, nth, q8i16_table, &x);
+    const lt__mv_x x = {.x = xin, .xq = xq, .xs = xs, .row_blocks = cols / LT_QK8_0};
+    lt__matvec_drive(call, ith, nth, q8i16_table[call->op[1]->layout == LT_LAYOUT_Q8_SPLIT], &x);
     return true;
 }
