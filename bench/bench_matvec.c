@@ -295,6 +295,7 @@ int main(int argc, char **argv) {
             const int64_t rows = shapes[si].rows, cols = shapes[si].cols;
             const lt_dtype dt = dtypes[di];
             const bool sp = split && dt == LT_Q8_0;
+            const size_t off = sp ? 0 : woff; /* split rows start on a line */
             const size_t rb = lt_dtype_row_bytes(dt, cols), wbytes = rb * (size_t)rows;
             /* split rows start on a line: W then spans more than its bytes */
             const size_t ld = sp ? (rb + 63) & ~(size_t)63 : rb, wspan = ld * (size_t)rows;
@@ -306,7 +307,7 @@ int main(int argc, char **argv) {
              * region is advised before it is first touched, or the kernel
              * backs it with 4 KiB pages and every stream pays TLB misses */
             char **bufs = calloc((size_t)ncopies, sizeof *bufs);
-            const size_t stride = (wspan + woff + 63) & ~(size_t)63, huge = (size_t)2 << 20;
+            const size_t stride = (wspan + off + 63) & ~(size_t)63, huge = (size_t)2 << 20;
             const size_t region = (stride * (size_t)ncopies + 2 * huge - 1) & ~(huge - 1);
             char *raw = mmap(NULL, region + huge, PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -322,12 +323,12 @@ int main(int argc, char **argv) {
                     s = s * 1664525u + 1013904223u;
                     row[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
                 }
-                char *dst = bufs[0] + woff + ld * (size_t)r;
+                char *dst = bufs[0] + off + ld * (size_t)r;
                 lt_row_from_f32(dt, row, sp ? (void *)plain : dst, cols);
                 if (sp) lt_q8_0_split_row(plain, dst, cols / LT_QK8_0);
             }
             free(plain);
-            for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wspan + woff);
+            for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wspan + off);
             float *x = lt_aligned_alloc(64, sizeof(float) * (size_t)cols);
             for (int64_t j = 0; j < cols; j++) x[j] = row[j];
             float *y = lt_aligned_alloc(64, sizeof(float) * (size_t)rows * (size_t)ncopies);
@@ -335,7 +336,7 @@ int main(int argc, char **argv) {
             lt_call *calls = calloc((size_t)ncopies, sizeof *calls);
             lt_tensor_init(&tx, LT_F32, cols, 1, 1, 1, x);
             for (int c = 0; c < ncopies; c++) {
-                lt_tensor_init(&tw[c], dt, cols, rows, 1, 1, bufs[c] + woff);
+                lt_tensor_init(&tw[c], dt, cols, rows, 1, 1, bufs[c] + off);
                 if (sp) {
                     tw[c].nb[1] = ld;
                     tw[c].nb[2] = tw[c].nb[3] = wspan;

@@ -181,7 +181,10 @@ typedef struct {
 void lt_tensor_init(lt_tensor *t, lt_dtype dtype, int64_t ne0, int64_t ne1, int64_t ne2,
                     int64_t ne3, void *data);
 int64_t lt_tensor_nelements(const lt_tensor *t);
-size_t lt_tensor_nbytes(const lt_tensor *t); /* contiguous size */
+size_t lt_tensor_nbytes(const lt_tensor *t); /* contiguous size: the bytes of its data */
+/* Bytes from data to the end of the last element under the strides: the
+ * extent of memory t covers, padding between rows included. */
+size_t lt_tensor_span(const lt_tensor *t);
 /* Pointer to row i1 (dims 2,3 zero). */
 static inline void *lt_tensor_row(const lt_tensor *t, int64_t i1) {
     return (char *)t->data + (size_t)i1 * t->nb[1];

@@ -110,6 +110,13 @@ void lt_tensor_init(lt_tensor *t, lt_dtype dtype, int64_t ne0, int64_t ne1, int6
 
 int64_t lt_tensor_nelements(const lt_tensor *t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
 
+size_t lt_tensor_span(const lt_tensor *t) {
+    size_t span = lt_dtype_row_bytes(t->dtype, t->ne[0]);
+    for (int d = 1; d < 4; d++)
+        if (t->ne[d] > 1) span += (size_t)(t->ne[d] - 1) * t->nb[d];
+    return span;
+}
+
 size_t lt_tensor_nbytes(const lt_tensor *t) {
     return lt_dtype_row_bytes(t->dtype, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
 }

@@ -169,7 +169,7 @@ static int check_epilogue(const lt_call *call) {
         for (int o = 0; o < 4; o++) {
             const lt_tensor *t = call->op[o];
             if (!t || !t->data) continue;
-            const char *t0 = t->data, *t1 = t0 + lt_tensor_nbytes(t);
+            const char *t0 = t->data, *t1 = t0 + lt_tensor_span(t);
             if (c0 < t1 && t0 < c1)
                 return lt_error(LT_EINVAL, "matvec: the cache overlaps operand %d", o);
         }

@@ -318,7 +318,7 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
         for (int o = 1; o < n->n_ops; o++) {
             int b = n->ops[o];
             if (b >= 0 && p->bufs[b].kind == LT_BUF_WEIGHT) {
-                size_t sz = lt_tensor_nbytes(&p->bufs[b].t);
+                size_t sz = lt_tensor_span(&p->bufs[b].t);
                 if (sz > in->pf_bytes) {
                     in->pf_base = p->bufs[b].t.data;
                     in->pf_bytes = sz;

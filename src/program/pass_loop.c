@@ -11,7 +11,7 @@ static bool bindable(const lt_program *p, int b) {
 }
 
 static bool same_shape(const lt_tensor *a, const lt_tensor *b) {
-    return a->dtype == b->dtype && !memcmp(a->ne, b->ne, sizeof a->ne) &&
+    return a->dtype == b->dtype && a->layout == b->layout && !memcmp(a->ne, b->ne, sizeof a->ne) &&
            !memcmp(a->nb, b->nb, sizeof a->nb);
 }
 

@@ -42,7 +42,7 @@ struct lt_node_timer {
 
 static bool overlaps(const lt_tensor *a, const lt_tensor *b) {
     const char *a0 = a->data, *b0 = b->data;
-    return a0 < b0 + lt_tensor_nbytes(b) && b0 < a0 + lt_tensor_nbytes(a);
+    return a0 < b0 + lt_tensor_span(b) && b0 < a0 + lt_tensor_span(a);
 }
 
 /* Records bytes [data, data + nb) to restore before every run. */
@@ -90,7 +90,7 @@ static int keep_state(lt_node_timer *t, lt_kernel_id id) {
                 reread = r != o && c->op[r] && lt_kernel_reads(id, c, r) &&
                          overlaps(c->op[o], c->op[r]);
             if (!reread) continue;
-            int rc = keep(t, c->op[o]->data, lt_tensor_nbytes(c->op[o]));
+            int rc = keep(t, c->op[o]->data, lt_tensor_span(c->op[o]));
             if (rc) return rc;
         }
         int64_t rows = 0;

@@ -74,10 +74,25 @@ static void test_q8_0_split(void) {
     ASSERT_EQ(once, (int)sizeof dst);
 }
 
+/* The span of a tensor covers the padding between rows; nbytes does not. */
+static void test_span(void) {
+    lt_tensor t;
+    lt_tensor_init(&t, LT_Q8_0, 96, 5, 1, 1, NULL); /* rows of 102 bytes */
+    ASSERT_EQ(lt_tensor_span(&t), (size_t)(5 * 102));
+    ASSERT_EQ(lt_tensor_nbytes(&t), (size_t)(5 * 102));
+    t.nb[1] = 128;
+    t.nb[2] = t.nb[3] = 5 * 128;
+    ASSERT_EQ(lt_tensor_span(&t), (size_t)(4 * 128 + 102));
+    ASSERT_EQ(lt_tensor_nbytes(&t), (size_t)(5 * 102));
+    lt_tensor_init(&t, LT_F32, 3, 2, 4, 1, NULL);
+    ASSERT_EQ(lt_tensor_span(&t), (size_t)(3 * 2 * 4 * 4));
+}
+
 int main(void) {
     test_f16_known();
     test_bf16_known();
     test_q8_0();
     test_q8_0_split();
+    test_span();
     return lt_test_finish();
 }

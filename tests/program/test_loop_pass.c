@@ -139,6 +139,34 @@ static void test_no_merge(void) {
     lt_program_free(f.p);
 }
 
+/* Two matvecs over q8_0 weights of one shape and strides: a loop of two
+ * when both are plain, none when one is split (core.h): the same bytes
+ * under another layout are not the same structure. */
+static void test_layout_differs(void) {
+    for (int split = 0; split < 2; split++) {
+        static lt_block_q8_0 wdata[2][4][2];
+        static float xd[64], yd[4];
+        lt_program *p;
+        ASSERT_EQ(lt_program_init(&p, "layouts"), LT_OK);
+        lt_tensor t;
+        lt_tensor_init(&t, LT_F32, 64, 1, 1, 1, xd);
+        const int x = lt_program_add_buffer(p, "x", LT_BUF_ACT, &t);
+        lt_tensor_init(&t, LT_F32, 4, 1, 1, 1, yd);
+        const int y = lt_program_add_buffer(p, "y", LT_BUF_ACT, &t);
+        int w[2];
+        for (int i = 0; i < 2; i++) {
+            lt_tensor_init(&t, LT_Q8_0, 64, 4, 1, 1, wdata[i]);
+            if (split && i == 1) t.layout = LT_LAYOUT_Q8_SPLIT;
+            w[i] = lt_program_add_buffer(p, i ? "w1" : "w0", LT_BUF_WEIGHT, &t);
+        }
+        for (int i = 0; i < 2; i++)
+            ASSERT_TRUE(lt_program_add_node(p, LT_K_MATVEC, (int[]){y, w[i], x}, 3, NULL, NULL,
+                                            i ? "m1" : "m0") >= 0);
+        ASSERT_EQ(lt_pass_kernel_looping(p), split ? 0 : 1);
+        lt_program_free(p);
+    }
+}
+
 /* A B B, A B B, A B B: the outer block wins (coverage 9 against 2). */
 static void test_nested(void) {
     fixture f;
@@ -197,6 +225,7 @@ int main(void) {
     test_run_lengths();
     test_runs_at_edges();
     test_no_merge();
+    test_layout_differs();
     test_nested();
     test_consistent_bindings();
     test_params_follow_loop();
