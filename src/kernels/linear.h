@@ -67,6 +67,20 @@ static inline const int8_t *lt__q8_block(const void *row, lt_layout layout, int6
     return blk->qs;
 }
 
+/* Elements [k, k + n) of W's row at row (k a multiple of 32, n <= 32, within
+ * one block for q8_0) as f32, in either layout: the portable references'
+ * dequantisation. */
+static inline void lt__row_chunk_f32(const lt_tensor *W, const char *row, int64_t k, int64_t n,
+                                     float *w) {
+    if (W->layout == LT_LAYOUT_Q8_SPLIT) {
+        float d;
+        const int8_t *q = lt__q8_block(row, W->layout, W->ne[0] / LT_QK8_0, k / LT_QK8_0, &d);
+        for (int64_t j = 0; j < n; j++) w[j] = d * (float)q[j];
+    } else {
+        lt_row_to_f32(W->dtype, row + lt_dtype_row_bytes(W->dtype, k), w, n);
+    }
+}
+
 /* ---- q8_0 with int16 activations (act_int16 = 1) ---------------------------
  * x is cut into 32-element blocks; block b has scale s[b] = max|x_b| / 32767
  * and xq[k] = rint(x[k] * i) with i = 32767 / max|x_b| (|xq| <= 32767). A

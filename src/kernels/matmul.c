@@ -19,13 +19,7 @@ void lt__matmul_ref_rows(const lt_call *call, int64_t r0, int64_t r1) {
         const char *row = lt_tensor_row(W, j);
         for (int64_t k = 0; k < cols; k += 32) {
             int64_t m = cols - k < 32 ? cols - k : 32;
-            if (W->layout == LT_LAYOUT_Q8_SPLIT) {
-                float d;
-                const int8_t *q = lt__q8_block(row, W->layout, cols / LT_QK8_0, k / LT_QK8_0, &d);
-                for (int64_t l = 0; l < m; l++) w[l] = d * (float)q[l];
-            } else {
-                lt_row_to_f32(W->dtype, row + lt_dtype_row_bytes(W->dtype, k), w, m);
-            }
+            lt__row_chunk_f32(W, row, k, m, w);
             for (int64_t i = 0; i < n; i++) {
                 const float *x = (const float *)lt_tensor_row(X, i) + k;
                 float *y = (float *)lt_tensor_row(Y, i) + j;

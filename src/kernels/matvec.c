@@ -37,13 +37,7 @@ static void matvec_portable_x(const lt_call *call, const lt_step *step, int ith,
         float s = 0.0f;
         for (int64_t k = 0; k < cols; k += chunk) {
             int64_t n = cols - k < chunk ? cols - k : chunk;
-            if (W->layout == LT_LAYOUT_Q8_SPLIT) {
-                float d;
-                const int8_t *q = lt__q8_block(row, W->layout, cols / LT_QK8_0, k / LT_QK8_0, &d);
-                for (int64_t j = 0; j < n; j++) w[j] = d * (float)q[j];
-            } else {
-                lt_row_to_f32(W->dtype, row + lt_dtype_row_bytes(W->dtype, k), w, n);
-            }
+            lt__row_chunk_f32(W, row, k, n, w);
             for (int64_t j = 0; j < n; j++) s += w[j] * x[k + j];
         }
         y[r] = acc ? y[r] + s : s;
@@ -97,16 +91,18 @@ static float q8_dot_i8(const void *row, lt_layout layout, const int8_t *xq, cons
                        int64_t nblk) {
     float acc[2][16] = {{0}};
     for (int64_t p = 0; 2 * p < nblk; p++) {
-        for (int l = 0; l < 16; l++) {
-            const int64_t b = 2 * p + l / 8;
+        for (int h = 0; h < 2; h++) { /* lanes 8h..8h+7 hold block 2p + h */
+            const int64_t b = 2 * p + h;
             if (b >= nblk) break; /* the row ends on an unpaired block */
             float d;
-            const int8_t *q = lt__q8_block(row, layout, nblk, b, &d) + 4 * (l % 8);
-            const int8_t *v = xq + b * LT__XQ_BLOCK + 4 * (l % 8);
-            int32_t s = 0;
-            for (int m = 0; m < 4; m++) s += (int32_t)q[m] * v[m];
+            const int8_t *qb = lt__q8_block(row, layout, nblk, b, &d);
             const float ds = d * xs[b];
-            acc[p & 1][l] = fmaf((float)s, ds, acc[p & 1][l]);
+            for (int j = 0; j < 8; j++) {
+                const int8_t *q = qb + 4 * j, *v = xq + b * LT__XQ_BLOCK + 4 * j;
+                int32_t s = 0;
+                for (int m = 0; m < 4; m++) s += (int32_t)q[m] * v[m];
+                acc[p & 1][8 * h + j] = fmaf((float)s, ds, acc[p & 1][8 * h + j]);
+            }
         }
     }
     float h[16];
