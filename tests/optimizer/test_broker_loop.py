@@ -185,6 +185,9 @@ def main():
     # 4. restart: a fresh bad run; optimizer A stops mid-run, B resumes in the same group
     prefix2 = prefix + "r."
     args2 = [a if a != prefix else prefix2 for a in run_args]
+    # one thread: the run lasts about twice as long, so B, which starts only when A stops,
+    # has time for whole trials even after A's kept changes have sped the run up
+    args2[args2.index("-t") + 1] = "1"
     # seed the new prefix's configs topic with what run 1 learned: none; B must resume A's work
     optA, logA = start_optimizer(binary, servers, prefix2, os.path.join(work, prefix + "optA.log"),
                                  ["--duration", "6"])
