@@ -7,8 +7,8 @@
  * in the same run. Ends with the point of best geometric-mean ratio.
  *
  * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2]
- *                     [--full | --defaults | --act] [--shape ROWSxCOLS]
- *                     [--dtype f32|q8_0|f16|bf16] [--isa NAME] [--offset B]
+ *                     [--full | --defaults | --act | --layouts] [--shape ROWSxCOLS]
+ *                     [--dtype f32|q8_0|f16|bf16] [--isa NAME] [--offset B] [--split]
  *   --full sweeps the whole parameter space (slow); otherwise a grid of
  *   unroll x prefetch x rows_per_task at k_block 0, then each k_block, each
  *   point with its activation mode flipped (act_int8 = 1 <-> act_int16 = 1,
@@ -21,7 +21,9 @@
  *   --offset B places every W B bytes (< 64) past a cache line, as a tensor
  *   of a GGUF file (32-byte alignment) may lie.
  *   --split lays q8_0 W out as resident weights are where AVX-512 runs:
- *   split (core.h), each row starting on a cache line. */
+ *   split (core.h), each row starting on a cache line.
+ *   --layouts compares q8_0's plain and split layouts at the default point,
+ *   interleaved like --act, on copies of the same W. */
 #include "looptune/kernels.h"
 
 #include "bench_team.h"
@@ -182,6 +184,87 @@ static void compare_act(const lt_kernel *k, team *t, job *j, double bytes_w, int
     printf("  i8 / i16 per round %.2f / %.2f / %.2f\n", q.min, q.med, q.max);
 }
 
+/* ncopies copies of one random W (rows x cols of dt; q8_0 split if split,
+ * rows then on cache lines) one after another in one huge-page region, as
+ * the runtime keeps a model's weights (lt_model_make_resident): the region
+ * is advised before it is first touched, or the kernel backs it with 4 KiB
+ * pages and every stream pays TLB misses. Streaming cost does not depend on
+ * the values, so one W is copied. Every W starts off bytes past a line.
+ * Fills bufs[c] (the copies' starts) and tw[c]; returns the mapping (its
+ * length in *map_len), NULL if out of memory. */
+static char *make_copies(lt_dtype dt, int64_t rows, int64_t cols, bool split, size_t off,
+                         int ncopies, char **bufs, lt_tensor *tw, size_t *map_len) {
+    const size_t rb = lt_dtype_row_bytes(dt, cols);
+    const size_t ld = split ? (rb + 63) & ~(size_t)63 : rb, wspan = ld * (size_t)rows;
+    const size_t stride = (wspan + off + 63) & ~(size_t)63, huge = (size_t)2 << 20;
+    const size_t region = (stride * (size_t)ncopies + 2 * huge - 1) & ~(huge - 1);
+    char *raw = mmap(NULL, region + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    *map_len = region + huge;
+    char *wbase = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+    madvise(wbase, region, MADV_HUGEPAGE);
+    for (int c = 0; c < ncopies; c++) bufs[c] = wbase + stride * (size_t)c;
+    float *row = malloc(sizeof(float) * (size_t)cols);
+    lt_block_q8_0 *plain = split ? malloc(rb) : NULL;
+    uint32_t s = 12345;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t j = 0; j < cols; j++) {
+            s = s * 1664525u + 1013904223u;
+            row[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
+        }
+        char *dst = bufs[0] + off + ld * (size_t)r;
+        lt_row_from_f32(dt, row, split ? (void *)plain : dst, cols);
+        if (split) lt_q8_0_split_row(plain, dst, cols / LT_QK8_0);
+    }
+    free(plain);
+    free(row);
+    for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wspan + off);
+    for (int c = 0; c < ncopies; c++) {
+        lt_tensor_init(&tw[c], dt, cols, rows, 1, 1, bufs[c] + off);
+        if (split) {
+            tw[c].nb[1] = ld;
+            tw[c].nb[2] = tw[c].nb[3] = wspan;
+            tw[c].layout = LT_LAYOUT_Q8_SPLIT;
+        }
+    }
+    return raw;
+}
+
+/* --layouts: the read stream, and the default point on plain and on split
+ * q8_0 copies of the same W, interleaved over `reps` rounds (the order
+ * rotates each round); GB/s and each sample over its round's stream, and
+ * the per-round ratio split / plain. The stream reads the plain copies. */
+static void compare_layouts(const lt_kernel *k, team *t, job *plain, job *split, double bytes_w,
+                            int reps) {
+    double b = 0, f = 0;
+    lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
+    k->cost(&plain->calls[0], &step, &b, &f);
+    const double bytes = b * plain->ncopies;
+    double g[3][MAX_REPS], r[3][MAX_REPS], q[MAX_REPS];
+    once(t, run_stream, plain, bytes_w); /* warm-up: every item once */
+    once(t, run_matvec, plain, bytes);
+    once(t, run_matvec, split, bytes);
+    for (int rep = 0; rep < reps; rep++) {
+        for (int i = 0; i < 3; i++) {
+            int item = (i + rep) % 3; /* 0 = stream, 1 = plain, 2 = split */
+            g[item][rep] = item == 0   ? once(t, run_stream, plain, bytes_w)
+                           : item == 1 ? once(t, run_matvec, plain, bytes)
+                                       : once(t, run_matvec, split, bytes);
+        }
+        for (int m = 0; m < 3; m++) r[m][rep] = g[m][rep] / g[0][rep];
+        q[rep] = g[2][rep] / g[1][rep];
+    }
+    static const char *const names[3] = {"stream", "plain", "split"};
+    for (int m = 0; m < 3; m++) {
+        stats gs = stats_of(g[m], reps), rs = stats_of(r[m], reps);
+        printf("  %-6s %6.1f / %6.1f / %6.1f GB/s   of stream %.2f / %.2f / %.2f\n", names[m],
+               gs.min, gs.med, gs.max, rs.min, rs.med, rs.max);
+    }
+    stats qs = stats_of(q, reps);
+    printf("  split / plain per round %.2f / %.2f / %.2f\n", qs.min, qs.med, qs.max);
+}
+
 /* The point set: the whole space, or the grid described in the usage. */
 static int make_points(const lt_kernel *k, int full, lt_params *pts) {
     int n = 0;
@@ -252,6 +335,8 @@ int main(int argc, char **argv) {
             full = 2;
         } else if (!strcmp(argv[i], "--act")) {
             full = 3;
+        } else if (!strcmp(argv[i], "--layouts")) {
+            full = 4;
         } else if (!strcmp(argv[i], "--split")) {
             split = true;
         } else if (!strcmp(argv[i], "--offset") && i + 1 < argc) {
@@ -266,7 +351,7 @@ int main(int argc, char **argv) {
             if (lt_isa_parse(argv[++i], &isa) != LT_OK) isa = lt_isa_detect();
         } else {
             fprintf(stderr, "usage: %s [--footprint MiB] [--reps N] [--threads 1,2] "
-                            "[--full | --defaults | --act] [--offset B] [--split] "
+                            "[--full | --defaults | --act | --layouts] [--offset B] [--split] "
                             "[--shape RxC] [--dtype T] [--isa NAME]\n", argv[0]);
             return 2;
         }
@@ -280,8 +365,8 @@ int main(int argc, char **argv) {
 
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     static lt_params pts[MAX_POINTS];
-    int npts = full == 3 ? 0 : make_points(k, full, pts);
-    if (full == 3) { /* the activation modes are q8_0's */
+    int npts = full >= 3 ? 0 : make_points(k, full, pts);
+    if (full >= 3) { /* the activation modes and the layouts are q8_0's */
         dtypes[0] = LT_Q8_0;
         ndtypes = 1;
     }
@@ -296,56 +381,44 @@ int main(int argc, char **argv) {
             const lt_dtype dt = dtypes[di];
             const bool sp = split && dt == LT_Q8_0;
             const size_t off = sp ? 0 : woff; /* split rows start on a line */
-            const size_t rb = lt_dtype_row_bytes(dt, cols), wbytes = rb * (size_t)rows;
-            /* split rows start on a line: W then spans more than its bytes */
-            const size_t ld = sp ? (rb + 63) & ~(size_t)63 : rb, wspan = ld * (size_t)rows;
+            const size_t wbytes = lt_dtype_row_bytes(dt, cols) * (size_t)rows;
             int ncopies = (int)((footprint + wbytes - 1) / wbytes);
             if (ncopies < 1) ncopies = 1;
-            /* one random W, copied: streaming cost does not depend on values */
-            /* the copies one after another in one huge-page region, as the
-             * runtime keeps a model's weights (lt_model_make_resident): the
-             * region is advised before it is first touched, or the kernel
-             * backs it with 4 KiB pages and every stream pays TLB misses */
             char **bufs = calloc((size_t)ncopies, sizeof *bufs);
-            const size_t stride = (wspan + off + 63) & ~(size_t)63, huge = (size_t)2 << 20;
-            const size_t region = (stride * (size_t)ncopies + 2 * huge - 1) & ~(huge - 1);
-            char *raw = mmap(NULL, region + huge, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (raw == MAP_FAILED) { fprintf(stderr, "out of memory\n"); return 1; }
-            char *wbase = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
-            madvise(wbase, region, MADV_HUGEPAGE);
-            for (int c = 0; c < ncopies; c++) bufs[c] = wbase + stride * (size_t)c;
-            float *row = malloc(sizeof(float) * (size_t)cols);
-            lt_block_q8_0 *plain = sp ? malloc(rb) : NULL;
-            uint32_t s = 12345;
-            for (int64_t r = 0; r < rows; r++) {
-                for (int64_t j = 0; j < cols; j++) {
-                    s = s * 1664525u + 1013904223u;
-                    row[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
-                }
-                char *dst = bufs[0] + off + ld * (size_t)r;
-                lt_row_from_f32(dt, row, sp ? (void *)plain : dst, cols);
-                if (sp) lt_q8_0_split_row(plain, dst, cols / LT_QK8_0);
-            }
-            free(plain);
-            for (int c = 1; c < ncopies; c++) memcpy(bufs[c], bufs[0], wspan + off);
+            lt_tensor *tw = calloc((size_t)ncopies, sizeof *tw), tx,
+                      *ty = calloc((size_t)ncopies, sizeof *ty);
+            size_t map_len = 0;
+            char *raw = make_copies(dt, rows, cols, sp, off, ncopies, bufs, tw, &map_len);
+            if (!raw) { fprintf(stderr, "out of memory\n"); return 1; }
             float *x = lt_aligned_alloc(64, sizeof(float) * (size_t)cols);
-            for (int64_t j = 0; j < cols; j++) x[j] = row[j];
+            for (int64_t j = 0; j < cols; j++) x[j] = (float)((j * 7919) % 1000) / 1000.0f - 0.5f;
             float *y = lt_aligned_alloc(64, sizeof(float) * (size_t)rows * (size_t)ncopies);
-            lt_tensor *tw = calloc((size_t)ncopies, sizeof *tw), tx, *ty = calloc((size_t)ncopies, sizeof *ty);
             lt_call *calls = calloc((size_t)ncopies, sizeof *calls);
             lt_tensor_init(&tx, LT_F32, cols, 1, 1, 1, x);
             for (int c = 0; c < ncopies; c++) {
-                lt_tensor_init(&tw[c], dt, cols, rows, 1, 1, bufs[c] + off);
-                if (sp) {
-                    tw[c].nb[1] = ld;
-                    tw[c].nb[2] = tw[c].nb[3] = wspan;
-                    tw[c].layout = LT_LAYOUT_Q8_SPLIT;
-                }
                 lt_tensor_init(&ty[c], LT_F32, rows, 1, 1, 1, y + rows * c);
                 calls[c].op[0] = &ty[c];
                 calls[c].op[1] = &tw[c];
                 calls[c].op[2] = &tx;
+            }
+            /* --layouts: split copies of the same W beside the plain ones */
+            const bool lay = full == 4 && dt == LT_Q8_0;
+            char **sbufs = NULL, *sraw = NULL;
+            lt_tensor *stw = NULL;
+            lt_call *scalls = NULL;
+            size_t smap_len = 0;
+            if (lay) {
+                sbufs = calloc((size_t)ncopies, sizeof *sbufs);
+                stw = calloc((size_t)ncopies, sizeof *stw);
+                scalls = calloc((size_t)ncopies, sizeof *scalls);
+                sraw = make_copies(dt, rows, cols, true, 0, ncopies, sbufs, stw, &smap_len);
+                if (!sraw) { fprintf(stderr, "out of memory\n"); return 1; }
+                for (int c = 0; c < ncopies; c++) {
+                    scalls[c] = calls[c];
+                    scalls[c].op[1] = &stw[c];
+                    lt_params_default(k, &scalls[c].params);
+                    lt_params_default(k, &calls[c].params);
+                }
             }
             const double bytes_w = (double)wbytes * ncopies;
             lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
@@ -356,6 +429,17 @@ int main(int argc, char **argv) {
                 job j = {.k = k, .fn = lt_kernel_fn_for(k, isa), .calls = calls,
                          .ncopies = ncopies, .t = &t, .bufs = (const char *const *)bufs,
                          .nbytes = wbytes};
+                if (lay) {
+                    job js = j;
+                    js.calls = scalls;
+                    printf("\n%s %lldx%lld, %d thread(s), %d copies x %.1f MB each layout, %d "
+                           "rounds (min / median / max)\n",
+                           lt_dtype_name(dt), (long long)rows, (long long)cols, nthreads[ti],
+                           ncopies, (double)wbytes / 1e6, reps);
+                    compare_layouts(k, &t, &j, &js, bytes_w, reps);
+                    team_free(&t);
+                    continue;
+                }
                 if (full == 3) {
                     printf("\n%s%s %lldx%lld, %d thread(s), %d copies x %.1f MB, %d rounds "
                            "(min / median / max)\n",
@@ -394,9 +478,12 @@ int main(int argc, char **argv) {
                 ngroups++;
                 team_free(&t);
             }
-            munmap(raw, region + huge);
+            munmap(raw, map_len);
+            if (sraw) munmap(sraw, smap_len);
+            free(sbufs);
+            free(stw);
+            free(scalls);
             free(bufs);
-            free(row);
             free(tw);
             free(ty);
             free(calls);
@@ -404,7 +491,7 @@ int main(int argc, char **argv) {
             lt_aligned_free(y);
         }
     }
-    if (full == 3) return 0;
+    if (full >= 3) return 0;
     int best = 0;
     for (int p = 1; p < npts; p++)
         if (logratio[p] > logratio[best]) best = p;
