@@ -26,7 +26,12 @@
  * The arithmetic order is the one linear.h fixes (pair p into accumulator
  * p % 2, lane l of a pair from block 2p + l / 8, a fixed halving reduction),
  * the same for every unroll, k_block and thread count, and the same as the
- * portable path bit for bit. */
+ * portable path bit for bit.
+ *
+ * W comes in q8_0's own 34-byte blocks or split (core.h, resident weights):
+ * the same arithmetic, other loads. A split pair is one 64-byte load of one
+ * cache line and 16 scales one masked load, where plain blocks take two
+ * loads and an insert per pair, and a gather for the scales. */
 #include "kernels/linear.h"
 
 #include <float.h>
