@@ -67,6 +67,16 @@ static inline const int8_t *lt__q8_block(const void *row, lt_layout layout, int6
     return blk->qs;
 }
 
+/* Blocks of the q8_0 chunk the vector paths take at block b of [b, b1): up
+ * to 16 (one 16-lane register of scales), and for split rows none past the
+ * end of b's group, whose scales lie apart from the next group's. */
+static inline int64_t lt__q8_chunk(bool split, int64_t b, int64_t b1) {
+    int64_t n = b1 - b < 16 ? b1 - b : 16;
+    const int64_t group_end = b - b % LT_Q8_SPLIT_GROUP + LT_Q8_SPLIT_GROUP;
+    if (split && group_end - b < n) n = group_end - b;
+    return n;
+}
+
 /* Elements [k, k + n) of W's row at row (k a multiple of 32, n <= 32, within
  * one block for q8_0) as f32, in either layout: the portable references'
  * dequantisation. */

@@ -3,6 +3,7 @@
  * the per-thread packing buffer the ISA paths (matmul_avx2.c,
  * matmul_avx512.c) share. */
 #include "kernels/linear.h"
+#include "kernels/ops_internal.h"
 
 #include <pthread.h>
 
@@ -147,9 +148,8 @@ static int matmul_check(const lt_call *call) {
                                    "%lld, %lld}",
                         (long long)cols, (long long)rows, (long long)W->ne[2],
                         (long long)W->ne[3]);
-    if (W->layout != LT_LAYOUT_PLAIN && (W->layout != LT_LAYOUT_Q8_SPLIT || W->dtype != LT_Q8_0))
-        return lt_error(LT_EINVAL, "matmul: W has layout %d, which %s weights do not have",
-                        (int)W->layout, lt_dtype_name(W->dtype));
+    int lrc = lt__check_layout(W, "matmul");
+    if (lrc != LT_OK) return lrc;
     int64_t align = W->dtype == LT_Q8_0 ? LT_QK8_0 : 1;
     if (cols % align != 0)
         return lt_error(LT_EINVAL, "matmul: W (%s) has %lld columns, not a multiple of %lld",

@@ -184,9 +184,8 @@ static int matvec_check(const lt_call *call) {
                                    "%lld, %lld}",
                         (long long)cols, (long long)rows, (long long)W->ne[2],
                         (long long)W->ne[3]);
-    if (W->layout != LT_LAYOUT_PLAIN && (W->layout != LT_LAYOUT_Q8_SPLIT || W->dtype != LT_Q8_0))
-        return lt_error(LT_EINVAL, "matvec: W has layout %d, which %s weights do not have",
-                        (int)W->layout, lt_dtype_name(W->dtype));
+    int lrc = lt__check_layout(W, "matvec");
+    if (lrc != LT_OK) return lrc;
     int64_t align = W->dtype == LT_Q8_0 ? LT_QK8_0 : 1;
     if (cols % align != 0)
         return lt_error(LT_EINVAL, "matvec: W (%s) has %lld columns, not a multiple of %lld",
@@ -274,10 +273,8 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
 
 /* The vector paths work on whole 16-column groups; the rare widths that are
  * not a multiple of 16 (llama2.c's stories260K has an FFN of 172) take the
- * portable path, which computes the same sums. */
-/* Split q8_0 rows are made only where the AVX-512 paths run (resident
- * weights); elsewhere they take the portable path, which reads either
- * layout. */
+ * portable path, which computes the same sums. So do split q8_0 rows on
+ * AVX2: they are made only where the AVX-512 paths run (resident weights). */
 static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *x) {
     if (call->op[1]->ne[0] % 16 || call->op[1]->layout != LT_LAYOUT_PLAIN)

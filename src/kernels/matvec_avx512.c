@@ -101,11 +101,7 @@ LT_INLINE void mv_rows(lt_dtype dt, bool SPLIT, int64_t nbrow, int U, bool PF, c
         const size_t bb = SPLIT ? LT_QK8_0 : sizeof(lt_block_q8_0);
         for (int64_t k = k0, nblk; k < k1; k += nblk * LT_QK8_0) {
             const int64_t b0 = k / LT_QK8_0;
-            nblk = (k1 - k) / LT_QK8_0 < 16 ? (k1 - k) / LT_QK8_0 : 16;
-            if (SPLIT) { /* within one split group */
-                const int64_t end = b0 - b0 % LT_Q8_SPLIT_GROUP + LT_Q8_SPLIT_GROUP;
-                if (end - b0 < nblk) nblk = end - b0;
-            }
+            nblk = lt__q8_chunk(SPLIT, b0, k1 / LT_QK8_0);
             const size_t off = SPLIT ? (size_t)(lt_q8s_qs(w, nbrow, b0) - (const int8_t *)w)
                                      : (size_t)b0 * bb;
             alignas(64) float d[8][16];

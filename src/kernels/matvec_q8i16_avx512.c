@@ -92,11 +92,7 @@ LT_INLINE void q8i16_rows(bool SPLIT, int U, bool PF, const char *w, size_t ld,
         a[u][1] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + 32 * u + 16);
     }
     for (int64_t b = b0, nblk; b < b1; b += nblk) {
-        nblk = b1 - b < 16 ? b1 - b : 16;
-        if (SPLIT) { /* within one split group; b stays even */
-            const int64_t end = b - b % LT_Q8_SPLIT_GROUP + LT_Q8_SPLIT_GROUP;
-            if (end - b < nblk) nblk = end - b;
-        }
+        nblk = lt__q8_chunk(SPLIT, b, b1); /* b stays even */
         const __mmask16 m = nblk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nblk) - 1);
         const __m512 sv = _mm512_maskz_loadu_ps(m, xs + b);
         /* d_b * s_b of 16 blocks per row, broadcast from memory per block */

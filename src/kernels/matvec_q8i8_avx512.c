@@ -180,11 +180,7 @@ LT_INLINE void q8i8_rows(bool VNNI, bool SPLIT, int U, int PF, const char *w, si
      * of a group at b is the row's pair (b + j) / 2, and b stays a multiple
      * of 4, so its accumulator is (j / 2) % 2 */
     for (int64_t b = b0, nblk; b < b1; b += nblk) {
-        nblk = b1 - b < 16 ? b1 - b : 16;
-        if (SPLIT) {
-            const int64_t end = b - b % LT_Q8_SPLIT_GROUP + LT_Q8_SPLIT_GROUP;
-            if (end - b < nblk) nblk = end - b;
-        }
+        nblk = lt__q8_chunk(SPLIT, b, b1);
         const __mmask16 m = nblk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nblk) - 1);
         const __m512 sv = _mm512_maskz_loadu_ps(m, xs + b);
         /* d_b * s_b of the group's blocks, per row */

@@ -53,6 +53,14 @@ static inline float *lt__row_f32(const lt_tensor *t, int64_t r) {
     return (float *)((char *)t->data + (size_t)r * t->nb[1]);
 }
 
+/* Shared weight check: the layout is one W's dtype has (split is q8_0's). */
+static inline int lt__check_layout(const lt_tensor *w, const char *kernel) {
+    if (w->layout == LT_LAYOUT_PLAIN || (w->layout == LT_LAYOUT_Q8_SPLIT && w->dtype == LT_Q8_0))
+        return LT_OK;
+    return lt_error(LT_EINVAL, "%s: W has layout %d, which %s weights do not have", kernel,
+                    (int)w->layout, lt_dtype_name(w->dtype));
+}
+
 /* Shared operand check: present, f32, a 2-d matrix of rows (ne[2] = ne[3]
  * = 1) with contiguous elements and rows at least ne[0] apart. `kernel` and
  * `what` name the operand in the message. */

@@ -332,6 +332,12 @@ static void test_check_and_cost(void) {
     k->cost(&c, &step, &bytes, &flops);
     ASSERT_NEAR(bytes, 5 * 48 * 2 + 3 * 48 * 4 + 2 * 3 * 5 * 4, 0);
     c.ia[0] = 0;
+    /* the split layout is q8_0's alone */
+    f.tw.layout = LT_LAYOUT_Q8_SPLIT;
+    ASSERT_EQ(k->check(&c), LT_EINVAL);
+    ASSERT_TRUE(strstr(lt_errmsg(), "layout") != NULL);
+    f.tw.layout = LT_LAYOUT_PLAIN;
+    ASSERT_EQ(k->check(&c), LT_OK);
 
     lt_tensor bad;
     /* Y with the wrong token count, wrong width, wrong dtype */
