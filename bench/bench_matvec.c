@@ -3,7 +3,7 @@
  * stream `footprint` bytes from memory per sample (as decode streams every
  * layer's weights once per token), with a barrier between calls, and reports
  * achieved GB/s min/median/max per parameter point next to a plain read-only
- * AVX-512 vector stream over the same bytes on the same threads, measured
+ * vector stream over the same bytes on the same threads, measured
  * in the same run. Ends with the point of best geometric-mean ratio.
  *
  * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2]
@@ -27,6 +27,7 @@
 #include "looptune/kernels.h"
 
 #include "bench_team.h"
+#include "core/membw_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -66,25 +67,21 @@ static void run_matvec(void *arg, int ith, int nth) {
     }
 }
 
-/* The baseline: thread ith sums its share of every buffer with AVX-512 loads
- * (four independent accumulators), a barrier after each buffer. */
+/* The baseline: thread ith sums its share of every buffer with the read
+ * kernel `looptune bench` measures the machine with (the best the CPU runs
+ * of its ISA paths: independent vector accumulators), a barrier after each
+ * buffer. */
 static void run_stream(void *arg, int ith, int nth) {
     job *j = arg;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const lt__membw_read_fn read = lt__membw_read_for(lt_isa_active());
     size_t lines = j->nbytes / 256;
     size_t lo = lines * (size_t)ith / (size_t)nth * 256, hi = lines * (size_t)(ith + 1) / (size_t)nth * 256;
+    double sum = 0;
     for (int c = 0; c < j->ncopies; c++) {
-        const char *b = j->bufs[c];
-        for (size_t i = lo; i < hi; i += 256) {
-            a0 = _mm512_add_ps(a0, _mm512_loadu_ps(b + i));
-            a1 = _mm512_add_ps(a1, _mm512_loadu_ps(b + i + 64));
-            a2 = _mm512_add_ps(a2, _mm512_loadu_ps(b + i + 128));
-            a3 = _mm512_add_ps(a3, _mm512_loadu_ps(b + i + 192));
-        }
+        sum += read((const double *)(j->bufs[c] + lo), (hi - lo) / sizeof(double));
         team_barrier(j->t);
     }
-    j->sink[ith * 8] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1),
-                                                          _mm512_add_ps(a2, a3)));
+    j->sink[ith * 8] = sum;
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -98,6 +98,11 @@ lt_isa lt_isa_active(void);
 void lt_isa_force(lt_isa isa);
 const char *lt_isa_name(lt_isa isa);
 int lt_isa_parse(const char *s, lt_isa *out); /* "portable"|"avx2"|"avx512" */
+/* Parses name and forces it: LT_EINVAL naming what the CPU runs if it is
+ * unknown or above lt_isa_detect() (a user's --isa is never clamped). */
+int lt_isa_select(const char *name);
+/* "portable, avx2, ..." up to lt_isa_detect(), into buf (NUL-terminated). */
+void lt_isa_list(char *buf, size_t n);
 /* "model|isa flags|cpus|l1d/l2/l3" written into buf (always NUL-terminated).
  * Returns the length it wanted. */
 size_t lt_host_fingerprint(char *buf, size_t n);

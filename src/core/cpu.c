@@ -138,6 +138,29 @@ int lt_isa_parse(const char *s, lt_isa *out) {
     return lt_error(LT_EINVAL, "unknown ISA '%s' (expected portable, avx2 or avx512)", s);
 }
 
+void lt_isa_list(char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i <= (int)lt_isa_detect() && len < n; i++) {
+        int w = snprintf(buf + len, n - len, "%s%s", i ? ", " : "", lt_isa_name((lt_isa)i));
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+}
+
+int lt_isa_select(const char *name) {
+    lt_isa isa;
+    char has[64];
+    lt_isa_list(has, sizeof has);
+    if (lt_isa_parse(name, &isa) != LT_OK)
+        return lt_error(LT_EINVAL, "unknown ISA '%s' (this CPU runs %s)", name, has);
+    if (isa > lt_isa_detect())
+        return lt_error(LT_EINVAL, "ISA '%s' is not available on this CPU (%s runs %s)", name,
+                        lt_cpu()->model, has);
+    lt_isa_force(isa);
+    return LT_OK;
+}
+
 size_t lt_host_fingerprint(char *buf, size_t n) {
     const lt_cpu_info *c = lt_cpu();
     int len = snprintf(buf, n, "%s|%s%s%s%s%s%s%s%s|cpus=%d|l1d=%zuK,l2=%zuK,l3=%zuK", c->model,

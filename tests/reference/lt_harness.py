@@ -55,6 +55,27 @@ EXTRA_KVS = [
 ]
 
 
+def machine_isas():
+    """The kernel ISA paths this CPU runs, lowest first, read from /proc/cpuinfo (independently
+    of looptune's own cpuid check): portable always; avx2 with AVX2, FMA and F16C; avx512 with
+    AVX-512 F, BW and VL as well."""
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    isas = ["portable"]
+    if {"avx2", "fma", "f16c"} <= flags:
+        isas.append("avx2")
+        if {"avx512f", "avx512bw", "avx512vl"} <= flags:
+            isas.append("avx512")
+    return isas
+
+
 def env_path(name):
     v = os.environ.get(name)
     if not v:

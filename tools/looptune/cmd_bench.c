@@ -170,12 +170,9 @@ int lt_cmd_bench(int argc, char **argv) {
             if (!lt_cli_parse_i64(optarg, 1, 1 << 16, &membw_mib))
                 BAIL("bad --membw-mib '%s': expected 1..65536", optarg);
             break;
-        case O_ISA: {
-            lt_isa isa;
-            if (lt_isa_parse(optarg, &isa)) BAIL("%s", lt_errmsg());
-            lt_isa_force(isa);
+        case O_ISA:
+            if (lt_isa_select(optarg)) BAIL("--isa: %s", lt_errmsg());
             break;
-        }
         case O_EXEC:
             if (lt_executor_parse(optarg, &executor)) BAIL("%s", lt_errmsg());
             break;

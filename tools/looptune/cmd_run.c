@@ -207,12 +207,9 @@ int lt_cmd_run(int argc, char **argv) {
         case O_EXEC:
             if (lt_executor_parse(optarg, &executor)) FAIL("%s", lt_errmsg());
             break;
-        case O_ISA: {
-            lt_isa isa;
-            if (lt_isa_parse(optarg, &isa)) FAIL("%s", lt_errmsg());
-            lt_isa_force(isa);
+        case O_ISA:
+            if (lt_isa_select(optarg)) FAIL("--isa: %s", lt_errmsg());
             break;
-        }
         case O_TEL:
             if (lt_cli_tel_parse(optarg, &tel_opts)) FAIL("%s", lt_errmsg());
             tel_given = true;
