@@ -99,8 +99,8 @@ static inline void lt__row_chunk_f32(const lt_tensor *W, const char *row, int64_
  * NaN as it would in f32. A row's dot is then sum over blocks of
  * (d_b * s[b]) * sum_k q_k xq_k with exact integer inner sums.
  *
- * Exact arithmetic order, shared by the portable and AVX-512 paths (so they
- * give bit-identical y): lane l (0..15) of block b holds the exact int32
+ * Exact arithmetic order, shared by the portable, AVX2 and AVX-512 paths (so
+ * they give bit-identical y): lane l (0..15) of block b holds the exact int32
  * p = q[2l] xq[2l] + q[2l+1] xq[2l+1]; with ds = (float)d_b * s[b] (rounded
  * once), acc[b % 2][l] = fmaf((float)p, ds, acc[b % 2][l]) in increasing b
  * (b counted from the row's start); then h[l] = acc[0][l] + acc[1][l] and
@@ -128,8 +128,8 @@ bool lt__xq_get(const lt_call *call, const lt_step *step, const float *x, lt__xq
  * A row's dot is sum over blocks of (d_b * s[b]) * sum_k q_k xq_k, the inner
  * sums exact in int32.
  *
- * Exact arithmetic order, shared by the portable and AVX-512 paths (so they
- * give bit-identical y): blocks go in pairs (2p, 2p + 1), p counted from the
+ * Exact arithmetic order, shared by the portable, AVX2 and AVX-512 paths (so
+ * they give bit-identical y): blocks go in pairs (2p, 2p + 1), p counted from the
  * row's start; lane l (0..15) of pair p holds the exact int32
  * P = sum_(m < 4) q[4j + m] xq[4j + m] of block 2p + l / 8, j = l % 8 (a
  * missing block 2p + 1 at the row's end: lanes 8..15 are skipped). With
@@ -245,6 +245,12 @@ bool lt__matvec_q8i16_avx512(const lt_call *call, const lt_step *step, int ith, 
  * written, if the quantised x cannot be allocated. */
 bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, int nth,
                             const float *x);
+/* The same two on AVX2 (matvec_q8i16_avx2.c, matvec_q8i8_avx2.c: plain
+ * layout only), same contract and bits. */
+bool lt__matvec_q8i16_avx2(const lt_call *call, const lt_step *step, int ith, int nth,
+                           const float *x);
+bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int nth,
+                          const float *x);
 /* Tests set it to run the AVX-512BW lanes on a CPU with VNNI. */
 extern bool lt__q8i8_avoid_vnni;
 /* The portable act_int8 = 1 path (matvec.c), same contract. */

@@ -275,6 +275,7 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
  * not a multiple of 16 (llama2.c's stories260K has an FFN of 172) take the
  * portable path, which computes the same sums. So do split q8_0 rows on
  * AVX2: they are made only where the AVX-512 paths run (resident weights). */
+#if LT_HAVE_X86
 static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *x) {
     if (call->op[1]->ne[0] % 16 || call->op[1]->layout != LT_LAYOUT_PLAIN)
@@ -287,6 +288,7 @@ static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, i
     if (call->op[1]->ne[0] % 16) matvec_portable_x(call, step, ith, nth, x);
     else lt__matvec_avx512(call, step, ith, nth, x);
 }
+#endif
 
 /* The entries: the input after the prologue by the ISA's own primitives
  * (those of the norm or gate kernel the prologue stands for), the path, then
@@ -299,8 +301,10 @@ static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, i
         if (call->ia[2]) lt__mv_epilogue(call, step, ith, nth, ISA);                      \
     }
 ENTRY(portable, LT_ISA_PORTABLE)
+#if LT_HAVE_X86
 ENTRY(avx2, LT_ISA_AVX2)
 ENTRY(avx512, LT_ISA_AVX512)
+#endif
 #undef ENTRY
 
 /* Defaults measured in the decoder (looptune bench, stories110M shape, 1
@@ -328,7 +332,7 @@ ENTRY(avx512, LT_ISA_AVX512)
  * - rows_per_task 32: a task's y rows fill whole cache lines; 8-128 were
  *   within noise.
  * - k_block 0: x (at most 22 KB for 5632 columns) stays in L1 without it.
- * - act_int16 1 (q8_0 only; AVX-512 and portable): looptune bench, same
+ * - act_int16 1 (q8_0 only; every path): looptune bench, same
  *   model, builds with default 0 and 1 alternating in one run on a busy
  *   shared host (load 2-9 on 2 vCPUs), 24 invocations each (median of 3
  *   runs in each), fraction of read-only min/median/max: 1 thread
@@ -338,7 +342,7 @@ ENTRY(avx512, LT_ISA_AVX512)
  *   768x768) one core computes 23.3 GB/s of q8_0 instead of 15.5. Logits move
  *   by about 1e-5 relative per matvec (the reference tests still pass, at up
  *   to 0.99 of their 1e-4 bound in one run-to-run comparison).
- * - act_int8 1 (q8_0 only; AVX-512 VNNI and portable; wins over act_int16):
+ * - act_int8 1 (q8_0 only; every path; wins over act_int16):
  *   with prefetch 2048 as above. Cache-resident (bench_matvec --act
  *   --footprint 1, 512x2048) one core computes 35 GB/s of q8_0 with int8
  *   activations against 25 with int16. Logits are as close to an exact
@@ -375,8 +379,8 @@ const lt_kernel lt__k_matvec = {
     .run =
         {
             [LT_ISA_PORTABLE] = matvec_portable,
-            [LT_ISA_AVX2] = matvec_avx2,
-            [LT_ISA_AVX512] = matvec_avx512,
+            [LT_ISA_AVX2] = LT_X86_ONLY(matvec_avx2),
+            [LT_ISA_AVX512] = LT_X86_ONLY(matvec_avx512),
         },
     .cost = matvec_cost,
     .check = matvec_check,

@@ -8,8 +8,8 @@
  * reduce(a0 + a1). With k_block the accumulators are parked in per-task
  * scratch between blocks, which keeps that order.
  *
- * act_int16 does not apply here: q8_0 keeps these f32 sums whatever its
- * value (the integer path is AVX-512 and portable only). */
+ * q8_0 takes these f32 sums only with act_int8 = act_int16 = 0: its integer
+ * paths are matvec_q8i8_avx2.c and matvec_q8i16_avx2.c. */
 #include "kernels/linear.h"
 
 #include <immintrin.h>
@@ -141,8 +141,13 @@ static const lt__mv_rows_fn mv_table[LT_DTYPE_COUNT][4][2] = {
 };
 
 void lt__matvec_avx2(const lt_call *call, const lt_step *step, int ith, int nth, const float *xin) {
-    (void)step;
     const lt_tensor *W = call->op[1];
+    if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8]) {
+        if (lt__matvec_q8i8_avx2(call, step, ith, nth, xin)) return;
+    } else if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT16] &&
+               lt__matvec_q8i16_avx2(call, step, ith, nth, xin)) {
+        return;
+    }
     const lt__mv_x x = {.x = xin};
     lt__matvec_drive(call, ith, nth, mv_table[W->dtype], &x);
 }

@@ -6,9 +6,9 @@
  * (threads simulated by calling each ith in turn), overwrite and accumulate;
  * plus check() and cost(). act_int16 = 1 and act_int8 = 1 (q8_0 with int16
  * or int8 activations; int8 wins when both are set): within their
- * quantisation bounds, bit-identical between the portable and AVX-512
- * paths (int8 also on the AVX-512BW lanes used without VNNI), a no-op
- * elsewhere; the per-thread cache of x keyed by (call, step seq); NaN and
+ * quantisation bounds, bit-identical between the portable, AVX2 and
+ * AVX-512 paths (int8 also on the AVX-512BW lanes used without VNNI), a
+ * no-op for other dtypes; the per-thread cache of x keyed by (call, step seq); NaN and
  * zero x. */
 #include "kernels/linear.h" /* lt__q8i8_avoid_vnni */
 #include "looptune/kernels.h"
@@ -40,11 +40,9 @@
 typedef enum { MODE_F32 = 0, MODE_I16 = 32767, MODE_I8 = 127 } mode;
 
 /* The mode a point runs: int8 wins over int16, both apply to q8_0 only, on
- * the portable and AVX-512 paths (the AVX2 path keeps f32 sums). */
-static mode mode_of(const lt_tensor *w, lt_isa isa, const lt_params *p) {
-    /* split rows take the portable path where the ISA has no split one */
-    if (w->dtype != LT_Q8_0 || (isa == LT_ISA_AVX2 && w->layout == LT_LAYOUT_PLAIN))
-        return MODE_F32;
+ * every path (split rows on AVX2 through the portable one). */
+static mode mode_of(const lt_tensor *w, const lt_params *p) {
+    if (w->dtype != LT_Q8_0) return MODE_F32;
     return p->v[LT_PARAM_ACT_INT8] ? MODE_I8 : p->v[LT_PARAM_ACT_INT16] ? MODE_I16 : MODE_F32;
 }
 
@@ -190,7 +188,7 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
     for (;;) {
         for (int i = 0; i < NPARAMS; i++) p.v[i] = d[i].values[idx[i]];
         if (!q8) p.v[LT_PARAM_ACT_INT8] = p.v[LT_PARAM_ACT_INT16];
-        const mode xq = mode_of(&f->tw, isa, &p);
+        const mode xq = mode_of(&f->tw, &p);
         points++;
         for (int nth = 1; nth <= 3; nth++) {
             float *y = nth == 1 ? y1 : yn;
@@ -345,12 +343,14 @@ static void test_sweep(void) {
                     for (int isa = 0; isa <= (int)lt_isa_detect(); isa++)
                         sweep(k, (lt_isa)isa, &f);
                 }
+#if LT_HAVE_X86
                 if (dt == LT_Q8_0 && lt_isa_detect() == LT_ISA_AVX512) {
                     /* the lanes AVX-512 CPUs without VNNI run */
                     lt__q8i8_avoid_vnni = true;
                     sweep(k, LT_ISA_AVX512, &f);
                     lt__q8i8_avoid_vnni = false;
                 }
+#endif
             }
             fixture_free(&f);
         }
@@ -815,16 +815,17 @@ int main(void) {
     for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) test_epilogue((lt_isa)isa);
     test_check_and_cost();
     for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
-        if (isa == LT_ISA_AVX2) continue; /* act_int16 / act_int8 do not apply there */
         test_xq_cache((lt_isa)isa, MODE_I16);
         test_xq_cache((lt_isa)isa, MODE_I8);
         test_xq_special((lt_isa)isa, MODE_I16);
         test_xq_special((lt_isa)isa, MODE_I8);
+#if LT_HAVE_X86
         if (isa == LT_ISA_AVX512) {
             lt__q8i8_avoid_vnni = true;
             test_xq_special((lt_isa)isa, MODE_I8);
             lt__q8i8_avoid_vnni = false;
         }
+#endif
     }
     test_split_same_bits();
     test_sweep();

@@ -1,0 +1,107 @@
+/* matvec, AVX2 path for q8_0 W with int16 activations (act_int16 = 1): x
+ * quantised once per node and thread (linear.h), then per 16 weights one
+ * sign extension to int16 (vpmovsxbw), one pairwise integer dot (vpmaddwd,
+ * the exact int32 sums of linear.h), one conversion and one FMA with the
+ * broadcast d_b * s_b.
+ *
+ * The arithmetic order is the one linear.h fixes: block b into acc[b % 2],
+ * elements 0..15 in lanes 0..7 (one ymm), 16..31 in lanes 8..15 (another),
+ * then the fixed halving reduction; the same as the portable and AVX-512
+ * paths bit for bit, for every unroll, k_block and thread count. Only
+ * q8_0's own 34-byte blocks (split rows are made where AVX-512 runs). */
+#include "kernels/linear.h"
+
+#include <immintrin.h>
+#include <stdalign.h>
+
+#define LT_INLINE static inline __attribute__((always_inline))
+
+/* The halving reduction of linear.h over lanes 0..7 (lo) and 8..15 (hi). */
+LT_INLINE float reduce_halves(__m256 lo, __m256 hi) {
+    __m256 v8 = _mm256_add_ps(lo, hi);
+    __m128 v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+    __m128 v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+    return _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)));
+}
+
+/* Block b (A = b % 2) of U rows into a. */
+LT_INLINE void q8i16_block(int U, bool PF, int A, __m256 a[8][2][2], const char *w, size_t ld,
+                           const int16_t *xq, const float *xs, int64_t b, size_t pf) {
+    const __m256i x0 = _mm256_load_si256((const __m256i *)(xq + b * LT__XQ_BLOCK));
+    const __m256i x1 = _mm256_load_si256((const __m256i *)(xq + b * LT__XQ_BLOCK + 16));
+    const __m256 sv = _mm256_broadcast_ss(xs + b);
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) {
+        const lt_block_q8_0 *blk = (const lt_block_q8_0 *)(w + (size_t)u * ld) + b;
+        if (PF) _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
+        const __m256 ds = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)blk->d)), sv);
+        const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)blk->qs));
+        const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk->qs + 16)));
+        const __m256 p0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(w0, x0));
+        const __m256 p1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(w1, x1));
+        a[u][A][0] = _mm256_fmadd_ps(p0, ds, a[u][A][0]);
+        a[u][A][1] = _mm256_fmadd_ps(p1, ds, a[u][A][1]);
+    }
+}
+
+/* Rows w, w+ld, ... (U of them) over blocks [b0, b1) (b0 even). part holds
+ * the rows' accumulators between k blocks ([U][32] floats): read unless
+ * first, written unless last. When last, y[u] = (or +=) the row's sum. */
+LT_INLINE void q8i16_rows(int U, bool PF, const char *w, size_t ld, const int16_t *xq,
+                          const float *xs, int64_t b0, int64_t b1, size_t pf, float *part,
+                          bool first, bool last, float *y, bool accumulate) {
+    __m256 a[8][2][2];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++)
+        for (int A = 0; A < 2; A++)
+            for (int H = 0; H < 2; H++)
+                a[u][A][H] = first ? _mm256_setzero_ps()
+                                   : _mm256_load_ps(part + 32 * u + 16 * A + 8 * H);
+    int64_t b = b0;
+    for (; b + 2 <= b1; b += 2) {
+        q8i16_block(U, PF, 0, a, w, ld, xq, xs, b, pf);
+        q8i16_block(U, PF, 1, a, w, ld, xq, xs, b + 1, pf);
+    }
+    if (b < b1) q8i16_block(U, PF, 0, a, w, ld, xq, xs, b, pf);
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) {
+        if (last) {
+            float s = reduce_halves(_mm256_add_ps(a[u][0][0], a[u][1][0]),
+                                    _mm256_add_ps(a[u][0][1], a[u][1][1]));
+            y[u] = accumulate ? y[u] + s : s;
+        } else {
+            for (int A = 0; A < 2; A++)
+                for (int H = 0; H < 2; H++)
+                    _mm256_store_ps(part + 32 * u + 16 * A + 8 * H, a[u][A][H]);
+        }
+    }
+}
+
+#define Q8I16_FN(U, PF)                                                                      \
+    static void q8i16_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,    \
+                                 int64_t k1, size_t pf, float *part, bool first, bool last,  \
+                                 float *y, bool accumulate, int64_t groups) {                \
+        for (int64_t g = 0; g < groups; g++)                                                 \
+            q8i16_rows(U, PF, w + (size_t)(g * U) * ld, ld, x->xq, x->xs, k0 / LT_QK8_0,     \
+                       k1 / LT_QK8_0, pf, part + 32 * U * g, first, last, y + U * g,         \
+                       accumulate);                                                          \
+    }
+Q8I16_FN(1, 0) Q8I16_FN(1, 1) Q8I16_FN(2, 0) Q8I16_FN(2, 1)
+Q8I16_FN(4, 0) Q8I16_FN(4, 1) Q8I16_FN(8, 0) Q8I16_FN(8, 1)
+
+/* [log2 rows at once][prefetch] */
+static const lt__mv_rows_fn q8i16_table[4][2] = {
+    {q8i16_1_0, q8i16_1_1}, {q8i16_2_0, q8i16_2_1}, {q8i16_4_0, q8i16_4_1}, {q8i16_8_0, q8i16_8_1}};
+
+bool lt__matvec_q8i16_avx2(const lt_call *call, const lt_step *step, int ith, int nth,
+                           const float *xin) {
+    const int16_t *xq;
+    const float *xs;
+    /* once per node and thread: the portable quantisation's bits */
+    if (!lt__xq_get(call, step, xin, lt__xq_quant_portable, &xq, &xs)) return false;
+    const int64_t cols = call->op[1]->ne[0], kb = call->params.v[LT__MV_K_BLOCK];
+    LT_ASSERT(kb <= 0 || kb >= cols || kb % (2 * LT_QK8_0) == 0);
+    const lt__mv_x x = {.x = xin, .xq = xq, .xs = xs, .row_blocks = cols / LT_QK8_0};
+    lt__matvec_drive(call, ith, nth, q8i16_table, &x);
+    return true;
+}
