@@ -114,7 +114,17 @@ typedef struct {
     int32_t n_values;
     int32_t values[LT_MAX_PARAM_VALUES]; /* the allowed values, ascending */
     int32_t def;                          /* default: measured on the reference machine */
+    /* The ISAs whose paths it changes (bit 1 << lt_isa); 0: every ISA. On
+     * the others it does nothing, so it is no dimension of their space. */
+    uint32_t isas;
 } lt_param_def;
+
+/* The ISAs with vector paths: blocking and prefetch parameters act only there. */
+#define LT_ISAS_VECTOR ((1u << LT_ISA_AVX2) | (1u << LT_ISA_AVX512))
+
+static inline bool lt_param_applies(const lt_param_def *d, lt_isa isa) {
+    return d->isas == 0 || (d->isas >> isa & 1u);
+}
 
 typedef struct {
     const char *name; /* "matvec", "matmul", ... */

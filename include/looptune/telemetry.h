@@ -77,6 +77,7 @@ typedef struct {
 typedef struct {
     const char *name;
     int64_t value;
+    int index; /* in the kernel's parameters (lt_kernel.params) */
 } lt_tel_param;
 
 /* One node of the observed program as records name it. */

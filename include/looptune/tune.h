@@ -29,6 +29,11 @@ typedef struct {
 } lt_space;
 
 void lt_space_from_kernel(lt_space *s, const lt_kernel *k);
+/* Fixes every parameter that does nothing on isa (lt_param_applies) at its
+ * default, a single value: a search over the space spends no trial on it. */
+void lt_space_fit_isa(lt_space *s, lt_isa isa);
+/* The ISA level named in a host class ("model:avx2:2c", lt_host_detect). */
+int lt_host_class_isa(const char *host_class, lt_isa *out);
 /* Drops the values of a kernel's space that run as another value for this
  * call (attention's heads_per_task above the heads sharing a kv head), so a
  * search spends no trial on a duplicate point. */

@@ -208,9 +208,13 @@ const lt_kernel lt__k_matmul = {
     .n_params = LT__MM_NPARAMS,
     .params =
         {
-            [LT__MM_N_BLOCK] = {"n_block", 7, {12, 24, 48, 96, 192, 384, 768}, 192},
-            [LT__MM_M_BLOCK] = {"m_block", 7, {32, 64, 128, 192, 256, 384, 512}, 128},
-            [LT__MM_K_BLOCK] = {"k_block", 8, {64, 128, 192, 256, 384, 512, 768, 1024}, 256},
+            /* blocking of the vector paths; the portable reference has none */
+            [LT__MM_N_BLOCK] = {"n_block", 7, {12, 24, 48, 96, 192, 384, 768}, 192,
+                                LT_ISAS_VECTOR},
+            [LT__MM_M_BLOCK] = {"m_block", 7, {32, 64, 128, 192, 256, 384, 512}, 128,
+                                LT_ISAS_VECTOR},
+            [LT__MM_K_BLOCK] = {"k_block", 8, {64, 128, 192, 256, 384, 512, 768, 1024}, 256,
+                                LT_ISAS_VECTOR},
         },
     .run =
         {

@@ -370,9 +370,11 @@ const lt_kernel lt__k_matvec = {
     .params =
         {
             [LT__MV_ROWS_PER_TASK] = {"rows_per_task", 7, {4, 8, 16, 32, 64, 128, 256}, 32},
-            [LT__MV_UNROLL] = {"unroll", 4, {1, 2, 4, 8}, 1},
-            [LT__MV_K_BLOCK] = {"k_block", 5, {0, 256, 512, 1024, 2048}, 0},
-            [LT__MV_PREFETCH] = {"prefetch", 7, {0, 256, 512, 1024, 2048, 4096, 8192}, 2048},
+            /* the portable reference ignores these three */
+            [LT__MV_UNROLL] = {"unroll", 4, {1, 2, 4, 8}, 1, LT_ISAS_VECTOR},
+            [LT__MV_K_BLOCK] = {"k_block", 5, {0, 256, 512, 1024, 2048}, 0, LT_ISAS_VECTOR},
+            [LT__MV_PREFETCH] = {"prefetch", 7, {0, 256, 512, 1024, 2048, 4096, 8192}, 2048,
+                                 LT_ISAS_VECTOR},
             [LT__MV_ACT_INT16] = {"act_int16", 2, {0, 1}, 1},
             [LT__MV_ACT_INT8] = {"act_int8", 2, {0, 1}, 1},
         },

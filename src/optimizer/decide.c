@@ -40,6 +40,10 @@ static int add_rec(lt_optimizer *o, const char *kernel, const char *config_shape
     if (lt_space_by_name(kernel, &sp) || !strcmp(kernel, "looped") || !strcmp(kernel, "threads") ||
         sp.n_params == 0)
         return -1; /* not tunable per node */
+    lt_isa isa;
+    /* no trial on a parameter that does nothing on the run's ISA (a host
+     * class without one is from an older run: its whole space) */
+    if (lt_host_class_isa(host, &isa) == LT_OK) lt_space_fit_isa(&sp, isa);
     lt_space_fit_shape(&sp, kernel, config_shape); /* no trial on a duplicate point */
     if (o->n_recs == o->cap_recs) {
         int cap = o->cap_recs ? 2 * o->cap_recs : 16;
@@ -101,13 +105,15 @@ void lt__opt_free_state(lt_optimizer *o) {
 }
 
 /* A point of the kernel's whole space from the network, as the point of the
- * record's (fitted) space it runs as. */
+ * record's (fitted) space it runs as. Telemetry leaves out the parameters
+ * that do nothing on the run's ISA: those take their one value. */
 static bool params_from(const lt__rec *R, Looptune__Param **pp, size_t n, lt_params *out) {
     const lt_space *s = &R->space;
     memset(out, 0, sizeof *out);
-    if ((int)n != s->n_params) return false;
+    if ((int)n > s->n_params) return false;
     for (int j = 0; j < s->n_params; j++) {
-        bool found = false;
+        bool found = s->params[j].n_values == 1;
+        out->v[j] = s->params[j].values[0];
         for (size_t i = 0; i < n; i++)
             if (pp[i] && pp[i]->name && !strcmp(pp[i]->name, s->params[j].name)) {
                 /* from the network: out of int32 range is not a value of any space */

@@ -227,7 +227,8 @@ static const lt_tel_node_desc *node_desc(lt__tel_agg *a, int j, const lt__tel_sn
     const lt_tel_node_desc *d = &a->o.nodes->nodes[j];
     if (!s) return d;
     a->desc = *d;
-    for (int k = 0; k < d->n_params; k++) a->desc.params[k].value = s->params[j].v[k];
+    for (int k = 0; k < d->n_params; k++)
+        a->desc.params[k].value = s->params[j].v[d->params[k].index];
     return &a->desc;
 }
 

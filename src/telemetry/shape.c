@@ -74,10 +74,14 @@ int lt__tel_nodes_init(lt__tel_nodes *d, const lt_program *p) {
         nd->shape = s;
         s += sl + 1;
         nd->kernel = k->name;
-        nd->n_params = k->n_params;
+        /* a parameter that does nothing on this ISA is not reported */
+        nd->n_params = 0;
         for (int j = 0; j < k->n_params; j++) {
-            nd->params[j].name = k->params[j].name;
-            nd->params[j].value = info.params.v[j];
+            if (!lt_param_applies(&k->params[j], lt_isa_active())) continue;
+            lt_tel_param *tp = &nd->params[nd->n_params++];
+            tp->name = k->params[j].name;
+            tp->value = info.params.v[j];
+            tp->index = j;
         }
         d->kernels[i] = info.kernel;
     }

@@ -25,6 +25,26 @@ void lt_space_from_kernel(lt_space *s, const lt_kernel *k) {
     lt_space_init(s, k->name, k->params, k->n_params);
 }
 
+void lt_space_fit_isa(lt_space *s, lt_isa isa) {
+    for (int i = 0; i < s->n_params; i++) {
+        lt_param_def *d = &s->params[i];
+        if (lt_param_applies(d, isa)) continue;
+        d->values[0] = d->def;
+        d->n_values = 1;
+    }
+}
+
+int lt_host_class_isa(const char *host_class, lt_isa *out) {
+    const char *a = host_class ? strchr(host_class, ':') : NULL;
+    const char *b = a ? strchr(a + 1, ':') : NULL;
+    char name[16];
+    if (!b || b - a - 1 <= 0 || (size_t)(b - a - 1) >= sizeof name)
+        return lt_error(LT_EINVAL, "host class '%s' names no ISA", host_class ? host_class : "");
+    memcpy(name, a + 1, (size_t)(b - a - 1));
+    name[b - a - 1] = 0;
+    return lt_isa_parse(name, out);
+}
+
 void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call) {
     /* attributes may come from a message: only a real head count fits */
     if (id != LT_K_ATTENTION || call->ia[0] <= 0 || call->ia[1] <= 0 || call->ia[0] % call->ia[1])

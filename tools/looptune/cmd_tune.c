@@ -395,6 +395,7 @@ int lt_cmd_tune(int argc, char **argv) {
             }
             lt_space sp;
             lt_space_from_kernel(&sp, k);
+            lt_space_fit_isa(&sp, lt_isa_active());
             lt_space_fit_call(&sp, ni.kernel, call);
             lt_params best;
             rc = search(k->name, &t, &sp, &ctx, kind, (int)budget, (uint64_t)seed, ni.kernel, call,
