@@ -124,6 +124,18 @@ typedef struct {
     size_t n_topics;
     bool from_beginning; /* without a committed offset, start at the oldest record (else newest) */
     bool auto_commit;    /* commit returned positions in the background; else lt_consumer_commit */
+    /* Read each partition only up to its end when it was assigned (its high
+     * watermark then): later records are not returned, and lt_consumer_at_end
+     * says when every assigned partition is read (a snapshot, as kcat -e). */
+    bool until_end;
+    /* > 0: lt_consumer_open first asks the cluster for its metadata and fails
+     * (LT_ETIMEOUT, with librdkafka's last error, which is not logged) when
+     * no broker answers within this many ms. 0: no check; librdkafka retries
+     * an unreachable broker for ever, with a warning now and then. */
+    int connect_timeout_ms;
+    /* With connect_timeout_ms: LT_ENOTFOUND from open when a topic does not
+     * exist (else poll reports it, and the consumer waits for it). */
+    bool topics_must_exist;
 } lt_consumer_opts;
 
 /* A consumed record. Pointers are valid until the next poll or close. */
@@ -144,6 +156,15 @@ int lt_consumer_open(lt_consumer **out, const lt_consumer_opts *opts);
  * LT_ENOTFOUND when a subscribed topic does not exist, LT_EKAFKA for other
  * errors the caller should see (the consumer stays usable after both). */
 int lt_consumer_poll(lt_consumer *c, int timeout_ms, lt_record *rec);
+/* Whether the group has assigned this member its partitions (possibly
+ * none) at least once: until then no record can arrive, whatever the wait
+ * (joining takes a few seconds on a broker with the default
+ * group.initial.rebalance.delay.ms). */
+bool lt_consumer_assigned(const lt_consumer *c);
+/* With opts.until_end: the group has assigned this member its partitions and
+ * each of them has been read up to its end at assignment (or is empty).
+ * Always false without until_end. */
+bool lt_consumer_at_end(const lt_consumer *c);
 /* Commits, synchronously, the positions after every record returned so far.
  * LT_OK also when there is nothing new to commit. */
 int lt_consumer_commit(lt_consumer *c);

@@ -104,8 +104,16 @@ void lt__kafka_client_destroy(lt__kafka_client *c) {
 
 void lt__kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
     lt__kafka_client *c = rd_kafka_opaque(rk);
-    /* broker failures ("FAIL") also reach error_cb, which says them once */
-    if (level <= LOG_WARNING && c && strcmp(fac, "FAIL")) {
+    /* broker failures ("FAIL") also reach error_cb, which says them once; it
+     * runs only when the application polls, so the why is kept here too */
+    if (level <= LOG_WARNING && c && !strcmp(fac, "FAIL")) {
+        const char *why = buf, *end = strncmp(buf, "[thrd:", 6) ? NULL : strstr(buf, "]: ");
+        if (end) why = end + 3; /* the thread's name: not news to a user */
+        pthread_mutex_lock(&c->err_mu);
+        snprintf(c->last_error, sizeof c->last_error, "%s", why);
+        pthread_mutex_unlock(&c->err_mu);
+    }
+    if (level <= LOG_WARNING && c && strcmp(fac, "FAIL") && !atomic_load(&c->quiet)) {
         char text[512];
         snprintf(text, sizeof text, "%s: %s", fac, buf);
         lt__kafka_warn(&c->warner, c->who, text);
@@ -129,7 +137,7 @@ void lt__kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaqu
         lt_log(LT_LOG_ERROR, "kafka %s: fatal error: %s", c->who, fatal);
         return;
     }
-    lt__kafka_warn(&c->warner, c->who, reason);
+    if (!atomic_load(&c->quiet)) lt__kafka_warn(&c->warner, c->who, reason);
 }
 
 void lt__kafka_last_error(lt__kafka_client *c, char *buf, size_t n) {

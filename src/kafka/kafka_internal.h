@@ -5,6 +5,8 @@
 #define LT_KAFKA_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <librdkafka/rdkafka.h>
@@ -46,12 +48,15 @@ typedef struct {
     _Atomic int64_t errors; /* client-level errors reported by error_cb */
     pthread_mutex_t err_mu;
     char last_error[256];
+    /* While set, errors and warnings are only recorded (last_error), not
+     * logged: the caller reports them itself, in one line. */
+    _Atomic bool quiet;
 } lt__kafka_client;
 
 void lt__kafka_client_init(lt__kafka_client *c, const char *who);
 void lt__kafka_client_destroy(lt__kafka_client *c);
 /* error_cb for handles whose opaque is an lt__kafka_client: counts, keeps
- * the last text, warns (limited). */
+ * the last text, warns (limited) unless the client is quiet. */
 void lt__kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque);
 /* Copies the client's last error text into buf (NUL-terminated). */
 void lt__kafka_last_error(lt__kafka_client *c, char *buf, size_t n);

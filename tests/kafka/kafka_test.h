@@ -77,35 +77,64 @@ static inline char *kt_slurp(const char *path) {
     return s;
 }
 
+/* A program started by kt_start, waited for by kt_check or kt_wait. */
+typedef struct {
+    pid_t pid; /* -1: could not start */
+    uint64_t t0;
+    bool done;
+    int rc;    /* once done: its exit status (128+signal if killed, -1 if it could not run) */
+    double ms; /* once done: the time from its start to its end */
+} kt_proc;
+
+/* Starts argv with stdout and stderr sent to the files out and err. */
+static inline kt_proc kt_start(char *const argv[], const char *out, const char *err) {
+    fflush(stdout); /* else the child writes our buffered lines into its output */
+    fflush(stderr);
+    kt_proc p = {.t0 = lt_now_ns()};
+    p.pid = fork();
+    if (p.pid == 0) {
+        if (!freopen(out, "w", stdout) || !freopen(err, "w", stderr)) _exit(126);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    if (p.pid < 0) p.done = true, p.rc = -1;
+    return p;
+}
+
+/* Whether p has ended (then p->rc and p->ms are set), without waiting; kills
+ * it once timeout_ms have passed since its start. */
+static inline bool kt_check(kt_proc *p, int timeout_ms) {
+    if (p->done) return true;
+    int status = 0;
+    if (waitpid(p->pid, &status, WNOHANG) != p->pid) {
+        if ((int64_t)(lt_now_ns() - p->t0) <= (int64_t)timeout_ms * 1000000) return false;
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, &status, 0);
+    }
+    p->done = true;
+    p->ms = (double)(lt_now_ns() - p->t0) / 1e6;
+    p->rc = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                                                         : -1;
+    return true;
+}
+
+/* Waits for p (see kt_check); returns its exit status, *ms its duration. */
+static inline int kt_wait(kt_proc *p, int timeout_ms, double *ms) {
+    while (!kt_check(p, timeout_ms)) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    if (ms) *ms = p->ms;
+    return p->rc;
+}
+
 /* Runs argv with stdout and stderr sent to the files out and err; kills it
  * after timeout_ms. Returns its exit status (128+signal if killed, -1 if it
  * could not run); *ms gets the time it took. */
 static inline int kt_run(char *const argv[], const char *out, const char *err, int timeout_ms,
                          double *ms) {
-    uint64_t t0 = lt_now_ns();
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        if (!freopen(out, "w", stdout) || !freopen(err, "w", stderr)) _exit(126);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) break;
-        if ((int64_t)(lt_now_ns() - t0) > (int64_t)timeout_ms * 1000000) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    if (ms) *ms = (double)(lt_now_ns() - t0) / 1e6;
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return -1;
+    kt_proc p = kt_start(argv, out, err);
+    return kt_wait(&p, timeout_ms, ms);
 }
 
 #endif

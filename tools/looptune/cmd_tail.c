@@ -17,16 +17,24 @@ static const char *const tail_help =
     "Prints the looptune records of TOPIC as JSON lines on stdout, one per record\n"
     "(proto3 JSON: field names as in proto/looptune.proto, 64-bit integers as strings).\n"
     "A record that is not a looptune envelope is reported on stderr with its partition\n"
-    "and offset, and skipped. Runs until --max, --timeout-ms, or Ctrl-C.\n"
+    "and offset, and skipped. Runs until --exit-at-end, --max, --timeout-ms, or Ctrl-C.\n"
+    "A cluster where no broker answers is an error after 10 s (or --timeout-ms if that\n"
+    "is shorter), --max included.\n"
     "\n"
     "      --brokers B          bootstrap servers host:port[,...]\n"
     "  -X  key=value            librdkafka property, repeatable (SASL/SSL, tuning)\n"
     "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
     "      --from-beginning     start at the oldest record (default: new records only)\n"
     "      --group G            consume as group G and commit (default: a fresh group, no commit)\n"
+    "  -e, --exit-at-end        stop at the end each partition had when it was assigned\n"
+    "                           (records produced later are not waited for), as kcat -e\n"
     "      --max N              stop after N records (skipped ones count)\n"
-    "      --timeout-ms T       stop after T ms without a new record\n"
+    "      --timeout-ms T       stop after T ms without a new record, counted from when the\n"
+    "                           group assigned the partitions (joining takes a few seconds)\n"
     "  -h, --help               this help\n";
+
+/* How long a cluster may take to answer at all. */
+enum { CONNECT_TIMEOUT_MS = 10000 };
 
 static volatile sig_atomic_t tail_stop;
 
@@ -38,7 +46,7 @@ static void on_signal(int sig) {
 int lt_cmd_tail(int argc, char **argv) {
     const char *cmd = "tail";
     const char *brokers = NULL, *group = NULL;
-    bool from_beginning = false;
+    bool from_beginning = false, at_end = false;
     int64_t max = 0, timeout_ms = 0;
     lt_kafka_props *props = NULL;
     if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
@@ -50,13 +58,14 @@ int lt_cmd_tail(int argc, char **argv) {
         {"group", required_argument, 0, O_GROUP},
         {"max", required_argument, 0, O_MAX},
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
+        {"exit-at-end", no_argument, 0, 'e'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
     int c, exit_code = 1;
     lt_consumer *consumer = NULL;
-    while ((c = getopt_long(argc, argv, ":X:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":X:eh", opts, NULL)) != -1) {
         switch (c) {
         case O_BROKERS: brokers = optarg; break;
         case 'X':
@@ -73,6 +82,7 @@ int lt_cmd_tail(int argc, char **argv) {
             break;
         case O_BEGIN: from_beginning = true; break;
         case O_GROUP: group = optarg; break;
+        case 'e': at_end = true; break;
         case O_MAX:
             if (!lt_cli_parse_i64(optarg, 1, INT64_MAX, &max)) {
                 lt_cli_fail(cmd, "bad --max '%s': expected a positive number", optarg);
@@ -113,7 +123,10 @@ int lt_cmd_tail(int argc, char **argv) {
     lt_consumer_opts co = {
         .conn = {.brokers = brokers, .props = props, .client_id = "looptune-tail"},
         .group = group ? group : fresh, .topics = &topic, .n_topics = 1,
-        .from_beginning = from_beginning, .auto_commit = group != NULL};
+        .from_beginning = from_beginning, .auto_commit = group != NULL, .until_end = at_end,
+        .connect_timeout_ms = timeout_ms && timeout_ms < CONNECT_TIMEOUT_MS ? (int)timeout_ms
+                                                                             : CONNECT_TIMEOUT_MS,
+        .topics_must_exist = true};
     int rc = lt_consumer_open(&consumer, &co);
     if (rc) {
         lt_cli_fail_status(cmd, rc, "cannot start the consumer");
@@ -125,21 +138,24 @@ int lt_cmd_tail(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     int64_t n = 0;
-    uint64_t idle_since = lt_now_ns();
+    uint64_t idle_since = 0; /* the assignment, then the last record: joining is not idle */
     exit_code = 0;
-    while (!tail_stop && (!max || n < max)) {
+    while (!tail_stop && (!max || n < max) && !(at_end && lt_consumer_at_end(consumer))) {
         lt_record r;
         rc = lt_consumer_poll(consumer, 200, &r);
+        uint64_t now = lt_now_ns();
+        if (!idle_since && lt_consumer_assigned(consumer)) idle_since = now;
         if (rc < 0) {
             lt_cli_fail(cmd, "%s", lt_errmsg());
             exit_code = 1;
             break;
         }
         if (rc == 0) {
-            if (timeout_ms && lt_now_ns() - idle_since >= (uint64_t)timeout_ms * 1000000ull) break;
+            if (timeout_ms && idle_since && now - idle_since >= (uint64_t)timeout_ms * 1000000ull)
+                break;
             continue;
         }
-        idle_since = lt_now_ns();
+        idle_since = now;
         n++;
         Looptune__Envelope *env;
         char *json = NULL;

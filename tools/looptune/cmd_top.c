@@ -21,7 +21,8 @@ static const char *const top_help =
     "kernel, calls, share of node time, achieved GB/s and GFLOP/s, and the fraction\n"
     "of the host's roofline reached (memory-bound kernels: GB/s over the STREAM triad\n"
     "bandwidth; compute-bound: GFLOP/s over the FMA peak; both from the run's host\n"
-    "record). Redraws once per second until Ctrl-C.\n"
+    "record). Redraws once per second until Ctrl-C. A cluster where no broker answers\n"
+    "is an error after 10 s (with --once: or --timeout-ms, if shorter).\n"
     "\n"
     "      --brokers B          bootstrap servers host:port[,...]\n"
     "  -X  key=value            librdkafka property, repeatable (SASL/SSL, tuning)\n"
@@ -30,10 +31,13 @@ static const char *const top_help =
     "      --from-beginning     include records already on the topic (default: new ones)\n"
     "      --run ID             only this run\n"
     "      --runs N             show the N most recent runs (default 4)\n"
-    "      --once               read the topic from the beginning until it has been quiet\n"
-    "                           for --idle-ms (default 2000), print one frame, exit\n"
-    "      --idle-ms T          with --once: how long a quiet topic means done\n"
-    "      --timeout-ms T       with --once: give up waiting after T ms (default 30000)\n"
+    "      --once               read the topic from the beginning up to the end each partition\n"
+    "                           had when it was assigned (as tail -e), print one frame, exit\n"
+    "      --idle-ms T          with --once: read on, past that end, until no record has come\n"
+    "                           for T ms (counted from the assignment: joining the group\n"
+    "                           takes a few seconds), to include runs still going\n"
+    "      --timeout-ms T       with --once: give up after T ms (default 30000): the frame\n"
+    "                           so far, and an error\n"
     "  -h, --help               this help\n";
 
 typedef struct {
@@ -212,6 +216,9 @@ static void print_frame(top_state *s, const char *topic, int max_runs, FILE *f) 
     fflush(f);
 }
 
+/* How long a cluster may take to answer at all. */
+enum { CONNECT_TIMEOUT_MS = 10000 };
+
 static volatile sig_atomic_t top_stop;
 static void on_signal(int sig) {
     (void)sig;
@@ -222,7 +229,7 @@ int lt_cmd_top(int argc, char **argv) {
     const char *cmd = "top";
     const char *brokers = NULL, *prefix = LT_KAFKA_TOPIC_PREFIX;
     bool once = false, from_beginning = false;
-    int64_t idle_ms = 2000, timeout_ms = 30000, max_runs = 4;
+    int64_t idle_ms = 0, timeout_ms = 30000, max_runs = 4;
     top_state st = {0};
     lt_kafka_props *props = NULL;
     if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
@@ -304,9 +311,14 @@ int lt_cmd_top(int argc, char **argv) {
     snprintf(group, sizeof group, "looptune-top-%ld-%llu", (long)getpid(),
              (unsigned long long)(lt_now_ns() % 1000000000000ull));
     const char *topics[1] = {topic};
+    int connect_ms = CONNECT_TIMEOUT_MS;
+    if (once && timeout_ms < connect_ms) connect_ms = (int)timeout_ms;
+    /* --once reads up to the end unless told to wait for a quiet topic */
     lt_consumer_opts co = {.conn = {.brokers = brokers, .props = props}, .group = group,
                            .topics = topics, .n_topics = 1,
-                           .from_beginning = once || from_beginning};
+                           .from_beginning = once || from_beginning,
+                           .until_end = once && !idle_ms, .connect_timeout_ms = connect_ms,
+                           .topics_must_exist = once};
     int rc = lt_consumer_open(&consumer, &co);
     if (rc) {
         lt_cli_fail_status(cmd, rc, "cannot consume");
@@ -314,14 +326,18 @@ int lt_cmd_top(int argc, char **argv) {
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    uint64_t start = lt_now_ns(), last_record = start, last_frame = 0;
-    bool missing_said = false;
+    uint64_t start = lt_now_ns(), last_frame = 0;
+    uint64_t idle_since = 0; /* the assignment, then the last record: joining is not idle */
+    bool missing_said = false, timed_out = false;
+    exit_code = 0;
     while (!top_stop) {
+        if (once && !idle_ms && lt_consumer_at_end(consumer)) break;
         lt_record rec;
         rc = lt_consumer_poll(consumer, 100, &rec);
         uint64_t now = lt_now_ns();
+        if (!idle_since && lt_consumer_assigned(consumer)) idle_since = now;
         if (rc == 1) {
-            last_record = now;
+            idle_since = now;
             st.records++;
             Looptune__Envelope *e;
             if (lt_envelope_decode(rec.value, rec.len, &e) == LT_OK) {
@@ -337,9 +353,11 @@ int lt_cmd_top(int argc, char **argv) {
             fprintf(stderr, "looptune top: %s\n", lt_errmsg());
         }
         if (once) {
-            if (now - last_record >= (uint64_t)idle_ms * 1000000u ||
-                now - start >= (uint64_t)timeout_ms * 1000000u)
+            if (idle_ms && idle_since && now - idle_since >= (uint64_t)idle_ms * 1000000u) break;
+            if (now - start >= (uint64_t)timeout_ms * 1000000u) {
+                timed_out = true;
                 break;
+            }
             continue;
         }
         if (now - last_frame >= 1000000000u) {
@@ -349,7 +367,15 @@ int lt_cmd_top(int argc, char **argv) {
         }
     }
     print_frame(&st, topic, (int)max_runs, stdout);
-    exit_code = 0;
+    if (timed_out) {
+        const char *when = !lt_consumer_assigned(consumer)
+                               ? "before the group assigned the partitions"
+                           : idle_ms ? "before the topic was quiet for --idle-ms"
+                                     : "before the end of the topic";
+        lt_cli_fail(cmd, "--timeout-ms %lld reached %s: the frame is partial",
+                    (long long)timeout_ms, when);
+        exit_code = 1;
+    }
 done:
     lt_consumer_close(consumer);
     for (int i = 0; i < st.n; i++) free(st.runs[i].k);
