@@ -324,6 +324,10 @@ size_t lt_envelope_key(const Looptune__Envelope *env, char *buf, size_t n);
  * fields at their default value left out. *json is malloc'd (caller frees). */
 int lt_message_to_json(const ProtobufCMessage *msg, char **json);
 int lt_envelope_to_json(const Looptune__Envelope *env, char **json);
+/* s (n bytes) as a JSON string, quotes included, escaped as the records'
+ * JSON is: quotes, backslashes and control characters escaped, bytes that
+ * are not UTF-8 as U+FFFD. *json is malloc'd (caller frees). */
+int lt_json_quote(const char *s, size_t n, char **json);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,8 @@
  * as in the .proto, 64-bit integers as strings, enums by name, bytes in
  * base64, non-finite doubles as "NaN"/"Infinity", fields at their default
  * value left out. The output parses with any JSON reader and matches what
- * protobuf's own JSON printers write. */
+ * protobuf's own JSON printers write. Its string escaping is also offered on
+ * its own, for the CLI's other JSON output. */
 #include "looptune/kafka.h"
 
 #include <math.h>
@@ -252,4 +253,16 @@ int lt_message_to_json(const ProtobufCMessage *msg, char **json) {
 
 int lt_envelope_to_json(const Looptune__Envelope *env, char **json) {
     return lt_message_to_json(&env->base, json);
+}
+
+int lt_json_quote(const char *s, size_t n, char **json) {
+    sbuf b = {0};
+    put_string(&b, (const uint8_t *)s, n);
+    if (b.oom) {
+        free(b.s);
+        *json = NULL;
+        return lt_error(LT_ENOMEM, "json: out of memory");
+    }
+    *json = b.s;
+    return LT_OK;
 }

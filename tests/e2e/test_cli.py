@@ -1,17 +1,20 @@
 """The CLI's reporting, end to end: `bench --json` (single executor and --compare-executors)
 gives consistent figures (achieved GB/s = tokens/s x bytes per token; bandwidth fraction =
-achieved / read-only per run, so its median lies within the ranges), `run` prints a summary whose
-GB/s equals weights per token x decode tokens/s, --param sets a kernel parameter, --help works on
-every command, and bad flags give one line and a non-zero exit."""
+achieved / read-only per run, so its median lies within the ranges) and valid JSON whatever the
+model's path holds, `run` prints a summary whose GB/s equals weights per token x decode
+tokens/s, --param sets a kernel parameter, --help works on every command, and bad flags give one
+line and a non-zero exit."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 BIN = os.environ["LT_BIN"]
 DATA = os.environ["LT_DATA_DIR"]
 MODEL = os.path.join(DATA, "stories260K.bin")
+WORK = os.path.join(os.environ.get("LT_WORK_DIR", "/tmp"), "cli_e2e_%d" % os.getpid())
 
 passed = failed = 0
 
@@ -66,6 +69,24 @@ if j:
           "speed-up lies within the ratios of the ranges")
     check(j["dispatch"]["sync_points_per_token"]["median"] > 0,
           "dispatch synchronises at barriers every token")
+
+# bench --json with a model path holding a quote, a backslash and a control character: still
+# JSON, and the path reads back as it was given
+odd_dir = os.path.join(WORK, 'we"ird\\dir\ttab')
+os.makedirs(odd_dir, exist_ok=True)
+odd_model = os.path.join(odd_dir, "m.bin")
+shutil.copyfile(MODEL, odd_model)
+for extra in ([], ["--compare-executors"]):
+    p = run(["bench", "-m", odd_model, "-t", "2", "-n", "4", "-r", "1", "--membw-mib", "16",
+             "--json"] + extra)
+    try:
+        j = json.loads(p.stdout)
+        check(p.returncode == 0 and j["model"] == odd_model,
+              "bench --json %s: a path with \" \\ and a tab parses back" % " ".join(extra),
+              j["model"])
+    except (ValueError, KeyError) as e:
+        check(False, "bench --json %s: a path with \" \\ and a tab parses" % " ".join(extra),
+              "%s: %r" % (e, p.stdout[:200]))
 
 # run summary consistency
 p = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "20", "--temp", "0", "--print-ids"])
@@ -148,5 +169,6 @@ for args, word in ((["bench", "-m", MODEL, "--executor", "nope"], "executor"),
     check(p.returncode > 0 and word in p.stderr and len(p.stderr.strip().splitlines()) == 1,
           "%s: one-line error naming %s" % (" ".join(args[:1] + args[3:]), word), p.stderr)
 
+shutil.rmtree(WORK, ignore_errors=True)
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed or not passed else 0)

@@ -227,6 +227,12 @@ static void test_json(void) {
     env.host = &h;
     expect_json(&env, "{\"version\":1,\"host\":{\"cpu_model\":\"a\\ufffdb\\u0001\",\"triad_gb_s\":"
                       "\"NaN\",\"read_gb_s\":\"-Infinity\",\"peak_gflops\":0.3333333333333333}}");
+    /* the same escaping on its own (bench --json's strings): a NUL inside counts */
+    char *q = NULL;
+    const char raw[] = "/m/we\"ird\\d\tx\n\xff\0z\xc3\xa9";
+    ASSERT_EQ(lt_json_quote(raw, sizeof raw - 1, &q), LT_OK);
+    ASSERT_STREQ(q ? q : "", "\"/m/we\\\"ird\\\\d\\tx\\n\\ufffd\\u0000z\xc3\xa9\"");
+    free(q);
 }
 
 static uint64_t xorshift(uint64_t *s) {

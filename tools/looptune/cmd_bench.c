@@ -91,6 +91,15 @@ static int decode_run(lt_llama *l, int64_t n, double *tok_s, lt_llama_sync *sync
     return LT_OK;
 }
 
+/* s as a JSON string, through the records' JSON writer (a path may hold
+ * quotes, backslashes, control characters or bytes that are not UTF-8). */
+static void print_json_string(const char *s) {
+    char *q = NULL;
+    if (lt_json_quote(s, strlen(s), &q) == LT_OK) fputs(q, stdout);
+    else fputs("null", stdout); /* out of memory */
+    free(q);
+}
+
 static void print_stat_json(const char *name, stat3 s, bool last) {
     printf("\"%s\":{\"min\":%.6g,\"median\":%.6g,\"max\":%.6g}%s", name, s.min, s.median, s.max,
            last ? "" : ",");
@@ -311,17 +320,22 @@ int lt_cmd_bench(int argc, char **argv) {
     stat3 s_r = stats_of(rd, (int)runs), s_tr = stats_of(tr, (int)runs);
     stat3 s_ratio = compare ? stats_of(ratio, (int)runs) : (stat3){0, 0, 0};
     if (json) {
-        printf("{\"model\":\"%s\",\"dtype\":\"%s\",\"threads\":%lld,\"tokens\":%lld,\"runs\":%lld,"
-               "\"isa\":\"%s\",\"bytes_per_token\":%.0f,",
-               model_path, lt_dtype_name(m->wtype), (long long)threads, (long long)n_tok,
-               (long long)runs, lt_isa_name(lt_isa_active()), bytes_tok);
+        printf("{\"model\":");
+        print_json_string(model_path);
+        printf(",\"dtype\":");
+        print_json_string(lt_dtype_name(m->wtype));
+        printf(",\"threads\":%lld,\"tokens\":%lld,\"runs\":%lld,\"isa\":", (long long)threads,
+               (long long)n_tok, (long long)runs);
+        print_json_string(lt_isa_name(lt_isa_active()));
+        printf(",\"bytes_per_token\":%.0f,", bytes_tok);
         print_stat_json("read_gb_s", s_r, false);
         print_stat_json("triad_gb_s", s_tr, false);
         if (compare) print_stat_json("speedup_looped_over_dispatch", s_ratio, false);
         for (int e = 0; e < n_exec; e++) {
             /* a single executor's figures sit at the top level; compared ones under their names */
-            if (compare) printf("\"%s\":{", lt_executor_name(ex[e].e));
-            else printf("\"executor\":\"%s\",", lt_executor_name(ex[e].e));
+            if (!compare) printf("\"executor\":");
+            print_json_string(lt_executor_name(ex[e].e));
+            printf(compare ? ":{" : ",");
             print_stat_json("tok_s", stats_of(ex[e].tps, (int)runs), false);
             print_stat_json("gb_s", stats_of(ex[e].gbs, (int)runs), false);
             print_stat_json("bw_fraction", stats_of(ex[e].frac, (int)runs), false);
