@@ -88,6 +88,21 @@ for extra in ([], ["--compare-executors"]):
         check(False, "bench --json %s: a path with \" \\ and a tab parses" % " ".join(extra),
               "%s: %r" % (e, p.stdout[:200]))
 
+# tune with stderr to a file (no terminal): one progress line per tuned kernel, shape and space,
+# in the order of the result table, each with that row's trials
+store = os.path.join(WORK, "configs.tsv")
+err_path = os.path.join(WORK, "tune.err")
+with open(err_path, "w") as err_file:
+    p = subprocess.run([BIN, "tune", "-m", MODEL, "--budget", "2", "--config-store", store],
+                       stdout=subprocess.PIPE, stderr=err_file, text=True, timeout=300)
+with open(err_path) as f:
+    progress = [ln for ln in f.read().splitlines() if ln.startswith("tune: ") and " trial" in ln]
+rows = [ln.split() for ln in p.stdout.splitlines()[1:] if ln.strip()]
+want = ["tune: %s %s: %s trial%s," % (r[0], r[1], r[5], "" if r[5] == "1" else "s") for r in rows]
+check(p.returncode == 0 and len(rows) >= 3, "tune --budget 2 exits 0 with a table", p.stdout)
+check(len(progress) == len(rows) and all(ln.startswith(w) for ln, w in zip(progress, want)),
+      "tune without a terminal: a progress line per table row", "%s vs %s" % (progress, want))
+
 # run summary consistency
 p = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "20", "--temp", "0", "--print-ids"])
 check(p.returncode == 0, "run exits 0", p.stderr)

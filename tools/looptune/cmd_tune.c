@@ -23,7 +23,8 @@ static const char *const tune_help =
     "Searches each kernel's parameters (per distinct shape), the looped executor's and\n"
     "the number of threads of decode and of prefill steps (a step may use fewer than\n"
     "--threads), and writes the best configurations to the config store, which\n"
-    "`looptune run` and `looptune bench` warm-start from.\n"
+    "`looptune run` and `looptune bench` warm-start from. Progress goes to stderr: a\n"
+    "line redrawn on a terminal, else one line per kernel and shape searched.\n"
     "\n"
     "  -m, --model FILE         GGUF or llama2.c checkpoint\n"
     "      --strategy S         model (XGBoost-guided, default), random or exhaustive\n"
@@ -108,10 +109,14 @@ typedef struct {
 } result_row;
 
 /* Searches one space; check validates a candidate on the real call (NULL:
- * the space is the whole constraint). Fills row; returns the best point. */
+ * the space is the whole constraint). Fills row; returns the best point.
+ * Progress goes to stderr: one line redrawn per trial on a terminal, else
+ * (a log, CI) one line per space searched. */
 static int search(const char *what, target *t, const lt_space *sp, const lt_tune_context *ctx,
                   lt_strategy_kind kind, int budget, uint64_t seed, lt_kernel_id kid,
                   const lt_call *call, result_row *row, lt_params *best) {
+    uint64_t t_start = lt_now_ns();
+    bool tty = isatty(STDERR_FILENO);
     lt_params def, inc;
     lt_space_default(sp, &def);
     inc = def;
@@ -160,14 +165,14 @@ static int search(const char *what, target *t, const lt_space *sp, const lt_tune
             inc = cand;
             inc_cost *= res.ratio;
         }
-        if (isatty(STDERR_FILENO)) { /* one line, redrawn */
+        if (tty) { /* one line, redrawn */
             fprintf(stderr, "\r%-10s %-34s trial %3d/%-3d best %.3fx   ", sp->name, row->shape,
                     used, budget, lt_median(ds, PAIRS) / inc_cost);
             fflush(stderr);
         }
     }
     lt_strategy_free(st);
-    if (isatty(STDERR_FILENO)) fprintf(stderr, "\r%*s\r", 80, "");
+    if (tty) fprintf(stderr, "\r%*s\r", 80, "");
     if (rc) return rc;
     /* the verdict: default against the incumbent, more pairs */
     lt_compare_result fin;
@@ -181,6 +186,12 @@ static int search(const char *what, target *t, const lt_space *sp, const lt_tune
     row->samples = np;
     lt_space_format(sp, &inc, row->params, sizeof row->params);
     *best = inc;
+    if (!tty) {
+        fprintf(stderr, "tune: %s %s: %d trial%s, %.3fx (%s) in %.1f s\n", what, row->shape,
+                used, used == 1 ? "" : "s", row->speedup, row->params,
+                (double)(lt_now_ns() - t_start) / 1e9);
+        fflush(stderr);
+    }
     return LT_OK;
 }
 
