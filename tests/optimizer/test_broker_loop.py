@@ -3,14 +3,16 @@
 
 A q8_0 model starts with deliberately bad matvec parameters (from a config
 store file). `looptune optimizer` (a separate process, consumer group) and
-`looptune run --tune online` close the loop over the broker:
-  - decode tokens/s at the end of the run beats the start by a wide margin
-    (the bad parameters cost ~1.7x on this model; the test asks 1.15x);
-  - the optimizer kept candidates and wrote them to the compacted configs
-    topic: the latest Config per key there is faster than the defaults and is
-    not the bad configuration;
-  - a second run warm-starts from that topic (--config-store kafka) and says how
-    many configurations it applied, and decodes faster than the bad start;
+`looptune run --tune online` close the loop over the broker. The test asserts
+what the loop decided and applied, never a speed (the figures are printed):
+  - the optimizer ran trials and kept candidates, and the run applied them:
+    its summary lists parameters moved away from the bad configuration;
+  - the optimizer wrote what it kept to the compacted configs topic: the
+    latest Config per key there is one it measured faster than the defaults
+    and is not the bad configuration;
+  - a second run warm-starts from that topic (--config-store kafka), says how
+    many configurations it applied, and runs with exactly those parameters
+    (its run start on the telemetry topic);
   - an optimizer stopped mid-run and restarted in the same group resumes: it
     reads what the first one learned from the configs topic and its
     observations from the trials log, finds the running program again, and
@@ -70,6 +72,23 @@ def before_after(stderr):
     if not m:
         fail(f"no online tuning summary in: {stderr[-3000:]}")
     return float(m.group(1)), float(m.group(2))
+
+
+def applied_changes(stderr):
+    """The run summary's lines of parameters changed since the start, one per kernel and shape:
+    '  matvec q8_0:288x768:decode: unroll 1 -> 8 k_block 256 -> 0'."""
+    return "\n".join(l for l in stderr.splitlines() if re.match(r"  matvec \S+:", l))
+
+
+def run_start_params(servers, topic, run_id, pb):
+    """{config_shape: {param: value}} of the matvec nodes in run run_id's RunStart."""
+    for rec in read_all(servers, topic):
+        env = pb.Envelope.FromString(rec.value())
+        if env.WhichOneof("payload") == "run_start" and env.run_start.run_id == run_id:
+            return env.run_start.host_class, {
+                k.config_shape: {p.name: p.value for p in k.params}
+                for k in env.run_start.kernels if k.kernel == "matvec"}
+    fail(f"no run start of run {run_id} on {topic}")
 
 
 def start_optimizer(binary, servers, prefix, log_path, extra=()):
@@ -135,10 +154,15 @@ def main():
     m = re.search(r"online tuning: (\d+) trials, (\d+) changes applied, (\d+) controls rejected", r1.stderr)
     if not m or int(m.group(1)) < 3 or int(m.group(2)) < 1:
         fail(f"too few trials or no change: {m.group(0) if m else r1.stderr[-2000:]}\n{olog_text[-3000:]}")
-    if after < 1.15 * before:
-        fail(f"tokens/s did not go up enough: {before:.1f} -> {after:.1f}\n{olog_text[-3000:]}")
     if "kept" not in olog_text:
         fail(f"the optimizer kept nothing:\n{olog_text[-3000:]}")
+    bad_params = dict(kv.split("=") for kv in BAD.split(","))
+    moved = [(name, old, new) for name, old, new in
+             re.findall(r" (\w+) (-?\d+) -> (-?\d+)", applied_changes(r1.stderr))
+             if name in bad_params and old == bad_params[name] and new != old]
+    if not moved:
+        fail(f"the run applied no change away from the bad configuration:\n{r1.stderr[-3000:]}")
+    print(f"run 1: applied {len(moved)} parameter changes away from the bad configuration")
 
     # 2. the compacted topic holds the best configurations
     from google.protobuf import json_format  # noqa: F401
@@ -161,26 +185,35 @@ def main():
             assert key.encode() in latest, key
     print(f"configs topic: {len(latest)} keys, {len(better)} faster than the defaults")
 
-    # 3. a second run warm-starts from the topic, and is faster than a run from
-    #    the bad configurations (alternating runs, same length, medians)
-    warm, cold, n_warm = [], [], None
-    for k in range(4):
-        if k % 2 == 0:
-            r2 = sh(run_args + ["-n", "400", "--config-store", "kafka", "--telemetry", "kafka"])
-            m = re.search(r"warm start: (\d+) configurations from " + re.escape(prefix + "configs"),
-                          r2.stderr)
-            if not m or int(m.group(1)) < 1:
-                fail(f"run 2 did not warm-start from the topic: {r2.stderr[-2000:]}")
-            n_warm = int(m.group(1))
-            warm.append(tok_s(r2.stderr))
-        else:
-            cold.append(tok_s(sh(run_args + ["-n", "400", "--config-store", bad, "--telemetry",
-                                             "kafka"]).stderr))
-    w, c = sorted(warm)[-1], sorted(cold)[-1]  # best of two each: the least disturbed runs
-    print(f"run 2: warm start from the topic: {n_warm} configurations, {w:.1f} tok/s; "
-          f"from the bad configurations {c:.1f} tok/s")
-    if w < 1.15 * c:
-        fail(f"the warm-started run is not faster than the bad start: {warm} vs {cold}")
+    # 3. a second run warm-starts from the topic and runs with what it holds (a run from the
+    #    bad configurations alongside, for the figures only)
+    r2 = sh(run_args + ["-n", "400", "--config-store", "kafka", "--telemetry", "kafka"])
+    m = re.search(r"warm start: (\d+) configurations from " + re.escape(prefix + "configs"),
+                  r2.stderr)
+    if not m or int(m.group(1)) < 1:
+        fail(f"run 2 did not warm-start from the topic: {r2.stderr[-2000:]}")
+    n_warm = int(m.group(1))
+    rid = re.search(r"telemetry run ([0-9a-f]{32}) to ", r2.stderr)
+    if not rid:
+        fail(f"no telemetry summary in run 2: {r2.stderr[-2000:]}")
+    with tempfile.TemporaryDirectory() as out_dir:
+        pb = compile_proto(proto_dir, out_dir)
+        host_class, in_force = run_start_params(servers, prefix + "telemetry", rid.group(1), pb)
+    matched = 0
+    for shape, params in in_force.items():
+        c = latest.get(f"matvec|{shape}|{host_class}".encode())
+        if c is None:
+            continue
+        want = {p.name: p.value for p in c.params if p.name in params}
+        if params != {**params, **want}:
+            fail(f"run 2's matvec {shape} runs {params}, the topic holds {want}")
+        matched += 1
+    if matched < 1:
+        fail(f"run 2 runs no configuration of the topic: {in_force} vs {list(latest)}")
+    cold = tok_s(sh(run_args + ["-n", "400", "--config-store", bad, "--telemetry",
+                                "kafka"]).stderr)
+    print(f"run 2: warm start from the topic: {n_warm} configurations, {matched} matvec shapes "
+          f"running them, {tok_s(r2.stderr):.1f} tok/s; from the bad configurations {cold:.1f} tok/s")
 
     # 4. restart: a fresh bad run; optimizer A stops mid-run, B resumes in the same group
     prefix2 = prefix + "r."
