@@ -2,11 +2,14 @@
 gives consistent figures (achieved GB/s = tokens/s x bytes per token; bandwidth fraction =
 achieved / read-only per run, so its median lies within the ranges) and valid JSON whatever the
 model's path holds, `run` prints a summary whose GB/s equals weights per token x decode
-tokens/s, --param sets a kernel parameter, --help works on every command, and bad flags give one
-line and a non-zero exit."""
+tokens/s, --param sets a kernel parameter, `tune` reports progress without a terminal,
+--version names the version, commit and ISA paths, --help works on every command, and bad flags
+give one line and a non-zero exit."""
 
 import json
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -158,6 +161,27 @@ for cmd in ("run", "bench", "model-gen"):
           and "unknown option" in p.stderr, cmd + " rejects an unknown flag in one line", p.stderr)
 p = run(["--help"])
 check(p.returncode == 0 and "commands:" in p.stdout, "looptune --help")
+# --version and version: the version of CMakeLists.txt's project(), a commit of this repository,
+# the ISA paths of the architecture
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(DATA)))
+p, p2 = run(["--version"]), run(["version"])
+check(p.returncode == 0 and p2.returncode == 0 and p.stdout == p2.stdout, "--version = version")
+m = re.match(r"looptune (\S+) \(commit (\S+)\)\nISA paths: ([a-z0-9, ]+) \(", p.stdout)
+with open(os.path.join(SRC, "CMakeLists.txt")) as f:
+    want = re.search(r"project\(looptune VERSION (\S+)", f.read())
+isas = "portable, avx2, avx512" if platform.machine() in ("x86_64", "AMD64") else "portable"
+check(m is not None and want is not None and m.group(1) == want.group(1),
+      "--version: the project's version", p.stdout)
+check(m is not None and m.group(3) == isas, "--version: the ISA paths " + isas, p.stdout)
+if m:
+    # git describe: [TAG-N-g]HASH[-dirty]
+    commit = re.sub(r"-dirty$", "", m.group(2)).split("-g")[-1]
+    g = subprocess.run(["git", "-C", SRC, "cat-file", "-e", commit + "^{commit}"],
+                       capture_output=True) if shutil.which("git") else None
+    in_git = g is not None and subprocess.run(["git", "-C", SRC, "rev-parse"],
+                                              capture_output=True).returncode == 0
+    check((g is not None and g.returncode == 0) if in_git else commit == "unknown",
+          "--version: a commit of this repository", m.group(2))
 p = run(["frobnicate"])
 check(p.returncode != 0 and "unknown command" in p.stderr, "unknown command")
 for args, word in ((["bench", "-m", MODEL, "--executor", "nope"], "executor"),

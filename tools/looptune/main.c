@@ -4,6 +4,26 @@
 
 #include "cli.h"
 
+#ifndef LT_VERSION
+#define LT_VERSION "unknown"
+#endif
+#ifndef LT_GIT_COMMIT
+#define LT_GIT_COMMIT "unknown"
+#endif
+/* The kernels' ISA paths in this build: the AVX ones exist for x86-64 alone. */
+#if defined(__x86_64__)
+#define LT_ISA_PATHS "portable, avx2, avx512"
+#else
+#define LT_ISA_PATHS "portable"
+#endif
+
+/* looptune --version, looptune version: what this binary is. */
+static int version(void) {
+    printf("looptune %s (commit %s)\n", LT_VERSION, LT_GIT_COMMIT);
+    printf("ISA paths: %s (this CPU runs up to %s)\n", LT_ISA_PATHS, lt_isa_name(lt_isa_detect()));
+    return 0;
+}
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -25,6 +45,8 @@ static void usage(FILE *f) {
                "programs of measured kernels.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "  %-10s %s\n", "version", "the version, the git commit and the ISA paths built in "
+                                         "(also --version)");
 }
 
 int main(int argc, char **argv) {
@@ -36,6 +58,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) return version();
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "looptune: unknown command '%s' (see looptune --help)\n", argv[1]);
