@@ -165,6 +165,10 @@ void lt_model_close(lt_model *m); /* NULL is a no-op */
  * the int8 matvec. Tensor data pointers, strides and layouts change; call
  * after lt_isa_force and before building programs. */
 int lt_model_make_resident(lt_model *m);
+/* Why the resident weights are not on huge pages (transparent huge pages
+ * off or missing in the kernel, or refused), in one line; NULL when they
+ * are, or before lt_model_make_resident. */
+const char *lt_model_page_note(const lt_model *m);
 /* Bytes of weights read per decoded token (every projection, one embedding
  * row, norms, the classifier). */
 size_t lt_model_weight_bytes_per_token(const lt_model *m);

@@ -58,6 +58,7 @@ typedef struct {
     float *norms;      /* owned f32 copies of every norm weight */
     void *resident;    /* lt_model_make_resident: the huge-page copy of the weights */
     size_t resident_bytes;
+    char page_note[160]; /* why the resident copy has no huge pages; "" if it has */
 } lt__model_priv;
 void lt__model_priv_free(lt__model_priv *p);
 

@@ -3,6 +3,8 @@
  * pages: the hardware prefetcher stops at every page boundary and every
  * page costs a TLB miss, which keeps decode well below the bandwidth a
  * plain sequential read reaches. 2 MiB pages remove both. */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -52,6 +54,42 @@ static int collect(lt_model *m, lt_tensor **list, int cap) {
     return n;
 }
 
+/* Asks for transparent huge pages on [base, base + bytes); a hint whose
+ * failure costs speed only, so it leaves a note of why, not an error. */
+static void huge_page_hint(void *base, size_t bytes, char *note, size_t n) {
+    /* LT_THP_SYSFS stands in for the kernel's file in tests */
+    const char *sys = getenv("LT_THP_SYSFS") ? getenv("LT_THP_SYSFS")
+                                             : "/sys/kernel/mm/transparent_hugepage/enabled";
+    static const char *const cost = "the weights sit on 4 KiB pages and decode reads them slower";
+    note[0] = 0;
+    char mode[128] = "";
+    FILE *f = fopen(sys, "r");
+    if (!f) {
+        snprintf(note, n, "this kernel has no transparent huge pages (%s is missing): %s", sys,
+                 cost);
+        return;
+    }
+    if (!fgets(mode, sizeof mode, f)) mode[0] = 0;
+    fclose(f);
+    if (strstr(mode, "[never]")) {
+        snprintf(note, n, "transparent huge pages are off (%s: never): %s", sys, cost);
+        return;
+    }
+#ifdef MADV_HUGEPAGE
+    if (madvise(base, bytes, MADV_HUGEPAGE) != 0)
+        snprintf(note, n, "madvise(MADV_HUGEPAGE) failed (%s): %s", strerror(errno), cost);
+#else
+    (void)base;
+    (void)bytes;
+    snprintf(note, n, "this system has no MADV_HUGEPAGE: %s", cost);
+#endif
+}
+
+const char *lt_model_page_note(const lt_model *m) {
+    const lt__model_priv *p = m->priv;
+    return p && p->resident && p->page_note[0] ? p->page_note : NULL;
+}
+
 int lt_model_make_resident(lt_model *m) {
     lt__model_priv *p = m->priv;
     if (p->resident) return LT_OK;
@@ -68,9 +106,7 @@ int lt_model_make_resident(lt_model *m) {
         return lt_error(LT_ENOMEM, "cannot allocate %zu bytes for the weights", bytes);
     }
     char *base = (char *)align_up((size_t)raw, HUGE_PAGE);
-#ifdef MADV_HUGEPAGE
-    madvise(base, bytes - (size_t)(base - raw), MADV_HUGEPAGE); /* a hint: failure is harmless */
-#endif
+    huge_page_hint(base, bytes - (size_t)(base - raw), p->page_note, sizeof p->page_note);
     bool tied = m->output.data == m->tok_embd.data;
     size_t off = 0;
     for (int i = 0; i < n; i++) {

@@ -376,6 +376,51 @@ static void test_tokenizer_override(void) {
     remove(path);
 }
 
+/* The resident copy says why it has no huge pages: with the kernel's THP
+ * switch at never (a stand-in file), missing, or as this machine has it. */
+static void page_note_with(const char *sysfs, const char *want) {
+    char model[600];
+    snprintf(model, sizeof model, "%s/stories260K.bin", data_dir);
+    if (sysfs) setenv("LT_THP_SYSFS", sysfs, 1);
+    else unsetenv("LT_THP_SYSFS");
+    lt_model *m = NULL;
+    ASSERT_EQ(lt_model_open(&m, model, NULL), LT_OK);
+    if (!m) return;
+    ASSERT_TRUE(lt_model_page_note(m) == NULL); /* not resident yet */
+    ASSERT_EQ(lt_model_make_resident(m), LT_OK);
+    const char *note = lt_model_page_note(m);
+    if (want) {
+        ASSERT_TRUE(note && strstr(note, want) && strstr(note, "4 KiB pages"));
+        if (note && !strstr(note, want)) fprintf(stderr, "  note: %s\n", note);
+    } else {
+        ASSERT_TRUE(note == NULL);
+    }
+    lt_model_close(m);
+    unsetenv("LT_THP_SYSFS");
+}
+
+static void test_page_note(void) {
+    char never[600];
+    snprintf(never, sizeof never, "%s/mo_%d_thp_never", work_dir, (int)getpid());
+    FILE *f = fopen(never, "w");
+    ASSERT_TRUE(f != NULL);
+    if (!f) return;
+    fputs("always madvise [never]\n", f);
+    fclose(f);
+    page_note_with(never, "are off");
+    page_note_with("/nonexistent/transparent_hugepage/enabled", "no transparent huge pages");
+    remove(never);
+    /* the machine itself: a note exactly when its switch is at never or absent */
+    FILE *sys = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char mode[128] = "";
+    if (sys) {
+        if (!fgets(mode, sizeof mode, sys)) mode[0] = 0;
+        fclose(sys);
+    }
+    page_note_with(NULL, !sys ? "no transparent huge pages" : strstr(mode, "[never]") ? "are off"
+                                                                                       : NULL);
+}
+
 int main(void) {
     const char *wd = getenv("LT_WORK_DIR"), *dd = getenv("LT_DATA_DIR");
     snprintf(work_dir, sizeof work_dir, "%s", wd && *wd ? wd : "/tmp");
@@ -388,5 +433,6 @@ int main(void) {
     test_bad_models();
     test_llama2c_to_gguf();
     test_tokenizer_override();
+    test_page_note();
     return lt_test_finish();
 }

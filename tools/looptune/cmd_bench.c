@@ -244,6 +244,8 @@ int lt_cmd_bench(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot load the weights into memory");
         goto done;
     }
+    if (lt_model_page_note(m))
+        fprintf(stderr, "looptune %s: note: %s\n", cmd, lt_model_page_note(m));
     if (n_tok + 1 > m->cfg.seq_len) {
         lt_cli_fail(cmd, "--tokens %lld exceeds the context length %lld", (long long)n_tok,
                     (long long)m->cfg.seq_len);

@@ -292,6 +292,8 @@ int lt_cmd_run(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot load the weights into memory");
         goto done;
     }
+    if (lt_model_page_note(m))
+        fprintf(stderr, "looptune %s: note: %s\n", cmd, lt_model_page_note(m));
     if (prompt_ids) {
         if (!lt_cli_parse_ids(prompt_ids, &ids, &n_ids)) {
             lt_cli_fail(cmd, "bad --prompt-ids '%s': expected comma-separated token ids", prompt_ids);
