@@ -164,6 +164,30 @@ void lt_optimizer_handle(lt_optimizer *o, const void *value, size_t len);
  * for another kind of study; LT_EFORMAT naming the problem for a bad one. */
 int lt_optimizer_restore_trial(lt_optimizer *o, const Looptune__Trial *t);
 void lt_optimizer_stats_get(lt_optimizer *o, lt_optimizer_stats *out);
+/* Why the optimizer started no trial on a run when it last looked. */
+typedef enum {
+    LT_OPT_WAIT_NONE = 0,   /* it has not looked yet, or a trial was started */
+    LT_OPT_WAIT_WINDOWS,    /* fewer telemetry windows than a first trial waits for */
+    LT_OPT_WAIT_BUDGET,     /* too few decode steps for a trial within --explore-share */
+    LT_OPT_WAIT_THROUGHPUT, /* the trials so far cost what --min-throughput allows */
+    LT_OPT_WAIT_STALE,      /* the run's telemetry stopped */
+    LT_OPT_WAIT_DONE,       /* nothing left to explore (or no tunable kernel) */
+    LT_OPT_WAIT_OTHER,      /* kernels busy on other runs, a strategy error, ... */
+} lt_opt_wait;
+
+/* What the optimizer knows of one run, for the run's own summary. */
+typedef struct {
+    int64_t windows;    /* telemetry windows of the run it has seen (the first may be partial) */
+    int64_t steps;      /* decode steps in them */
+    int64_t trials;     /* trials it started on the run */
+    bool in_trial;      /* one is in flight */
+    lt_opt_wait wait;   /* why it started none when it last looked */
+    char waiting[256];  /* ... in words, with the figures ("" with LT_OPT_WAIT_NONE) */
+} lt_optimizer_run_info;
+
+/* Fills *out for run_id. LT_ENOTFOUND when the run's start never reached
+ * the optimizer. Not concurrently with lt_optimizer_poll or _handle. */
+int lt_optimizer_run_info_get(lt_optimizer *o, const char *run_id, lt_optimizer_run_info *out);
 /* Writes a table of what was learned (per kernel and shape: default and
  * incumbent cost, speed-up, trials, state) to f. */
 void lt_optimizer_report(lt_optimizer *o, FILE *f);

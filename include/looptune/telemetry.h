@@ -282,6 +282,9 @@ void lt_tel_begin(lt_tel *t);
 void lt_tel_step_end(lt_tel *t, const lt_step *step);
 /* Stops observing (removes the observer) and closes the last window. */
 void lt_tel_end(lt_tel *t);
+/* Windows closed so far, each with at least one step (by their step count
+ * or duration, a retag, lt_tel_end). On the stepping thread. */
+int64_t lt_tel_windows_closed(const lt_tel *t);
 
 /* A window's attribution to an online-tuning trial. */
 typedef struct {

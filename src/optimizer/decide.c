@@ -9,6 +9,8 @@
  * control making it the incumbent, a Config on the configs topic), anything
  * else is left to roll back (the run is already back on the incumbent). */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -520,31 +522,73 @@ static int phase_steps(const lt_optimizer *o, const lt__run *r) {
 
 static void start_trial(lt_optimizer *o, int ri, int k, const lt_params *p, int P, int W);
 
-/* Starts the next trial of run ri if its budget allows. */
+/* Notes why run r gets no trial now (for lt_optimizer_run_info_get). */
+static void wait_on(lt__run *r, lt_opt_wait why, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void wait_on(lt__run *r, lt_opt_wait why, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->waiting, sizeof r->waiting, fmt, ap);
+    va_end(ap);
+    r->wait = why;
+}
+
+/* Starts the next trial of run ri if its budget allows; else notes why not. */
 static void maybe_start(lt_optimizer *o, int ri) {
     lt__run *r = &o->runs[ri];
-    if (r->trial || r->ended || !r->n_units) return;
+    if (r->trial || r->ended) return;
+    if (!r->n_units) {
+        wait_on(r, LT_OPT_WAIT_DONE, "the run has no kernel it tunes");
+        return;
+    }
     /* a window's records arrive node by node: wait until two whole windows
      * of every node are in, or the first nodes' kernels would be the only
      * ones with enough windows when the first trial is chosen */
-    if (r->windows_seen < 3) return;
-    if (wall_ns() > r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) return;
+    if (r->windows_seen < 3) {
+        wait_on(r, LT_OPT_WAIT_WINDOWS, "it had %lld of the 3 telemetry windows a first trial "
+                "waits for", (long long)r->windows_seen);
+        return;
+    }
+    if (wall_ns() > r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) {
+        wait_on(r, LT_OPT_WAIT_STALE, "the run's telemetry stopped for more than %lld ms",
+                (long long)o->o.stale_ms);
+        return;
+    }
     push_best_known(o, r);
     int P = o->o.trial_pairs, W = phase_steps(o, r);
     double cand = (double)r->cand_steps + (double)P * W;
     double total = (double)r->steps + 2.0 * P * W;
-    if (cand > o->o.explore_share * total) return;
+    if (cand > o->o.explore_share * total) {
+        /* the steps it takes: cand <= share x (steps + 2PW) */
+        wait_on(r, LT_OPT_WAIT_BUDGET, "a trial of %d pairs of %d-step phases fits the "
+                "exploration budget (%.0f%% of the decode steps) from %.0f decode steps on; it "
+                "had seen %llu", P, W, 100.0 * o->o.explore_share,
+                ceil(cand / o->o.explore_share - 2.0 * P * W), (unsigned long long)r->steps);
+        return;
+    }
     /* the next trial must fit too: expect it to cost what the run's trials
      * cost on average, so the bound holds after it, not only before */
     double expect = r->trials_charged ? r->loss_ns / r->trials_charged : 0;
-    if (r->loss_ns + expect > (1.0 - o->o.min_throughput) * r->time_ns) return;
+    if (r->loss_ns + expect > (1.0 - o->o.min_throughput) * r->time_ns) {
+        wait_on(r, LT_OPT_WAIT_THROUGHPUT, "its trials cost %.1f%% of its decode time, another "
+                "would pass the %.0f%% the throughput bound allows", 100.0 * r->loss_ns /
+                r->time_ns, 100.0 * (1.0 - o->o.min_throughput));
+        return;
+    }
     double sum = 0;
     for (int k = 0; k < r->n_units; k++) sum += unit_cost(&r->units[k]);
-    if (!(sum > 0)) return;
+    if (!(sum > 0)) {
+        wait_on(r, LT_OPT_WAIT_WINDOWS, "no kernel time measured yet");
+        return;
+    }
     if (r->extend) { /* the second look at a promising candidate comes first */
         lt__unit *xu = &r->units[r->ext_unit];
         lt__rec *R = &o->recs[xu->rec];
-        if (R->busy_run >= 0) return;
+        if (R->busy_run >= 0) {
+            wait_on(r, LT_OPT_WAIT_OTHER, "the candidate it measures again is in a trial on "
+                    "another run");
+            return;
+        }
         r->extend = false;
         if (R->converged || lt_space_index(&R->space, &xu->incumbent) != r->ext_incumbent) {
             /* the first look's pairs were against another incumbent: they
@@ -560,11 +604,13 @@ static void maybe_start(lt_optimizer *o, int ri) {
             return;
         }
     }
-    int best = -1;
+    int best = -1, n_done = 0, n_busy = 0;
     double best_pri = -1;
     for (int k = 0; k < r->n_units; k++) {
         lt__unit *u = &r->units[k];
         lt__rec *R = &o->recs[u->rec];
+        n_done += R->converged;
+        n_busy += !R->converged && R->busy_run >= 0;
         if (R->converged || R->busy_run >= 0 || u->windows < 2 * u->n_nodes) continue;
         double gb_s = u->bytes / u->ns, gflops = u->flops / u->ns;
         /* diminishing returns: a record's priority shrinks with the trials it
@@ -577,10 +623,24 @@ static void maybe_start(lt_optimizer *o, int ri) {
             best = k;
         }
     }
-    if (best < 0) return;
+    if (best < 0) {
+        if (n_done == r->n_units)
+            wait_on(r, LT_OPT_WAIT_DONE, "every kernel of the run has finished exploring");
+        else if (n_done + n_busy == r->n_units)
+            wait_on(r, LT_OPT_WAIT_OTHER, "its kernels left to explore are in trials on other "
+                    "runs");
+        else
+            wait_on(r, LT_OPT_WAIT_WINDOWS, "no kernel left to explore has two whole windows "
+                    "of every node yet");
+        return;
+    }
     lt__unit *u = &r->units[best];
     lt__rec *R = &o->recs[u->rec];
-    if (strategy_of(o, R)) return;
+    if (strategy_of(o, R)) {
+        wait_on(r, LT_OPT_WAIT_OTHER, "%s %s: no strategy: %s", R->kernel, R->config_shape,
+                lt_errmsg());
+        return;
+    }
     if (!R->seeded) {
         /* the incumbent anchors the strategy's cost scale: costs are relative
          * to the defaults, and the incumbent is the best known */
@@ -592,6 +652,7 @@ static void maybe_start(lt_optimizer *o, int ri) {
     int got = lt_strategy_propose(R->strat, &p, 1);
     if (got <= 0) {
         set_converged(o, R, u->recent, "space exhausted");
+        wait_on(r, LT_OPT_WAIT_OTHER, "%s %s: space exhausted", R->kernel, R->config_shape);
         return;
     }
     start_trial(o, ri, best, &p, P, W);
@@ -602,6 +663,8 @@ static void start_trial(lt_optimizer *o, int ri, int k, const lt_params *p, int 
     lt__run *r = &o->runs[ri];
     lt__rec *R = &o->recs[r->units[k].rec];
     r->trial = true;
+    r->started++;
+    wait_on(r, LT_OPT_WAIT_NONE, "%s", "");
     r->t_unit = k;
     r->cand_params = *p;
     snprintf(r->cand, sizeof r->cand, "c%llu", (unsigned long long)++o->next_cand);
@@ -785,6 +848,20 @@ void lt__opt_timers(lt_optimizer *o) {
         if (now - r->t_started > limit) decide(o, i, "timed out");
     }
     o->st.runs_live = live;
+}
+
+int lt_optimizer_run_info_get(lt_optimizer *o, const char *run_id, lt_optimizer_run_info *out) {
+    memset(out, 0, sizeof *out);
+    int ri = find_run(o, run_id);
+    if (ri < 0) return lt_error(LT_ENOTFOUND, "optimizer: run %s was never seen", run_id);
+    const lt__run *r = &o->runs[ri];
+    out->windows = r->windows_seen;
+    out->steps = (int64_t)r->steps;
+    out->trials = r->started;
+    out->in_trial = r->trial;
+    out->wait = r->wait;
+    snprintf(out->waiting, sizeof out->waiting, "%s", r->waiting);
+    return LT_OK;
 }
 
 void lt_optimizer_report(lt_optimizer *o, FILE *f) {

@@ -61,6 +61,10 @@ typedef struct {
     double trial_ns, trial_steps; /* all nodes, during the trial in flight */
     uint64_t last_ns; /* writer's clock of the latest record (CLOCK_REALTIME ns) */
     bool ended;
+    /* why maybe_start started no trial when it last looked, for the run's summary */
+    lt_opt_wait wait;
+    char waiting[256];
+    int64_t started; /* trials started on this run */
     /* the trial in flight */
     bool trial;
     int t_unit;

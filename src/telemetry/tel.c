@@ -48,6 +48,7 @@ struct lt_tel {
     bool observing;
     uint64_t seq, t_step_begin, t_win_begin;
     int64_t win_steps;
+    int64_t win_closed; /* windows closed with at least one step */
     uint32_t carry_flags; /* CLOSE/COUNTERS of a message that could not be sent */
     uint64_t carry_ctr[LT_CTR_COUNT], carry_wall;
     lt__tel_counters *ctrs;
@@ -66,6 +67,8 @@ struct lt_tel {
 };
 
 const char *lt_tel_run_id_of(const lt_tel *t) { return t->run_id; }
+
+int64_t lt_tel_windows_closed(const lt_tel *t) { return t->win_closed; }
 
 /* ---- the hot path ----------------------------------------------------------------- */
 
@@ -306,6 +309,7 @@ void lt_tel_step_end(lt_tel *t, const lt_step *step) {
         m.flags |= LT__STEP_CLOSE;
         t->win_steps = 0;
         t->t_win_begin = now;
+        t->win_closed++;
     }
     if (t->ctrs && (t->seq + 1) % (uint64_t)t->o.counters_every == 0) {
         uint64_t v[LT_CTR_COUNT];
@@ -342,6 +346,7 @@ void lt_tel_end(lt_tel *t) {
     if (!t->observing) return;
     lt_program_set_observer(t->o.program, NULL);
     t->observing = false;
+    if (t->win_steps > 0) t->win_closed++;
     /* closes the last window */
     lt__tel_stepmsg m = {.seq = t->seq, .flags = LT__STEP_NONE | LT__STEP_CLOSE,
                          .t_begin_ns = t->t_step_begin, .t_end_ns = t->t_step_begin};
@@ -398,6 +403,7 @@ int lt_tel_retag(lt_tel *t, const lt_tel_tag *tag) {
     t->carry_flags = 0;
     memset(t->carry_ctr, 0, sizeof t->carry_ctr);
     t->carry_wall = 0;
+    if (t->win_steps > 0) t->win_closed++;
     t->win_steps = 0;
     t->t_win_begin = now;
     return LT_OK;

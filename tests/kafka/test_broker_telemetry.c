@@ -6,7 +6,8 @@
  * the run's own summary: records emitted, decode tokens and time, and the
  * weight bytes per token (from the matvec windows' analytic bytes). Then
  * `looptune top --once` shows the run, and a per-call run carries a sample
- * for every node of every step. */
+ * for every node of every step. A run with online tuning and no optimizer
+ * on the cluster says why it started no trial. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,6 +291,28 @@ static void test_per_call_run(void) {
     free(keys);
 }
 
+/* run --tune online on the cluster, no optimizer on its topics: the summary
+ * names the reason, the control topic and the brokers. */
+static void test_online_without_optimizer(void) {
+    char prefix[96], want[512];
+    kt_unique(prefix, sizeof prefix, "lt-online");
+    strcat(prefix, ".");
+    /* 40 decode steps: 5 windows of 8, more than the 3 a first trial waits for */
+    char *argv[] = {(char *)bin, "run", "-m", model, "--prompt-ids", "1,403,407", "-n", "41",
+                    "--temp", "0", "--print-ids", "--tune", "online", "--brokers",
+                    (char *)brokers, "--topic-prefix", prefix, "--telemetry-window-tokens", "8",
+                    NULL};
+    double ms;
+    ASSERT_EQ(run_cli(argv, &ms), 0);
+    char *err = kt_slurp(err_path);
+    ASSERT_TRUE(err && strstr(err, "online tuning: 0 trials (no optimizer reachable), "));
+    snprintf(want, sizeof want, "no trial started: no control for this run arrived on %scontrol "
+             "at %s", prefix, brokers);
+    ASSERT_TRUE(err && strstr(err, want));
+    if (err && !strstr(err, want)) fprintf(stderr, "run stderr:\n%s", err);
+    free(err);
+}
+
 int main(void) {
     brokers = kt_require_bootstrap();
     bin = getenv("LT_BIN");
@@ -306,6 +329,7 @@ int main(void) {
     ASSERT_EQ(run_cli(gen, &ms), 0);
     test_window_run();
     test_per_call_run();
+    test_online_without_optimizer();
     remove(out_path);
     remove(err_path);
     remove(model);

@@ -436,7 +436,54 @@ static void auto_phase_case(void) {
     }
 }
 
+/* What the optimizer tells a run's summary: why no trial yet, with the
+ * figures. Windows of 8 steps; a first trial waits for 3 windows, then for
+ * the exploration budget: a trial of 6 pairs of 64-step phases (the phase
+ * length of ~4 us steps) is 384 candidate steps, within 25% of the decode
+ * steps from 4 x 384 - 2 x 6 x 64 = 768 steps on. */
+static void run_info_case(void) {
+    lt_space_by_name("matvec", &SPACE);
+    lt_params bad = {.v = {4, 1, 2048, 0, 0}};
+    sim s;
+    memset(&s, 0, sizeof s);
+    s.rng = 5;
+    for (int i = 0; i < N_NODES; i++) s.cur[i] = s.inc[i] = bad;
+    FILE *devnull = getenv("LT_TEST_LOG") ? stderr : fopen("/dev/null", "w");
+    lt_optimizer_opts oo = {.strategy = LT_STRAT_MODEL, .seed = 5, .stale_ms = 1000000,
+                            .log = devnull, .on_control = on_control, .on_config = on_config,
+                            .hook_user = &s};
+    lt_optimizer *o;
+    ASSERT_EQ(lt_optimizer_open(&o, &oo), LT_OK);
+    lt_optimizer_run_info in;
+    ASSERT_EQ(lt_optimizer_run_info_get(o, "run-1", &in), LT_ENOTFOUND);
+    send_start(o, &bad);
+    ASSERT_EQ(lt_optimizer_run_info_get(o, "run-1", &in), LT_OK);
+    ASSERT_EQ(in.wait, LT_OPT_WAIT_NONE); /* it has not looked yet */
+    for (int t = 0; t < 16; t++) step(o, &s);
+    ASSERT_EQ(lt_optimizer_run_info_get(o, "run-1", &in), LT_OK);
+    ASSERT_EQ(in.windows, 2);
+    ASSERT_EQ(in.steps, 16);
+    ASSERT_EQ(in.wait, LT_OPT_WAIT_WINDOWS);
+    ASSERT_TRUE(strstr(in.waiting, "it had 2 of the 3 telemetry windows") != NULL);
+    for (int t = 0; t < 16; t++) step(o, &s);
+    ASSERT_EQ(lt_optimizer_run_info_get(o, "run-1", &in), LT_OK);
+    ASSERT_EQ(in.wait, LT_OPT_WAIT_BUDGET);
+    ASSERT_TRUE(strstr(in.waiting, "6 pairs of 64-step phases") != NULL);
+    ASSERT_TRUE(strstr(in.waiting, "from 768 decode steps on; it had seen 32") != NULL);
+    ASSERT_EQ(in.trials, 0);
+    for (int t = 0; t < 3000 && !s.first_trial_ptok; t++) step(o, &s);
+    ASSERT_EQ(lt_optimizer_run_info_get(o, "run-1", &in), LT_OK);
+    ASSERT_EQ(in.trials, 1);
+    ASSERT_TRUE(in.in_trial);
+    ASSERT_EQ(in.wait, LT_OPT_WAIT_NONE);
+    ASSERT_STREQ(in.waiting, "");
+    ASSERT_TRUE(in.steps >= 768 && in.steps < 768 + 8);
+    lt_optimizer_close(o);
+    if (devnull != stderr) fclose(devnull);
+}
+
 int main(void) {
+    run_info_case();
     auto_phase_case();
     run_case(0.0, 1);
     run_case(0.03, 7);

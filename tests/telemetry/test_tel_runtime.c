@@ -37,7 +37,9 @@ static void run(lt_program *p, lt_pool *pool, lt_executor ex, lt_tel_opts o, int
         lt_tel_step_end(r->tel, &st);
     }
     lt_tel_end(r->tel);
+    int64_t closed = lt_tel_windows_closed(r->tel); /* the stepping thread's count */
     lt_tel_close(r->tel, &r->st);
+    ASSERT_EQ(closed, r->st.windows);
     ASSERT_EQ(r->ms.closed, 1);
 }
 
@@ -324,7 +326,9 @@ static void test_retag_phases(lt_executor ex) {
         lt_tel_step_end(r.tel, &st);
     }
     lt_tel_end(r.tel);
+    int64_t closed = lt_tel_windows_closed(r.tel); /* retags close windows too */
     lt_tel_close(r.tel, &r.st);
+    ASSERT_EQ(closed, r.st.windows);
     check_consistency(&r, 4, N, nth);
     ASSERT_EQ(r.st.ring_dropped, 0);
     ASSERT_EQ(r.st.steps_lost, 0);

@@ -35,6 +35,8 @@ struct lt_cli_tune {
     int64_t last_change;  /* ... and of the last one */
     uint64_t t_first_step, t_last_change;
     int64_t applied_seen;
+    /* for the summary's reason when no trial started */
+    char run_id[64], brokers[256], control[160];
 };
 
 int lt_cli_tune_init(lt_cli_tune **out, const lt_cli_tune_opts *o) {
@@ -68,8 +70,11 @@ int lt_cli_tune_before_open(void *user, const char *brokers, lt_devbroker *dev,
                             const char *run_id) {
     lt_cli_tune *t = user;
     lt_kafka_conn conn = {.brokers = brokers, .props = t->o.props};
-    char control[160];
-    snprintf(control, sizeof control, "%s%s", t->prefix, lt_kafka_topic_suffix(LT_TOPIC_CONTROL));
+    char *control = t->control;
+    snprintf(control, sizeof t->control, "%s%s", t->prefix,
+             lt_kafka_topic_suffix(LT_TOPIC_CONTROL));
+    snprintf(t->run_id, sizeof t->run_id, "%s", run_id);
+    snprintf(t->brokers, sizeof t->brokers, "%s", brokers);
     int rc;
     if (dev) {
         for (int k = 0; k < LT_TOPIC_COUNT; k++) {
@@ -159,9 +164,80 @@ static void measure(lt_cli_tune *t, double *tps_initial, double *tps_tuned) {
     }
 }
 
+/* A first trial waits for this many telemetry windows of the run (the
+ * optimizer's rule: two whole ones of every node, the first may be partial). */
+enum { FIRST_TRIAL_WINDOWS = 3 };
+
+/* Why a run started no trial: a short tag for the summary line and a
+ * sentence with the figures. windows: those the run closed while decoding.
+ * Call after the in-process optimizer's thread has stopped. */
+static void no_trial_reason(const lt_cli_tune *t, const lt_online_stats *st, int64_t windows,
+                            char *tag, size_t ntag, char *why, size_t nwhy) {
+    double ms = t->t_last > t->t_first_step ? (double)(t->t_last - t->t_first_step) / 1e6 : 0;
+    if (windows < FIRST_TRIAL_WINDOWS) {
+        snprintf(tag, ntag, "too few telemetry windows");
+        snprintf(why, nwhy, "its %lld decode steps closed %lld telemetry window%s and a first "
+                 "trial waits for %d: decode more tokens (-n) or close windows sooner "
+                 "(--telemetry-window-tokens)", (long long)t->n, (long long)windows,
+                 windows == 1 ? "" : "s", FIRST_TRIAL_WINDOWS);
+        return;
+    }
+    if (t->opt) {
+        lt_optimizer_run_info in;
+        const char *hint = "decode more tokens (-n)";
+        if (lt_optimizer_run_info_get(t->opt, t->run_id, &in) != LT_OK) {
+            snprintf(tag, ntag, "run too short");
+            snprintf(why, nwhy, "the decode ended after %.0f ms, before the optimizer had the "
+                     "run's start: %s", ms, hint);
+            return;
+        }
+        if (in.trials > 0) {
+            snprintf(tag, ntag, "run too short");
+            snprintf(why, nwhy, "the optimizer sent a trial once the decode had ended (after "
+                     "%.0f ms, %lld telemetry windows): %s", ms, (long long)windows, hint);
+            return;
+        }
+        if (in.windows < FIRST_TRIAL_WINDOWS) {
+            snprintf(tag, ntag, "run too short");
+            snprintf(why, nwhy, "the decode lasted %.0f ms (%lld steps, %lld telemetry windows) "
+                     "and ended before %d of its windows had reached the optimizer (%lld had), "
+                     "which a first trial waits for: %s", ms, (long long)t->n,
+                     (long long)windows, FIRST_TRIAL_WINDOWS, (long long)in.windows, hint);
+            return;
+        }
+        switch (in.wait) {
+        case LT_OPT_WAIT_THROUGHPUT: snprintf(tag, ntag, "throughput bound"); hint = NULL; break;
+        case LT_OPT_WAIT_STALE: snprintf(tag, ntag, "telemetry stopped"); hint = NULL; break;
+        case LT_OPT_WAIT_DONE: snprintf(tag, ntag, "nothing left to explore"); hint = NULL; break;
+        case LT_OPT_WAIT_OTHER: snprintf(tag, ntag, "optimizer waiting"); hint = NULL; break;
+        default: snprintf(tag, ntag, "run too short"); break;
+        }
+        snprintf(why, nwhy, "the decode lasted %.0f ms (%lld steps, %lld telemetry windows); "
+                 "the optimizer, with %lld of the windows (%lld steps), started none: %s%s%s",
+                 ms, (long long)t->n, (long long)windows, (long long)in.windows,
+                 (long long)in.steps, in.waiting[0] ? in.waiting : "it had not looked yet",
+                 hint ? ": " : "", hint ? hint : "");
+        return;
+    }
+    int64_t for_us = st->received - st->ignored;
+    if (for_us == 0) {
+        snprintf(tag, ntag, "no optimizer reachable");
+        snprintf(why, nwhy, "no control for this run arrived on %s at %s in its %.0f ms of "
+                 "decode: is `looptune optimizer --brokers %s` running? (a first trial also "
+                 "needs %d telemetry windows and a few seconds of decode)", t->control,
+                 t->brokers, ms, t->brokers, FIRST_TRIAL_WINDOWS);
+        return;
+    }
+    snprintf(tag, ntag, "no trial offered");
+    snprintf(why, nwhy, "%lld control%s for this run arrived (%lld applied, %lld rejected), none "
+             "a trial", (long long)for_us, for_us == 1 ? "" : "s", (long long)st->applied,
+             (long long)st->rejected);
+}
+
 void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
     if (!t) return;
     lt_online_stats st = {0};
+    int64_t windows = t->tel ? lt_tel_windows_closed(t->tel) : 0; /* while decoding */
     if (t->tel) lt_tel_end(t->tel); /* the closing measurement is not a decode step */
     atomic_store(&t->stop, true);
     if (t->opt_running) pthread_join(t->opt_thread, NULL);
@@ -171,11 +247,14 @@ void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
         lt_online_stats_get(t->online, &st);
     }
     if (f && t->online) {
-        fprintf(f, "  online tuning: %lld trials, %lld changes applied, %lld controls rejected; "
-                   "%lld of %lld decode steps (%.1f%%) ran candidates\n",
-                (long long)st.trials, (long long)st.applied, (long long)st.rejected,
-                (long long)st.candidate_tokens, (long long)t->n,
-                t->n ? 100.0 * (double)st.candidate_tokens / (double)t->n : 0.0);
+        char tag[64] = "", why[1024] = "";
+        if (!st.trials) no_trial_reason(t, &st, windows, tag, sizeof tag, why, sizeof why);
+        fprintf(f, "  online tuning: %lld trials%s%s%s, %lld changes applied, %lld controls "
+                   "rejected; %lld of %lld decode steps (%.1f%%) ran candidates\n",
+                (long long)st.trials, tag[0] ? " (" : "", tag, tag[0] ? ")" : "",
+                (long long)st.applied, (long long)st.rejected, (long long)st.candidate_tokens,
+                (long long)t->n, t->n ? 100.0 * (double)st.candidate_tokens / (double)t->n : 0.0);
+        if (why[0]) fprintf(f, "  no trial started: %s\n", why);
         /* throughput while exploring. The context grows through a run and
          * every step gets slower with it, so each step is compared with the
          * steps outside trials around it (within LOCAL steps on either side):
