@@ -79,6 +79,31 @@ double lt_now_s(void);    /* CLOCK_MONOTONIC, seconds */
 
 typedef enum { LT_ISA_PORTABLE = 0, LT_ISA_AVX2, LT_ISA_AVX512, LT_ISA_COUNT } lt_isa;
 
+/* Whether this build has the x86 ISA paths (the *_avx2.c / *_avx512.c files
+ * are compiled for x86 alone). Elsewhere (aarch64) lt_isa_detect() is
+ * LT_ISA_PORTABLE and every kernel runs its portable path. A dispatch table
+ * names an x86 path as LT_X86_ONLY(sym): NULL where there is none, so the
+ * lookup falls back to portable; code that calls the x86 paths is inside
+ * #if LT_HAVE_X86. */
+#if defined(__x86_64__) || defined(__i386__)
+#define LT_HAVE_X86 1
+#define LT_X86_ONLY(sym) (sym)
+#else
+#define LT_HAVE_X86 0
+#define LT_X86_ONLY(sym) NULL
+#endif
+
+/* One iteration of a spin-wait: tells the core this thread waits (x86
+ * pause, Arm yield), so a sibling hyperthread or the memory system gets
+ * the cycles. */
+static inline void lt__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ volatile("yield" ::: "memory");
+#endif
+}
+
 typedef struct {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;

@@ -160,7 +160,7 @@ void lt_model_close(lt_model *m); /* NULL is a no-op */
 /* Copies the weight matrices out of the file mapping into memory backed by
  * transparent huge pages, in the order decode streams them (fewer TLB
  * misses, and hardware prefetchers that do not stop every 4 KiB). Where
- * the active ISA is AVX-512, q8_0 projections are repacked in the split
+ * the active ISA is AVX-512 or AVX2, q8_0 projections are repacked in the split
  * layout (core.h) with rows on cache lines: the same values, read faster by
  * the int8 matvec. Tensor data pointers, strides and layouts change; call
  * after lt_isa_force and before building programs. */

@@ -273,13 +273,11 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
 
 /* The vector paths work on whole 16-column groups; the rare widths that are
  * not a multiple of 16 (llama2.c's stories260K has an FFN of 172) take the
- * portable path, which computes the same sums. So do split q8_0 rows on
- * AVX2: they are made only where the AVX-512 paths run (resident weights). */
+ * portable path, which computes the same sums. */
 #if LT_HAVE_X86
 static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *x) {
-    if (call->op[1]->ne[0] % 16 || call->op[1]->layout != LT_LAYOUT_PLAIN)
-        matvec_portable_x(call, step, ith, nth, x);
+    if (call->op[1]->ne[0] % 16) matvec_portable_x(call, step, ith, nth, x);
     else lt__matvec_avx2(call, step, ith, nth, x);
 }
 

@@ -27,10 +27,20 @@ LT_INLINE size_t row_offset(lt_dtype dt, int64_t k) {
     }
 }
 
+/* Where element k of a row starts: for q8_0 (k a block start) its block's
+ * quants, in either layout (S: split, rows of nb blocks). */
+LT_INLINE const char *elem_ptr(lt_dtype dt, bool S, int64_t nb, const char *row, int64_t k) {
+    if (dt == LT_Q8_0)
+        return S ? (const char *)lt_q8s_qs(row, nb, k / LT_QK8_0)
+                 : (const char *)((const lt_block_q8_0 *)row + k / LT_QK8_0)->qs;
+    return row + row_offset(dt, k);
+}
+
 /* Weights k+8i..k+8i+7 of a row as f32 (i < 4; for q8_0 k is a block start
  * and d its scale). */
-LT_INLINE __m256 load8(lt_dtype dt, const char *row, int64_t k, int i, __m256 d) {
-    const char *p = row + row_offset(dt, k);
+LT_INLINE __m256 load8(lt_dtype dt, bool S, int64_t nb, const char *row, int64_t k, int i,
+                       __m256 d) {
+    const char *p = elem_ptr(dt, S, nb, row, k);
     switch (dt) {
     case LT_F32: return _mm256_loadu_ps((const float *)p + 8 * i);
     case LT_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * i)));
@@ -39,17 +49,17 @@ LT_INLINE __m256 load8(lt_dtype dt, const char *row, int64_t k, int i, __m256 d)
         return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
     }
     default: {
-        const lt_block_q8_0 *b = (const lt_block_q8_0 *)p;
-        __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * i)));
+        __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * i)));
         return _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)); /* exact: 11-bit d times 8-bit q */
     }
     }
 }
 
-LT_INLINE __m256 scale(lt_dtype dt, const char *row, int64_t k) {
+LT_INLINE __m256 scale(lt_dtype dt, bool S, int64_t nb, const char *row, int64_t k) {
     if (dt != LT_Q8_0) return _mm256_setzero_ps();
-    const lt_block_q8_0 *b = (const lt_block_q8_0 *)(row + row_offset(dt, k));
-    return _mm256_set1_ps(_cvtsh_ss(b->d));
+    const uint16_t d = S ? *lt_q8s_scales(row, nb, k / LT_QK8_0)
+                         : ((const lt_block_q8_0 *)row + k / LT_QK8_0)->d;
+    return _mm256_set1_ps(_cvtsh_ss(d));
 }
 
 LT_INLINE float hsum(__m256 v) {
@@ -62,9 +72,9 @@ LT_INLINE float hsum(__m256 v) {
 /* Rows w, w+ld, ... (U of them) over elements [k0, k1). part holds the
  * rows' accumulators between k blocks ([U][32] floats, 16 used): read unless
  * first, written unless last. When last, y[u] = (or +=) the row's sum. */
-LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, const float *x,
-                       int64_t k0, int64_t k1, size_t pf, float *part, bool first, bool last,
-                       float *y, bool accumulate) {
+LT_INLINE void mv_rows(lt_dtype dt, bool S, int U, bool PF, const char *w, size_t ld,
+                       int64_t nb, const float *x, int64_t k0, int64_t k1, size_t pf,
+                       float *part, bool first, bool last, float *y, bool accumulate) {
     __m256 a[8][2];
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++) {
@@ -79,15 +89,15 @@ LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, co
         for (int u = 0; u < U; u++) {
             const char *row = w + (size_t)u * ld;
             if (PF) {
-                const char *q = row + row_offset(dt, k) + pf;
+                const char *q = elem_ptr(dt, S, nb, row, k) + pf;
                 _mm_prefetch(q, _MM_HINT_T0);
                 if (dt == LT_F32) _mm_prefetch(q + 64, _MM_HINT_T0);
             }
-            __m256 d = scale(dt, row, k);
-            a[u][0] = _mm256_fmadd_ps(load8(dt, row, k, 0, d), x0, a[u][0]);
-            a[u][1] = _mm256_fmadd_ps(load8(dt, row, k, 1, d), x1, a[u][1]);
-            a[u][0] = _mm256_fmadd_ps(load8(dt, row, k, 2, d), x2, a[u][0]);
-            a[u][1] = _mm256_fmadd_ps(load8(dt, row, k, 3, d), x3, a[u][1]);
+            __m256 d = scale(dt, S, nb, row, k);
+            a[u][0] = _mm256_fmadd_ps(load8(dt, S, nb, row, k, 0, d), x0, a[u][0]);
+            a[u][1] = _mm256_fmadd_ps(load8(dt, S, nb, row, k, 1, d), x1, a[u][1]);
+            a[u][0] = _mm256_fmadd_ps(load8(dt, S, nb, row, k, 2, d), x2, a[u][0]);
+            a[u][1] = _mm256_fmadd_ps(load8(dt, S, nb, row, k, 3, d), x3, a[u][1]);
         }
     }
     if (dt != LT_Q8_0 && k < k1) {
@@ -96,8 +106,8 @@ LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, co
 #pragma GCC unroll 8
         for (int u = 0; u < U; u++) {
             const char *row = w + (size_t)u * ld;
-            a[u][0] = _mm256_fmadd_ps(load8(dt, row, k, 0, d), x0, a[u][0]);
-            a[u][1] = _mm256_fmadd_ps(load8(dt, row, k, 1, d), x1, a[u][1]);
+            a[u][0] = _mm256_fmadd_ps(load8(dt, false, 0, row, k, 0, d), x0, a[u][0]);
+            a[u][1] = _mm256_fmadd_ps(load8(dt, false, 0, row, k, 1, d), x1, a[u][1]);
         }
     }
 #pragma GCC unroll 8
@@ -113,32 +123,37 @@ LT_INLINE void mv_rows(lt_dtype dt, int U, bool PF, const char *w, size_t ld, co
 }
 
 
-/* One specialisation per (dtype, rows at once, prefetch on/off). */
-#define MV_FN(DT, U, PF)                                                                   \
-    static void mv_##DT##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,\
-                                     int64_t k1, size_t pf, float *part, bool first,       \
-                                     bool last, float *y, bool accumulate,                 \
-                                     int64_t groups) {                                     \
+/* One specialisation per (dtype, split q8_0 rows or not, rows at once,
+ * prefetch on/off). */
+#define MV_FN(DT, S, U, PF)                                                                \
+    static void mv_##DT##_##S##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x,    \
+                                           int64_t k0, int64_t k1, size_t pf, float *part, \
+                                           bool first, bool last, float *y,                \
+                                           bool accumulate, int64_t groups) {              \
         for (int64_t g = 0; g < groups; g++)                                               \
-            mv_rows(LT_##DT, U, PF, w + (size_t)(g * U) * ld, ld, x->x, k0, k1, pf,        \
-                    part + 32 * U * g, first, last, y + U * g, accumulate);                \
+            mv_rows(LT_##DT, S, U, PF, w + (size_t)(g * U) * ld, ld, x->row_blocks, x->x,  \
+                    k0, k1, pf, part + 32 * U * g, first, last, y + U * g, accumulate);    \
     }
-#define MV_FNS_U(DT, U) MV_FN(DT, U, 0) MV_FN(DT, U, 1)
-#define MV_FNS(DT) MV_FNS_U(DT, 1) MV_FNS_U(DT, 2) MV_FNS_U(DT, 4) MV_FNS_U(DT, 8)
-MV_FNS(F32)
-MV_FNS(F16)
-MV_FNS(BF16)
-MV_FNS(Q8_0)
+#define MV_FNS_U(DT, S, U) MV_FN(DT, S, U, 0) MV_FN(DT, S, U, 1)
+#define MV_FNS(DT, S)                                                                      \
+    MV_FNS_U(DT, S, 1) MV_FNS_U(DT, S, 2) MV_FNS_U(DT, S, 4) MV_FNS_U(DT, S, 8)
+MV_FNS(F32, 0)
+MV_FNS(F16, 0)
+MV_FNS(BF16, 0)
+MV_FNS(Q8_0, 0)
+MV_FNS(Q8_0, 1)
 
-#define MV_ROW_U(DT, U) {mv_##DT##_##U##_0, mv_##DT##_##U##_1}
-#define MV_ROW(DT) {MV_ROW_U(DT, 1), MV_ROW_U(DT, 2), MV_ROW_U(DT, 4), MV_ROW_U(DT, 8)}
+#define MV_ROW_U(DT, S, U) {mv_##DT##_##S##_##U##_0, mv_##DT##_##S##_##U##_1}
+#define MV_ROW(DT, S) {MV_ROW_U(DT, S, 1), MV_ROW_U(DT, S, 2), MV_ROW_U(DT, S, 4), MV_ROW_U(DT, S, 8)}
 /* [dtype][log2 rows at once][prefetch] */
 static const lt__mv_rows_fn mv_table[LT_DTYPE_COUNT][4][2] = {
-    [LT_F32] = MV_ROW(F32),
-    [LT_F16] = MV_ROW(F16),
-    [LT_BF16] = MV_ROW(BF16),
-    [LT_Q8_0] = MV_ROW(Q8_0),
+    [LT_F32] = MV_ROW(F32, 0),
+    [LT_F16] = MV_ROW(F16, 0),
+    [LT_BF16] = MV_ROW(BF16, 0),
+    [LT_Q8_0] = MV_ROW(Q8_0, 0),
 };
+/* split q8_0 rows */
+static const lt__mv_rows_fn mv_split_table[4][2] = MV_ROW(Q8_0, 1);
 
 void lt__matvec_avx2(const lt_call *call, const lt_step *step, int ith, int nth, const float *xin) {
     const lt_tensor *W = call->op[1];
@@ -148,6 +163,7 @@ void lt__matvec_avx2(const lt_call *call, const lt_step *step, int ith, int nth,
                lt__matvec_q8i16_avx2(call, step, ith, nth, xin)) {
         return;
     }
-    const lt__mv_x x = {.x = xin};
-    lt__matvec_drive(call, ith, nth, mv_table[W->dtype], &x);
+    const lt__mv_x x = {.x = xin, .row_blocks = W->ne[0] / LT_QK8_0};
+    lt__matvec_drive(call, ith, nth,
+                     W->layout == LT_LAYOUT_Q8_SPLIT ? mv_split_table : mv_table[W->dtype], &x);
 }

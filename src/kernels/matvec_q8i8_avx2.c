@@ -17,7 +17,12 @@
  * fixed halving reduction. So y is the same, bit for bit, as the portable
  * and AVX-512 paths' for every unroll, k_block and thread count.
  *
- * Only q8_0's own 34-byte blocks: split rows are made where AVX-512 runs.
+ * W comes in q8_0's own 34-byte blocks or split (core.h, resident
+ * weights): the same arithmetic, other loads. Plain blocks cost a scale
+ * conversion per block and a quants load that straddles a cache line every
+ * other block; split rows give 8 blocks' scales in one load and conversion
+ * (then a lane permute per block) and aligned quants.
+ *
  * With 4 accumulators a row, 4 or 8 rows at once spill registers (16 ymm):
  * correct, slower, and the tuner's to find out. */
 #include "kernels/linear.h"
@@ -48,19 +53,59 @@ LT_INLINE float reduce_halves(__m256 lo, __m256 hi) {
     return _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)));
 }
 
-/* Block b (A = its accumulator pair, H = its half) of U rows into a. */
-LT_INLINE void q8i8_block(int U, int PF, int A, int H, __m256 a[8][2][2], const char *w,
-                          size_t ld, const int8_t *xq, const float *xs, int64_t b, size_t pf) {
+LT_INLINE void prefetch(int PF, const char *p, size_t pf) {
+    if (PF) _mm_prefetch(p + pf, _MM_HINT_T0);
+    if (PF == 2) _mm_prefetch(p + LT__Q8_FAR * pf, _MM_HINT_T1);
+}
+
+/* Block b (A = its accumulator pair, H = its half) of U rows into a, its
+ * scale converted on its own: plain rows, and a split row's last blocks. */
+LT_INLINE void q8i8_block(bool SPLIT, int U, int PF, int A, int H, __m256 a[8][2][2],
+                          const char *w, size_t ld, int64_t nbrow, const int8_t *xq,
+                          const float *xs, int64_t b, size_t pf) {
     const __m256i xv = _mm256_load_si256((const __m256i *)(xq + b * LT__XQ_BLOCK));
     const __m256 sv = _mm256_broadcast_ss(xs + b);
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++) {
-        const lt_block_q8_0 *blk = (const lt_block_q8_0 *)(w + (size_t)u * ld) + b;
-        if (PF) _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
-        if (PF == 2) _mm_prefetch((const char *)blk + LT__Q8_FAR * pf, _MM_HINT_T1);
-        const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)blk->d));
-        const __m256 dot = _mm256_cvtepi32_ps(q8i8_dot(blk->qs, xv));
+        const char *row = w + (size_t)u * ld;
+        const lt_block_q8_0 *blk = (const lt_block_q8_0 *)row + b;
+        const int8_t *q = SPLIT ? lt_q8s_qs(row, nbrow, b) : blk->qs;
+        const uint16_t d16 = SPLIT ? *lt_q8s_scales(row, nbrow, b) : blk->d;
+        prefetch(PF, (const char *)q, pf);
+        const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)d16));
+        const __m256 dot = _mm256_cvtepi32_ps(q8i8_dot(q, xv));
         a[u][A][H] = _mm256_fmadd_ps(dot, _mm256_mul_ps(d, sv), a[u][A][H]);
+    }
+}
+
+/* Blocks b..b+7 of U split rows (b a multiple of 8, all in one group):
+ * their scales times x's in one load, conversion and multiply per row. */
+LT_INLINE void q8i8_split8(int U, int PF, __m256 a[8][2][2], const char *w, size_t ld,
+                           int64_t nbrow, const int8_t *xq, const float *xs, int64_t b,
+                           size_t pf) {
+    const __m256 sv = _mm256_loadu_ps(xs + b);
+    /* the eight's quants and scales are contiguous, at the same offsets in
+     * every row: addressed once */
+    const size_t qoff = (size_t)((const char *)lt_q8s_qs(w, nbrow, b) - w);
+    const size_t soff = (size_t)((const char *)lt_q8s_scales(w, nbrow, b) - w);
+    __m256 ds[8];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) {
+        const __m128i d16 = _mm_loadu_si128((const __m128i *)(w + (size_t)u * ld + soff));
+        ds[u] = _mm256_mul_ps(_mm256_cvtph_ps(d16), sv);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        const __m256i xv = _mm256_load_si256((const __m256i *)(xq + (b + j) * LT__XQ_BLOCK));
+        const __m256i lane = _mm256_set1_epi32(j);
+#pragma GCC unroll 8
+        for (int u = 0; u < U; u++) {
+            const int8_t *q = (const int8_t *)(w + (size_t)u * ld + qoff) + j * LT_QK8_0;
+            if (!(j & 1)) prefetch(PF, (const char *)q, pf); /* once per line */
+            const __m256 dot = _mm256_cvtepi32_ps(q8i8_dot(q, xv));
+            const __m256 sc = _mm256_permutevar8x32_ps(ds[u], lane);
+            a[u][j >> 1 & 1][j & 1] = _mm256_fmadd_ps(dot, sc, a[u][j >> 1 & 1][j & 1]);
+        }
     }
 }
 
@@ -68,9 +113,9 @@ LT_INLINE void q8i8_block(int U, int PF, int A, int H, __m256 a[8][2][2], const 
  * part holds the rows' accumulators between k blocks ([U][32] floats:
  * acc[0] lanes 0..15, acc[1] lanes 0..15): read unless first, written
  * unless last. When last, y[u] = (or +=) the row's sum. */
-LT_INLINE void q8i8_rows(int U, int PF, const char *w, size_t ld, const int8_t *xq,
-                         const float *xs, int64_t b0, int64_t b1, size_t pf, float *part,
-                         bool first, bool last, float *y, bool accumulate) {
+LT_INLINE void q8i8_rows(bool SPLIT, int U, int PF, const char *w, size_t ld, int64_t nbrow,
+                         const int8_t *xq, const float *xs, int64_t b0, int64_t b1, size_t pf,
+                         float *part, bool first, bool last, float *y, bool accumulate) {
     __m256 a[8][2][2];
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++)
@@ -79,16 +124,20 @@ LT_INLINE void q8i8_rows(int U, int PF, const char *w, size_t ld, const int8_t *
                 a[u][A][H] = first ? _mm256_setzero_ps()
                                    : _mm256_load_ps(part + 32 * u + 16 * A + 8 * H);
     int64_t b = b0;
+    /* split groups hold multiples of 8 blocks but the row's last: whole
+     * eights never cross one */
+    if (SPLIT)
+        for (; b + 8 <= b1; b += 8) q8i8_split8(U, PF, a, w, ld, nbrow, xq, xs, b, pf);
     for (; b + 4 <= b1; b += 4) {
-        q8i8_block(U, PF, 0, 0, a, w, ld, xq, xs, b, pf);
-        q8i8_block(U, PF, 0, 1, a, w, ld, xq, xs, b + 1, pf);
-        q8i8_block(U, PF, 1, 0, a, w, ld, xq, xs, b + 2, pf);
-        q8i8_block(U, PF, 1, 1, a, w, ld, xq, xs, b + 3, pf);
+        q8i8_block(SPLIT, U, PF, 0, 0, a, w, ld, nbrow, xq, xs, b, pf);
+        q8i8_block(SPLIT, U, PF, 0, 1, a, w, ld, nbrow, xq, xs, b + 1, pf);
+        q8i8_block(SPLIT, U, PF, 1, 0, a, w, ld, nbrow, xq, xs, b + 2, pf);
+        q8i8_block(SPLIT, U, PF, 1, 1, a, w, ld, nbrow, xq, xs, b + 3, pf);
     }
     /* up to three blocks left, b a multiple of 4 */
-    if (b < b1) q8i8_block(U, PF, 0, 0, a, w, ld, xq, xs, b, pf);
-    if (b + 1 < b1) q8i8_block(U, PF, 0, 1, a, w, ld, xq, xs, b + 1, pf);
-    if (b + 2 < b1) q8i8_block(U, PF, 1, 0, a, w, ld, xq, xs, b + 2, pf);
+    if (b < b1) q8i8_block(SPLIT, U, PF, 0, 0, a, w, ld, nbrow, xq, xs, b, pf);
+    if (b + 1 < b1) q8i8_block(SPLIT, U, PF, 0, 1, a, w, ld, nbrow, xq, xs, b + 1, pf);
+    if (b + 2 < b1) q8i8_block(SPLIT, U, PF, 1, 0, a, w, ld, nbrow, xq, xs, b + 2, pf);
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++) {
         if (last) {
@@ -103,25 +152,30 @@ LT_INLINE void q8i8_rows(int U, int PF, const char *w, size_t ld, const int8_t *
     }
 }
 
-/* One specialisation per (rows at once, prefetch: 0 none, 1 near, 2 near
- * and far); k in elements, whole 32-element blocks. */
-#define Q8I8_FN(U, PF)                                                                       \
-    static void q8i8_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x, int64_t k0,     \
-                                int64_t k1, size_t pf, float *part, bool first, bool last,   \
-                                float *y, bool accumulate, int64_t groups) {                 \
+/* One specialisation per (split layout or plain, rows at once, prefetch: 0
+ * none, 1 near, 2 near and far); k in elements, whole 32-element blocks. */
+#define Q8I8_FN(S, U, PF)                                                                    \
+    static void q8i8_##S##_##U##_##PF(const char *w, size_t ld, const lt__mv_x *x,          \
+                                      int64_t k0, int64_t k1, size_t pf, float *part,        \
+                                      bool first, bool last, float *y, bool accumulate,      \
+                                      int64_t groups) {                                      \
         for (int64_t g = 0; g < groups; g++)                                                 \
-            q8i8_rows(U, PF, w + (size_t)(g * U) * ld, ld, x->xq8, x->xs, k0 / LT_QK8_0,     \
-                      k1 / LT_QK8_0, pf, part + 32 * U * g, first, last, y + U * g,          \
-                      accumulate);                                                           \
+            q8i8_rows(S, U, PF, w + (size_t)(g * U) * ld, ld, x->row_blocks, x->xq8, x->xs,  \
+                      k0 / LT_QK8_0, k1 / LT_QK8_0, pf, part + 32 * U * g, first, last,      \
+                      y + U * g, accumulate);                                                \
     }
-Q8I8_FN(1, 0) Q8I8_FN(1, 1) Q8I8_FN(1, 2) Q8I8_FN(2, 0) Q8I8_FN(2, 1) Q8I8_FN(2, 2)
-Q8I8_FN(4, 0) Q8I8_FN(4, 1) Q8I8_FN(4, 2) Q8I8_FN(8, 0) Q8I8_FN(8, 1) Q8I8_FN(8, 2)
+#define Q8I8_FNS(S) Q8I8_FN(S, 1, 0) Q8I8_FN(S, 1, 1) Q8I8_FN(S, 1, 2) Q8I8_FN(S, 2, 0)     \
+    Q8I8_FN(S, 2, 1) Q8I8_FN(S, 2, 2) Q8I8_FN(S, 4, 0) Q8I8_FN(S, 4, 1) Q8I8_FN(S, 4, 2)     \
+    Q8I8_FN(S, 8, 0) Q8I8_FN(S, 8, 1) Q8I8_FN(S, 8, 2)
+Q8I8_FNS(0)
+Q8I8_FNS(1)
 
-/* [far prefetch][log2 rows at once][prefetch on] */
-#define Q8I8_ROW(P)                                                                          \
-    {{q8i8_1_0, q8i8_1_##P}, {q8i8_2_0, q8i8_2_##P}, {q8i8_4_0, q8i8_4_##P},                \
-     {q8i8_8_0, q8i8_8_##P}}
-static const lt__mv_rows_fn q8i8_table[2][4][2] = {Q8I8_ROW(1), Q8I8_ROW(2)};
+/* [split][far prefetch][log2 rows at once][prefetch on] */
+#define Q8I8_ROW(S, P)                                                                       \
+    {{q8i8_##S##_1_0, q8i8_##S##_1_##P}, {q8i8_##S##_2_0, q8i8_##S##_2_##P},                \
+     {q8i8_##S##_4_0, q8i8_##S##_4_##P}, {q8i8_##S##_8_0, q8i8_##S##_8_##P}}
+static const lt__mv_rows_fn q8i8_table[2][2][4][2] = {{Q8I8_ROW(0, 1), Q8I8_ROW(0, 2)},
+                                                      {Q8I8_ROW(1, 1), Q8I8_ROW(1, 2)}};
 
 bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *xin) {
@@ -134,6 +188,7 @@ bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int
     const int64_t cols = call->op[1]->ne[0], kb = call->params.v[LT__MV_K_BLOCK];
     LT_ASSERT(kb <= 0 || kb >= cols || kb % (4 * LT_QK8_0) == 0);
     const lt__mv_x x = {.x = xin, .xs = xs, .xq8 = xq, .row_blocks = cols / LT_QK8_0};
-    lt__matvec_drive(call, ith, nth, q8i8_table[cols >= LT__Q8_FAR_MIN_COLS], &x);
+    const bool split = call->op[1]->layout == LT_LAYOUT_Q8_SPLIT;
+    lt__matvec_drive(call, ith, nth, q8i8_table[split][cols >= LT__Q8_FAR_MIN_COLS], &x);
     return true;
 }

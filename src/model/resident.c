@@ -21,8 +21,9 @@ typedef struct {
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 /* Whether t is repacked split (core.h): q8_0 projections when the AVX-512
- * kernels run, whose int8 dot then reads a pair of blocks as one cache line
- * and a group's scales without a gather. looptune bench, A/B of processes
+ * or AVX2 kernels run. The AVX-512 int8 dot then reads a pair of blocks as
+ * one cache line and a group's scales without a gather; the AVX2 one reads
+ * aligned quants and 8 blocks' scales in one load. looptune bench, A/B of processes
  * in alternation, looped executor: 1B-shaped q8_0 at 2 threads 29.0-33.2
  * -> 30.2-34.6 tokens/s (11 of 11 pairs faster), at 1 thread 16.5-17.4 ->
  * 17.8-18.6 (6 of 6); stories15M q8_0 at 2 threads +2-8% (6 of 6);
@@ -30,7 +31,7 @@ static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
  * embedding table, whose lookup reads plain blocks, nor a classifier tied
  * to it. */
 static bool splits(const lt_model *m, const lt_tensor *t) {
-    return t->dtype == LT_Q8_0 && lt_isa_active() == LT_ISA_AVX512 &&
+    return t->dtype == LT_Q8_0 && lt_isa_active() >= LT_ISA_AVX2 &&
            t->data != m->tok_embd.data && t->ne[2] == 1 && t->ne[3] == 1;
 }
 
