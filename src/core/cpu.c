@@ -1,8 +1,12 @@
-/* CPU feature detection (cpuid + xgetbv), the active ISA, and the host
- * fingerprint used to key measurements and tuned configurations. */
+/* CPU feature detection (cpuid + xgetbv on x86; elsewhere no ISA beyond the
+ * portable one, and the model name from /proc/cpuinfo), the active ISA, and
+ * the host fingerprint used to key measurements and tuned configurations. */
 #include "looptune/core.h"
 
+#if LT_HAVE_X86
 #include <cpuid.h>
+#endif
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,8 +51,9 @@ static int read_cache_level(int index, char *type, size_t ntype) {
     return level;
 }
 
-static void detect(void) {
-    lt_cpu_info *c = &lt__cpu;
+#if LT_HAVE_X86
+/* The ISA flags and the brand string (cpuid leaves 0x80000002..4). */
+static void detect_isa(lt_cpu_info *c) {
     unsigned a, b, cx, d;
     bool os_avx = false, os_avx512 = false;
     if (__get_cpuid(1, &a, &b, &cx, &d)) {
@@ -79,14 +84,54 @@ static void detect(void) {
                         &brand[4 * i + 3]);
         memcpy(c->model, brand, 48);
         c->model[48] = 0;
-    } else {
-        snprintf(c->model, sizeof c->model, "unknown");
     }
+}
+#else
+/* The value of the first "key : value" line of /proc/cpuinfo whose key is
+ * key, into out (trimmed); false if there is none. */
+static bool cpuinfo_field(const char *key, char *out, size_t n) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return false;
+    char line[256];
+    bool found = false;
+    const size_t klen = strlen(key);
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, klen) != 0 || (line[klen] != ' ' && line[klen] != '\t' &&
+                                               line[klen] != ':'))
+            continue;
+        const char *v = strchr(line + klen, ':');
+        if (!v) continue;
+        for (v++; *v == ' ' || *v == '\t'; v++) {}
+        snprintf(out, n, "%s", v);
+        for (size_t k = strlen(out); k > 0 && isspace((unsigned char)out[k - 1]); k--)
+            out[k - 1] = 0;
+        found = out[0] != 0;
+    }
+    fclose(f);
+    return found;
+}
+
+/* No ISA flags: only the portable kernels are compiled. The model name is
+ * /proc/cpuinfo's "model name" where the kernel gives one, else the Arm
+ * implementer and part numbers, else "unknown". */
+static void detect_isa(lt_cpu_info *c) {
+    char impl[32], part[32];
+    if (cpuinfo_field("model name", c->model, sizeof c->model)) return;
+    if (cpuinfo_field("CPU implementer", impl, sizeof impl) &&
+        cpuinfo_field("CPU part", part, sizeof part))
+        snprintf(c->model, sizeof c->model, "arm implementer %s part %s", impl, part);
+}
+#endif
+
+static void detect(void) {
+    lt_cpu_info *c = &lt__cpu;
+    detect_isa(c);
     /* trim spaces */
     char *s = c->model;
     while (*s == ' ') s++;
     memmove(c->model, s, strlen(s) + 1);
     for (size_t n = strlen(c->model); n > 0 && c->model[n - 1] == ' '; n--) c->model[n - 1] = 0;
+    if (!c->model[0]) snprintf(c->model, sizeof c->model, "unknown");
 
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     c->logical_cpus = n > 0 ? (int)n : 1;
@@ -149,11 +194,14 @@ void lt_isa_list(char *buf, size_t n) {
 }
 
 int lt_isa_select(const char *name) {
-    lt_isa isa;
+    lt_isa isa = LT_ISA_PORTABLE;
     char has[64];
     lt_isa_list(has, sizeof has);
     if (lt_isa_parse(name, &isa) != LT_OK)
         return lt_error(LT_EINVAL, "unknown ISA '%s' (this CPU runs %s)", name, has);
+    if (isa > lt_isa_detect() && !LT_HAVE_X86)
+        return lt_error(LT_EINVAL, "ISA '%s' is x86's: this build has the portable kernels alone",
+                        name);
     if (isa > lt_isa_detect())
         return lt_error(LT_EINVAL, "ISA '%s' is not available on this CPU (%s runs %s)", name,
                         lt_cpu()->model, has);

@@ -41,23 +41,23 @@ double lt__membw_read_portable(const double *x, size_t n) {
 lt__membw_triad_fn lt__membw_triad_for(lt_isa isa) {
     static const lt__membw_triad_fn fns[] = {
         [LT_ISA_PORTABLE] = lt__membw_triad_portable,
-        [LT_ISA_AVX2] = lt__membw_triad_avx2,
-        [LT_ISA_AVX512] = lt__membw_triad_avx512,
+        [LT_ISA_AVX2] = LT_X86_ONLY(lt__membw_triad_avx2),
+        [LT_ISA_AVX512] = LT_X86_ONLY(lt__membw_triad_avx512),
     };
     _Static_assert(sizeof fns / sizeof fns[0] == LT_ISA_COUNT, "triad dispatch table");
     LT_ASSERT((unsigned)isa < LT_ISA_COUNT);
-    return fns[isa];
+    return fns[isa] ? fns[isa] : fns[LT_ISA_PORTABLE]; /* NULL: not compiled for this target */
 }
 
 lt__membw_read_fn lt__membw_read_for(lt_isa isa) {
     static const lt__membw_read_fn fns[] = {
         [LT_ISA_PORTABLE] = lt__membw_read_portable,
-        [LT_ISA_AVX2] = lt__membw_read_avx2,
-        [LT_ISA_AVX512] = lt__membw_read_avx512,
+        [LT_ISA_AVX2] = LT_X86_ONLY(lt__membw_read_avx2),
+        [LT_ISA_AVX512] = LT_X86_ONLY(lt__membw_read_avx512),
     };
     _Static_assert(sizeof fns / sizeof fns[0] == LT_ISA_COUNT, "read dispatch table");
     LT_ASSERT((unsigned)isa < LT_ISA_COUNT);
-    return fns[isa];
+    return fns[isa] ? fns[isa] : fns[LT_ISA_PORTABLE]; /* NULL: not compiled for this target */
 }
 
 /* ---- the measurement ------------------------------------------------------ */

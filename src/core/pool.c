@@ -21,12 +21,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#define lt__cpu_relax() __builtin_ia32_pause()
-#else
-#define lt__cpu_relax() ((void)0)
-#endif
-
 /* A waiter pause-spins, then sleeps on a futex (job waits, completion waits
  * and barriers alike). The spin budget is capped by the pool's maximum: long
  * enough to bridge the gap between two lt_pool_run calls inside one token

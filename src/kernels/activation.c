@@ -59,8 +59,10 @@ static void softmax_drive(const lt_call *c, int ith, int nth, const lt__act_ops 
         softmax_drive(c, ith, nth, &lt__act_##isa);                            \
     }
 RUNNERS(portable)
+#if LT_HAVE_X86
 RUNNERS(avx2)
 RUNNERS(avx512)
+#endif
 #undef RUNNERS
 
 static void add_cost(const lt_call *c, const lt_step *s, double *bytes, double *flops) {
@@ -149,8 +151,8 @@ const lt_kernel lt__k_add = {
     .id = LT_K_ADD,
     .n_params = 1,
     .params = {LT__MIN_CHUNK_PARAM},
-    .run = {[LT_ISA_PORTABLE] = add_portable, [LT_ISA_AVX2] = add_avx2,
-            [LT_ISA_AVX512] = add_avx512},
+    .run = {[LT_ISA_PORTABLE] = add_portable, [LT_ISA_AVX2] = LT_X86_ONLY(add_avx2),
+            [LT_ISA_AVX512] = LT_X86_ONLY(add_avx512)},
     .cost = add_cost,
     .check = add_check,
 };
@@ -160,8 +162,8 @@ const lt_kernel lt__k_swiglu = {
     .id = LT_K_SWIGLU,
     .n_params = 1,
     .params = {LT__MIN_CHUNK_PARAM},
-    .run = {[LT_ISA_PORTABLE] = swiglu_portable, [LT_ISA_AVX2] = swiglu_avx2,
-            [LT_ISA_AVX512] = swiglu_avx512},
+    .run = {[LT_ISA_PORTABLE] = swiglu_portable, [LT_ISA_AVX2] = LT_X86_ONLY(swiglu_avx2),
+            [LT_ISA_AVX512] = LT_X86_ONLY(swiglu_avx512)},
     .cost = swiglu_cost,
     .check = swiglu_check,
 };
@@ -171,8 +173,8 @@ const lt_kernel lt__k_softmax = {
     .id = LT_K_SOFTMAX,
     .n_params = 1,
     .params = {LT__MIN_CHUNK_PARAM},
-    .run = {[LT_ISA_PORTABLE] = softmax_portable, [LT_ISA_AVX2] = softmax_avx2,
-            [LT_ISA_AVX512] = softmax_avx512},
+    .run = {[LT_ISA_PORTABLE] = softmax_portable, [LT_ISA_AVX2] = LT_X86_ONLY(softmax_avx2),
+            [LT_ISA_AVX512] = LT_X86_ONLY(softmax_avx512)},
     .cost = softmax_cost,
     .check = softmax_check,
 };

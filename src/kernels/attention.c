@@ -145,8 +145,10 @@ static void kv_store_drive(const lt_call *c, const lt_step *step, int ith, int n
         kv_store_drive(c, s, ith, nth, &lt__act_##isa);                        \
     }
 RUNNERS(portable)
+#if LT_HAVE_X86
 RUNNERS(avx2)
 RUNNERS(avx512)
+#endif
 #undef RUNNERS
 
 static void attention_cost(const lt_call *c, const lt_step *s, double *bytes, double *flops) {
@@ -267,8 +269,9 @@ const lt_kernel lt__k_attention = {
                 .n_values = 4,
                 .values = {1, 2, 4, 8},
                 .def = 4}},
-    .run = {[LT_ISA_PORTABLE] = attention_portable, [LT_ISA_AVX2] = attention_avx2,
-            [LT_ISA_AVX512] = attention_avx512},
+    .run = {[LT_ISA_PORTABLE] = attention_portable,
+            [LT_ISA_AVX2] = LT_X86_ONLY(attention_avx2),
+            [LT_ISA_AVX512] = LT_X86_ONLY(attention_avx512)},
     .cost = attention_cost,
     .check = attention_check,
     .units = attention_units,
@@ -280,8 +283,8 @@ const lt_kernel lt__k_kv_store = {
     .id = LT_K_KV_STORE,
     .n_params = 1,
     .params = {LT__MIN_CHUNK_PARAM},
-    .run = {[LT_ISA_PORTABLE] = kv_store_portable, [LT_ISA_AVX2] = kv_store_avx2,
-            [LT_ISA_AVX512] = kv_store_avx512},
+    .run = {[LT_ISA_PORTABLE] = kv_store_portable, [LT_ISA_AVX2] = LT_X86_ONLY(kv_store_avx2),
+            [LT_ISA_AVX512] = LT_X86_ONLY(kv_store_avx512)},
     .cost = kv_store_cost,
     .check = kv_store_check,
 };

@@ -42,12 +42,14 @@ static void embed_drive(const lt_call *c, const lt_step *step, int ith, int nth,
 static void embed_portable(const lt_call *c, const lt_step *s, int ith, int nth) {
     embed_drive(c, s, ith, nth, &lt__embed_portable);
 }
+#if LT_HAVE_X86
 static void embed_avx2(const lt_call *c, const lt_step *s, int ith, int nth) {
     embed_drive(c, s, ith, nth, &lt__embed_avx2);
 }
 static void embed_avx512(const lt_call *c, const lt_step *s, int ith, int nth) {
     embed_drive(c, s, ith, nth, &lt__embed_avx512);
 }
+#endif
 
 static void embed_cost(const lt_call *c, const lt_step *s, double *bytes, double *flops) {
     (void)s;
@@ -111,8 +113,8 @@ const lt_kernel lt__k_embed = {
     .id = LT_K_EMBED,
     .n_params = 1,
     .params = {LT__MIN_CHUNK_PARAM},
-    .run = {[LT_ISA_PORTABLE] = embed_portable, [LT_ISA_AVX2] = embed_avx2,
-            [LT_ISA_AVX512] = embed_avx512},
+    .run = {[LT_ISA_PORTABLE] = embed_portable, [LT_ISA_AVX2] = LT_X86_ONLY(embed_avx2),
+            [LT_ISA_AVX512] = LT_X86_ONLY(embed_avx512)},
     .cost = embed_cost,
     .check = embed_check,
 };

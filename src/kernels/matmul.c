@@ -184,6 +184,7 @@ static void matmul_cost(const lt_call *call, const lt_step *step, double *bytes,
 /* The vector paths work on whole 16-column groups; the rare widths that are
  * not a multiple of 16 (llama2.c's stories260K has an FFN of 172) take the
  * portable path, which computes the same sums. */
+#if LT_HAVE_X86
 static void matmul_avx2_any(const lt_call *call, const lt_step *step, int ith, int nth) {
     if (call->op[1]->ne[0] % 16) matmul_portable(call, step, ith, nth);
     else lt__matmul_avx2(call, step, ith, nth);
@@ -193,6 +194,7 @@ static void matmul_avx512_any(const lt_call *call, const lt_step *step, int ith,
     if (call->op[1]->ne[0] % 16) matmul_portable(call, step, ith, nth);
     else lt__matmul_avx512(call, step, ith, nth);
 }
+#endif
 
 /* Defaults from bench/bench_matmul --sweep on the reference machine (1 thread,
  * f32, n = 128; the host was shared and loaded, so medians swung 35-180
@@ -219,8 +221,8 @@ const lt_kernel lt__k_matmul = {
     .run =
         {
             [LT_ISA_PORTABLE] = matmul_portable,
-            [LT_ISA_AVX2] = matmul_avx2_any,
-            [LT_ISA_AVX512] = matmul_avx512_any,
+            [LT_ISA_AVX2] = LT_X86_ONLY(matmul_avx2_any),
+            [LT_ISA_AVX512] = LT_X86_ONLY(matmul_avx512_any),
         },
     .cost = matmul_cost,
     .check = matmul_check,

@@ -11,8 +11,8 @@
 #include <string.h>
 
 static const lt__rope_ops *const rope_ops[LT_ISA_COUNT] = {
-    [LT_ISA_PORTABLE] = &lt__rope_portable, [LT_ISA_AVX2] = &lt__rope_avx2,
-    [LT_ISA_AVX512] = &lt__rope_avx512};
+    [LT_ISA_PORTABLE] = &lt__rope_portable, [LT_ISA_AVX2] = LT_X86_ONLY(&lt__rope_avx2),
+    [LT_ISA_AVX512] = LT_X86_ONLY(&lt__rope_avx512)};
 
 void lt__mv_epilogue(const lt_call *call, const lt_step *step, int ith, int nth, lt_isa isa) {
     const int64_t per = call->params.v[LT__MV_ROWS_PER_TASK];

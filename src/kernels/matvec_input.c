@@ -45,11 +45,11 @@ static void prologue(const lt_call *call, const lt__norm_ops *nops, const lt__ac
 }
 
 static const lt__norm_ops *const norm_ops[LT_ISA_COUNT] = {
-    [LT_ISA_PORTABLE] = &lt__norm_portable, [LT_ISA_AVX2] = &lt__norm_avx2,
-    [LT_ISA_AVX512] = &lt__norm_avx512};
+    [LT_ISA_PORTABLE] = &lt__norm_portable, [LT_ISA_AVX2] = LT_X86_ONLY(&lt__norm_avx2),
+    [LT_ISA_AVX512] = LT_X86_ONLY(&lt__norm_avx512)};
 static const lt__act_ops *const act_ops[LT_ISA_COUNT] = {
-    [LT_ISA_PORTABLE] = &lt__act_portable, [LT_ISA_AVX2] = &lt__act_avx2,
-    [LT_ISA_AVX512] = &lt__act_avx512};
+    [LT_ISA_PORTABLE] = &lt__act_portable, [LT_ISA_AVX2] = LT_X86_ONLY(&lt__act_avx2),
+    [LT_ISA_AVX512] = LT_X86_ONLY(&lt__act_avx512)};
 
 const float *lt__mv_input(const lt_call *call, const lt_step *step, lt_isa isa) {
     if (call->ia[1] == LT_MV_PRE_NONE) return call->op[2]->data;

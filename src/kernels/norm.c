@@ -48,6 +48,7 @@ static void rmsnorm_portable(const lt_call *c, const lt_step *s, int ith, int nt
     (void)s;
     rmsnorm_drive(c, ith, nth, &lt__norm_portable);
 }
+#if LT_HAVE_X86
 static void rmsnorm_avx2(const lt_call *c, const lt_step *s, int ith, int nth) {
     (void)s;
     rmsnorm_drive(c, ith, nth, &lt__norm_avx2);
@@ -56,6 +57,7 @@ static void rmsnorm_avx512(const lt_call *c, const lt_step *s, int ith, int nth)
     (void)s;
     rmsnorm_drive(c, ith, nth, &lt__norm_avx512);
 }
+#endif
 
 static void rmsnorm_cost(const lt_call *c, const lt_step *s, double *bytes, double *flops) {
     (void)s;
@@ -105,8 +107,8 @@ const lt_kernel lt__k_rmsnorm = {
     .n_params = 1,
     .params = {LT__MIN_CHUNK_PARAM},
     .run = {[LT_ISA_PORTABLE] = rmsnorm_portable,
-            [LT_ISA_AVX2] = rmsnorm_avx2,
-            [LT_ISA_AVX512] = rmsnorm_avx512},
+            [LT_ISA_AVX2] = LT_X86_ONLY(rmsnorm_avx2),
+            [LT_ISA_AVX512] = LT_X86_ONLY(rmsnorm_avx512)},
     .cost = rmsnorm_cost,
     .check = rmsnorm_check,
 };

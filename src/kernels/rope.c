@@ -74,12 +74,14 @@ static void rope_drive(const lt_call *call, const lt_step *step, int ith, int nt
 static void rope_portable(const lt_call *c, const lt_step *s, int ith, int nth) {
     rope_drive(c, s, ith, nth, &lt__rope_portable);
 }
+#if LT_HAVE_X86
 static void rope_avx2(const lt_call *c, const lt_step *s, int ith, int nth) {
     rope_drive(c, s, ith, nth, &lt__rope_avx2);
 }
 static void rope_avx512(const lt_call *c, const lt_step *s, int ith, int nth) {
     rope_drive(c, s, ith, nth, &lt__rope_avx512);
 }
+#endif
 
 static void rope_cost(const lt_call *c, const lt_step *s, double *bytes, double *flops) {
     (void)s;
@@ -130,8 +132,8 @@ const lt_kernel lt__k_rope = {
     .id = LT_K_ROPE,
     .n_params = 0,
     .run = {[LT_ISA_PORTABLE] = rope_portable,
-            [LT_ISA_AVX2] = rope_avx2,
-            [LT_ISA_AVX512] = rope_avx512},
+            [LT_ISA_AVX2] = LT_X86_ONLY(rope_avx2),
+            [LT_ISA_AVX512] = LT_X86_ONLY(rope_avx512)},
     .cost = rope_cost,
     .check = rope_check,
 };

@@ -21,7 +21,6 @@
  * the producing node, and a thread that waits prefetches the weights of the
  * node it waits to enter, so the memory pipeline keeps streaming across
  * layer boundaries. */
-#include <immintrin.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,11 +413,11 @@ static uint64_t wait_done(const struct lt__plan *pl, int d, const lt__inst *next
         if (*pf_off < budget && *pf_off < next->pf_bytes) {
             /* two cache lines per spin: the waiting core's L2 gets the rows
              * the first tasks of the next node will stream */
-            _mm_prefetch(next->pf_base + *pf_off, _MM_HINT_T1);
-            _mm_prefetch(next->pf_base + *pf_off + LT_CACHE_LINE, _MM_HINT_T1);
+            __builtin_prefetch(next->pf_base + *pf_off, 0, 2); /* read, into L2 */
+            __builtin_prefetch(next->pf_base + *pf_off + LT_CACHE_LINE, 0, 2);
             *pf_off += 2 * LT_CACHE_LINE;
         } else {
-            _mm_pause();
+            lt__cpu_relax();
         }
     }
     uint64_t w = lt_now_ns() - t0;
@@ -438,7 +437,7 @@ static uint64_t wait_tasks(const struct lt__plan *pl, const lt__inst *in, int u)
             while (!atomic_load_explicit(&flag[t], memory_order_acquire)) {
                 if ((++spins & 255) == 0 && lt_now_ns() - t0 > LT__SPIN_BEFORE_YIELD_NS)
                     sched_yield();
-                _mm_pause();
+                lt__cpu_relax();
             }
         }
     }
