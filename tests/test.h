@@ -56,6 +56,21 @@ static int lt_test_checks;
             LT__FAIL("%s ~ %s: %.9g vs %.9g (tol %g)", #a, #b, lt__a, lt__b, (double)(tol)); \
     } while (0)
 
+/* Whether the test runs under an emulator: ctest sets LT_EMULATED=1 where
+ * the build runs its tests through one (CMAKE_CROSSCOMPILING_EMULATOR: the
+ * aarch64 cross build under qemu-user). The slowest tests then take smaller
+ * problem sizes, said where they do, still checking every result they
+ * compute; a check that needs the real machine skips with lt_test_skip. */
+static inline int lt_test_emulated(void) {
+    const char *e = getenv("LT_EMULATED");
+    return e && e[0] && strcmp(e, "0") != 0;
+}
+
+/* Says on stdout (ctest shows it) that part of a test does not run, and why. */
+static inline void lt_test_skip(const char *what, const char *why) {
+    printf("skipped: %s: %s\n", what, why);
+}
+
 static inline int lt_test_finish(void) {
     if (lt_test_failures) {
         fprintf(stderr, "%d of %d checks failed\n", lt_test_failures, lt_test_checks);
