@@ -4,6 +4,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 PORTABLE_BUILD ?= build-portable
+AARCH64_BUILD ?= build-aarch64
 # The tests of everything that shares data between threads: pool, executors, node timer,
 # telemetry.
 TSAN_TESTS := test_pool test_program test_exec_looped test_fuse_pass test_epilogue_pass test_llama_exec test_apply test_tel_ring \
@@ -13,7 +14,8 @@ DEMO       := $(MODELS)/stories110M-q8_0.gguf
 LOOPTUNE   := $(BUILD)/looptune
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps build build-asan build-tsan build-portable run test bench clean
+.PHONY: all deps build build-asan build-tsan build-portable build-aarch64 test-aarch64 run test \
+	bench clean
 
 all: build
 
@@ -39,6 +41,19 @@ build-portable: deps
 		-DLT_NATIVE=OFF >/dev/null
 	@cmake --build $(PORTABLE_BUILD)
 
+# The layers below kafka (core, kernels, program, model) and their unit tests
+# cross-compiled for 64-bit Arm (cmake/aarch64-linux-gnu.cmake: Debian's
+# gcc-aarch64-linux-gnu, portable kernels only); test-aarch64 runs them under
+# qemu-user (ctest starts each through CMAKE_CROSSCOMPILING_EMULATOR).
+build-aarch64: deps
+	@CMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/aarch64-linux-gnu.cmake cmake -S . -B $(AARCH64_BUILD) \
+		$(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -DLT_WERROR=ON -DLT_LOWER_LAYERS_ONLY=ON >/dev/null
+	@cmake --build $(AARCH64_BUILD)
+
+AARCH64_CTEST = cd $(AARCH64_BUILD) && ctest --output-on-failure -j2 --timeout 900
+test-aarch64: build-aarch64
+	$(AARCH64_CTEST)
+
 # The threaded tests under ThreadSanitizer.
 build-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_WERROR=ON \
@@ -58,10 +73,11 @@ run: build $(DEMO)
 # scripts/kafka/broker.sh start before them, kafka_broker_stop runs
 # broker.sh stop after them, also when they fail. Under the sanitizers only
 # the kafka tests that need no broker run (codec, properties, mock cluster).
-test: build build-asan build-tsan build-portable
+test: build build-asan build-tsan build-portable build-aarch64
 	cd $(BUILD) && ctest --output-on-failure --timeout 900
 	cd $(PORTABLE_BUILD) && ctest --output-on-failure -L kernel --timeout 900 && \
 		ctest --output-on-failure -R '^py_test_logits$$' --timeout 900
+	$(AARCH64_CTEST)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -L 'quick|kernel|kafka' \
 		-E '^(test_broker_|kafka_broker_)' --timeout 900
 	cd $(TSAN_BUILD) && ctest --output-on-failure --timeout 900 \
@@ -71,4 +87,4 @@ bench: build
 	bench/run_all.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(PORTABLE_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(PORTABLE_BUILD) $(AARCH64_BUILD)

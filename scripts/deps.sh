@@ -5,7 +5,9 @@
 # librdkafka, protobuf-c and its compiler, pkg-config, and for its tests a
 # Java runtime and Maven (the test broker, scripts/kafka/broker.sh) and the
 # Python packages protobuf, grpcio-tools and confluent-kafka (the Python
-# reader of looptune's topics); XGBoost's C library (the tuner's cost model).
+# reader of looptune's topics); XGBoost's C library (the tuner's cost model);
+# for the arm64 build of the lower layers (make build-aarch64) Debian's
+# aarch64 cross compiler and C library, and qemu-user to run its tests.
 set -euo pipefail
 
 need_apt=()
@@ -22,6 +24,10 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless) # Kafka 4 needs Java 17+
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 [ -e /usr/include/xgboost/c_api.h ] || need_apt+=(libxgboost-dev)
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need_apt+=(gcc-aarch64-linux-gnu)
+[ -e /usr/aarch64-linux-gnu/include/stdio.h ] || need_apt+=(libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null 2>&1 || command -v qemu-aarch64-static >/dev/null 2>&1 ||
+    need_apt+=(qemu-user)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
