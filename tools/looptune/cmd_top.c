@@ -193,7 +193,7 @@ static void print_frame(top_state *s, const char *topic, int max_runs, FILE *f) 
                     r->peak_gflops);
         fprintf(f, "\n  %-10s %10s %7s %9s %9s %9s\n", "kernel", "calls", "time", "GB/s",
                 "GFLOP/s", "roofline");
-        qsort(r->k, (size_t)r->nk, sizeof *r->k, by_time);
+        if (r->nk) qsort(r->k, (size_t)r->nk, sizeof *r->k, by_time); /* none: k is NULL */
         double total = 0;
         for (int j = 0; j < r->nk; j++) total += r->k[j].time_ns;
         for (int j = 0; j < r->nk; j++) {
