@@ -117,6 +117,10 @@ typedef struct {
     /* The ISAs whose paths it changes (bit 1 << lt_isa); 0: every ISA. On
      * the others it does nothing, so it is no dimension of their space. */
     uint32_t isas;
+    /* Paths with a default of their own, measured there: isa_def[i] where
+     * bit 1 << i of isa_defs is set, def elsewhere (lt_param_default). */
+    uint32_t isa_defs;
+    int32_t isa_def[LT_ISA_COUNT];
 } lt_param_def;
 
 /* The ISAs with vector paths: blocking and prefetch parameters act only there. */
@@ -124,6 +128,11 @@ typedef struct {
 
 static inline bool lt_param_applies(const lt_param_def *d, lt_isa isa) {
     return d->isas == 0 || (d->isas >> isa & 1u);
+}
+
+/* The parameter's default on isa's path. */
+static inline int32_t lt_param_default(const lt_param_def *d, lt_isa isa) {
+    return d->isa_defs >> isa & 1u ? d->isa_def[isa] : d->def;
 }
 
 typedef struct {

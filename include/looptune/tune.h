@@ -29,8 +29,9 @@ typedef struct {
 } lt_space;
 
 void lt_space_from_kernel(lt_space *s, const lt_kernel *k);
-/* Fixes every parameter that does nothing on isa (lt_param_applies) at its
- * default, a single value: a search over the space spends no trial on it. */
+/* Takes isa's defaults (lt_param_default) and fixes every parameter that
+ * does nothing on isa (lt_param_applies) at its default, a single value: a
+ * search over the space spends no trial on it. */
 void lt_space_fit_isa(lt_space *s, lt_isa isa);
 /* The ISA level named in a host class ("model:avx2:2c", lt_host_detect). */
 int lt_host_class_isa(const char *host_class, lt_isa *out);

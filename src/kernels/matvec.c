@@ -327,6 +327,15 @@ ENTRY(avx512, LT_ISA_AVX512)
  *   0.99/1.05/1.10. bench_matvec (huge pages), 2048x2048 q8_0, 1 thread,
  *   unroll 1: int8 0.82/0.86/0.89/0.94/0.86 of the stream at prefetch
  *   0/512/1024/2048/8192, int16 0.76/0.77/0.82/0.89/0.83.
+ * - prefetch 512 on AVX2 (its far prefetch into L2 then runs 2048 ahead):
+ *   bench/decode_params.py, 512 against 2048, the AVX2 path of the
+ *   -DLT_NATIVE=OFF build on a 2 vCPU AMD EPYC (Zen 4), 4 rounds, ratio of
+ *   median tokens/s per round min/median/max: q8_0 1B-shaped 1 thread
+ *   1.23/1.30/1.35, 2 threads 0.96/0.97/1.19; stories110M q8_0 1 thread
+ *   1.24/1.27/1.35, 2 threads 1.07/1.10/1.27; stories15M q8_0 1 thread
+ *   0.92/1.03/1.05; stories110M f32 1 thread 1.08/1.10/1.15, 2 threads
+ *   0.88/1.25/1.66. bench_matvec (split 5632x2048 q8_0, int8, 1 thread):
+ *   0.89 of the stream at 512, 0.69 at 2048.
  * - rows_per_task 32: a task's y rows fill whole cache lines; 8-128 were
  *   within noise.
  * - k_block 0: x (at most 22 KB for 5632 columns) stays in L1 without it.
@@ -371,8 +380,13 @@ const lt_kernel lt__k_matvec = {
             /* the portable reference ignores these three */
             [LT__MV_UNROLL] = {"unroll", 4, {1, 2, 4, 8}, 1, LT_ISAS_VECTOR},
             [LT__MV_K_BLOCK] = {"k_block", 5, {0, 256, 512, 1024, 2048}, 0, LT_ISAS_VECTOR},
-            [LT__MV_PREFETCH] = {"prefetch", 7, {0, 256, 512, 1024, 2048, 4096, 8192}, 2048,
-                                 LT_ISAS_VECTOR},
+            [LT__MV_PREFETCH] = {.name = "prefetch",
+                                 .n_values = 7,
+                                 .values = {0, 256, 512, 1024, 2048, 4096, 8192},
+                                 .def = 2048,
+                                 .isas = LT_ISAS_VECTOR,
+                                 .isa_defs = 1u << LT_ISA_AVX2,
+                                 .isa_def = {[LT_ISA_AVX2] = 512}},
             [LT__MV_ACT_INT16] = {"act_int16", 2, {0, 1}, 1},
             [LT__MV_ACT_INT8] = {"act_int8", 2, {0, 1}, 1},
         },

@@ -144,7 +144,8 @@ MV_FNS(Q8_0, 0)
 MV_FNS(Q8_0, 1)
 
 #define MV_ROW_U(DT, S, U) {mv_##DT##_##S##_##U##_0, mv_##DT##_##S##_##U##_1}
-#define MV_ROW(DT, S) {MV_ROW_U(DT, S, 1), MV_ROW_U(DT, S, 2), MV_ROW_U(DT, S, 4), MV_ROW_U(DT, S, 8)}
+#define MV_ROW(DT, S)                                                                      \
+    {MV_ROW_U(DT, S, 1), MV_ROW_U(DT, S, 2), MV_ROW_U(DT, S, 4), MV_ROW_U(DT, S, 8)}
 /* [dtype][log2 rows at once][prefetch] */
 static const lt__mv_rows_fn mv_table[LT_DTYPE_COUNT][4][2] = {
     [LT_F32] = MV_ROW(F32, 0),

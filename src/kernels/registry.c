@@ -42,7 +42,8 @@ int lt_kernel_param_index(const lt_kernel *k, const char *name) {
 
 void lt_params_default(const lt_kernel *k, lt_params *p) {
     memset(p, 0, sizeof *p);
-    for (int i = 0; i < k->n_params; i++) p->v[i] = k->params[i].def;
+    const lt_isa isa = lt_isa_active();
+    for (int i = 0; i < k->n_params; i++) p->v[i] = lt_param_default(&k->params[i], isa);
 }
 
 int lt_params_validate(const lt_kernel *k, const lt_params *p) {

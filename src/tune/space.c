@@ -28,6 +28,7 @@ void lt_space_from_kernel(lt_space *s, const lt_kernel *k) {
 void lt_space_fit_isa(lt_space *s, lt_isa isa) {
     for (int i = 0; i < s->n_params; i++) {
         lt_param_def *d = &s->params[i];
+        d->def = lt_param_default(d, isa);
         if (lt_param_applies(d, isa)) continue;
         d->values[0] = d->def;
         d->n_values = 1;

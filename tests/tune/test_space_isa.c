@@ -38,11 +38,12 @@ static void test_fit_every_kernel(void) {
             ASSERT_EQ(s.n_params, k->n_params);
             for (int j = 0; j < k->n_params; j++) {
                 const lt_param_def *d = &k->params[j];
+                ASSERT_EQ(s.params[j].def, lt_param_default(d, (lt_isa)isa));
                 if (lt_param_applies(d, (lt_isa)isa)) {
                     ASSERT_EQ(s.params[j].n_values, d->n_values);
                 } else {
                     ASSERT_EQ(s.params[j].n_values, 1);
-                    ASSERT_EQ(s.params[j].values[0], d->def);
+                    ASSERT_EQ(s.params[j].values[0], lt_param_default(d, (lt_isa)isa));
                 }
             }
         }
@@ -132,7 +133,7 @@ static void test_search_skips_them(void) {
     while (lt_strategy_propose(st, &p, 1) == 1) {
         for (int j = 0; j < k->n_params; j++)
             if (!lt_param_applies(&k->params[j], LT_ISA_PORTABLE))
-                ASSERT_EQ(p.v[j], k->params[j].def);
+                ASSERT_EQ(p.v[j], lt_param_default(&k->params[j], LT_ISA_PORTABLE));
         const double cost = 1.0 + points;
         lt_strategy_observe(st, &p, &cost, 1);
         points++;
@@ -176,7 +177,7 @@ static void check_desc(lt_isa isa) {
         if (j < 0 || j >= k->n_params) continue;
         ASSERT_TRUE(lt_param_applies(&k->params[j], isa));
         ASSERT_EQ(strcmp(nd->params[i].name, k->params[j].name), 0);
-        ASSERT_EQ(nd->params[i].value, k->params[j].def);
+        ASSERT_EQ(nd->params[i].value, lt_param_default(&k->params[j], isa));
     }
     lt__tel_nodes_free(&d);
     lt_program_free(p);

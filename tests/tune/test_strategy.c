@@ -12,10 +12,14 @@
  * exhaustive-scoring threshold, so sampling and mutations are exercised). */
 static void synth_space(lt_space *s) {
     lt_param_def d[4] = {
-        {"tile", 10, {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}, 1, 0},
-        {"block", 10, {16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}, 16, 0},
-        {"unroll", 8, {1, 2, 3, 4, 5, 6, 7, 8}, 1, 0},
-        {"prefetch", 6, {0, 1, 2, 3, 4, 5}, 0, 0},
+        {.name = "tile", .n_values = 10, .values = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+         .def = 1},
+        {.name = "block",
+         .n_values = 10,
+         .values = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192},
+         .def = 16},
+        {.name = "unroll", .n_values = 8, .values = {1, 2, 3, 4, 5, 6, 7, 8}, .def = 1},
+        {.name = "prefetch", .n_values = 6, .values = {0, 1, 2, 3, 4, 5}, .def = 0},
     };
     lt_space_init(s, "synth", d, 4);
 }
@@ -60,7 +64,9 @@ static void test_space_roundtrip(void) {
 
 static void test_exhaustive(void) {
     lt_space s;
-    lt_param_def d[3] = {{"a", 3, {1, 2, 4}, 1, 0}, {"b", 2, {0, 7}, 0, 0}, {"c", 4, {1, 2, 3, 4}, 1, 0}};
+    lt_param_def d[3] = {{.name = "a", .n_values = 3, .values = {1, 2, 4}, .def = 1},
+                         {.name = "b", .n_values = 2, .values = {0, 7}, .def = 0},
+                         {.name = "c", .n_values = 4, .values = {1, 2, 3, 4}, .def = 1}};
     lt_space_init(&s, "small", d, 3);
     lt_strategy *st;
     ASSERT_EQ(lt_strategy_init(&st, LT_STRAT_EXHAUSTIVE, &s, NULL, 1), LT_OK);
@@ -159,7 +165,8 @@ static void test_model_deterministic(void) {
 
 static void test_failed_points_not_reproposed(void) {
     lt_space s;
-    lt_param_def d[2] = {{"a", 4, {1, 2, 4, 8}, 1, 0}, {"b", 4, {1, 2, 4, 8}, 1, 0}};
+    lt_param_def d[2] = {{.name = "a", .n_values = 4, .values = {1, 2, 4, 8}, .def = 1},
+                         {.name = "b", .n_values = 4, .values = {1, 2, 4, 8}, .def = 1}};
     lt_space_init(&s, "tiny", d, 2);
     lt_strategy *st;
     ASSERT_EQ(lt_strategy_init(&st, LT_STRAT_MODEL, &s, NULL, 3), LT_OK);
