@@ -123,6 +123,10 @@ lt_isa lt_isa_active(void);
 void lt_isa_force(lt_isa isa);
 const char *lt_isa_name(lt_isa isa);
 int lt_isa_parse(const char *s, lt_isa *out); /* "portable"|"avx2"|"avx512" */
+/* LT_EINVAL naming the value if the environment's LT_ISA_MAX (which caps
+ * what lt_cpu() reports, as on a CPU without the higher ISAs) is not an ISA
+ * name; LT_OK otherwise. */
+int lt_isa_env_check(void);
 /* Parses name and forces it: LT_EINVAL naming what the CPU runs if it is
  * unknown or above lt_isa_detect() (a user's --isa is never clamped). */
 int lt_isa_select(const char *name);

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -123,9 +124,37 @@ static void detect_isa(lt_cpu_info *c) {
 }
 #endif
 
+/* LT_ISA_MAX=portable|avx2 makes the CPU look as if it had nothing above
+ * that level: a machine of a fleet's smaller kind, for tests and
+ * measurements on a larger one. An unknown value is kept for
+ * lt_isa_env_check to report. */
+static const char *lt__isa_max_bad;
+
+static void cap_isa(lt_cpu_info *c) {
+    const char *v = getenv("LT_ISA_MAX");
+    lt_isa cap = LT_ISA_AVX512;
+    if (!v || !*v) return;
+    if (lt_isa_parse(v, &cap) != LT_OK) {
+        lt__isa_max_bad = v;
+        return;
+    }
+    if (cap < LT_ISA_AVX512)
+        c->avx512f = c->avx512bw = c->avx512vl = c->avx512vnni = c->avx512bf16 = false;
+    if (cap < LT_ISA_AVX2) c->avx2 = c->fma = c->f16c = false;
+}
+
+int lt_isa_env_check(void) {
+    (void)lt_cpu();
+    if (lt__isa_max_bad)
+        return lt_error(LT_EINVAL, "LT_ISA_MAX='%s': expected portable, avx2 or avx512",
+                        lt__isa_max_bad);
+    return LT_OK;
+}
+
 static void detect(void) {
     lt_cpu_info *c = &lt__cpu;
     detect_isa(c);
+    cap_isa(c);
     /* trim spaces */
     char *s = c->model;
     while (*s == ' ') s++;

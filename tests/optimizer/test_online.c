@@ -118,8 +118,8 @@ int main(void) {
     int n_nodes = lt_program_n_nodes(p);
     lt_space sp;
     lt_space_by_name("matvec", &sp);
-    lt_params def;
-    lt_space_default(&sp, &def);
+    lt_params def; /* what the nodes start with: the active path's defaults */
+    lt_params_default(lt_kernel_get(LT_K_MATVEC), &def);
 
     /* refused: nothing may change */
     const char *good = "rows_per_task=16,unroll=4,k_block=0,prefetch=1024,act_int16=1,act_int8=1";

@@ -73,7 +73,8 @@ def machine_isas():
         isas.append("avx2")
         if {"avx512f", "avx512bw", "avx512vl"} <= flags:
             isas.append("avx512")
-    return isas
+    cap = os.environ.get("LT_ISA_MAX")  # the CPU made to look smaller (core.h)
+    return isas[:isas.index(cap) + 1] if cap in isas else isas
 
 
 def env_path(name):

@@ -58,6 +58,10 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    if (lt_isa_env_check() != LT_OK) {
+        fprintf(stderr, "looptune: %s\n", lt_errmsg());
+        return 2;
+    }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) return version();
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
