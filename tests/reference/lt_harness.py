@@ -116,12 +116,19 @@ class Checks:
         return 0 if self.failed == 0 and self.passed > 0 else 1
 
 
-def run_cli(args, timeout=CLI_TIMEOUT_S):
-    """Runs looptune with args; returns the CompletedProcess (text stdout/stderr)."""
+def run_cli(args, timeout=CLI_TIMEOUT_S, env=None):
+    """Runs looptune with args (and env: variables to set or, with None values, to unset);
+    returns the CompletedProcess (text stdout/stderr)."""
     cmd = [env_path("LT_BIN")] + [str(a) for a in args]
+    full = dict(os.environ)
+    for k, v in (env or {}).items():
+        if v is None:
+            full.pop(k, None)
+        else:
+            full[k] = v
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              errors="replace")
+                              errors="replace", env=full)
     except subprocess.TimeoutExpired as e:
         return subprocess.CompletedProcess(cmd, -999, e.stdout or "",
                                            "timed out after %d s" % timeout)

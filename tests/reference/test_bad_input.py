@@ -23,11 +23,11 @@ TRUNC = (r"truncat|past (the )?end|end of file|unexpected end|too short|short re
          r"file (of|has) \d+ bytes")
 
 
-def expect_error(ck, name, args, patterns, must_name=()):
-    """Runs looptune; passes if it exits with a status > 0, prints exactly one non-empty line
-    on stderr, that line matches every regex in patterns (case-insensitive), and contains
-    every string in must_name."""
-    p = H.run_cli(args, timeout=60)
+def expect_error(ck, name, args, patterns, must_name=(), env=None):
+    """Runs looptune (env: as for H.run_cli); passes if it exits with a status > 0, prints
+    exactly one non-empty line on stderr, that line matches every regex in patterns
+    (case-insensitive), and contains every string in must_name."""
+    p = H.run_cli(args, timeout=60, env=env)
     lines = [ln for ln in (p.stderr or "").splitlines() if ln.strip()]
     problems = []
     if p.returncode == -999:
@@ -213,6 +213,35 @@ def llama2c_cases(ck, wd, src):
                      (os.path.basename(path),))
 
 
+def isa_cases(ck, run):
+    """An ISA the CPU cannot run is an error naming what it runs: on this machine (every ISA
+    above what /proc/cpuinfo shows) and on the smaller machines LT_ISA_MAX makes of it; the
+    ones it can run, run. A bad LT_ISA_MAX is an error too."""
+    order = ["portable", "avx2", "avx512"]
+    real = H.machine_isas()
+    for cap in [None] + real[:-1]:
+        has = real if cap is None else real[:real.index(cap) + 1]
+        env = {"LT_ISA_MAX": cap}
+        where = "this CPU" if cap is None else "LT_ISA_MAX=" + cap
+        for isa in order:
+            # run's summary says "isa NAME"; bench --json has "isa":"NAME"
+            for cmd, said in ((run, "isa " + isa),
+                              (["bench", "-m", run[2], "-n", "2", "-r", "1", "--json"],
+                               '"isa":"%s"' % isa)):
+                args = cmd + (GOOD_ARGS if cmd is run else []) + ["--isa", isa]
+                name = "cli %s --isa %s on %s" % (cmd[0], isa, where)
+                if isa in has:
+                    p = H.run_cli(args, timeout=120, env=env)
+                    ck.check(p.returncode == 0 and said in p.stderr + p.stdout,
+                             name + " runs it", (p.stderr or "").strip()[-200:])
+                else:
+                    expect_error(ck, name + " is refused", args,
+                                 [r"not available", r"runs " + ", ".join(has) + r"\b"],
+                                 (isa,), env=env)
+    expect_error(ck, "cli LT_ISA_MAX=sse9", run + GOOD_ARGS, [r"LT_ISA_MAX", r"sse9"],
+                 env={"LT_ISA_MAX": "sse9"})
+
+
 def cli_cases(ck, good):
     run = ["run", "-m", good]
     expect_error(ck, "cli empty prompt", run + ["-p", "", "-n", "4", "--temp", "0"],
@@ -241,6 +270,7 @@ def cli_cases(ck, good):
                  [r"-n\b|number|invalid|tokens"])
     expect_error(ck, "cli --isa unknown", run + GOOD_ARGS + ["--isa", "sse9"],
                  [r"isa|sse9"])
+    isa_cases(ck, run)
     expect_error(ck, "cli unknown command", ["frobnicate"], [r"command|frobnicate"])
     # online tuning and the optimizer service
     expect_error(ck, "cli --tune bogus", run + GOOD_ARGS + ["--tune", "bogus"], [r"--tune", r"bogus"])
