@@ -152,6 +152,46 @@ void lt__xq8_quant_portable(const float *x, int64_t n, int8_t *q, float *s, int3
 bool lt__xq8_get(const lt_call *call, const lt_step *step, const float *x, lt__xq8_quant_fn quant,
                  const int8_t **q, const float **s, const int32_t **bias);
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+
+/* The q8_0 integer paths' accumulators on AVX2, a[row][acc][half]: acc as
+ * linear.h's order names it (int16: b % 2; int8: pair p % 2), half the
+ * ymm of lanes 0..7 or 8..15. Between k blocks they wait in part ([row][32]
+ * floats). Loaded (zero when first) for U rows: */
+static inline __attribute__((always_inline)) void
+lt__q8acc_load_avx2(int U, __m256 a[8][2][2], const float *part, bool first) {
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++)
+        for (int A = 0; A < 2; A++)
+            for (int H = 0; H < 2; H++)
+                a[u][A][H] = first ? _mm256_setzero_ps()
+                                   : _mm256_load_ps(part + 32 * u + 16 * A + 8 * H);
+}
+
+/* ... and, when last, reduced by the fixed halving order (h = acc[0] +
+ * acc[1], then halves) into y[u] (= or +=); else parked in part. */
+static inline __attribute__((always_inline)) void
+lt__q8acc_finish_avx2(int U, __m256 a[8][2][2], float *part, bool last, float *y,
+                      bool accumulate) {
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) {
+        if (last) {
+            __m256 v8 = _mm256_add_ps(_mm256_add_ps(a[u][0][0], a[u][1][0]),
+                                      _mm256_add_ps(a[u][0][1], a[u][1][1]));
+            __m128 v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+            __m128 v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+            const float s = _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)));
+            y[u] = accumulate ? y[u] + s : s;
+        } else {
+            for (int A = 0; A < 2; A++)
+                for (int H = 0; H < 2; H++)
+                    _mm256_store_ps(part + 32 * u + 16 * A + 8 * H, a[u][A][H]);
+        }
+    }
+}
+#endif
+
 /* A thread's growable buffer (*buf, *cap bytes, 64-byte aligned) made at
  * least `bytes` long; the buffer is registered under *key (made once by
  * make_key, whose destructor frees it at the thread's exit). False if out

@@ -45,14 +45,6 @@ LT_INLINE __m256i q8i8_dot(const int8_t *q, __m256i xv) {
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-/* The halving reduction of linear.h over lanes 0..7 (lo) and 8..15 (hi). */
-LT_INLINE float reduce_halves(__m256 lo, __m256 hi) {
-    __m256 v8 = _mm256_add_ps(lo, hi);
-    __m128 v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
-    __m128 v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
-    return _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)));
-}
-
 LT_INLINE void prefetch(int PF, const char *p, size_t pf) {
     if (PF) _mm_prefetch(p + pf, _MM_HINT_T0);
     if (PF == 2) _mm_prefetch(p + LT__Q8_FAR * pf, _MM_HINT_T1);
@@ -117,12 +109,7 @@ LT_INLINE void q8i8_rows(bool SPLIT, int U, int PF, const char *w, size_t ld, in
                          const int8_t *xq, const float *xs, int64_t b0, int64_t b1, size_t pf,
                          float *part, bool first, bool last, float *y, bool accumulate) {
     __m256 a[8][2][2];
-#pragma GCC unroll 8
-    for (int u = 0; u < U; u++)
-        for (int A = 0; A < 2; A++)
-            for (int H = 0; H < 2; H++)
-                a[u][A][H] = first ? _mm256_setzero_ps()
-                                   : _mm256_load_ps(part + 32 * u + 16 * A + 8 * H);
+    lt__q8acc_load_avx2(U, a, part, first);
     int64_t b = b0;
     /* split groups hold multiples of 8 blocks but the row's last: whole
      * eights never cross one */
@@ -138,18 +125,7 @@ LT_INLINE void q8i8_rows(bool SPLIT, int U, int PF, const char *w, size_t ld, in
     if (b < b1) q8i8_block(SPLIT, U, PF, 0, 0, a, w, ld, nbrow, xq, xs, b, pf);
     if (b + 1 < b1) q8i8_block(SPLIT, U, PF, 0, 1, a, w, ld, nbrow, xq, xs, b + 1, pf);
     if (b + 2 < b1) q8i8_block(SPLIT, U, PF, 1, 0, a, w, ld, nbrow, xq, xs, b + 2, pf);
-#pragma GCC unroll 8
-    for (int u = 0; u < U; u++) {
-        if (last) {
-            float s = reduce_halves(_mm256_add_ps(a[u][0][0], a[u][1][0]),
-                                    _mm256_add_ps(a[u][0][1], a[u][1][1]));
-            y[u] = accumulate ? y[u] + s : s;
-        } else {
-            for (int A = 0; A < 2; A++)
-                for (int H = 0; H < 2; H++)
-                    _mm256_store_ps(part + 32 * u + 16 * A + 8 * H, a[u][A][H]);
-        }
-    }
+    lt__q8acc_finish_avx2(U, a, part, last, y, accumulate);
 }
 
 /* One specialisation per (split layout or plain, rows at once, prefetch: 0
