@@ -185,6 +185,31 @@ bool lt_kernel_reads(lt_kernel_id id, const lt_call *call, int op);
 /* Shape check plus lt_params_validate. */
 int lt_call_check(lt_kernel_id id, const lt_call *call);
 
+/* ---- shape keys -------------------------------------------------------------- */
+
+/* The one key a call's tuned parameters go by, the same string in
+ * telemetry, control messages, the config store and the tuner:
+ * "q8_0:768x288:decode" (+ ":ia=a,b,c" when attributes are set). The regime
+ * (decode: one token, prefill: many) stands for the token count, so a
+ * prefill value applies to every prefill batch size. */
+typedef enum { LT_REGIME_DECODE = 0, LT_REGIME_PREFILL, LT_REGIME_COUNT } lt_regime;
+const char *lt_regime_name(lt_regime r); /* "decode", "prefill" */
+
+typedef struct {
+    lt_dtype dtype;   /* the weight operand's dtype (op[1]), else op[0]'s */
+    int64_t rows, cols; /* op[1]'s ne[1], ne[0] (op[0]'s when there is no op[1]) */
+    int64_t n_tokens; /* tokens of the step: op[0]->ne[1] (KV_STORE: its source's) */
+    int64_t ia[3];    /* integer attributes (heads, head_dim, ...) */
+    lt_regime regime;
+} lt_shape;
+
+void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out);
+/* The key of a shape; no tabs or blanks. Returns the length it wanted. */
+size_t lt_shape_format(const lt_shape *s, char *buf, size_t n);
+/* Both at once: the key of call. */
+size_t lt_call_key(lt_kernel_id id, const lt_call *call, char *buf, size_t n);
+#define LT_KEY_MAX 96 /* bytes a key fits in, NUL included */
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,10 +46,10 @@ typedef struct {
 
 /* Checks a control message against a finalized program and this run's id:
  * addressed to run_id (or to every run: ""), a known kernel, nodes of that
- * kernel with that shape (telemetry's signature, "matvec:q8_0:768x2048", or
- * the config store's finer key, "q8_0:2048x768:decode:ia=1,0,0"; "" = any)
- * and that node label (if given), every
- * parameter of the kernel's space exactly once with an allowed value, the
+ * kernel with that shape key (lt_call_key, as telemetry and the config store
+ * name it: "q8_0:2048x768:decode:ia=1,0,0"; "" = any) and that node label
+ * (if given), every parameter of the kernel's space exactly once with an
+ * allowed value, the
  * kernel's constraints on every matched call, and a sane trial (pairs <= 64,
  * phase_tokens 1..4096). LT_ENOTFOUND when addressed to another run (not an
  * error to log loudly), LT_ECONFIG naming the problem otherwise. On success

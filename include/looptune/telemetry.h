@@ -85,7 +85,7 @@ typedef struct {
     int node;           /* index in the program's flat node list */
     const char *label;  /* "blk3.attn_q" */
     const char *kernel; /* "matvec" */
-    const char *shape;  /* "matvec:q8_0:768x2048" (lt_tel_shape_signature) */
+    const char *shape;  /* its key, "q8_0:2048x768:decode" (lt_call_key) */
     int n_params;
     lt_tel_param params[LT_MAX_PARAMS]; /* the values in force */
 } lt_tel_node_desc;
@@ -98,7 +98,6 @@ typedef struct {
     int n_nodes;
     const lt_tel_node_desc *nodes; /* [n_nodes] */
     const char *host_class;            /* the config store's host key; may be NULL */
-    const char *const *config_shapes;  /* [n_nodes] the config store's shape keys; may be NULL */
 } lt_tel_run_start;
 
 typedef struct {
@@ -220,10 +219,6 @@ double lt_tel_peak_gflops(lt_pool *pool, int reps);
 
 /* ---- describing a program ---------------------------------------------------------- */
 
-/* "kernel:dtype:dims" of a finalized node, e.g. "matvec:q8_0:768x2048"
- * (weight dtype and ne0 x ne1 of the weight for matvec, matmul and embed;
- * the output's dtype and dims for the rest). Returns the length it wanted. */
-size_t lt_tel_shape_signature(const lt_program *p, int node, char *buf, size_t n);
 /* 32 lowercase hex digits of 128 random bits, NUL-terminated. */
 int lt_tel_run_id(char buf[33]);
 
@@ -242,7 +237,6 @@ typedef struct {
     /* for the run start, so an optimizer can key what it learns as the config
      * store does (only read during lt_tel_open; may be NULL) */
     const char *host_class;
-    const char *const *config_shapes; /* [the program's node count] */
     int64_t window_tokens;  /* a window closes after this many steps; 0: 32 */
     int64_t window_ms;      /* ... or once it lasted this long; 0: 1000 */
     int64_t drain_ms;       /* the drain thread's period; 0: 200 */

@@ -73,23 +73,6 @@ int lt_config_check(lt_kernel_id id, const lt_call *call, const lt_params *p);
 
 /* ---- shapes and hosts ------------------------------------------------------------ */
 
-typedef enum { LT_REGIME_DECODE = 0, LT_REGIME_PREFILL } lt_regime;
-
-/* A call's shape signature: what a tuned configuration is keyed by. The
- * regime (decode: one token, prefill: many) stands for the token count, so
- * a prefill configuration applies to every prefill batch size. */
-typedef struct {
-    lt_dtype dtype;   /* the weight operand's dtype (op[1]), else op[0]'s */
-    int64_t rows, cols; /* op[1]'s ne[1], ne[0] (op[0]'s when there is no op[1]) */
-    int64_t n_tokens; /* tokens of the step: op[0]->ne[1] (KV_STORE: its source's) */
-    int64_t ia[3];    /* integer attributes (heads, head_dim, ...) */
-    lt_regime regime;
-} lt_shape;
-
-void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out);
-/* "q8_0:768x288:decode" (+ ":ia=a,b,c" when attributes are set); no tabs. */
-size_t lt_shape_format(const lt_shape *s, char *buf, size_t n);
-
 typedef struct {
     char host_class[96]; /* CPU model, ISA level and cores: "Intel-Xeon-8481C:avx512:2c" */
     int isa;             /* lt_isa */
@@ -100,13 +83,6 @@ typedef struct {
 
 /* The running host (bandwidth left 0: set it if measured). */
 void lt_host_detect(lt_host *out);
-
-/* Key of the looped executor's configuration for a model's decode steps on
- * nth threads: "llama:d288:h768:l6:q8_0:t2:decode". */
-struct lt_model;
-size_t lt_exec_shape_format(const struct lt_model *m, int nth, char *buf, size_t n);
-/* Key of a whole step of a regime (the thread count's): "...:t2:prefill". */
-size_t lt_step_shape_format(const struct lt_model *m, int nth, lt_regime r, char *buf, size_t n);
 
 /* ---- search strategies --------------------------------------------------------------- */
 

@@ -86,7 +86,7 @@ int lt_tel_record_to_envelope(const lt_tel_record *r, lt_tel_pb *pb, Looptune__E
             k->node = str(n->label);
             k->kernel = str(n->kernel);
             k->shape = str(n->shape);
-            k->config_shape = str(s->config_shapes ? s->config_shapes[i] : NULL);
+            k->config_shape = str(n->shape); /* the one key; kept for older readers */
             fill_params(&pb->kparams[i * LT_MAX_PARAMS], &pb->kparam_ptrs[i * LT_MAX_PARAMS], n);
             k->n_params = (size_t)n->n_params;
             k->params = n->n_params ? &pb->kparam_ptrs[i * LT_MAX_PARAMS] : NULL;

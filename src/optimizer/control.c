@@ -18,10 +18,7 @@ int lt__node_table_init(lt__node_table *t, const lt_program *p) {
         e->kernel = ni.kernel;
         snprintf(e->kernel_name, sizeof e->kernel_name, "%s", lt_kernel_get(ni.kernel)->name);
         snprintf(e->label, sizeof e->label, "%s", ni.label ? ni.label : "");
-        lt_tel_shape_signature(p, i, e->shape, sizeof e->shape);
-        lt_shape sh;
-        lt_shape_of_call(ni.kernel, lt_program_call(p, i), &sh);
-        lt_shape_format(&sh, e->cshape, sizeof e->cshape);
+        lt_call_key(ni.kernel, lt_program_call(p, i), e->shape, sizeof e->shape);
         e->params = ni.params;
     }
     return LT_OK;
@@ -86,9 +83,7 @@ int lt__control_check_table(const lt__node_table *t, const lt_program *p, const 
     for (int i = 0; i < t->n; i++) {
         const lt__node_entry *e = &t->nodes[i];
         if (strcmp(e->kernel_name, c->kernel) != 0) continue;
-        if (c->shape && *c->shape && strcmp(e->shape, c->shape) != 0 &&
-            strcmp(e->cshape, c->shape) != 0)
-            continue;
+        if (c->shape && *c->shape && strcmp(e->shape, c->shape) != 0) continue;
         if (c->node && *c->node && strcmp(e->label, c->node) != 0) continue;
         if ((rc = lt_config_check(e->kernel, lt_program_call(p, i), &out->params))) {
             rc = lt_error(LT_ECONFIG, "node %s: %s", e->label, lt_errmsg());

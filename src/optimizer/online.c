@@ -255,13 +255,13 @@ int lt_online_report(lt_online *o, FILE *f) {
         bool first = true, changed = false;
         for (int j = 0; j < i; j++) /* one line per kernel and shape */
             if (!strcmp(o->table.nodes[j].kernel_name, e->kernel_name) &&
-                !strcmp(o->table.nodes[j].cshape, e->cshape))
+                !strcmp(o->table.nodes[j].shape, e->shape))
                 first = false;
         for (int j = 0; j < LT_MAX_PARAMS; j++) changed |= o->initial[i].v[j] != e->params.v[j];
         if (!first || !changed) continue;
         lt_space sp;
         if (lt_space_by_name(e->kernel_name, &sp)) continue;
-        fprintf(f, "  %s %s:", e->kernel_name, e->cshape);
+        fprintf(f, "  %s %s:", e->kernel_name, e->shape);
         for (int j = 0; j < sp.n_params; j++)
             if (o->initial[i].v[j] != e->params.v[j])
                 fprintf(f, " %s %d -> %d", sp.params[j].name, o->initial[i].v[j], e->params.v[j]);

@@ -12,8 +12,7 @@ typedef struct {
     lt_kernel_id kernel;
     char kernel_name[32];
     char label[64];
-    char shape[96];   /* lt_tel_shape_signature: what telemetry calls it */
-    char cshape[96];  /* lt_shape_format: the config store's key (finer: attributes) */
+    char shape[LT_KEY_MAX]; /* its key (lt_call_key) */
     lt_params params; /* the values in force (kept up to date by the run side) */
 } lt__node_entry;
 

@@ -1,45 +1,18 @@
-/* How telemetry names a node: its shape signature ("matvec:q8_0:768x2048")
- * and a descriptor with label, kernel and the parameter values in force,
- * built once per run so records point at stable strings. */
+/* How telemetry names a node: its key ("q8_0:2048x768:decode", the one the
+ * config store and controls use) and a descriptor with label, kernel and the
+ * parameter values in force, built once per run so records point at stable
+ * strings. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "telemetry/tel_internal.h"
 
-size_t lt_tel_shape_signature(const lt_program *p, int node, char *buf, size_t n) {
+/* A node's key (lt_call_key), the config store's and the controls'. */
+static size_t node_key(const lt_program *p, int node, char *buf, size_t n) {
     lt_node_info info;
     lt_program_node(p, node, &info);
-    const lt_call *c = lt_program_call(p, node);
-    const char *name = lt_kernel_get(info.kernel)->name;
-    const lt_tensor *out = c->op[0];
-    int len;
-    switch (info.kernel) {
-    case LT_K_MATVEC:
-    case LT_K_EMBED: {
-        const lt_tensor *w = c->op[1];
-        len = snprintf(buf, n, "%s:%s:%lldx%lld", name, lt_dtype_name(w->dtype),
-                       (long long)w->ne[0], (long long)w->ne[1]);
-        break;
-    }
-    case LT_K_MATMUL: {
-        const lt_tensor *w = c->op[1];
-        len = snprintf(buf, n, "%s:%s:%lldx%lld:n%lld", name, lt_dtype_name(w->dtype),
-                       (long long)w->ne[0], (long long)w->ne[1], (long long)out->ne[1]);
-        break;
-    }
-    case LT_K_ATTENTION:
-        /* heads/kv_heads x head_dim over the cache length */
-        len = snprintf(buf, n, "%s:%s:%lld/%lldx%lld:ctx%lld", name, lt_dtype_name(out->dtype),
-                       (long long)c->ia[0], (long long)c->ia[1], (long long)c->ia[2],
-                       (long long)c->op[2]->ne[1]);
-        break;
-    default:
-        len = snprintf(buf, n, "%s:%s:%lldx%lld", name, lt_dtype_name(out->dtype),
-                       (long long)out->ne[0], (long long)out->ne[1]);
-        break;
-    }
-    return len < 0 ? 0 : (size_t)len;
+    return lt_call_key(info.kernel, lt_program_call(p, node), buf, n);
 }
 
 int lt__tel_nodes_init(lt__tel_nodes *d, const lt_program *p) {
@@ -50,7 +23,7 @@ int lt__tel_nodes_init(lt__tel_nodes *d, const lt_program *p) {
     for (int i = 0; i < n; i++) {
         lt_node_info info;
         lt_program_node(p, i, &info);
-        total += strlen(info.label ? info.label : "") + 1 + lt_tel_shape_signature(p, i, NULL, 0) + 1;
+        total += strlen(info.label ? info.label : "") + 1 + node_key(p, i, NULL, 0) + 1;
     }
     d->nodes = calloc(n ? (size_t)n : 1, sizeof *d->nodes);
     d->kernels = calloc(n ? (size_t)n : 1, sizeof *d->kernels);
@@ -70,7 +43,7 @@ int lt__tel_nodes_init(lt__tel_nodes *d, const lt_program *p) {
         memcpy(s, info.label ? info.label : "", ll + 1);
         nd->label = s;
         s += ll + 1;
-        size_t sl = lt_tel_shape_signature(p, i, s, (size_t)(d->strings + total - s));
+        size_t sl = node_key(p, i, s, (size_t)(d->strings + total - s));
         nd->shape = s;
         s += sl + 1;
         nd->kernel = k->name;

@@ -241,8 +241,7 @@ int lt_tel_open(lt_tel **out, const lt_tel_opts *opts) {
         .run_id = t->run_id, .host = t->have_host ? &t->host : NULL,
         .model = opts->model ? opts->model : "", .dtype = opts->dtype ? opts->dtype : "",
         .executor = opts->executor ? opts->executor : "", .threads = t->nth,
-        .n_nodes = t->nodes.n, .nodes = t->nodes.nodes, .host_class = opts->host_class,
-        .config_shapes = opts->config_shapes};
+        .n_nodes = t->nodes.n, .nodes = t->nodes.nodes, .host_class = opts->host_class};
     lt__tel_agg_emit(t->agg, &rs);
     if (opts->open_flush_ms > 0 && t->o.sink.flush &&
         t->o.sink.flush(t->o.sink.ctx, (int)opts->open_flush_ms) != LT_OK)

@@ -241,33 +241,6 @@ int lt_config_check(lt_kernel_id id, const lt_call *call, const lt_params *p) {
     return lt_call_check(id, &trial);
 }
 
-void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out) {
-    memset(out, 0, sizeof *out);
-    const lt_tensor *y = call->op[0];
-    const lt_tensor *w = call->op[1] ? call->op[1] : y;
-    if (w) {
-        out->dtype = w->dtype;
-        out->cols = w->ne[0];
-        out->rows = w->ne[1];
-    }
-    /* the KV cache's rows are positions, not tokens: count the source's */
-    const lt_tensor *rows = id == LT_K_KV_STORE && call->op[1] ? call->op[1] : y;
-    out->n_tokens = rows ? rows->ne[1] : 1;
-    for (int i = 0; i < 3; i++) out->ia[i] = call->ia[i];
-    out->regime = out->n_tokens > 1 ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
-}
-
-size_t lt_shape_format(const lt_shape *s, char *buf, size_t n) {
-    const char *reg = s->regime == LT_REGIME_PREFILL ? "prefill" : "decode";
-    if (s->ia[0] || s->ia[1] || s->ia[2])
-        return (size_t)snprintf(buf, n, "%s:%lldx%lld:%s:ia=%lld,%lld,%lld",
-                                lt_dtype_name(s->dtype), (long long)s->cols, (long long)s->rows,
-                                reg, (long long)s->ia[0], (long long)s->ia[1],
-                                (long long)s->ia[2]);
-    return (size_t)snprintf(buf, n, "%s:%lldx%lld:%s", lt_dtype_name(s->dtype),
-                            (long long)s->cols, (long long)s->rows, reg);
-}
-
 /* The CPU model reduced to a stable token: brand noise dropped, runs of
  * anything but letters and digits turned into one '-'. */
 static void model_token(const char *model, char *out, size_t n) {
@@ -313,13 +286,3 @@ void lt_host_detect(lt_host *out) {
              lt_isa_name((lt_isa)out->isa), out->cores);
 }
 
-size_t lt_step_shape_format(const lt_model *m, int nth, lt_regime r, char *buf, size_t n) {
-    return (size_t)snprintf(buf, n, "llama:d%lld:h%lld:l%lld:%s:t%d:%s",
-                            (long long)m->cfg.dim, (long long)m->cfg.hidden_dim,
-                            (long long)m->cfg.n_layers, lt_dtype_name(m->wtype), nth,
-                            r == LT_REGIME_PREFILL ? "prefill" : "decode");
-}
-
-size_t lt_exec_shape_format(const lt_model *m, int nth, char *buf, size_t n) {
-    return lt_step_shape_format(m, nth, LT_REGIME_DECODE, buf, n);
-}

@@ -56,7 +56,8 @@ static void compare(const mem_rec *m, const Looptune__Envelope *e) {
         if (e->run_start->n_kernels >= 2) {
             ASSERT_STREQ(e->run_start->kernels[1]->node, "proj");
             ASSERT_STREQ(e->run_start->kernels[1]->kernel, "matvec");
-            ASSERT_STREQ(e->run_start->kernels[1]->shape, "matvec:f32:64x32");
+            ASSERT_STREQ(e->run_start->kernels[1]->shape, "f32:64x32:decode");
+            ASSERT_STREQ(e->run_start->kernels[1]->config_shape, "f32:64x32:decode");
             /* the parameters that act on this ISA's path, at its defaults */
             const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
             const lt_isa isa = lt_isa_active();

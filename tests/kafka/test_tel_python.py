@@ -72,6 +72,8 @@ def main():
         assert end.tokens == STEPS and end.dropped_records == 0, end
 
         counts = {n: 0 for n in nodes}
+        key_of = {k.node: k.shape for k in start.kernels}
+        assert all(k.config_shape == k.shape for k in start.kernels), "two keys for one node"
         per_window = {}
         for e in envs[2:-1]:
             w = e.kernel_window
@@ -82,7 +84,8 @@ def main():
             assert w.min_ns <= w.median_ns <= w.p90_ns <= w.max_ns
             assert w.t_start_ns < w.t_end_ns
             assert 0 <= w.wait_share <= 1
-            assert w.shape.startswith(w.kernel + ":"), w.shape
+            # the node's one key, a decode call's: "q8_0:768x288:decode[:ia=...]"
+            assert w.shape == key_of[w.node] and ":decode" in w.shape, w.shape
             assert "task-clock" in w.available_counters, list(w.available_counters)
             assert w.steps == WINDOW, (w.node, w.window, w.steps)
             assert w.min_ns * w.count <= w.total_ns <= w.max_ns * w.count, w

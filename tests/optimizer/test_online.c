@@ -110,7 +110,7 @@ int main(void) {
     lt_pool *pool;
     ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
     char shape[96];
-    lt_tel_shape_signature(p, node0, shape, sizeof shape);
+    lt_call_key(LT_K_MATVEC, lt_program_call(p, node0), shape, sizeof shape);
     FILE *devnull = fopen("/dev/null", "w");
     lt_online *o;
     lt_online_opts oo = {.run_id = "run-a", .program = p, .log = devnull};
@@ -125,7 +125,7 @@ int main(void) {
     const char *good = "rows_per_task=16,unroll=4,k_block=0,prefetch=1024,act_int16=1,act_int8=1";
     control(o, "run-b", "matvec", shape, good, 0, 0);          /* another run: ignored */
     control(o, "run-a", "nosuch", shape, good, 0, 0);          /* unknown kernel */
-    control(o, "run-a", "matvec", "matvec:f32:1x1", good, 0, 0); /* no such shape */
+    control(o, "run-a", "matvec", "f32:1x1:decode", good, 0, 0); /* no such shape */
     control(o, "run-a", "matvec", shape, "rows_per_task=16,unroll=4,k_block=0,prefetch=1024", 0, 0);
     control(o, "run-a", "matvec", shape,
             "rows_per_task=16,unroll=3,k_block=0,prefetch=1024,"

@@ -85,7 +85,7 @@ static void test_hand_computed(void) {
     if (w) {
         ASSERT_STREQ(w->label, "first");
         ASSERT_STREQ(w->kernel, "add");
-        ASSERT_STREQ(w->shape, "add:f32:4096x1");
+        ASSERT_STREQ(w->shape, "f32:4096x1:decode");
         ASSERT_STREQ(w->run_id, "run-x");
         ASSERT_EQ(w->w.t_start_ns, 0);
         ASSERT_EQ(w->w.t_end_ns, 2900);
@@ -112,7 +112,7 @@ static void test_hand_computed(void) {
     w = find_window(&f.ms, 0, 1);
     ASSERT_TRUE(w != NULL);
     if (w) {
-        ASSERT_STREQ(w->shape, "matvec:f32:64x32");
+        ASSERT_STREQ(w->shape, "f32:64x32:decode");
         ASSERT_EQ(w->w.count, 3);
         ASSERT_EQ(w->w.min_ns, 100);
         ASSERT_EQ(w->w.median_ns, 100);

@@ -98,28 +98,12 @@ int lt_cli_tel_start(lt_cli_tel **out, const lt_cli_tel_opts *o, lt_program *dec
     to.model = model;
     to.dtype = dtype;
     to.executor = executor;
-    /* the config store's keys, so what an optimizer learns warm-starts runs */
+    /* the config store's host key, so what an optimizer learns warm-starts runs */
     lt_host hd;
     lt_host_detect(&hd);
     to.host_class = hd.host_class;
-    int n_nodes = lt_program_n_nodes(decode);
-    char (*keys)[96] = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *keys);
-    const char **key_ptrs = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *key_ptrs);
-    if (keys && key_ptrs) {
-        for (int i = 0; i < n_nodes; i++) {
-            lt_node_info ni;
-            lt_program_node(decode, i, &ni);
-            lt_shape sh;
-            lt_shape_of_call(ni.kernel, lt_program_call(decode, i), &sh);
-            lt_shape_format(&sh, keys[i], sizeof keys[i]);
-            key_ptrs[i] = keys[i];
-        }
-        to.config_shapes = key_ptrs;
-    }
     if (o->mode == LT_CLI_TEL_KAFKA) to.open_flush_ms = 3000; /* connect before decoding */
     rc = lt_tel_open(&t->tel, &to); /* closes the sink on failure */
-    free(keys);
-    free(key_ptrs);
     if (rc) goto fail;
     *out = t;
     return LT_OK;

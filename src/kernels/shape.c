@@ -1,0 +1,41 @@
+/* Shape keys: what a call's tuned parameters are keyed by, in one place for
+ * telemetry, control messages, the config store and the tuner. */
+#include <stdio.h>
+#include <string.h>
+
+#include "looptune/kernels.h"
+
+const char *lt_regime_name(lt_regime r) { return r == LT_REGIME_PREFILL ? "prefill" : "decode"; }
+
+void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out) {
+    memset(out, 0, sizeof *out);
+    const lt_tensor *y = call->op[0];
+    const lt_tensor *w = call->op[1] ? call->op[1] : y;
+    if (w) {
+        out->dtype = w->dtype;
+        out->cols = w->ne[0];
+        out->rows = w->ne[1];
+    }
+    /* the KV cache's rows are positions, not tokens: count the source's */
+    const lt_tensor *rows = id == LT_K_KV_STORE && call->op[1] ? call->op[1] : y;
+    out->n_tokens = rows ? rows->ne[1] : 1;
+    for (int i = 0; i < 3; i++) out->ia[i] = call->ia[i];
+    out->regime = out->n_tokens > 1 ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
+}
+
+size_t lt_shape_format(const lt_shape *s, char *buf, size_t n) {
+    const char *reg = lt_regime_name(s->regime);
+    if (s->ia[0] || s->ia[1] || s->ia[2])
+        return (size_t)snprintf(buf, n, "%s:%lldx%lld:%s:ia=%lld,%lld,%lld",
+                                lt_dtype_name(s->dtype), (long long)s->cols, (long long)s->rows,
+                                reg, (long long)s->ia[0], (long long)s->ia[1],
+                                (long long)s->ia[2]);
+    return (size_t)snprintf(buf, n, "%s:%lldx%lld:%s", lt_dtype_name(s->dtype),
+                            (long long)s->cols, (long long)s->rows, reg);
+}
+
+size_t lt_call_key(lt_kernel_id id, const lt_call *call, char *buf, size_t n) {
+    lt_shape sh;
+    lt_shape_of_call(id, call, &sh);
+    return lt_shape_format(&sh, buf, n);
+}
