@@ -174,6 +174,10 @@ void lt_params_default(const lt_kernel *k, lt_params *p);
 /* LT_OK if every value is one of its parameter's allowed values, else
  * LT_ECONFIG with detail naming the parameter and value. */
 int lt_params_validate(const lt_kernel *k, const lt_params *p);
+/* The same for any parameter list (the looped executor's, a thread count):
+ * the one check of a value against its declared space; owner names it. */
+int lt_param_defs_validate(const char *owner, const lt_param_def *defs, int n,
+                           const lt_params *p);
 /* Whether a kernel writes / reads operand op (executors derive data
  * dependencies from this): op[0] is written by every kernel; ROPE also
  * writes op[1] (in place), ATTENTION its scratch op[4], a storing MATVEC its

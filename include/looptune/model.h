@@ -236,6 +236,53 @@ size_t lt_step_shape_format(const lt_model *m, int nth, lt_regime r, char *buf, 
 /* Key of the looped executor's parameters: the decode step's. */
 size_t lt_exec_shape_format(const lt_model *m, int nth, char *buf, size_t n);
 
+/* ---- the tuning context: every parameter value in force ------------------------- */
+
+/* One per runtime (lt_llama_tuning), created and freed with it. A value
+ * belongs to a name and a key: a kernel's calls of one shape key
+ * (lt_call_key), the looped executor under the decode step key, or a
+ * regime's thread count under that regime's step key (lt_tuning_step_key).
+ * Every source of values goes through lt_tuning_set / lt_tuning_pin: one
+ * validation (the name's declared space, then the kernel's constraints on
+ * every call it would reach, with a named error and nothing changed), and
+ * every program the runtime builds, at any time and for any batch size,
+ * takes its values from here; a change reaches programs already built at
+ * the next token boundary (the next lt_llama_eval). */
+typedef struct lt_tuning lt_tuning;
+#define LT_TUNING_LOOPED "looped"   /* the looped executor's parameters */
+#define LT_TUNING_THREADS "threads" /* a regime's thread count: parameter "threads" */
+
+lt_tuning *lt_llama_tuning(lt_llama *l);
+/* The declared space of name (a kernel, LT_TUNING_LOOPED or
+ * LT_TUNING_THREADS on a pool of pool_threads; <= 0: every count known) into
+ * defs; LT_ENOTFOUND for an unknown name. */
+int lt_tuning_space(const char *name, int pool_threads, lt_param_def defs[LT_MAX_PARAMS], int *n);
+/* Sets the values of (name, key) (p's first n entries, n the space's size).
+ * LT_ENOTFOUND for an unknown name or a key this runtime has no call (or
+ * step) of; LT_ECONFIG for a value outside the space or a call it does not
+ * fit. */
+int lt_tuning_set(lt_tuning *t, const char *name, const char *key, const lt_params *p);
+/* Drops the value set for (name, key): its calls go back to the defaults. */
+int lt_tuning_unset(lt_tuning *t, const char *name, const char *key);
+/* The values in force for (name, key): set (by the key, or the fallback
+ * keys of a fused matvec), else the active ISA's defaults; pins on top. */
+int lt_tuning_get(const lt_tuning *t, const char *name, const char *key, lt_params *out);
+/* Pins parameter param of name at value for key (NULL: every key), over
+ * any value set (--param). Validated like a set. */
+int lt_tuning_pin(lt_tuning *t, const char *name, const char *key, const char *param,
+                  int32_t value);
+/* Whether this runtime has calls of name under key (or fallback calls). */
+bool lt_tuning_uses(const lt_tuning *t, const char *name, const char *key);
+/* The keys in use, i in 0..lt_tuning_n_keys-1: kernels with parameters (each
+ * distinct shape key once), the looped executor, every regime's threads. */
+int lt_tuning_n_keys(const lt_tuning *t);
+void lt_tuning_key(const lt_tuning *t, int i, const char **name, const char **key);
+/* The step key of regime r ("llama:d288:h768:l6:q8_0:t2:decode"). */
+const char *lt_tuning_step_key(const lt_tuning *t, lt_regime r);
+int lt_tuning_pool_threads(const lt_tuning *t);
+/* Counts the changes: programs compare it with what they carry. */
+uint64_t lt_tuning_generation(const lt_tuning *t);
+
 /* ---- generation loop ------------------------------------------------------------ */
 
 typedef struct {

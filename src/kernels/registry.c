@@ -46,16 +46,21 @@ void lt_params_default(const lt_kernel *k, lt_params *p) {
     for (int i = 0; i < k->n_params; i++) p->v[i] = lt_param_default(&k->params[i], isa);
 }
 
-int lt_params_validate(const lt_kernel *k, const lt_params *p) {
-    for (int i = 0; i < k->n_params; i++) {
-        const lt_param_def *d = &k->params[i];
+int lt_param_defs_validate(const char *owner, const lt_param_def *defs, int n,
+                           const lt_params *p) {
+    for (int i = 0; i < n; i++) {
+        const lt_param_def *d = &defs[i];
         bool ok = false;
         for (int j = 0; j < d->n_values && !ok; j++) ok = d->values[j] == p->v[i];
         if (!ok)
-            return lt_error(LT_ECONFIG, "%s: parameter %s=%d is not an allowed value", k->name,
+            return lt_error(LT_ECONFIG, "%s: parameter %s=%d is not an allowed value", owner,
                             d->name, p->v[i]);
     }
     return LT_OK;
+}
+
+int lt_params_validate(const lt_kernel *k, const lt_params *p) {
+    return lt_param_defs_validate(k->name, k->params, k->n_params, p);
 }
 
 int lt_call_check(lt_kernel_id id, const lt_call *call) {

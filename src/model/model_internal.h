@@ -6,6 +6,7 @@
 #define LT_MODEL_INTERNAL_H
 
 #include "looptune/model.h"
+#include "looptune/program.h"
 
 #include <stdio.h>
 
@@ -69,6 +70,26 @@ int lt__llama_config_check(const lt_llama_config *c, const char *what);
 /* Converts n norm weights of any dtype to f32 at dst (a slice of the
  * caller's p->norms block); returns dst. */
 float *lt__norm_copy(float *dst, const void *src, lt_dtype dtype, int64_t n);
+
+/* ---- the tuning context's runtime side (tuning.c) ------------------------------ */
+
+/* A context for m's runtime on a pool of pool_threads. */
+int lt__tuning_init(lt_tuning **out, const lt_model *m, int pool_threads);
+void lt__tuning_free(lt_tuning *t); /* NULL is a no-op */
+int lt__tuning_add_key(lt_tuning *t, const char *name, const char *key, bool fallback);
+/* Learns the keys of p's calls without attaching it (a program built only
+ * to know them). */
+int lt__tuning_learn(lt_tuning *t, const lt_program *p);
+/* A program the runtime built (finalized): its keys are learned, the values
+ * in force put on its nodes, and every check of a later set covers it. */
+int lt__tuning_attach(lt_tuning *t, lt_program *p);
+void lt__tuning_detach(lt_tuning *t, const lt_program *p); /* before freeing it */
+/* Puts the values in force on p's nodes; returns how many nodes changed. */
+int lt__tuning_apply(const lt_tuning *t, lt_program *p);
+/* The thread count of regime r (0: the whole pool) and the looped
+ * executor's parameters in force. */
+int lt__tuning_threads(const lt_tuning *t, lt_regime r);
+void lt__tuning_exec_params(const lt_tuning *t, lt_params *out);
 
 /* ---- vocabularies the model generator embeds ---------------------------- */
 

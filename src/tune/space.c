@@ -103,38 +103,22 @@ void lt_space_fit_params(const lt_space *s, lt_params *p) {
     }
 }
 
-void lt_space_from_exec(lt_space *s) {
-    int n;
-    const lt_param_def *d = lt_exec_looped_params(&n);
-    lt_space_init(s, "looped", d, n);
-}
-
-/* Thread counts a step may run on besides 0 (= the whole pool): every
- * count up to 8, then sparser. */
-static const int32_t thread_values[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32, 48, 64};
-_Static_assert(sizeof thread_values / sizeof thread_values[0] + 1 <= LT_MAX_PARAM_VALUES,
-               "the threads space fits a parameter");
+/* The spaces of the names a value can have are the tuning context's. */
+void lt_space_from_exec(lt_space *s) { LT_ASSERT(lt_space_by_name(LT_TUNING_LOOPED, s) == LT_OK); }
 
 void lt_space_threads(lt_space *s, int pool_threads) {
-    lt_param_def d = {.name = "threads", .n_values = 1, .values = {0}, .def = 0};
-    for (size_t i = 0; i < sizeof thread_values / sizeof thread_values[0]; i++)
-        if (pool_threads <= 0 || thread_values[i] < pool_threads)
-            d.values[d.n_values++] = thread_values[i];
-    lt_space_init(s, "threads", &d, 1);
+    lt_param_def d[LT_MAX_PARAMS];
+    int n;
+    LT_ASSERT(lt_tuning_space(LT_TUNING_THREADS, pool_threads, d, &n) == LT_OK);
+    lt_space_init(s, LT_TUNING_THREADS, d, n);
 }
 
 int lt_space_by_name(const char *kernel, lt_space *out) {
-    if (!strcmp(kernel, "looped")) {
-        lt_space_from_exec(out);
-        return LT_OK;
-    }
-    if (!strcmp(kernel, "threads")) {
-        lt_space_threads(out, 0);
-        return LT_OK;
-    }
-    const lt_kernel *k = lt_kernel_find(kernel);
-    if (!k) return lt_error(LT_ENOTFOUND, "unknown kernel '%s'", kernel);
-    lt_space_from_kernel(out, k);
+    lt_param_def d[LT_MAX_PARAMS];
+    int n;
+    int rc = lt_tuning_space(kernel, 0, d, &n);
+    if (rc) return rc;
+    lt_space_init(out, kernel, d, n);
     return LT_OK;
 }
 
@@ -176,11 +160,7 @@ void lt_space_default(const lt_space *s, lt_params *out) {
 }
 
 int lt_space_validate(const lt_space *s, const lt_params *p) {
-    for (int i = 0; i < s->n_params; i++)
-        if (value_index(&s->params[i], p->v[i]) < 0)
-            return lt_error(LT_ECONFIG, "%s: %s=%d is not an allowed value", s->name,
-                            s->params[i].name, p->v[i]);
-    return LT_OK;
+    return lt_param_defs_validate(s->name, s->params, s->n_params, p);
 }
 
 size_t lt_space_format(const lt_space *s, const lt_params *p, char *buf, size_t n) {
