@@ -218,10 +218,11 @@ int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos);
 const float *lt_llama_logits(const lt_llama *l, int64_t *n_rows);
 /* The program that evaluates n tokens (built if needed), for printing. */
 int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out);
-/* Threads of decode steps (one token) or of prefill steps: the first nth of
- * the pool (0 = all, the default). The logits do not depend on it. */
-int lt_llama_set_threads(lt_llama *l, bool prefill, int nth); /* LT_EINVAL above the pool */
-int lt_llama_threads(const lt_llama *l, bool prefill);        /* in effect: 1..pool size */
+/* Threads of decode steps (one token) or of prefill steps in effect:
+ * 1..pool size. They are values of the tuning context (LT_TUNING_THREADS
+ * under the regime's step key: the first nth of the pool, 0 = all, the
+ * default); the logits do not depend on them. */
+int lt_llama_threads(const lt_llama *l, bool prefill);
 int lt_llama_pool_size(const lt_llama *l);
 /* Synchronisation counters summed over every eval so far. */
 typedef struct {

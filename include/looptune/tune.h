@@ -12,6 +12,7 @@
 #include "looptune/core.h"
 #include "looptune/kafka.h"
 #include "looptune/kernels.h"
+#include "looptune/model.h"
 #include "looptune/program.h"
 
 #ifdef __cplusplus
@@ -265,21 +266,11 @@ int lt_store_topic_publish(lt_producer *p, const lt_config_entry *e);
 int lt_store_backend_topic(lt_store_backend *out, const lt_kafka_conn *conn, const char *topic,
                            int timeout_ms);
 
-/* Warm start: for every node of p, the entry for (its kernel, its shape,
- * host) if any, checked against the call (lt_config_check) and applied; a
- * config that fails is skipped with a warning. exec_shape (may be NULL)
- * keys the looped executor's entry. used (may be NULL; lt_store_count
- * entries) gets used[i] = true for every entry applied, so calls on several
- * programs can count distinct entries. Returns the number of distinct
- * entries applied to p (>= 0); *skipped (may be NULL) gets the number refused. */
-int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const char *exec_shape,
-                   bool *used_out, int *skipped);
-/* The stored thread counts of l's decode and prefill steps (entries
- * "threads" under lt_step_shape_format for l's pool); marks used_out like
- * lt_store_apply. Returns how many were applied; *skipped gets the refused. */
-struct lt_llama;
-int lt_store_apply_threads(const lt_store *s, struct lt_llama *l, const char *host,
-                           bool *used_out, int *skipped);
+/* Warm start: every entry of s for host whose name and key the runtime of t
+ * uses (lt_tuning_uses) becomes a value in force (lt_tuning_set). An entry
+ * that does not parse or fit is skipped with a warning and counted in
+ * *refused (may be NULL). Returns the number applied. */
+int lt_store_warm_start(const lt_store *s, lt_tuning *t, const char *host, int *refused);
 
 #ifdef __cplusplus
 }

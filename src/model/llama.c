@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "looptune/model.h"
-#include "looptune/program.h"
+#include "model/model_internal.h"
 
 #define LT_LLAMA_PROGRAM_CACHE 4
 
@@ -22,12 +21,13 @@ struct lt_llama {
         lt_program *p;
         int logits; /* buffer id of the logits */
         uint64_t last_use;
+        uint64_t tuned; /* the tuning generation its nodes carry */
     } progs[LT_LLAMA_PROGRAM_CACHE];
+    lt_tuning *tuning; /* every value in force: kernels', the executor's, thread counts */
     uint64_t use_clock;
     const float *logits;
     int64_t n_logit_rows;
     bool timing;
-    int threads[2]; /* of decode and prefill steps; 0 = the whole pool */
     lt_llama_sync sync;
 };
 
@@ -200,7 +200,14 @@ static int get_program(lt_llama *l, int64_t n, int *slot_out) {
     int logits;
     int rc = build(l, n, all, &p, &logits);
     if (rc) return rc;
+    if (l->progs[slot].p) lt__tuning_detach(l->tuning, l->progs[slot].p);
     lt_program_free(l->progs[slot].p);
+    l->progs[slot].p = NULL;
+    if ((rc = lt__tuning_attach(l->tuning, p))) { /* the values in force go on its nodes */
+        lt_program_free(p);
+        return rc;
+    }
+    l->progs[slot].tuned = UINT64_MAX; /* its first eval also takes the executor's values */
     l->progs[slot].p = p;
     l->progs[slot].n = n;
     l->progs[slot].all_logits = all;
@@ -229,7 +236,17 @@ int lt_llama_init(lt_llama **out, const lt_model *m, lt_pool *pool, const lt_lla
         return lt_error(LT_ENOMEM, "cannot allocate a KV cache of 2 x %zu bytes", cache_bytes);
     }
     int slot;
-    int rc = get_program(l, 1, &slot); /* the decode program lives in slot 0 */
+    int rc = lt__tuning_init(&l->tuning, m, lt_pool_size(pool));
+    if (!rc) rc = get_program(l, 1, &slot); /* the decode program lives in slot 0 */
+    if (!rc && l->opts.max_batch > 1) {
+        /* every prefill program has the same keys: learn them now, so values
+         * for prefill can be set before the first one is built */
+        lt_program *probe;
+        int logits;
+        rc = build(l, 2, l->opts.all_logits, &probe, &logits);
+        if (!rc) rc = lt__tuning_learn(l->tuning, probe);
+        lt_program_free(probe);
+    }
     if (rc) {
         lt_llama_free(l);
         return rc;
@@ -241,6 +258,7 @@ int lt_llama_init(lt_llama **out, const lt_model *m, lt_pool *pool, const lt_lla
 void lt_llama_free(lt_llama *l) {
     if (!l) return;
     for (int i = 0; i < LT_LLAMA_PROGRAM_CACHE; i++) lt_program_free(l->progs[i].p);
+    lt__tuning_free(l->tuning);
     lt_aligned_free(l->kcache);
     lt_aligned_free(l->vcache);
     free(l);
@@ -264,9 +282,22 @@ int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
     int slot;
     int rc = get_program(l, n, &slot);
     if (rc) return rc;
+    /* a token boundary: what changed in the tuning context since the program
+     * last ran reaches it now */
+    lt_program *p = l->progs[slot].p;
+    const uint64_t gen = lt_tuning_generation(l->tuning);
+    if (l->progs[slot].tuned != gen) {
+        lt__tuning_apply(l->tuning, p);
+        lt_params xp, now;
+        lt__tuning_exec_params(l->tuning, &xp);
+        lt_program_exec_params(p, &now);
+        if (memcmp(&xp, &now, sizeof xp)) LT_ASSERT(lt_program_set_exec_params(p, &xp) == LT_OK);
+        l->progs[slot].tuned = gen;
+    }
     lt_step step = {.pos = pos, .n_tokens = n, .tokens = tokens};
     lt_exec_stats st;
-    LT_ASSERT(lt_program_set_threads(l->progs[slot].p, l->threads[n > 1]) == LT_OK);
+    const lt_regime regime = n > 1 ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
+    LT_ASSERT(lt_program_set_threads(p, lt__tuning_threads(l->tuning, regime)) == LT_OK);
     rc = lt_exec_run((lt_executor)l->opts.executor, l->progs[slot].p, l->pool, &step,
                      l->timing ? &st : NULL);
     if (rc) return rc;
@@ -296,20 +327,15 @@ int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out) {
     return LT_OK;
 }
 
-int lt_llama_set_threads(lt_llama *l, bool prefill, int nth) {
-    if (nth < 0 || nth > lt_pool_size(l->pool))
-        return lt_error(LT_EINVAL, "%s threads %d: expected 1..%d (0 = all)",
-                        prefill ? "prefill" : "decode", nth, lt_pool_size(l->pool));
-    l->threads[prefill] = nth;
-    return LT_OK;
-}
-
 int lt_llama_pool_size(const lt_llama *l) { return lt_pool_size(l->pool); }
 
 int lt_llama_threads(const lt_llama *l, bool prefill) {
-    int all = lt_pool_size(l->pool), t = l->threads[prefill];
+    int all = lt_pool_size(l->pool);
+    int t = lt__tuning_threads(l->tuning, prefill ? LT_REGIME_PREFILL : LT_REGIME_DECODE);
     return t > 0 && t < all ? t : all;
 }
 
 void lt_llama_sync_stats(const lt_llama *l, lt_llama_sync *out) { *out = l->sync; }
 void lt_llama_set_timing(lt_llama *l, bool on) { l->timing = on; }
+
+lt_tuning *lt_llama_tuning(lt_llama *l) { return l->tuning; }

@@ -1,7 +1,8 @@
 /* The config store: the best known configuration per (kernel, shape
  * signature, host class), in memory, behind a backend that loads and saves
  * it (a local file, store_file.c, or a compacted Kafka topic, store_topic.c).
- * Also the warm start: applying the store's entries to a program. */
+ * Also the warm start: the store's entries for this host as a runtime's
+ * values in force. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,106 +119,25 @@ const lt_config_entry *lt_store_get(const lt_store *s, const char *kernel, const
     return NULL;
 }
 
-/* The entry for a node: its own shape's, else, for a matvec with an epilogue
- * or a prologue, the one without its epilogue, then the plain matvec's of the
- * same weights (the work that sets its parameters is the same stream of W; a
- * store tuned before either fusion pass then still serves). */
-static const lt_config_entry *entry_for(const lt_store *s, const lt_kernel *k, lt_kernel_id id,
-                                        const lt_call *call, const char *host) {
-    lt_shape sh;
-    char sig[96];
-    lt_shape_of_call(id, call, &sh);
-    lt_shape_format(&sh, sig, sizeof sig);
-    const lt_config_entry *e = lt_store_get(s, k->name, sig, host);
-    for (int drop = 2; !e && id == LT_K_MATVEC && drop >= 1; drop--) {
-        if (sh.ia[drop] == 0) continue;
-        sh.ia[drop] = 0; /* first the epilogue, then the prologue too */
-        lt_shape_format(&sh, sig, sizeof sig);
-        e = lt_store_get(s, k->name, sig, host);
-    }
-    return e;
-}
-
-int lt_store_apply(const lt_store *s, lt_program *p, const char *host, const char *exec_shape,
-                   bool *used_out, int *skipped) {
-    int applied = 0, refused = 0;
-    bool *used = calloc((size_t)s->n + 1, sizeof *used), *bad = calloc((size_t)s->n + 1, 1);
-    if (!used || !bad) {
-        free(used), free(bad);
-        return lt_error(LT_ENOMEM, "warm start: out of memory");
-    }
-    for (int i = 0; i < lt_program_n_nodes(p); i++) {
-        lt_node_info ni;
-        lt_program_node(p, i, &ni);
-        const lt_kernel *k = lt_kernel_get(ni.kernel);
-        if (k->n_params == 0) continue;
-        const lt_config_entry *e = entry_for(s, k, ni.kernel, lt_program_call(p, i), host);
-        if (!e) continue;
-        int ei = (int)(e - s->e);
-        if (bad[ei]) continue;
+int lt_store_warm_start(const lt_store *s, lt_tuning *t, const char *host, int *refused) {
+    int applied = 0, bad = 0;
+    for (int i = 0; i < s->n; i++) {
+        const lt_config_entry *e = &s->e[i];
+        /* another host's, or another model's shapes */
+        if (strcmp(e->host, host) || !lt_tuning_uses(t, e->kernel, e->shape)) continue;
         lt_space sp;
         lt_params prm;
-        lt_space_from_kernel(&sp, k);
-        int rc = lt_space_parse(&sp, e->params, &prm);
-        if (!rc) rc = lt_config_check(ni.kernel, lt_program_call(p, i), &prm);
-        if (!rc) rc = lt_program_set_params(p, i, &prm);
+        int rc = lt_space_by_name(e->kernel, &sp);
+        if (!rc) rc = lt_space_parse(&sp, e->params, &prm);
+        if (!rc) rc = lt_tuning_set(t, e->kernel, e->shape, &prm);
         if (rc) {
             lt_log(LT_LOG_WARN, "warm start: %s %s: config %s skipped: %s", e->kernel, e->shape,
                    e->params, lt_errmsg());
-            bad[ei] = true;
-            refused++;
-            continue;
-        }
-        if (!used[ei]) applied++;
-        used[ei] = true;
-        if (used_out) used_out[ei] = true;
-    }
-    if (exec_shape) {
-        const lt_config_entry *e = lt_store_get(s, "looped", exec_shape, host);
-        if (e) {
-            lt_space sp;
-            lt_params prm;
-            lt_space_from_exec(&sp);
-            int rc = lt_space_parse(&sp, e->params, &prm);
-            if (!rc) rc = lt_program_set_exec_params(p, &prm);
-            if (rc) {
-                lt_log(LT_LOG_WARN, "warm start: looped %s: config %s skipped: %s", e->shape,
-                       e->params, lt_errmsg());
-                refused++;
-            } else {
-                applied++;
-                if (used_out) used_out[e - s->e] = true;
-            }
-        }
-    }
-    free(used), free(bad);
-    if (skipped) *skipped = refused;
-    return applied;
-}
-
-int lt_store_apply_threads(const lt_store *s, lt_llama *l, const char *host, bool *used_out,
-                           int *skipped) {
-    int applied = 0, refused = 0;
-    const int all = lt_llama_pool_size(l);
-    for (int r = 0; r < 2; r++) {
-        char shape[128];
-        lt_step_shape_format(lt_llama_model(l), all, (lt_regime)r, shape, sizeof shape);
-        const lt_config_entry *e = lt_store_get(s, "threads", shape, host);
-        if (!e) continue;
-        lt_space sp;
-        lt_params prm;
-        lt_space_threads(&sp, all);
-        int rc = lt_space_parse(&sp, e->params, &prm);
-        if (!rc) rc = lt_llama_set_threads(l, r == 1, prm.v[0]);
-        if (rc) {
-            lt_log(LT_LOG_WARN, "warm start: threads %s: config %s skipped: %s", e->shape,
-                   e->params, lt_errmsg());
-            refused++;
+            bad++;
             continue;
         }
         applied++;
-        if (used_out) used_out[e - s->e] = true;
     }
-    if (skipped) *skipped = refused;
+    if (refused) *refused = bad;
     return applied;
 }

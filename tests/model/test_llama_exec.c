@@ -15,6 +15,13 @@ enum { STEPS = 24 };
 
 static bool no_fuse; /* run without the prologue-fusion pass */
 
+/* A regime's thread count, a value of the tuning context. */
+static int set_threads(lt_llama *l, lt_regime r, int nth) {
+    lt_tuning *t = lt_llama_tuning(l);
+    lt_params p = {{nth}};
+    return lt_tuning_set(t, LT_TUNING_THREADS, lt_tuning_step_key(t, r), &p);
+}
+
 /* Decode and prefill on their own thread counts (0 = the whole pool). */
 static void run_on(lt_model *m, lt_pool *pool, lt_executor e, int decode_th, int prefill_th,
                    float *logits /* [STEPS+3][vocab] */) {
@@ -22,8 +29,10 @@ static void run_on(lt_model *m, lt_pool *pool, lt_executor e, int decode_th, int
     lt_llama_opts o = {.executor = (int)e, .ctx_len = 64, .all_logits = true,
                        .no_fuse_pass = no_fuse};
     ASSERT_EQ(lt_llama_init(&l, m, pool, &o), LT_OK);
-    ASSERT_EQ(lt_llama_set_threads(l, false, decode_th), LT_OK);
-    ASSERT_EQ(lt_llama_set_threads(l, true, prefill_th), LT_OK);
+    /* the whole pool is 0 in the space */
+    const int all = lt_llama_pool_size(l);
+    ASSERT_EQ(set_threads(l, LT_REGIME_DECODE, decode_th == all ? 0 : decode_th), LT_OK);
+    ASSERT_EQ(set_threads(l, LT_REGIME_PREFILL, prefill_th == all ? 0 : prefill_th), LT_OK);
     const int64_t V = m->cfg.vocab_size;
     /* a 4-token prompt in one batch, then greedy decode */
     int32_t prompt[4] = {1, 403, 407, 261};
@@ -130,9 +139,11 @@ int main(void) {
     /* out of range: refused, nothing changes */
     lt_llama *l3;
     ASSERT_EQ(lt_llama_init(&l3, m, three, NULL), LT_OK);
-    ASSERT_EQ(lt_llama_set_threads(l3, false, 2), LT_OK);
-    ASSERT_EQ(lt_llama_set_threads(l3, false, 4), LT_EINVAL);
-    ASSERT_EQ(lt_llama_set_threads(l3, true, -1), LT_EINVAL);
+    ASSERT_EQ(set_threads(l3, LT_REGIME_DECODE, 2), LT_OK);
+    /* the space: 0 (the whole pool) or fewer threads than the pool has */
+    ASSERT_EQ(set_threads(l3, LT_REGIME_DECODE, 3), LT_ECONFIG);
+    ASSERT_EQ(set_threads(l3, LT_REGIME_DECODE, 4), LT_ECONFIG);
+    ASSERT_EQ(set_threads(l3, LT_REGIME_PREFILL, -1), LT_ECONFIG);
     ASSERT_EQ(lt_llama_threads(l3, false), 2);
     ASSERT_EQ(lt_llama_threads(l3, true), 3);
     lt_llama_free(l3);

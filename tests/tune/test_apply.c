@@ -1,8 +1,5 @@
-/* Configurations meet programs: the warm start applies a store's entries
- * to every matching node (every LOOP iteration) and the executor, only for
- * the running host class; a configuration outside the space is never
- * applied; the node timer runs every layer's instance of a looped node and
- * computes what the kernel computes. */
+/* The node timer runs every layer's instance of a looped node and computes
+ * what the kernel computes, and leaves a cache it stores into as it was. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,83 +30,6 @@ static lt_program *build(int *node0, int *iy, int *ix) {
     return p;
 }
 
-static lt_config_entry entry(const char *kernel, const char *shape, const char *host,
-                             const char *params) {
-    lt_config_entry e;
-    memset(&e, 0, sizeof e);
-    snprintf(e.kernel, sizeof e.kernel, "%s", kernel);
-    snprintf(e.shape, sizeof e.shape, "%s", shape);
-    snprintf(e.host, sizeof e.host, "%s", host);
-    snprintf(e.params, sizeof e.params, "%s", params);
-    e.median_ns = 1000;
-    e.samples = 10;
-    e.speedup = 1.1;
-    return e;
-}
-
-static void test_apply(void) {
-    int node0, iy, ix;
-    lt_program *p = build(&node0, &iy, &ix);
-    lt_shape sh;
-    char sig[96];
-    lt_shape_of_call(LT_K_MATVEC, lt_program_call(p, node0), &sh);
-    lt_shape_format(&sh, sig, sizeof sig);
-    ASSERT_STREQ(sig, "f32:64x32:decode");
-    ASSERT_EQ(sh.regime, LT_REGIME_DECODE);
-
-    lt_store_backend be = {.name = "memory"}; /* no load, no save */
-    lt_store *s;
-    ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_OK);
-    lt_config_entry mine =
-        entry("matvec", sig, "hostA", "rows_per_task=8,unroll=4,k_block=0,prefetch=512,"
-                                      "act_int16=1,act_int8=1");
-    lt_config_entry other =
-        entry("matvec", sig, "hostB", "rows_per_task=4,unroll=1,k_block=0,prefetch=0,"
-                                      "act_int16=1,act_int8=1");
-    lt_config_entry ex =
-        entry("looped", "mv3:decode", "hostA", "tiles_per_thread=2,prefetch_kb=0,sync=1,min_task_kb=0");
-    ASSERT_EQ(lt_store_put(s, &mine), LT_OK);
-    ASSERT_EQ(lt_store_put(s, &other), LT_OK);
-    ASSERT_EQ(lt_store_put(s, &ex), LT_OK);
-
-    int skipped = -1;
-    bool used[3] = {false, false, false};
-    ASSERT_EQ(lt_store_apply(s, p, "hostA", "mv3:decode", used, &skipped), 2);
-    ASSERT_EQ(skipped, 0);
-    ASSERT_TRUE(used[0] && !used[1] && used[2]);
-    for (int l = 0; l < LAYERS; l++) {
-        lt_node_info ni;
-        lt_program_node(p, node0 + l, &ni);
-        ASSERT_EQ(ni.params.v[0], 8);
-        ASSERT_EQ(ni.params.v[1], 4);
-        ASSERT_EQ(ni.params.v[3], 512);
-    }
-    lt_params xp;
-    lt_program_exec_params(p, &xp);
-    ASSERT_EQ(xp.v[LT_XP_TILES], 2);
-    ASSERT_EQ(xp.v[LT_XP_SYNC], 1);
-    /* no entry for that host */
-    ASSERT_EQ(lt_store_apply(s, p, "hostC", "mv3:decode", NULL, NULL), 0);
-
-    /* outside the space: refused by the check and by the store; nothing changes */
-    lt_params bad;
-    lt_node_info before;
-    lt_program_node(p, node0, &before);
-    bad = before.params;
-    bad.v[0] = 5;
-    ASSERT_EQ(lt_config_check(LT_K_MATVEC, lt_program_call(p, node0), &bad), LT_ECONFIG);
-    ASSERT_EQ(lt_program_set_params(p, node0, &bad), LT_ECONFIG);
-    lt_config_entry outside =
-        entry("matvec", sig, "hostA", "rows_per_task=5,unroll=4,k_block=0,prefetch=512,"
-                                      "act_int16=1,act_int8=1");
-    ASSERT_EQ(lt_store_put(s, &outside), LT_ECONFIG);
-    lt_node_info after;
-    lt_program_node(p, node0, &after);
-    ASSERT_EQ(after.params.v[0], 8);
-    lt_store_close(s);
-    lt_program_free(p);
-}
-
 /* y = W[0] rmsnorm(x, g) as one matvec node (*node), with epilogue bits
  * `post` (head_dim 16, a cache of 4 rows when it stores). */
 static lt_program *norm_matvec(float *g, float *cache, int64_t post, int *node, int *iy,
@@ -138,63 +58,12 @@ static lt_program *norm_matvec(float *g, float *cache, int64_t post, int *node, 
     return p;
 }
 
-/* A fused matvec (here with a norm prologue) takes its own shape's entry,
- * else the plain matvec's of the same weights. */
-static void test_apply_fused(void) {
-    static float g[COLS];
-    int n, iy, ix;
-    lt_program *p = norm_matvec(g, NULL, 0, &n, &iy, &ix);
-    lt_store_backend be = {.name = "memory"};
-    lt_store *s;
-    ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_OK);
-    lt_config_entry plain = entry("matvec", "f32:64x32:decode", "hostA",
-                                  "rows_per_task=16,unroll=2,k_block=0,prefetch=0,"
-                                  "act_int16=1,act_int8=1");
-    ASSERT_EQ(lt_store_put(s, &plain), LT_OK);
-    ASSERT_EQ(lt_store_apply(s, p, "hostA", NULL, NULL, NULL), 1);
-    lt_node_info ni;
-    lt_program_node(p, n, &ni);
-    ASSERT_EQ(ni.params.v[0], 16);
-    ASSERT_EQ(ni.params.v[1], 2);
-    lt_config_entry own = entry("matvec", "f32:64x32:decode:ia=0,1,0", "hostA",
-                                "rows_per_task=64,unroll=4,k_block=0,prefetch=0,"
-                                "act_int16=1,act_int8=1");
-    ASSERT_EQ(lt_store_put(s, &own), LT_OK);
-    ASSERT_EQ(lt_store_apply(s, p, "hostA", NULL, NULL, NULL), 1);
-    lt_program_node(p, n, &ni);
-    ASSERT_EQ(ni.params.v[0], 64);
-    ASSERT_EQ(ni.params.v[1], 4);
-    lt_store_close(s);
-    lt_program_free(p);
-}
-
-/* A matvec with a prologue and epilogues (rope, cache store): its own entry,
- * else the one with its prologue only (a store from before the epilogue
- * pass), else the plain one. The node timer leaves the cache row it stores
- * as it found it. */
-static void test_apply_epilogue(void) {
+/* The node timer on a matvec with a prologue and epilogues (rope, cache
+ * store) leaves the cache row it stores as it found it. */
+static void test_timer_epilogue(void) {
     static float g[COLS], cache[4 * ROWS];
     int n, iy, ix;
     lt_program *p = norm_matvec(g, cache, LT_MV_POST_ROPE | LT_MV_POST_STORE, &n, &iy, &ix);
-    lt_store_backend be = {.name = "memory"};
-    lt_store *s;
-    ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_OK);
-    const char *prm = "unroll=1,k_block=0,prefetch=0,act_int16=1,act_int8=1";
-    const char *shapes[] = {"f32:64x32:decode", "f32:64x32:decode:ia=0,1,0",
-                            "f32:64x32:decode:ia=0,1,3"};
-    const int32_t rpt[] = {8, 16, 64};
-    for (int i = 0; i < 3; i++) {
-        char text[160];
-        snprintf(text, sizeof text, "rows_per_task=%d,%s", rpt[i], prm);
-        lt_config_entry e = entry("matvec", shapes[i], "hostA", text);
-        ASSERT_EQ(lt_store_put(s, &e), LT_OK);
-        ASSERT_EQ(lt_store_apply(s, p, "hostA", NULL, NULL, NULL), 1);
-        lt_node_info ni;
-        lt_program_node(p, n, &ni);
-        ASSERT_EQ(ni.params.v[0], rpt[i]);
-    }
-    lt_store_close(s);
-
     for (int i = 0; i < 4 * ROWS; i++) cache[i] = (float)i;
     for (int i = 0; i < COLS; i++) {
         g[i] = 1.0f;
@@ -259,9 +128,7 @@ static void test_timer(int nth) {
 }
 
 int main(void) {
-    test_apply();
-    test_apply_fused();
-    test_apply_epilogue();
+    test_timer_epilogue();
     test_timer(1);
     test_timer(2);
     return lt_test_finish();

@@ -52,36 +52,33 @@ int lt_cli_store_backend(const char *cmd, const char *spec, const lt_cli_kafka *
                          lt_store_backend *out);
 
 /* Warm start for run/bench: unless off, loads the config store (store_spec:
- * a file or kafka on the cluster of kafka; NULL: the default file) and
- * applies its configurations for this host to the decode program and, if
- * prefill_n > 1, the prefill program of that batch size; says how many on
- * stderr. Returns 0, or 1 after printing the error. */
+ * a file or kafka on the cluster of kafka; NULL: the default file) and makes
+ * its configurations for this host values in force of l's tuning context
+ * (lt_store_warm_start); says how many on stderr. Returns 0, or 1 after
+ * printing the error. */
 struct lt_llama;
-int lt_cli_warm_start(const char *cmd, struct lt_llama *l, int nthreads, const char *store_spec,
-                      const lt_cli_kafka *kafka, bool off, int64_t prefill_n);
+int lt_cli_warm_start(const char *cmd, struct lt_llama *l, const char *store_spec,
+                      const lt_cli_kafka *kafka, bool off);
 
-/* --param KERNEL.NAME=VALUE: one kernel parameter forced on every node of
- * that kernel (run and bench); threads.decode=N and threads.prefill=N set a
- * regime's thread count (0 = all); looped.NAME=V sets a parameter of the
- * looped executor. */
+/* --param NAME.PARAM=VALUE: a kernel's parameter on every node of it, a
+ * looped executor parameter (looped.NAME), or a regime's thread count
+ * (threads.decode / threads.prefill, 0 = all), pinned in the tuning
+ * context. */
 typedef struct {
-    lt_kernel_id kernel;
-    int index;     /* into the kernel's params; threads: 0 decode, 1 prefill;
-                      looped: into the executor's params */
-    int32_t value; /* one of the parameter's allowed values */
-    bool threads;  /* threads.decode / threads.prefill: a regime's thread count */
-    bool looped;   /* looped.NAME: an executor parameter */
+    char name[32];   /* a kernel, "looped" or "threads" */
+    char param[32];  /* the parameter (threads: decode or prefill) */
+    int32_t value;
+    int regime;      /* threads: lt_regime; -1 otherwise */
+    const char *arg; /* the argument as given, for messages */
 } lt_cli_param;
 #define LT_CLI_MAX_PARAMS 16
 
-/* Parses and validates one --param argument. Returns 0, or 1 after printing
+/* Reads the syntax of one --param argument. Returns 0, or 1 after printing
  * a one-line error. */
 int lt_cli_param_parse(const char *cmd, const char *arg, lt_cli_param *out);
-/* Sets ps[0..n) on the decode program and, if prefill_n > 1, the prefill
- * program of that batch size (the programs the warm start configures; call
- * it after the warm start, whose values it overrides). Returns 0, or 1
- * after printing the error. */
-int lt_cli_param_apply(const char *cmd, struct lt_llama *l, const lt_cli_param *ps, int n,
-                       int64_t prefill_n);
+/* Pins ps[0..n) in l's tuning context (after the warm start, whose values
+ * they override): validated there. Returns 0, or 1 after printing the
+ * error. */
+int lt_cli_param_apply(const char *cmd, struct lt_llama *l, const lt_cli_param *ps, int n);
 
 #endif

@@ -262,8 +262,8 @@ int lt_cmd_bench(int argc, char **argv) {
             lt_cli_fail_status(cmd, rc, "cannot build the program");
             goto done;
         }
-        if (lt_cli_warm_start(cmd, ex[e].l, (int)threads, store_path, &kafka, no_warm, 0) ||
-            lt_cli_param_apply(cmd, ex[e].l, params, n_params, 0))
+        if (lt_cli_warm_start(cmd, ex[e].l, store_path, &kafka, no_warm) ||
+            lt_cli_param_apply(cmd, ex[e].l, params, n_params))
             goto done;
         /* wait times are read with two clock reads per synchronisation */
         lt_llama_set_timing(ex[e].l, true);

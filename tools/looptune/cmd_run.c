@@ -343,9 +343,8 @@ int lt_cmd_run(int argc, char **argv) {
         goto done;
     }
     lt_cli_kafka kafka = {{.brokers = tel_opts.brokers, .props = props}, tel_opts.topic_prefix};
-    if (lt_cli_warm_start(cmd, l, (int)threads, store_path, &kafka, no_warm,
-                          prefill_batch ? prefill_batch : n_ids) ||
-        lt_cli_param_apply(cmd, l, params, n_params, prefill_batch ? prefill_batch : n_ids))
+    if (lt_cli_warm_start(cmd, l, store_path, &kafka, no_warm) ||
+        lt_cli_param_apply(cmd, l, params, n_params))
         goto done;
     if (seed < 0) seed = (int64_t)(lt_now_ns() & 0x7fffffffffffffffull);
     if ((rc = lt_sampler_init(&s, m->cfg.vocab_size, temp, top_p, (uint64_t)seed))) {

@@ -55,9 +55,10 @@ static const double MIN_SAMPLE_NS = 200e3;  /* a sample repeats the node to last
 typedef struct {
     lt_node_timer *timer;
     int reps;
-    /* whole steps: the executor's parameters (prog set) or the thread count */
+    /* whole steps under the values of (name, key) in l's tuning context: the
+     * executor's parameters or a regime's thread count */
     lt_llama *l;
-    lt_program *prog;
+    const char *name, *key;
     const int32_t *toks;
     int64_t n_tokens, pos;
 } target;
@@ -70,8 +71,7 @@ static double measure(target *t, const lt_params *p, bool *busy) {
         if (t->timer) {
             ns += lt_node_timer_run(t->timer, p, &b);
         } else {
-            if (t->prog) LT_ASSERT(lt_program_set_exec_params(t->prog, p) == LT_OK);
-            else LT_ASSERT(lt_llama_set_threads(t->l, t->n_tokens > 1, p->v[0]) == LT_OK);
+            LT_ASSERT(lt_tuning_set(lt_llama_tuning(t->l), t->name, t->key, p) == LT_OK);
             uint64_t t0 = lt_now_ns();
             LT_ASSERT(lt_llama_eval(t->l, t->toks, t->n_tokens, t->pos) == LT_OK);
             ns += (double)(lt_now_ns() - t0);
@@ -412,18 +412,9 @@ int lt_cmd_tune(int argc, char **argv) {
             rc = search(k->name, &t, &sp, &ctx, kind, (int)budget, (uint64_t)seed, ni.kernel, call,
                         row, &best);
             lt_node_timer_free(t.timer);
-            /* the tuned configuration stays in the program for what follows,
-             * on every node of this kernel and shape (as a warm start would) */
-            for (int j = i; j < nn && !rc; j++) {
-                lt_node_info nj;
-                lt_program_node(p, j, &nj);
-                if (nj.kernel != ni.kernel) continue;
-                lt_shape sj;
-                char sigj[96];
-                lt_shape_of_call(nj.kernel, lt_program_call(p, j), &sj);
-                lt_shape_format(&sj, sigj, sizeof sigj);
-                if (!strcmp(sigj, sig)) rc = lt_program_set_params(p, j, &best);
-            }
+            /* the tuned configuration stays in force for what follows, on
+             * every node of this kernel and shape (as a warm start would) */
+            if (!rc) rc = lt_tuning_set(lt_llama_tuning(l), k->name, sig, &best);
             if (rc) {
                 free(toks);
                 lt_cli_fail_status(cmd, rc, "tuning failed");
@@ -435,13 +426,14 @@ int lt_cmd_tune(int argc, char **argv) {
         if (pass == 0) {
             char shape[128];
             lt_exec_shape_format(m, (int)threads, shape, sizeof shape);
-            target t = {.l = l, .prog = p, .toks = toks, .n_tokens = 1, .pos = DECODE_POS};
+            target t = {.l = l, .name = LT_TUNING_LOOPED, .key = shape, .toks = toks,
+                        .n_tokens = 1, .pos = DECODE_POS};
             lt_space sp;
             lt_space_from_exec(&sp);
             lt_params best;
             rc = search_steps(&rows, &cap_rows, &n_rows, "looped", shape, &t, &sp, &host, kind,
                               (int)budget, (uint64_t)seed, &best);
-            if (!rc) rc = lt_program_set_exec_params(p, &best);
+            if (!rc) rc = lt_tuning_set(lt_llama_tuning(l), LT_TUNING_LOOPED, shape, &best);
             if (rc) {
                 free(toks);
                 lt_cli_fail_status(cmd, rc, "tuning the executor failed");
@@ -454,13 +446,14 @@ int lt_cmd_tune(int argc, char **argv) {
             char shape[128];
             lt_regime rg = pass == 0 ? LT_REGIME_DECODE : LT_REGIME_PREFILL;
             lt_step_shape_format(m, (int)threads, rg, shape, sizeof shape);
-            target t = {.l = l, .toks = toks, .n_tokens = n, .pos = n == 1 ? DECODE_POS : 0};
+            target t = {.l = l, .name = LT_TUNING_THREADS, .key = shape, .toks = toks,
+                        .n_tokens = n, .pos = n == 1 ? DECODE_POS : 0};
             lt_space sp;
             lt_space_threads(&sp, (int)threads);
             lt_params best;
             rc = search_steps(&rows, &cap_rows, &n_rows, "threads", shape, &t, &sp, &host, kind,
                               (int)budget, (uint64_t)seed, &best);
-            if (!rc) rc = lt_llama_set_threads(l, pass == 1, best.v[0]);
+            if (!rc) rc = lt_tuning_set(lt_llama_tuning(l), LT_TUNING_THREADS, shape, &best);
             if (rc) {
                 free(toks);
                 lt_cli_fail_status(cmd, rc, "tuning the thread count failed");
