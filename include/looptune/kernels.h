@@ -201,7 +201,8 @@ const char *lt_regime_name(lt_regime r); /* "decode", "prefill" */
 
 typedef struct {
     lt_dtype dtype;   /* the weight operand's dtype (op[1]), else op[0]'s */
-    int64_t rows, cols; /* op[1]'s ne[1], ne[0] (op[0]'s when there is no op[1]) */
+    int64_t rows, cols; /* op[1]'s ne[1], ne[0] (op[0]'s when there is no op[1]); rows 1
+                           but for a weight (matvec, matmul, embed) */
     int64_t n_tokens; /* tokens of the step: op[0]->ne[1] (KV_STORE: its source's) */
     int64_t ia[3];    /* integer attributes (heads, head_dim, ...) */
     lt_regime regime;

@@ -11,10 +11,14 @@ void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out) {
     memset(out, 0, sizeof *out);
     const lt_tensor *y = call->op[0];
     const lt_tensor *w = call->op[1] ? call->op[1] : y;
+    /* a weight's rows are part of the shape; an activation's are the step's
+     * tokens, which the regime stands for (so every prefill batch size has
+     * the same key) */
+    const bool weights = id == LT_K_MATVEC || id == LT_K_MATMUL || id == LT_K_EMBED;
     if (w) {
         out->dtype = w->dtype;
         out->cols = w->ne[0];
-        out->rows = w->ne[1];
+        out->rows = weights ? w->ne[1] : 1;
     }
     /* the KV cache's rows are positions, not tokens: count the source's */
     const lt_tensor *rows = id == LT_K_KV_STORE && call->op[1] ? call->op[1] : y;
