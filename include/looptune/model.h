@@ -268,6 +268,8 @@ int lt_tuning_unset(lt_tuning *t, const char *name, const char *key);
 /* The values in force for (name, key): set (by the key, or the fallback
  * keys of a fused matvec), else the active ISA's defaults; pins on top. */
 int lt_tuning_get(const lt_tuning *t, const char *name, const char *key, lt_params *out);
+/* Whether a value is set for exactly (name, key) (not a fallback's). */
+bool lt_tuning_has(const lt_tuning *t, const char *name, const char *key);
 /* Pins parameter param of name at value for key (NULL: every key), over
  * any value set (--param). Validated like a set. */
 int lt_tuning_pin(lt_tuning *t, const char *name, const char *key, const char *param,

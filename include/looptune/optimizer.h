@@ -1,12 +1,5 @@
-/* looptune optimizer: the closed loop. Two sides of the control topic:
- *
- *  - the run side (lt_online): a running program listens on the control
- *    topic for messages addressed to it, validates each against its own
- *    program (kernel, shape, parameter space, the kernel's constraints on the
- *    real call) and applies it at a token boundary: either a new incumbent,
- *    or a trial that alternates incumbent and candidate phases (A B, B A, ...)
- *    by itself, tags its telemetry windows with the phase, and returns to the
- *    incumbent on its own (so a lost optimizer never leaves a candidate on);
+/* looptune optimizer: the service side of the closed loop (the run side,
+ * lt_online, is the runtime's: looptune/runtime.h).
  *
  *  - the service (lt_optimizer): consumes the telemetry topic in a consumer
  *    group, keeps per-run and per-(kernel, shape) statistics, ranks kernels by
@@ -31,80 +24,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- the run side ------------------------------------------------------------------ */
-
-/* One validated control: the nodes it changes and the parameters. */
-typedef struct {
-    int n_nodes;
-    int *nodes;          /* [n_nodes] node indices of the program (malloc'd) */
-    lt_params params;
-    char candidate_id[64];
-    uint32_t trial_pairs, phase_tokens;
-    char kernel[32], shape[96];
-} lt_control_cmd;
-
-/* Checks a control message against a finalized program and this run's id:
- * addressed to run_id (or to every run: ""), a known kernel, nodes of that
- * kernel with that shape key (lt_call_key, as telemetry and the config store
- * name it: "q8_0:2048x768:decode:ia=1,0,0"; "" = any) and that node label
- * (if given), every parameter of the kernel's space exactly once with an
- * allowed value, the
- * kernel's constraints on every matched call, and a sane trial (pairs <= 64,
- * phase_tokens 1..4096). LT_ENOTFOUND when addressed to another run (not an
- * error to log loudly), LT_ECONFIG naming the problem otherwise. On success
- * out->nodes is malloc'd (free with lt_control_cmd_free). */
-int lt_control_check(const lt_program *p, const char *run_id, const Looptune__Control *c,
-                     lt_control_cmd *out);
-void lt_control_cmd_free(lt_control_cmd *c);
-
-typedef struct lt_online lt_online;
-
-typedef struct {
-    lt_kafka_conn conn;
-    const char *topic;    /* the control topic */
-    const char *run_id;   /* this run's id (its telemetry's) */
-    lt_program *program;  /* the decode program the controls change (finalized) */
-    lt_tel *tel;          /* its telemetry, for tagging windows; may be NULL (tests) */
-    FILE *log;            /* one line per applied or rejected control; NULL: stderr */
-} lt_online_opts;
-
-typedef struct {
-    int64_t received;  /* control records read */
-    int64_t ignored;   /* addressed to other runs */
-    int64_t rejected;  /* malformed or invalid: logged, nothing changed */
-    int64_t applied;   /* incumbent changes (a control that changes nothing is not one) */
-    int64_t trials;    /* trials started */
-    int64_t trial_tokens, candidate_tokens; /* decode steps inside trials / on candidates */
-} lt_online_stats;
-
-/* Starts listening (from the control topic's end, taken now: call before the
- * run's start record is sent, so nothing addressed to it can be missed). */
-int lt_online_open(lt_online **out, const lt_online_opts *o);
-/* At a token boundary, on the stepping thread, after lt_tel_step_end: applies
- * what arrived and advances a trial's phases. Cheap when nothing arrived (one
- * atomic load). */
-void lt_online_step(lt_online *o);
-/* Hands a control in directly (as if read from the topic); for tests. */
-void lt_online_submit(lt_online *o, const void *value, size_t len);
-void lt_online_stats_get(lt_online *o, lt_online_stats *out);
-/* The telemetry to tag (when it is opened after the listener). */
-void lt_online_attach_tel(lt_online *o, lt_tel *tel);
-/* What the step that just ran was (call before lt_online_step): 0 outside
- * any trial, 1 an incumbent phase of a trial, 2 a candidate phase. */
-int lt_online_step_kind(const lt_online *o);
-/* Per kernel and shape whose parameters changed since open: "before -> now".
- * Returns the number of lines written. */
-int lt_online_report(lt_online *o, FILE *f);
-/* Stops listening and ends a trial in progress on the incumbent; the
- * parameters stay as tuned. Nothing more is applied afterwards. */
-void lt_online_stop(lt_online *o);
-/* After lt_online_stop, between steps: puts the parameters the program had
- * at open (initial true) or the tuned ones back on every node, to measure
- * one against the other. */
-void lt_online_use_initial(lt_online *o, bool initial);
-/* Stops (if not yet) and frees. NULL is a no-op. */
-void lt_online_close(lt_online *o);
 
 /* ---- the service ------------------------------------------------------------------- */
 

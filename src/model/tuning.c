@@ -174,6 +174,10 @@ int lt_tuning_get(const lt_tuning *t, const char *name, const char *key, lt_para
     return value_of(t, name, chain, n, out);
 }
 
+bool lt_tuning_has(const lt_tuning *t, const char *name, const char *key) {
+    return find_set(t, name, key) != NULL;
+}
+
 bool lt_tuning_uses(const lt_tuning *t, const char *name, const char *key) {
     for (int i = 0; i < t->n_keys; i++)
         if (!strcmp(t->keys[i].name, name) && !strcmp(t->keys[i].key, key)) return true;

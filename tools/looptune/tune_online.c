@@ -12,6 +12,7 @@
 
 #include "looptune/model.h"
 #include "looptune/optimizer.h"
+#include "looptune/runtime.h"
 
 struct lt_cli_tune {
     lt_cli_tune_opts o;
@@ -102,7 +103,7 @@ int lt_cli_tune_before_open(void *user, const char *brokers, lt_devbroker *dev,
         if (rc) return rc;
     }
     lt_online_opts on = {.conn = conn, .topic = control, .run_id = run_id,
-                         .program = t->o.decode};
+                         .tuning = lt_llama_tuning(t->o.llama)};
     return lt_online_open(&t->online, &on);
 }
 

@@ -3,15 +3,17 @@
  * stepping thread, at token boundaries, validates what was queued against
  * the program and applies it: a new incumbent, or a trial that it runs by
  * itself (phases A B, B A, A B, ... of phase_tokens steps, each tagged in the
- * telemetry) and ends on the incumbent. Validation runs on the stepping
- * thread because the program's parameters are only ever touched there, never
- * while a step is in flight. */
+ * telemetry) and ends on the incumbent. Every change is a value of the
+ * runtime's tuning context (a kernel's shape key, the looped executor, a
+ * regime's thread count), which the runtime brings to its programs at the
+ * next eval. Validation and changes run on the stepping thread, between
+ * steps, so no value changes while a step is in flight. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "optimizer/optimizer_internal.h"
+#include "runtime/runtime_internal.h"
 
 typedef struct {
     void *value;
@@ -21,9 +23,9 @@ typedef struct {
 struct lt_online {
     lt_online_opts o;
     char run_id[64];
-    lt__node_table table;
-    lt_params *initial; /* [table.n] parameters at open */
-    lt_params *tuned;   /* [table.n] parameters at stop */
+    int n_keys;         /* the context's keys at open */
+    lt_params *initial; /* [n_keys] values in force at open */
+    lt_params *tuned;   /* [n_keys] values in force at stop */
     bool stopped;
 
     /* listener -> stepping thread */
@@ -39,7 +41,8 @@ struct lt_online {
     /* stepping thread */
     bool in_trial;
     lt_control_cmd trial;
-    lt_params *saved;     /* [table.n] incumbent params of the trial's nodes */
+    lt_params *saved;     /* [n_keys] incumbent values of the trial's keys */
+    bool *had;            /* [n_keys] ... and whether they were set (else defaults) */
     uint32_t phase;       /* 0 .. 2 * trial_pairs - 1 */
     uint32_t phase_steps; /* steps done in the current phase */
     lt_online_stats st;   /* under mu for received/ignored (listener writes none) */
@@ -84,15 +87,21 @@ static void *listen_main(void *arg) {
 
 /* ---- applying -------------------------------------------------------------------- */
 
-static void set_nodes(lt_online *o, const lt_control_cmd *c, const lt_params *p,
-                      const lt_params *per_node) {
-    for (int i = 0; i < c->n_nodes; i++) {
-        int n = c->nodes[i];
-        const lt_params *v = per_node ? &per_node[n] : p;
-        /* checked before (lt_config_check on this very call): cannot fail */
-        int rc = lt_program_set_params(o->o.program, n, v);
+static void key_at(const lt_online *o, int i, const char **name, const char **key) {
+    lt_tuning_key(o->o.tuning, i, name, key);
+}
+
+/* The trial's (or control's) keys to p, or with p NULL back to the saved
+ * incumbent values. Checked before (lt_control_check): cannot fail. */
+static void set_keys(lt_online *o, const lt_control_cmd *c, const lt_params *p) {
+    for (int i = 0; i < c->n_keys; i++) {
+        const char *name, *key;
+        const int k = c->keys[i];
+        key_at(o, k, &name, &key);
+        int rc = p ? lt_tuning_set(o->o.tuning, name, key, p)
+             : o->had[k] ? lt_tuning_set(o->o.tuning, name, key, &o->saved[k])
+                         : lt_tuning_unset(o->o.tuning, name, key);
         LT_ASSERT(rc == LT_OK);
-        o->table.nodes[n].params = *v;
     }
 }
 
@@ -105,7 +114,7 @@ static void retag(lt_online *o, const char *cand, bool on_candidate, uint32_t pa
 /* Ends the trial in progress on the incumbent's parameters. */
 static void end_trial(lt_online *o) {
     if (!o->in_trial) return;
-    set_nodes(o, &o->trial, NULL, o->saved);
+    set_keys(o, &o->trial, NULL);
     retag(o, NULL, false, 0);
     o->in_trial = false;
     lt_control_cmd_free(&o->trial);
@@ -120,8 +129,7 @@ static bool phase_on_candidate(uint32_t k) {
 
 static void enter_phase(lt_online *o) {
     bool cand = phase_on_candidate(o->phase);
-    if (cand) set_nodes(o, &o->trial, &o->trial.params, NULL);
-    else set_nodes(o, &o->trial, NULL, o->saved);
+    set_keys(o, &o->trial, cand ? &o->trial.params : NULL);
     retag(o, o->trial.candidate_id, cand, o->phase / 2);
     o->phase_steps = 0;
 }
@@ -144,7 +152,7 @@ static void apply_one(lt_online *o, const void *value, size_t len) {
         return;
     }
     lt_control_cmd cmd;
-    rc = lt__control_check_table(&o->table, o->o.program, o->run_id, env->control, &cmd);
+    rc = lt_control_check(o->o.tuning, o->run_id, env->control, &cmd);
     lt_envelope_free(env);
     if (rc == LT_ENOTFOUND) {
         o->st.ignored++;
@@ -157,29 +165,39 @@ static void apply_one(lt_online *o, const void *value, size_t len) {
     }
     char pbuf[160];
     lt_space sp;
-    lt_space_by_name(cmd.kernel, &sp);
+    lt_space_by_name(cmd.name, &sp);
     lt_space_format(&sp, &cmd.params, pbuf, sizeof pbuf);
     end_trial(o); /* the optimizer's newest word wins */
     if (cmd.trial_pairs == 0) {
         bool same = true; /* e.g. the optimizer cutting a trial short */
-        for (int i = 0; i < cmd.n_nodes; i++)
-            same &= !memcmp(&o->table.nodes[cmd.nodes[i]].params, &cmd.params, sizeof cmd.params);
-        set_nodes(o, &cmd, &cmd.params, NULL);
+        for (int i = 0; i < cmd.n_keys; i++) {
+            const char *name, *key;
+            lt_params now;
+            key_at(o, cmd.keys[i], &name, &key);
+            LT_ASSERT(lt_tuning_get(o->o.tuning, name, key, &now) == LT_OK);
+            same &= !memcmp(&now, &cmd.params, sizeof now);
+        }
+        set_keys(o, &cmd, &cmd.params);
         retag(o, NULL, false, 0);
         if (same) {
             lt_control_cmd_free(&cmd);
             return;
         }
         o->st.applied++;
-        fprintf(f, "looptune run: %s %s on %d node%s: %s%s%s\n", cmd.kernel,
-                cmd.shape[0] ? cmd.shape : "(all shapes)", cmd.n_nodes, cmd.n_nodes == 1 ? "" : "s",
-                pbuf, cmd.candidate_id[0] ? ", candidate " : "", cmd.candidate_id);
+        fprintf(f, "looptune run: %s %s: %s%s%s\n", cmd.name,
+                cmd.shape[0] ? cmd.shape : "(all shapes)", pbuf,
+                cmd.candidate_id[0] ? ", candidate " : "", cmd.candidate_id);
         lt_control_cmd_free(&cmd);
         return;
     }
     o->trial = cmd;
-    for (int i = 0; i < cmd.n_nodes; i++)
-        o->saved[cmd.nodes[i]] = o->table.nodes[cmd.nodes[i]].params;
+    for (int i = 0; i < cmd.n_keys; i++) {
+        const char *name, *key;
+        const int k = cmd.keys[i];
+        key_at(o, k, &name, &key);
+        LT_ASSERT(lt_tuning_get(o->o.tuning, name, key, &o->saved[k]) == LT_OK);
+        o->had[k] = lt_tuning_has(o->o.tuning, name, key);
+    }
     o->in_trial = true;
     o->phase = 0;
     o->st.trials++;
@@ -214,17 +232,23 @@ void lt_online_step(lt_online *o) {
 
 int lt_online_open(lt_online **out, const lt_online_opts *opts) {
     *out = NULL;
-    if (!opts->program || !opts->run_id) return lt_error(LT_EINVAL, "online tuning: no program");
+    if (!opts->tuning || !opts->run_id) return lt_error(LT_EINVAL, "online tuning: no runtime");
     lt_online *o = calloc(1, sizeof *o);
     if (!o) return lt_error(LT_ENOMEM, "online tuning: out of memory");
     o->o = *opts;
     snprintf(o->run_id, sizeof o->run_id, "%s", opts->run_id);
     pthread_mutex_init(&o->mu, NULL);
-    int rc = lt__node_table_init(&o->table, opts->program);
-    if (!rc && (!(o->saved = calloc((size_t)(o->table.n ? o->table.n : 1), sizeof *o->saved)) ||
-                !(o->initial = calloc((size_t)(o->table.n ? o->table.n : 1), sizeof *o->initial))))
+    o->n_keys = lt_tuning_n_keys(opts->tuning);
+    const size_t nk = (size_t)(o->n_keys ? o->n_keys : 1);
+    int rc = LT_OK;
+    if (!(o->saved = calloc(nk, sizeof *o->saved)) || !(o->had = calloc(nk, sizeof *o->had)) ||
+        !(o->initial = calloc(nk, sizeof *o->initial)))
         rc = lt_error(LT_ENOMEM, "online tuning: out of memory");
-    for (int i = 0; !rc && i < o->table.n; i++) o->initial[i] = o->table.nodes[i].params;
+    for (int i = 0; !rc && i < o->n_keys; i++) {
+        const char *name, *key;
+        key_at(o, i, &name, &key);
+        LT_ASSERT(lt_tuning_get(opts->tuning, name, key, &o->initial[i]) == LT_OK);
+    }
     if (!rc && opts->topic) {
         rc = lt_follower_open(&o->reader, &opts->conn, opts->topic, 10000);
         if (rc) rc = lt_error(rc, "online tuning: %s", lt_errmsg());
@@ -250,21 +274,17 @@ int lt_online_step_kind(const lt_online *o) {
 
 int lt_online_report(lt_online *o, FILE *f) {
     int lines = 0;
-    for (int i = 0; i < o->table.n; i++) {
-        const lt__node_entry *e = &o->table.nodes[i];
-        bool first = true, changed = false;
-        for (int j = 0; j < i; j++) /* one line per kernel and shape */
-            if (!strcmp(o->table.nodes[j].kernel_name, e->kernel_name) &&
-                !strcmp(o->table.nodes[j].shape, e->shape))
-                first = false;
-        for (int j = 0; j < LT_MAX_PARAMS; j++) changed |= o->initial[i].v[j] != e->params.v[j];
-        if (!first || !changed) continue;
+    for (int i = 0; i < o->n_keys; i++) {
+        const char *name, *key;
+        key_at(o, i, &name, &key);
+        lt_params now;
         lt_space sp;
-        if (lt_space_by_name(e->kernel_name, &sp)) continue;
-        fprintf(f, "  %s %s:", e->kernel_name, e->shape);
+        if (lt_tuning_get(o->o.tuning, name, key, &now) || lt_space_by_name(name, &sp)) continue;
+        if (!memcmp(&now, &o->initial[i], sizeof now)) continue;
+        fprintf(f, "  %s %s:", name, key);
         for (int j = 0; j < sp.n_params; j++)
-            if (o->initial[i].v[j] != e->params.v[j])
-                fprintf(f, " %s %d -> %d", sp.params[j].name, o->initial[i].v[j], e->params.v[j]);
+            if (o->initial[i].v[j] != now.v[j])
+                fprintf(f, " %s %d -> %d", sp.params[j].name, o->initial[i].v[j], now.v[j]);
         fputc('\n', f);
         lines++;
     }
@@ -280,17 +300,23 @@ void lt_online_stop(lt_online *o) {
     lt_follower_close(o->reader);
     o->reader = NULL;
     end_trial(o);
-    o->tuned = calloc((size_t)(o->table.n ? o->table.n : 1), sizeof *o->tuned);
-    for (int i = 0; o->tuned && i < o->table.n; i++) o->tuned[i] = o->table.nodes[i].params;
+    o->tuned = calloc((size_t)(o->n_keys ? o->n_keys : 1), sizeof *o->tuned);
+    for (int i = 0; o->tuned && i < o->n_keys; i++) {
+        const char *name, *key;
+        key_at(o, i, &name, &key);
+        LT_ASSERT(lt_tuning_get(o->o.tuning, name, key, &o->tuned[i]) == LT_OK);
+    }
 }
 
 void lt_online_use_initial(lt_online *o, bool initial) {
     if (!o->stopped || !o->tuned) return;
-    for (int i = 0; i < o->table.n; i++) {
-        const lt_params *v = initial ? &o->initial[i] : &o->tuned[i];
-        if (lt_program_set_params(o->o.program, i, v) == LT_OK) o->table.nodes[i].params = *v;
+    for (int i = 0; i < o->n_keys; i++) {
+        const char *name, *key;
+        key_at(o, i, &name, &key);
+        /* both were in force on this runtime: they fit */
+        LT_ASSERT(lt_tuning_set(o->o.tuning, name, key, initial ? &o->initial[i] : &o->tuned[i]) ==
+                  LT_OK);
     }
-    for (int i = 0; initial && i < o->table.n; i++) o->table.nodes[i].params = o->tuned[i];
 }
 
 void lt_online_close(lt_online *o) {
@@ -299,9 +325,9 @@ void lt_online_close(lt_online *o) {
     for (int i = 0; i < o->nq; i++) free(o->q[i].value);
     free(o->q);
     free(o->saved);
+    free(o->had);
     free(o->initial);
     free(o->tuned);
-    lt__node_table_free(&o->table);
     pthread_mutex_destroy(&o->mu);
     free(o);
 }

@@ -1,32 +1,14 @@
 /* The run side's control path through Kafka (the embedded broker): a
  * control produced before the run started listening is not applied (it
  * follows the topic from its end); one produced after is applied at the next
- * token boundary, exactly once; garbage on the topic is refused. Also run
+ * token boundary to every matvec key of the runtime, exactly once; garbage on the topic is refused. Also run
  * under ThreadSanitizer (listener thread against the stepping thread). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "looptune/optimizer.h"
+#include "looptune/runtime.h"
 #include "test.h"
-
-enum { ROWS = 64, COLS = 128 };
-static float W[ROWS * COLS], X[COLS];
-
-static lt_program *build(void) {
-    lt_program *p;
-    LT_ASSERT(lt_program_init(&p, "mv") == LT_OK);
-    lt_tensor t;
-    lt_tensor_init(&t, LT_F32, ROWS, 1, 1, 1, NULL);
-    int iy = lt_program_add_buffer(p, "y", LT_BUF_ACT, &t);
-    lt_tensor_init(&t, LT_F32, COLS, 1, 1, 1, X);
-    int ix = lt_program_add_buffer(p, "x", LT_BUF_WEIGHT, &t);
-    lt_tensor_init(&t, LT_F32, COLS, ROWS, 1, 1, W);
-    int iw = lt_program_add_buffer(p, "w", LT_BUF_WEIGHT, &t);
-    lt_program_add_node(p, LT_K_MATVEC, (int[]){iy, iw, ix}, 3, NULL, NULL, "mv");
-    LT_ASSERT(lt_program_finalize(p) == LT_OK);
-    return p;
-}
 
 static void send_control(lt_producer *prod, int32_t unroll) {
     Looptune__Envelope env;
@@ -52,10 +34,18 @@ static void send_control(lt_producer *prod, int32_t unroll) {
     ASSERT_EQ(lt_producer_flush(prod, 10000), LT_OK);
 }
 
-static int32_t unroll_of(const lt_program *p) {
-    lt_node_info ni;
-    lt_program_node(p, 0, &ni);
-    return ni.params.v[1];
+/* unroll in force on every matvec key of the runtime (-1: they differ). */
+static int32_t unroll_of(lt_tuning *t) {
+    int32_t u = -2;
+    for (int i = 0; i < lt_tuning_n_keys(t); i++) {
+        const char *name, *key;
+        lt_tuning_key(t, i, &name, &key);
+        if (strcmp(name, "matvec")) continue;
+        lt_params p;
+        ASSERT_EQ(lt_tuning_get(t, name, key, &p), LT_OK);
+        u = u == -2 || u == p.v[1] ? p.v[1] : -1;
+    }
+    return u;
 }
 
 int main(void) {
@@ -68,10 +58,21 @@ int main(void) {
     ASSERT_EQ(lt_producer_open(&prod, &po), LT_OK);
     send_control(prod, 2); /* before the run listens: never applied */
 
-    lt_program *p = build();
+    const char *dir = getenv("LT_DATA_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stories260K.bin", dir ? dir : "tests/data");
+    lt_model *m;
+    ASSERT_EQ(lt_model_open(&m, path, NULL), LT_OK);
+    if (lt_test_failures) return lt_test_finish();
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 1), LT_OK);
+    lt_llama *l;
+    lt_llama_opts lo = {.executor = 1, .ctx_len = 16, .max_batch = 4};
+    ASSERT_EQ(lt_llama_init(&l, m, pool, &lo), LT_OK);
+    lt_tuning *t = lt_llama_tuning(l);
     FILE *devnull = fopen("/dev/null", "w");
     lt_online *o;
-    lt_online_opts oo = {.conn = conn, .topic = "t.control", .run_id = "run-k", .program = p,
+    lt_online_opts oo = {.conn = conn, .topic = "t.control", .run_id = "run-k", .tuning = t,
                          .log = devnull};
     ASSERT_EQ(lt_online_open(&o, &oo), LT_OK);
     ASSERT_EQ(lt_producer_send(prod, NULL, 0, "\x0a\x05zz", 4), LT_OK); /* garbage */
@@ -91,10 +92,12 @@ int main(void) {
     ASSERT_EQ(st.applied, 1);
     ASSERT_EQ(st.rejected, 1);
     ASSERT_EQ(st.received, 2);
-    ASSERT_EQ(unroll_of(p), 4);
+    ASSERT_EQ(unroll_of(t), 4);
     lt_online_close(o);
     lt_producer_close(prod);
-    lt_program_free(p);
+    lt_llama_free(l);
+    lt_pool_free(pool);
+    lt_model_close(m);
     fclose(devnull);
     lt_devbroker_close(dev);
     return lt_test_finish();
