@@ -3,6 +3,7 @@
  * call), and of each run (its nodes, the units they make, its start and end),
  * decoded from the telemetry's envelopes. Windows go to windows.c, trials to
  * trials.c. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +21,29 @@ int lt__opt_find_rec(lt_optimizer *o, const char *kernel, const char *config_sha
     return -1;
 }
 
+bool lt__opt_step_kernel(const char *kernel) {
+    return !strcmp(kernel, "looped") || !strcmp(kernel, "threads");
+}
+
+/* The pool a whole step's key was made for: its ":t<N>:"
+ * (lt_step_shape_format); 0 when it names none. */
+static int key_pool(const char *key) {
+    for (const char *p = strstr(key, ":t"); p; p = strstr(p + 1, ":t")) {
+        char *end;
+        long v = strtol(p + 2, &end, 10);
+        if (end > p + 2 && *end == ':' && v > 0 && v <= INT32_MAX) return (int)v;
+    }
+    return 0;
+}
+
 int lt__opt_add_rec(lt_optimizer *o, const char *kernel, const char *config_shape,
-                    const char *host) {
+                    const char *host, int pool_threads) {
     lt_space sp;
-    if (lt_space_by_name(kernel, &sp) || !strcmp(kernel, "looped") || !strcmp(kernel, "threads") ||
-        sp.n_params == 0)
-        return -1; /* not tunable per node */
+    if (lt_space_by_name(kernel, &sp)) return -1; /* not tunable */
+    /* a step's thread count: 0 (the whole pool) or fewer threads than it has */
+    if (!strcmp(kernel, "threads"))
+        lt_space_threads(&sp, pool_threads > 0 ? pool_threads : key_pool(config_shape));
+    if (sp.n_params == 0) return -1;
     lt_isa isa;
     /* no trial on a parameter that does nothing on the run's ISA (a host
      * class without one is from an older run: its whole space) */
@@ -53,7 +71,7 @@ int lt__opt_add_rec(lt_optimizer *o, const char *kernel, const char *config_shap
 
 int lt__opt_rec_from_entry(lt_optimizer *o, const lt_config_entry *e) {
     int i = lt__opt_find_rec(o, e->kernel, e->shape, e->host);
-    if (i < 0) i = lt__opt_add_rec(o, e->kernel, e->shape, e->host);
+    if (i < 0) i = lt__opt_add_rec(o, e->kernel, e->shape, e->host, 0);
     if (i < 0) return -1;
     lt__rec *r = &o->recs[i];
     lt_space full; /* a stored point of the whole space, as the point it runs as */
@@ -115,6 +133,11 @@ static bool params_from(const lt__rec *R, Looptune__Param **pp, size_t n, lt_par
     return true;
 }
 
+static bool ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
+}
+
 static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_ns) {
     if (!rs->run_id || !*rs->run_id || lt__opt_find_run(o, rs->run_id) >= 0) return;
     if (o->n_runs == o->cap_runs) {
@@ -146,12 +169,20 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
     }
     for (size_t i = 0; i < n; i++) {
         const Looptune__KernelParams *kp = rs->kernels[i];
-        snprintf(r->labels[i], sizeof r->labels[0], "%s", kp->node ? kp->node : "");
-        r->node_unit[i] = -1;
+        /* a node, or a whole-step tunable (no node: measured by the "step"
+         * windows, which are of decode steps only) */
+        const bool step = kp->kernel && lt__opt_step_kernel(kp->kernel);
+        int node = -1;
+        if (!step) {
+            node = r->n_nodes++;
+            snprintf(r->labels[node], sizeof r->labels[0], "%s", kp->node ? kp->node : "");
+            r->node_unit[node] = -1;
+        }
         const char *cs = kp->config_shape && *kp->config_shape ? kp->config_shape : kp->shape;
         if (!kp->kernel || !cs || !*cs) continue;
+        if (step && !ends_with(cs, ":decode")) continue; /* a prefill key: never measured */
         int rec = lt__opt_find_rec(o, kp->kernel, cs, r->host_class);
-        if (rec < 0) rec = lt__opt_add_rec(o, kp->kernel, cs, r->host_class);
+        if (rec < 0) rec = lt__opt_add_rec(o, kp->kernel, cs, r->host_class, (int)rs->threads);
         if (rec < 0) continue; /* not a tunable kernel */
         lt__rec *R = &o->recs[rec];
         lt_params p;
@@ -166,17 +197,24 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
         if (u < 0) {
             u = r->n_units++;
             r->units[u].rec = rec;
+            r->units[u].step = step;
             r->units[u].incumbent = p;
             r->units[u].win_index = UINT64_MAX;
         }
+        if (step) continue;
         r->units[u].n_nodes++;
-        r->node_unit[i] = u;
+        r->node_unit[node] = u;
     }
-    r->n_nodes = (int)n;
     o->n_runs++;
     o->st.runs++;
-    fprintf(o->log, "optimizer: run %.8s on %s: %d tunable kernel shapes\n", r->run_id,
-            r->host_class, r->n_units);
+    int n_step = 0;
+    for (int k = 0; k < r->n_units; k++) n_step += r->units[k].step;
+    if (n_step)
+        fprintf(o->log, "optimizer: run %.8s on %s: %d tunable kernel shapes, %d whole-step "
+                        "tunables\n", r->run_id, r->host_class, r->n_units - n_step, n_step);
+    else
+        fprintf(o->log, "optimizer: run %.8s on %s: %d tunable kernel shapes\n", r->run_id,
+                r->host_class, r->n_units);
 }
 
 void lt__opt_handle_env(lt_optimizer *o, const Looptune__Envelope *env, bool starts_only) {

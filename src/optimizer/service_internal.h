@@ -31,12 +31,15 @@ typedef struct {
     int busy_run;          /* run index with a trial of this record in flight, -1 none */
 } lt__rec;
 
-/* One (kernel, shape) of one run: its nodes' aggregate. */
+/* One (kernel, shape) of one run: its nodes' aggregate; or one whole-step
+ * tunable of the run (step: the looped executor's parameters or the decode
+ * steps' thread count, no node), measured by the "step" windows. */
 typedef struct {
     int rec;
-    int n_nodes;
+    bool step;
+    int n_nodes;             /* 0 for a whole-step unit */
     lt_params incumbent;
-    double ns, steps;        /* untagged windows: sum of total_ns, steps per node */
+    double ns, steps;        /* untagged windows: sum of total_ns, steps per node (step: of the steps) */
     double bytes, flops;     /* untagged: sum of bytes x count, flops x count */
     double recent;           /* EWMA of the untagged per-step cost */
     int windows;             /* untagged windows seen (summed over nodes / n_nodes) */
@@ -130,11 +133,14 @@ int lt__opt_rec_from_entry(lt_optimizer *o, const lt_config_entry *e);
 /* The record of (kernel, config shape, host class): its index, or -1. */
 int lt__opt_find_rec(lt_optimizer *o, const char *kernel, const char *config_shape,
                      const char *host);
-/* Adds that record (its space fitted to the host's ISA and the call); -1 when
- * the kernel has nothing to tune per node, or out of memory. Invalidates
+/* Adds that record (its space fitted to the host's ISA and the call; the
+ * thread count's to pool_threads, or with 0 to the pool its key names); -1
+ * when the kernel has nothing to tune, or out of memory. Invalidates
  * pointers into o->recs. */
 int lt__opt_add_rec(lt_optimizer *o, const char *kernel, const char *config_shape,
-                    const char *host);
+                    const char *host, int pool_threads);
+/* "looped" and "threads": tuned on whole steps, not per node. */
+bool lt__opt_step_kernel(const char *kernel);
 /* The run's index in o->runs, or -1 when its start was never seen. */
 int lt__opt_find_run(lt_optimizer *o, const char *run_id);
 /* Frees every run and record (not o itself). */

@@ -111,7 +111,7 @@ int lt_optimizer_restore_trial(lt_optimizer *o, const Looptune__Trial *t) {
     if (!kernel || !shape || !host)
         return lt_error(LT_EFORMAT, "trial study '%s': not kernel|shape|host", t->study_id);
     int i = lt__opt_find_rec(o, kernel, shape, host);
-    if (i < 0) i = lt__opt_add_rec(o, kernel, shape, host);
+    if (i < 0) i = lt__opt_add_rec(o, kernel, shape, host, 0);
     if (i < 0) return lt_error(LT_EFORMAT, "trial study '%s': not a tunable kernel", t->study_id);
     lt__rec *R = &o->recs[i];
     lt_params p;
@@ -379,6 +379,13 @@ static void start_trial(lt_optimizer *o, int ri, int k, const lt_params *p, int 
     send_params(o, r, R, p, r->cand, P, W);
 }
 
+/* A whole-step unit's priority before its first trial (then divided by 1 +
+ * its trials, as a kernel's): that of a kernel with a tenth of the time,
+ * halfway to its roofline (lt_tuning_priority(0.1, 0.5)). A step's thread
+ * count or the looped executor's parameters change the whole step, but the
+ * run's bottleneck kernels keep their first turns. */
+#define LT__STEP_PRIORITY 0.05
+
 /* Starts the next trial of run ri if its budget allows; else notes why not. */
 void lt__opt_maybe_start(lt_optimizer *o, int ri) {
     lt__run *r = &o->runs[ri];
@@ -421,9 +428,15 @@ void lt__opt_maybe_start(lt_optimizer *o, int ri) {
                 r->time_ns, 100.0 * (1.0 - o->o.min_throughput));
         return;
     }
+    /* the kernels' time shares are of their sum; a whole-step unit has the
+     * whole step, which no share of the kernels' compares with */
     double sum = 0;
-    for (int k = 0; k < r->n_units; k++) sum += unit_cost(&r->units[k]);
-    if (!(sum > 0)) {
+    bool step_measured = false;
+    for (int k = 0; k < r->n_units; k++) {
+        if (r->units[k].step) step_measured |= unit_cost(&r->units[k]) > 0;
+        else sum += unit_cost(&r->units[k]);
+    }
+    if (!(sum > 0) && !step_measured) {
         wait_on(r, LT_OPT_WAIT_WINDOWS, "no kernel time measured yet");
         return;
     }
@@ -457,13 +470,19 @@ void lt__opt_maybe_start(lt_optimizer *o, int ri) {
         lt__rec *R = &o->recs[u->rec];
         n_done += R->converged;
         n_busy += !R->converged && R->busy_run >= 0;
-        if (R->converged || R->busy_run >= 0 || u->windows < 2 * u->n_nodes) continue;
-        double gb_s = u->bytes / u->ns, gflops = u->flops / u->ns;
-        /* diminishing returns: a record's priority shrinks with the trials it
-         * had, so the budget spreads over the bottlenecks in proportion */
-        double pri = lt_tuning_priority(unit_cost(u) / sum,
-                                        lt_roofline_fraction(gb_s, gflops, r->bw, r->peak)) /
-                     (1.0 + R->trials);
+        if (R->converged || R->busy_run >= 0 || u->windows < 2 * (u->step ? 1 : u->n_nodes))
+            continue;
+        double pri;
+        if (u->step) {
+            pri = LT__STEP_PRIORITY / (1.0 + R->trials);
+        } else {
+            double gb_s = u->bytes / u->ns, gflops = u->flops / u->ns;
+            /* diminishing returns: a record's priority shrinks with the trials
+             * it had, so the budget spreads over the bottlenecks in proportion */
+            pri = lt_tuning_priority(unit_cost(u) / sum,
+                                     lt_roofline_fraction(gb_s, gflops, r->bw, r->peak)) /
+                  (1.0 + R->trials);
+        }
         if (pri > best_pri) {
             best_pri = pri;
             best = k;
