@@ -90,6 +90,9 @@ typedef struct {
     lt_tel_param params[LT_MAX_PARAMS]; /* the values in force */
 } lt_tel_node_desc;
 
+/* The kernel name of the window over whole steps (lt_tel_opts.step_shape). */
+#define LT_TEL_STEP_KERNEL "step"
+
 typedef struct {
     const char *run_id;
     const lt_tel_host *host; /* NULL if the run measured none */
@@ -98,6 +101,9 @@ typedef struct {
     int n_nodes;
     const lt_tel_node_desc *nodes; /* [n_nodes] */
     const char *host_class;            /* the config store's host key; may be NULL */
+    /* the run's whole-step tunables (lt_tel_opts.step_entries): not nodes */
+    int n_step_entries;
+    const lt_tel_node_desc *step_entries; /* [n_step_entries] */
 } lt_tel_run_start;
 
 typedef struct {
@@ -111,6 +117,11 @@ typedef struct {
 
 /* One node over one window. A node's duration in a step is max t1 - min t0
  * over the threads that reported it; count is the number of steps it ran in.
+ * With lt_tel_opts.step_shape, every window closes with one more record over
+ * the whole steps: node -1 (label ""), kernel LT_TEL_STEP_KERNEL, shape the
+ * step key; count = steps, durations the steps' wall times (each from the
+ * end of the step before, or lt_tel_begin, to its lt_tel_step_end), total_ns =
+ * critical_ns their sum, no bytes or FLOPs, the window's tag and counters.
  * Quantiles are nearest-rank: q-th of n sorted values is element
  * ceil(q n) - 1 (median: q = 0.5). A window never spans an lt_tel_retag: it
  * ran one configuration, the one node->params and the tag describe. */
@@ -237,6 +248,17 @@ typedef struct {
     /* for the run start, so an optimizer can key what it learns as the config
      * store does (only read during lt_tel_open; may be NULL) */
     const char *host_class;
+    /* The run's whole-step tunables for the run start, with the values in
+     * force (only read during lt_tel_open; may be NULL): the looped
+     * executor's parameters (kernel "looped", shape lt_exec_shape_format) and
+     * each regime's thread count ("threads", shape lt_step_shape_format), the
+     * config store's keys. node -1 and label "" (they are no node). */
+    const lt_tel_node_desc *step_entries;
+    int n_step_entries;
+    /* The key of the run's decode steps, lt_step_shape_format(model, the
+     * pool's threads, decode) (copied; NULL: no step window): every window
+     * closes with a record over the whole steps (see lt_tel_kernel_window). */
+    const char *step_shape;
     int64_t window_tokens;  /* a window closes after this many steps; 0: 32 */
     int64_t window_ms;      /* ... or once it lasted this long; 0: 1000 */
     int64_t drain_ms;       /* the drain thread's period; 0: 200 */

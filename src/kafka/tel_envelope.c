@@ -67,7 +67,8 @@ int lt_tel_record_to_envelope(const lt_tel_record *r, lt_tel_pb *pb, Looptune__E
         const lt_tel_run_start *s = &r->u.run_start;
         Looptune__RunStart *m = &pb->run_start;
         looptune__run_start__init(m);
-        int rc = grow_kernels(pb, s->n_nodes);
+        const int n = s->n_nodes + s->n_step_entries;
+        int rc = grow_kernels(pb, n);
         if (rc) return rc;
         m->run_id = str(s->run_id);
         if (s->host) {
@@ -79,21 +80,24 @@ int lt_tel_record_to_envelope(const lt_tel_record *r, lt_tel_pb *pb, Looptune__E
         m->executor = str(s->executor);
         m->threads = (uint32_t)s->threads;
         m->host_class = str(s->host_class);
-        for (int i = 0; i < s->n_nodes; i++) {
+        /* the nodes, then the whole-step tunables: node "", shape and
+         * config_shape their key */
+        for (int i = 0; i < n; i++) {
             Looptune__KernelParams *k = &pb->kernels[i];
             looptune__kernel_params__init(k);
-            const lt_tel_node_desc *n = &s->nodes[i];
-            k->node = str(n->label);
-            k->kernel = str(n->kernel);
-            k->shape = str(n->shape);
-            k->config_shape = str(n->shape); /* the one key; kept for older readers */
-            fill_params(&pb->kparams[i * LT_MAX_PARAMS], &pb->kparam_ptrs[i * LT_MAX_PARAMS], n);
-            k->n_params = (size_t)n->n_params;
-            k->params = n->n_params ? &pb->kparam_ptrs[i * LT_MAX_PARAMS] : NULL;
+            const bool node = i < s->n_nodes;
+            const lt_tel_node_desc *d = node ? &s->nodes[i] : &s->step_entries[i - s->n_nodes];
+            k->node = str(node ? d->label : NULL);
+            k->kernel = str(d->kernel);
+            k->shape = str(d->shape);
+            k->config_shape = str(d->shape); /* the one key; kept for older readers */
+            fill_params(&pb->kparams[i * LT_MAX_PARAMS], &pb->kparam_ptrs[i * LT_MAX_PARAMS], d);
+            k->n_params = (size_t)d->n_params;
+            k->params = d->n_params ? &pb->kparam_ptrs[i * LT_MAX_PARAMS] : NULL;
             pb->kernel_ptrs[i] = k;
         }
-        m->n_kernels = (size_t)s->n_nodes;
-        m->kernels = s->n_nodes ? pb->kernel_ptrs : NULL;
+        m->n_kernels = (size_t)n;
+        m->kernels = n ? pb->kernel_ptrs : NULL;
         env->payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_RUN_START;
         env->run_start = m;
         break;

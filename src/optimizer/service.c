@@ -3,7 +3,9 @@
  * survive a restart lives in Kafka: consumed positions in the group's
  * committed offsets, what was learned in the compacted configs topic, and
  * the runs still going in their start records on the telemetry topic (read
- * again from the beginning at open). Decisions are in decide.c. */
+ * again from the beginning at open). The decisions (runs.c, windows.c,
+ * trials.c) reach Kafka, or the user's hooks without it, only through the
+ * emitters installed here. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,12 +13,10 @@
 
 #define COMMIT_EVERY_NS 2000000000ull
 
-void lt__opt_send_control(lt_optimizer *o, const Looptune__Control *c) {
-    o->st.controls_sent++;
-    if (!o->kafka) {
-        if (o->o.on_control) o->o.on_control(o->o.hook_user, c);
-        return;
-    }
+/* The Kafka emitters (user: the optimizer). A record that cannot be queued
+ * is logged and dropped: the run goes on with what it has. */
+static void kafka_control(void *user, const Looptune__Control *c) {
+    lt_optimizer *o = user;
     Looptune__Envelope env;
     lt_envelope_init(&env);
     env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_CONTROL;
@@ -27,22 +27,15 @@ void lt__opt_send_control(lt_optimizer *o, const Looptune__Control *c) {
     lt_producer_flush(o->control, 0); /* hand it to the broker now, without waiting */
 }
 
-void lt__opt_send_config(lt_optimizer *o, const lt_config_entry *e) {
-    o->st.configs_written++;
-    if (!o->kafka) {
-        if (o->o.on_config) o->o.on_config(o->o.hook_user, e);
-        return;
-    }
+static void kafka_config(void *user, const lt_config_entry *e) {
+    lt_optimizer *o = user;
     if (lt_store_topic_publish(o->configs, e) != LT_OK)
         fprintf(o->log, "optimizer: config %s|%s not queued: %s\n", e->kernel, e->shape,
                 lt_errmsg());
 }
 
-void lt__opt_send_trial(lt_optimizer *o, const Looptune__Trial *t) {
-    if (!o->kafka) {
-        if (o->o.on_trial) o->o.on_trial(o->o.hook_user, t);
-        return;
-    }
+static void kafka_trial(void *user, const Looptune__Trial *t) {
+    lt_optimizer *o = user;
     Looptune__Envelope env;
     lt_envelope_init(&env);
     env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_TRIAL;
@@ -160,10 +153,16 @@ int lt_optimizer_open(lt_optimizer **out, const lt_optimizer_opts *opts) {
              lt_kafka_topic_suffix(LT_TOPIC_CONFIGS));
     snprintf(o->t_trials, sizeof o->t_trials, "%s%s", o->prefix,
              lt_kafka_topic_suffix(LT_TOPIC_TRIALS));
-    o->kafka = d->conn.brokers || lt_kafka_props_count(d->conn.props);
+    /* without Kafka, records come in through lt_optimizer_handle and the
+     * decisions go out through the user's hooks */
+    bool kafka = d->conn.brokers || lt_kafka_props_count(d->conn.props);
+    if (kafka)
+        o->emit = (lt__opt_emit){kafka_control, kafka_config, kafka_trial, o};
+    else
+        o->emit = (lt__opt_emit){d->on_control, d->on_config, d->on_trial, d->hook_user};
     d->conn.client_id = d->conn.client_id ? d->conn.client_id : "looptune-optimizer";
     int rc = LT_OK;
-    if (o->kafka) {
+    if (kafka) {
         lt_producer_opts po = {.conn = d->conn, .topic = o->t_control, .linger_ms = -1};
         lt_producer_opts pc = {.conn = d->conn, .topic = o->t_configs, .linger_ms = -1};
         lt_producer_opts pt = {.conn = d->conn, .topic = o->t_trials};

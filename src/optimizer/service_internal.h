@@ -1,5 +1,8 @@
-/* The optimizer service's state, shared by its decision logic (decide.c)
- * and its Kafka plumbing (service.c). */
+/* The optimizer service's state, shared by its decisions (runs.c: records
+ * and runs; windows.c: telemetry windows; trials.c: trials and verdicts) and
+ * its plumbing (service.c: the consumer group, the producers, the restart
+ * path). service.c calls into the decision files, never the other way: the
+ * decisions leave through the emitters it installs (lt__opt_emit). */
 #ifndef LT_OPTIMIZER_SERVICE_INTERNAL_H
 #define LT_OPTIMIZER_SERVICE_INTERNAL_H
 
@@ -28,12 +31,15 @@ typedef struct {
     int busy_run;          /* run index with a trial of this record in flight, -1 none */
 } lt__rec;
 
-/* One (kernel, shape) of one run: its nodes' aggregate. */
+/* One (kernel, shape) of one run: its nodes' aggregate; or one whole-step
+ * tunable of the run (step: the looped executor's parameters or the decode
+ * steps' thread count, no node), measured by the "step" windows. */
 typedef struct {
     int rec;
-    int n_nodes;
+    bool step;
+    int n_nodes;             /* 0 for a whole-step unit */
     lt_params incumbent;
-    double ns, steps;        /* untagged windows: sum of total_ns, steps per node */
+    double ns, steps;        /* untagged windows: sum of total_ns, steps per node (step: of the steps) */
     double bytes, flops;     /* untagged: sum of bytes x count, flops x count */
     double recent;           /* EWMA of the untagged per-step cost */
     int windows;             /* untagged windows seen (summed over nodes / n_nodes) */
@@ -51,8 +57,8 @@ typedef struct {
     int n_nodes;
     uint64_t steps, cand_steps;
     double time_ns, loss_ns;
-    int trials_charged;
-    int64_t windows_seen; /* window indexes seen for this run (the first may be partial) */ /* trials whose cost is in loss_ns */
+    int trials_charged;   /* trials whose cost is in loss_ns */
+    int64_t windows_seen; /* window indexes seen for this run (the first may be partial) */
     /* the whole step's time outside trials (all nodes), for what a trial costs */
     double step_recent;
     uint64_t win_index;
@@ -87,6 +93,17 @@ typedef struct {
     bool prev_cont[LT__MAX_PAIRS];
 } lt__run;
 
+/* Where the decisions go: the Kafka producers when the optimizer has Kafka,
+ * else the user's hooks (lt_optimizer_opts.on_*). A NULL member drops what
+ * it would carry. The pointed-to records are the caller's: an emitter copies
+ * what it keeps. */
+typedef struct {
+    void (*control)(void *user, const Looptune__Control *c); /* to the run it names */
+    void (*config)(void *user, const lt_config_entry *e);    /* a learned configuration */
+    void (*trial)(void *user, const Looptune__Trial *t);     /* an observation for the log */
+    void *user;
+} lt__opt_emit;
+
 struct lt_optimizer {
     lt_optimizer_opts o;
     FILE *log;
@@ -103,18 +120,47 @@ struct lt_optimizer {
     uint64_t last_commit_ns;
     bool dirty; /* records handled since the last commit */
     lt_optimizer_stats st;
-    bool kafka; /* false: records through lt_optimizer_handle, decisions through the hooks */
+    lt__opt_emit emit;
 };
 
-/* decide.c */
+/* runs.c */
+/* One decoded envelope: a run's start or end, or (unless starts_only: the
+ * restart's rescan) a window. */
 void lt__opt_handle_env(lt_optimizer *o, const Looptune__Envelope *env, bool starts_only);
-void lt__opt_timers(lt_optimizer *o);
+/* A stored configuration as a record's best known; the record's index, or -1
+ * for an entry of no tunable kernel. */
 int lt__opt_rec_from_entry(lt_optimizer *o, const lt_config_entry *e);
+/* The record of (kernel, config shape, host class): its index, or -1. */
+int lt__opt_find_rec(lt_optimizer *o, const char *kernel, const char *config_shape,
+                     const char *host);
+/* Adds that record (its space fitted to the host's ISA and the call; the
+ * thread count's to pool_threads, or with 0 to the pool its key names); -1
+ * when the kernel has nothing to tune, or out of memory. Invalidates
+ * pointers into o->recs. */
+int lt__opt_add_rec(lt_optimizer *o, const char *kernel, const char *config_shape,
+                    const char *host, int pool_threads);
+/* "looped" and "threads": tuned on whole steps, not per node. */
+bool lt__opt_step_kernel(const char *kernel);
+/* The run's index in o->runs, or -1 when its start was never seen. */
+int lt__opt_find_run(lt_optimizer *o, const char *run_id);
+/* Frees every run and record (not o itself). */
 void lt__opt_free_state(lt_optimizer *o);
 
-/* service.c */
-void lt__opt_send_control(lt_optimizer *o, const Looptune__Control *c);
-void lt__opt_send_config(lt_optimizer *o, const lt_config_entry *e);
-void lt__opt_send_trial(lt_optimizer *o, const Looptune__Trial *t);
+/* windows.c */
+/* Folds one KernelWindow into its run (t_ns: the envelope's writer clock). */
+void lt__opt_window(lt_optimizer *o, const Looptune__KernelWindow *w, uint64_t t_ns);
+
+/* trials.c */
+/* Starts the next trial of run ri if its budget allows; else notes why not. */
+void lt__opt_maybe_start(lt_optimizer *o, int ri);
+/* A tagged window of the trial's unit came in: decide when its pairs are
+ * complete, or stop it when it is clearly slower. */
+void lt__opt_pair_measured(lt_optimizer *o, int ri);
+/* The verdict on run ri's trial in flight (how: why now, for the log). */
+void lt__opt_decide(lt_optimizer *o, int ri, const char *how);
+/* Frees the trial's record for other runs (no verdict). */
+void lt__opt_end_trial(lt_optimizer *o, lt__run *r);
+/* Trial time-outs and the count of live runs. */
+void lt__opt_timers(lt_optimizer *o);
 
 #endif

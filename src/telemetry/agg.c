@@ -6,8 +6,10 @@
  * records of its steps are in) its rows become one record per node, each
  * with the tag and parameter values of the configuration snapshot in force
  * from the window's first step (a retag closes the window, so one
- * snapshot covers all of it). */
+ * snapshot covers all of it), and, when the run names its decode step key,
+ * one more over the whole steps' wall times (kernel "step"). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,8 +45,10 @@ struct lt__tel_agg {
      * the values at open, untagged); later ones wait in start order */
     lt__tel_snap *cur, *pend, *pend_tail;
     lt_tel_node_desc desc; /* scratch: a node with the values of a snapshot */
-    uint64_t *dur;  /* scratch: durations of one node over a window */
+    uint64_t *dur;  /* scratch: durations of one node (or of the steps) over a window */
     uint64_t cap_dur;
+    lt_tel_node_desc step_desc; /* the "step" window's: node -1, label "", shape step_key */
+    char step_key[128];
     bool warned;
     lt__tel_agg_counts st;
 };
@@ -89,6 +93,12 @@ int lt__tel_agg_init(lt__tel_agg **out, const lt__tel_agg_opts *o) {
     if (!a) return lt_error(LT_ENOMEM, "telemetry: out of memory");
     a->o = *o;
     a->n_nodes = o->nodes->n;
+    if (o->step_shape) {
+        snprintf(a->step_key, sizeof a->step_key, "%s", o->step_shape);
+        a->step_desc = (lt_tel_node_desc){.node = -1, .label = "", .kernel = LT_TEL_STEP_KERNEL,
+                                          .shape = a->step_key};
+        a->o.step_shape = a->step_key;
+    }
     a->cap = 64;
     a->rows = malloc(a->cap * sizeof *a->rows);
     a->cells = malloc(a->cap * (uint64_t)(a->n_nodes ? a->n_nodes : 1) * sizeof *a->cells);
@@ -299,6 +309,17 @@ static uint64_t quantile(const uint64_t *v, uint64_t n, uint64_t num, uint64_t d
     return v[k ? k - 1 : 0];
 }
 
+/* Sorts dur[0..n) (n > 0) and sets the window's count, quantiles and total. */
+static void set_durations(lt_tel_kernel_window *w, uint64_t *dur, uint64_t n, uint64_t total) {
+    sort_u64(dur, n);
+    w->count = n;
+    w->min_ns = dur[0];
+    w->median_ns = quantile(dur, n, 1, 2);
+    w->p90_ns = quantile(dur, n, 9, 10);
+    w->max_ns = dur[n - 1];
+    w->total_ns = total;
+}
+
 /* Emits the window of steps [a->base, end), which lie under one snapshot
  * (a->cur), and forgets its rows. */
 static void finish_window(lt__tel_agg *a, uint64_t end) {
@@ -355,6 +376,13 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
             else same_tokens &= r->n_tokens == r_first->n_tokens && r->pos >= r_last->pos;
             r_last = r;
         }
+        /* what every record of the window shares */
+        lt_tel_kernel_window base = {
+            .run_id = a->o.run_id, .window = a->window, .t_start_ns = t_start, .t_end_ns = t_end,
+            .steps = steps, .candidate_id = a->cur ? a->cur->candidate_id : "",
+            .on_candidate = a->cur && a->cur->on_candidate, .pair = a->cur ? a->cur->pair : 0,
+            .available = av, .counters_read = read, .contention = contention};
+        memcpy(base.counters, ctr, sizeof ctr);
         for (int j = 0; j < a->n_nodes; j++) {
             uint64_t n = 0, total = 0, wait = 0, critical = 0;
             double bytes = 0, flops = 0, b0 = 0, f0 = 0, b1 = 0, f1 = 0;
@@ -385,24 +413,10 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
                 bytes = b0 * (double)n;
                 flops = f0 * (double)n;
             }
-            sort_u64(a->dur, n);
-            lt_tel_record rec = {.kind = LT_TEL_KERNEL_WINDOW};
+            lt_tel_record rec = {.kind = LT_TEL_KERNEL_WINDOW, .u.window = base};
             lt_tel_kernel_window *w = &rec.u.window;
-            w->run_id = a->o.run_id;
-            w->window = a->window;
-            w->t_start_ns = t_start;
-            w->t_end_ns = t_end;
-            w->steps = steps;
             w->node = node_desc(a, j, a->cur);
-            w->candidate_id = a->cur ? a->cur->candidate_id : "";
-            w->on_candidate = a->cur && a->cur->on_candidate;
-            w->pair = a->cur ? a->cur->pair : 0;
-            w->count = n;
-            w->min_ns = a->dur[0];
-            w->median_ns = quantile(a->dur, n, 1, 2);
-            w->p90_ns = quantile(a->dur, n, 9, 10);
-            w->max_ns = a->dur[n - 1];
-            w->total_ns = total;
+            set_durations(w, a->dur, n, total);
             w->critical_ns = critical;
             w->bytes = bytes / (double)n;
             w->flops = flops / (double)n;
@@ -413,10 +427,22 @@ static void finish_window(lt__tel_agg *a, uint64_t end) {
              * wait lies outside the interval: before it in the looped
              * executor, at the barrier after it in dispatch) */
             w->wait_share = wait ? (double)wait / ((double)total * a->o.nth + (double)wait) : 0;
-            memcpy(w->counters, ctr, sizeof ctr);
-            w->available = av;
-            w->counters_read = read;
-            w->contention = contention;
+            lt__tel_agg_emit(a, &rec);
+        }
+        /* the whole steps: each from the end of the step before (the
+         * caller's work between steps included) to its own end */
+        if (a->o.step_shape) {
+            uint64_t n = 0, total = 0;
+            for (uint64_t s = a->base; s < end; s++) {
+                const row *r = &a->rows[s & (a->cap - 1)];
+                if (!r->known) continue;
+                a->dur[n] = r->t_end > r->t_begin ? r->t_end - r->t_begin : 0;
+                total += a->dur[n++];
+            }
+            lt_tel_record rec = {.kind = LT_TEL_KERNEL_WINDOW, .u.window = base};
+            rec.u.window.node = &a->step_desc;
+            set_durations(&rec.u.window, a->dur, n, total);
+            rec.u.window.critical_ns = total;
             lt__tel_agg_emit(a, &rec);
         }
         a->window++;

@@ -173,8 +173,9 @@ int lt_tel_open(lt_tel **out, const lt_tel_opts *opts) {
         goto fail_sink;
     }
     if (opts->window_tokens < 0 || opts->window_ms < 0 || opts->drain_ms < 0 ||
-        opts->ring_records < 0) {
-        rc = lt_error(LT_EINVAL, "telemetry: negative window, drain period or ring size");
+        opts->ring_records < 0 || opts->n_step_entries < 0) {
+        rc = lt_error(LT_EINVAL, "telemetry: negative window, drain period, ring size or step "
+                                 "entry count");
         goto fail_sink;
     }
     if (lt_pool_size(opts->pool) > 64) {
@@ -230,7 +231,8 @@ int lt_tel_open(lt_tel **out, const lt_tel_opts *opts) {
 
     lt__tel_agg_opts ao = {.program = opts->program, .nodes = &t->nodes, .nth = t->nth,
                            .run_id = t->run_id, .detail = opts->detail,
-                           .available = t->available, .sink = &t->o.sink};
+                           .available = t->available, .sink = &t->o.sink,
+                           .step_shape = opts->step_shape};
     if ((rc = lt__tel_agg_init(&t->agg, &ao))) goto fail;
 
     /* the run's header records, before the drain thread exists */
@@ -241,7 +243,9 @@ int lt_tel_open(lt_tel **out, const lt_tel_opts *opts) {
         .run_id = t->run_id, .host = t->have_host ? &t->host : NULL,
         .model = opts->model ? opts->model : "", .dtype = opts->dtype ? opts->dtype : "",
         .executor = opts->executor ? opts->executor : "", .threads = t->nth,
-        .n_nodes = t->nodes.n, .nodes = t->nodes.nodes, .host_class = opts->host_class};
+        .n_nodes = t->nodes.n, .nodes = t->nodes.nodes, .host_class = opts->host_class,
+        .n_step_entries = opts->step_entries ? opts->n_step_entries : 0,
+        .step_entries = opts->step_entries};
     lt__tel_agg_emit(t->agg, &rs);
     if (opts->open_flush_ms > 0 && t->o.sink.flush &&
         t->o.sink.flush(t->o.sink.ctx, (int)opts->open_flush_ms) != LT_OK)

@@ -100,6 +100,8 @@ typedef struct {
     lt_tel_detail detail;
     uint32_t available;     /* counters that were opened */
     lt_tel_sink *sink;      /* where records go */
+    const char *step_shape; /* the decode step's key: a "step" window per window; NULL: none
+                             * (copied by lt__tel_agg_init) */
 } lt__tel_agg_opts;
 
 typedef struct {

@@ -11,6 +11,7 @@
 
 #include "looptune/optimizer.h"
 #include "test.h"
+#include "trial_sim.h"
 
 #define N_NODES 2
 static const char *const LABELS[N_NODES] = {"blk.attn_q", "blk.ffn_up"};
@@ -38,22 +39,14 @@ static double factor(const lt_params *p) {
 
 typedef struct {
     /* what the optimizer sent, applied in order at the next step boundary */
-    struct {
-        uint32_t pairs, ptok;
-        lt_params params;
-        char cand[64];
-        int unit;
-    } pend[16];
+    trial_sim_control pend[16];
     int n_pend;
     uint32_t first_trial_ptok; /* phase length of the first trial sent */
     int first_trial_unit;
     bool bad_critical; /* candidate windows claim a critical time above their span */
     /* run state */
     lt_params cur[N_NODES], inc[N_NODES];
-    bool trial;
-    int t_unit, phase, phase_steps, pairs, ptok;
-    lt_params cand;
-    char cand_id[64];
+    trial_sim ts; /* the trial in progress */
     /* window in progress */
     double win_ns[N_NODES];
     int win_steps;
@@ -171,8 +164,6 @@ static void send_start(lt_optimizer *o, const lt_params *defaults) {
     feed(o, &env);
 }
 
-static bool on_cand(int k) { return (k / 2) % 2 == 0 ? k % 2 == 1 : k % 2 == 0; }
-
 /* Emits the window in progress (one record per node) and starts the next. */
 static void close_window(lt_optimizer *o, sim *s) {
     if (!s->win_steps) return;
@@ -192,14 +183,14 @@ static void close_window(lt_optimizer *o, sim *s) {
         /* the critical time is the span here (one thread); garbage from a
          * bad writer must fall back to the span, or every candidate would
          * look slower and none would be kept */
-        w.critical_ns = s->bad_critical && s->trial && on_cand(s->phase) ? UINT64_MAX / 4
-                                                                          : w.total_ns;
+        bool cand = s->ts.trial && trial_sim_on_cand(s->ts.phase);
+        w.critical_ns = s->bad_critical && cand ? UINT64_MAX / 4 : w.total_ns;
         w.bytes = 1e6;
         w.flops = 2e6;
-        if (s->trial) {
-            w.candidate_id = s->cand_id;
-            w.on_candidate = on_cand(s->phase);
-            w.pair = (uint32_t)(s->phase / 2);
+        if (s->ts.trial) {
+            w.candidate_id = s->ts.cand_id;
+            w.on_candidate = trial_sim_on_cand(s->ts.phase);
+            w.pair = (uint32_t)(s->ts.phase / 2);
         }
         env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_KERNEL_WINDOW;
         env.kernel_window = &w;
@@ -208,11 +199,6 @@ static void close_window(lt_optimizer *o, sim *s) {
     }
     s->win_steps = 0;
     s->window++;
-}
-
-static void set_phase(sim *s) {
-    s->cur[s->t_unit] = on_cand(s->phase) ? s->cand : s->inc[s->t_unit];
-    s->phase_steps = 0;
 }
 
 /* One decode step and the boundary after it, as the run side does it. */
@@ -225,16 +211,11 @@ static void step(lt_optimizer *o, sim *s) {
     }
     s->win_steps++;
     s->steps++;
-    if (s->trial && on_cand(s->phase)) s->cand_steps++;
-    if (s->trial) {
-        if (++s->phase_steps >= s->ptok) {
+    if (s->ts.trial && trial_sim_on_cand(s->ts.phase)) s->cand_steps++;
+    if (s->ts.trial) {
+        if (trial_sim_phase_done(&s->ts)) {
             close_window(o, s);
-            if (++s->phase >= 2 * s->pairs) {
-                s->trial = false;
-                s->cur[s->t_unit] = s->inc[s->t_unit];
-            } else {
-                set_phase(s);
-            }
+            trial_sim_next_phase(&s->ts, s->cur, s->inc);
         }
     } else if (s->win_steps >= 8) {
         close_window(o, s);
@@ -242,21 +223,7 @@ static void step(lt_optimizer *o, sim *s) {
     lt_optimizer_poll(o, 0);
     for (int k = 0; k < s->n_pend; k++) {
         close_window(o, s);
-        if (s->trial) s->cur[s->t_unit] = s->inc[s->t_unit];
-        s->trial = false;
-        int u = s->pend[k].unit;
-        if (s->pend[k].pairs == 0) {
-            s->inc[u] = s->cur[u] = s->pend[k].params;
-        } else {
-            s->trial = true;
-            s->t_unit = u;
-            s->cand = s->pend[k].params;
-            snprintf(s->cand_id, sizeof s->cand_id, "%s", s->pend[k].cand);
-            s->pairs = (int)s->pend[k].pairs;
-            s->ptok = (int)s->pend[k].ptok;
-            s->phase = 0;
-            set_phase(s);
-        }
+        trial_sim_apply(&s->ts, &s->pend[k], s->cur, s->inc);
     }
     s->n_pend = 0;
 }

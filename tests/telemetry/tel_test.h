@@ -22,6 +22,9 @@ typedef struct {
     lt_tel_run_end e;
     int n_nodes, threads;   /* run start */
     char model[64], executor[16];
+    int n_step_entries;     /* run start: its whole-step tunables (the first 4) */
+    char entry_kernel[4][32], entry_shape[4][96];
+    int64_t entry_value0[4]; /* the first parameter's value */
     lt_tel_host host;
 } mem_rec;
 
@@ -61,6 +64,13 @@ static inline int mem_emit(void *ctx, const lt_tel_record *r) {
         snprintf(m->executor, sizeof m->executor, "%s", r->u.run_start.executor);
         m->n_nodes = r->u.run_start.n_nodes;
         m->threads = r->u.run_start.threads;
+        m->n_step_entries = r->u.run_start.n_step_entries;
+        for (int i = 0; i < m->n_step_entries && i < 4; i++) {
+            const lt_tel_node_desc *d = &r->u.run_start.step_entries[i];
+            snprintf(m->entry_kernel[i], sizeof m->entry_kernel[i], "%s", d->kernel);
+            snprintf(m->entry_shape[i], sizeof m->entry_shape[i], "%s", d->shape);
+            m->entry_value0[i] = d->n_params ? d->params[0].value : 0;
+        }
         break;
     case LT_TEL_RUN_END:
         m->e = r->u.run_end;

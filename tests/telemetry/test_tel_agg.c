@@ -16,15 +16,22 @@ typedef struct {
     lt_tel_sink sink;
 } fixture;
 
-static void setup(fixture *f, lt_tel_detail detail, uint32_t available) {
+/* step_shape: the decode step key, for a "step" window per window (NULL: none) */
+static void setup_keyed(fixture *f, lt_tel_detail detail, uint32_t available,
+                        const char *step_shape) {
     memset(f, 0, sizeof *f);
     f->p = syn_program(0);
     ASSERT_TRUE(f->p != NULL);
     ASSERT_EQ(lt__tel_nodes_init(&f->nodes, f->p), LT_OK);
     f->sink = mem_sink_of(&f->ms);
     lt__tel_agg_opts o = {.program = f->p, .nodes = &f->nodes, .nth = 2, .run_id = "run-x",
-                          .detail = detail, .available = available, .sink = &f->sink};
+                          .detail = detail, .available = available, .sink = &f->sink,
+                          .step_shape = step_shape};
     ASSERT_EQ(lt__tel_agg_init(&f->agg, &o), LT_OK);
+}
+
+static void setup(fixture *f, lt_tel_detail detail, uint32_t available) {
+    setup_keyed(f, detail, available, NULL);
 }
 
 static void teardown(fixture *f) {
@@ -456,7 +463,70 @@ static void test_retag_per_call(void) {
     teardown(&f);
 }
 
+/* With a step key, every window closes with one more record over the whole
+ * steps (each from the step before's end): kernel "step", node -1, label
+ * "", the key, count = steps, their wall times' quantiles and sum, no bytes,
+ * the window's tag. */
+static void test_step_window(void) {
+    fixture f;
+    char key[64] = "llama:d288:h768:l6:q8_0:t2:decode";
+    setup_keyed(&f, LT_TEL_DETAIL_WINDOW, 0, key);
+    key[0] = 'X'; /* the aggregator keeps its own copy */
+    /* window 0: steps of 900, 1000, 1100 ns */
+    step(&f, 0, 0, 900, 0, 0, 0, 0);
+    step(&f, 1, 900, 1900, 0, 0, 0, 0);
+    step(&f, 2, 1900, 3000, LT__STEP_CLOSE, 0, 0, 0);
+    for (uint32_t s = 0; s < 3; s++) rec(&f, 0, s, 0, 1000 * s + 10, 1000 * s + 60, 0);
+    lt__tel_agg_flush(f.agg);
+    ASSERT_EQ(mem_count(&f.ms, LT_TEL_KERNEL_WINDOW), 2); /* node 0, then the step */
+    const mem_rec *w = find_window(&f.ms, 0, -1);
+    ASSERT_TRUE(w != NULL && w == &f.ms.v[f.ms.n - 1]);
+    if (w) {
+        ASSERT_STREQ(w->kernel, LT_TEL_STEP_KERNEL);
+        ASSERT_STREQ(w->label, "");
+        ASSERT_STREQ(w->shape, "llama:d288:h768:l6:q8_0:t2:decode");
+        ASSERT_EQ(w->n_params, 0);
+        ASSERT_EQ(w->w.count, 3);
+        ASSERT_EQ(w->w.steps, 3);
+        ASSERT_EQ(w->w.min_ns, 900);
+        ASSERT_EQ(w->w.median_ns, 1000);
+        ASSERT_EQ(w->w.p90_ns, 1100);
+        ASSERT_EQ(w->w.max_ns, 1100);
+        ASSERT_EQ(w->w.total_ns, 3000);
+        ASSERT_EQ(w->w.critical_ns, 3000);
+        ASSERT_NEAR(w->w.bytes, 0, 0);
+        ASSERT_STREQ(w->candidate_id, "");
+        ASSERT_TRUE(!w->w.on_candidate);
+    }
+    /* a retag: window 1 (steps of 500 and 700 ns) is the candidate's, pair 2 */
+    lt_tel_tag tag = {.candidate_id = "c7", .on_candidate = true, .pair = 2};
+    lt__tel_stepmsg m = {.seq = 3, .flags = LT__STEP_NONE | LT__STEP_CLOSE | LT__STEP_RETAG,
+                         .snap = lt__tel_snap_new(f.p, &tag)};
+    ASSERT_TRUE(m.snap != NULL);
+    lt__tel_agg_step(f.agg, &m);
+    step(&f, 3, 3000, 3500, 0, 0, 0, 0);
+    step(&f, 4, 3500, 4200, LT__STEP_CLOSE, 0, 0, 0);
+    rec(&f, 0, 3, 1, 3100, 3200, 0);
+    rec(&f, 0, 4, 1, 3600, 3700, 0);
+    lt__tel_agg_flush(f.agg);
+    w = find_window(&f.ms, 1, -1);
+    ASSERT_TRUE(w != NULL);
+    if (w) {
+        ASSERT_EQ(w->w.count, 2);
+        ASSERT_EQ(w->w.min_ns, 500);
+        ASSERT_EQ(w->w.median_ns, 500); /* nearest rank: element ceil(0.5 x 2) - 1 */
+        ASSERT_EQ(w->w.p90_ns, 700);
+        ASSERT_EQ(w->w.total_ns, 1200);
+        ASSERT_STREQ(w->candidate_id, "c7");
+        ASSERT_TRUE(w->w.on_candidate);
+        ASSERT_EQ(w->w.pair, 2);
+    }
+    ASSERT_EQ(mem_count(&f.ms, LT_TEL_KERNEL_WINDOW), 4);
+    teardown(&f);
+}
+
 int main(void) {
+    test_step_window();
     test_hand_computed();
     test_contention_task_clock();
     test_quantiles();

@@ -6,6 +6,7 @@
  * also run under ThreadSanitizer by `make test`. */
 #include <time.h>
 
+#include "looptune/telemetry_sinks.h"
 #include "tel_test.h"
 #include "test.h"
 
@@ -373,7 +374,121 @@ static void test_retag_phases(lt_executor ex) {
     lt_program_free(p);
 }
 
+/* The run start as the wire has it (the kernels list with the whole-step
+ * tunables after the nodes), then the records into the memory sink. */
+typedef struct {
+    mem_sink *ms;
+    size_t n_kernels;
+    char last_node[64], last_kernel[32], last_shape[96], last_cshape[96];
+    int64_t last_value;
+    size_t last_n_params;
+} wire_sink;
+
+static int wire_emit(void *ctx, const lt_tel_record *r) {
+    wire_sink *w = ctx;
+    if (r->kind == LT_TEL_RUN_START) {
+        lt_tel_pb pb;
+        memset(&pb, 0, sizeof pb);
+        Looptune__Envelope *env;
+        ASSERT_EQ(lt_tel_record_to_envelope(r, &pb, &env), LT_OK);
+        const Looptune__RunStart *rs = env->run_start;
+        w->n_kernels = rs->n_kernels;
+        if (rs->n_kernels) {
+            const Looptune__KernelParams *k = rs->kernels[rs->n_kernels - 1];
+            snprintf(w->last_node, sizeof w->last_node, "%s", k->node);
+            snprintf(w->last_kernel, sizeof w->last_kernel, "%s", k->kernel);
+            snprintf(w->last_shape, sizeof w->last_shape, "%s", k->shape);
+            snprintf(w->last_cshape, sizeof w->last_cshape, "%s", k->config_shape);
+            w->last_n_params = k->n_params;
+            w->last_value = k->n_params ? k->params[0]->value : -1;
+        }
+        lt_tel_pb_free(&pb);
+    }
+    return mem_emit(w->ms, r);
+}
+
+static void wire_close(void *ctx) { mem_close(((wire_sink *)ctx)->ms); }
+
+/* A run that names its whole-step tunables and its decode step key: the run
+ * start carries the entries (after the nodes, node "", the key), and every
+ * window ends with one "step" record counting its steps. */
+static void test_step_entries(void) {
+    lt_program *p = syn_program(1);
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
+    const char *key = "llama:d288:h768:l6:q8_0:t2:decode";
+    const char *pkey = "llama:d288:h768:l6:q8_0:t2:prefill";
+    lt_tel_node_desc e[3] = {
+        {.node = -1, .label = "", .kernel = "looped", .shape = key, .n_params = 2,
+         .params = {{"tiles_per_thread", 8, 0}, {"prefetch_kb", 256, 1}}},
+        {.node = -1, .label = "", .kernel = "threads", .shape = key, .n_params = 1,
+         .params = {{"threads", 0, 0}}},
+        {.node = -1, .label = "", .kernel = "threads", .shape = pkey, .n_params = 1,
+         .params = {{"threads", 1, 0}}},
+    };
+    run_result r;
+    memset(&r, 0, sizeof r);
+    wire_sink ws = {.ms = &r.ms};
+    lt_tel_opts o = {.program = p, .pool = pool, .model = "synthetic", .window_tokens = 10,
+                     .window_ms = 600000, .drain_ms = 5, .step_entries = e, .n_step_entries = 3,
+                     .step_shape = key};
+    o.sink = (lt_tel_sink){.emit = wire_emit, .flush = mem_flush, .close = wire_close, .ctx = &ws};
+    ASSERT_EQ(lt_tel_open(&r.tel, &o), LT_OK);
+    if (!r.tel) return;
+    lt_tel_begin(r.tel);
+    for (int s = 0; s < 25; s++) {
+        lt_step st = {.pos = s, .n_tokens = 1};
+        ASSERT_EQ(lt_exec_run(LT_EXEC_LOOPED, p, pool, &st, NULL), LT_OK);
+        lt_tel_step_end(r.tel, &st);
+    }
+    lt_tel_close(r.tel, &r.st);
+    const mem_sink *s = &r.ms;
+    ASSERT_EQ(s->v[0].kind, LT_TEL_RUN_START);
+    ASSERT_EQ(s->v[0].n_nodes, 4);
+    ASSERT_EQ(s->v[0].n_step_entries, 3);
+    ASSERT_STREQ(s->v[0].entry_kernel[0], "looped");
+    ASSERT_STREQ(s->v[0].entry_shape[1], key);
+    ASSERT_STREQ(s->v[0].entry_kernel[2], "threads");
+    ASSERT_STREQ(s->v[0].entry_shape[2], pkey);
+    ASSERT_EQ(s->v[0].entry_value0[2], 1);
+    /* on the wire: 4 nodes, then the 3 entries; the last is the prefill threads */
+    ASSERT_EQ(ws.n_kernels, 7);
+    ASSERT_STREQ(ws.last_node, "");
+    ASSERT_STREQ(ws.last_kernel, "threads");
+    ASSERT_STREQ(ws.last_shape, pkey);
+    ASSERT_STREQ(ws.last_cshape, pkey);
+    ASSERT_EQ(ws.last_n_params, 1);
+    ASSERT_EQ(ws.last_value, 1);
+    /* windows of 10, 10 and 5 steps, each closed by its step record */
+    ASSERT_EQ(r.st.windows, 3);
+    int n_step = 0;
+    uint64_t counted = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const mem_rec *w = &s->v[i];
+        if (w->kind != LT_TEL_KERNEL_WINDOW || w->node >= 0) continue;
+        ASSERT_STREQ(w->kernel, LT_TEL_STEP_KERNEL);
+        ASSERT_STREQ(w->shape, key);
+        ASSERT_EQ(w->w.window, (uint64_t)n_step);
+        ASSERT_EQ(w->w.count, w->w.window < 2 ? 10 : 5);
+        ASSERT_EQ(w->w.count, w->w.steps);
+        ASSERT_TRUE(w->w.min_ns <= w->w.median_ns && w->w.max_ns >= w->w.p90_ns);
+        /* the steps tile the window */
+        ASSERT_EQ(w->w.total_ns, w->w.t_end_ns - w->w.t_start_ns);
+        /* the last record of its window */
+        ASSERT_TRUE(i + 1 < s->n && (s->v[i + 1].kind != LT_TEL_KERNEL_WINDOW ||
+                                     s->v[i + 1].w.window == w->w.window + 1));
+        counted += w->w.count;
+        n_step++;
+    }
+    ASSERT_EQ(n_step, 3);
+    ASSERT_EQ(counted, 25);
+    mem_free(&r.ms);
+    lt_pool_free(pool);
+    lt_program_free(p);
+}
+
 int main(void) {
+    test_step_entries();
     test_windows_by_tokens(LT_EXEC_DISPATCH, 1);
     test_windows_by_tokens(LT_EXEC_DISPATCH, 2);
     test_windows_by_tokens(LT_EXEC_LOOPED, 2);

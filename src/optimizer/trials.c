@@ -1,13 +1,12 @@
-/* The optimizer's decisions. Telemetry windows come in per run (one Kafka
- * partition per run id, so in order); they update the per-kernel figures
- * (time share, roofline position) and the trial in flight. Between trials a
- * run gets the next one when its exploration budget allows: the record with
- * the highest priority (time share x distance to the roofline) that is not
- * finished, a candidate from its strategy, a control asking the run to
- * alternate it with the incumbent. When the trial's windows are in, the
- * paired comparison decides: faster by more than the margin is kept (a
- * control making it the incumbent, a Config on the configs topic), anything
- * else is left to roll back (the run is already back on the incumbent). */
+/* Trials: between trials a run gets the next one when its exploration
+ * budget allows: the record with the highest priority (time share x distance
+ * to the roofline) that is not finished, a candidate from its strategy, a
+ * control asking the run to alternate it with the incumbent. When the
+ * trial's pairs are in, the paired comparison decides: faster by more than
+ * the margin is kept (a control making it the incumbent, a Config), anything
+ * else is left to roll back (the run is already back on the incumbent).
+ * Every observation goes to the trials log. Decisions leave through the
+ * optimizer's emitters (o->emit), never through a transport. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,189 +16,11 @@
 
 #include "optimizer/service_internal.h"
 
-static FILE *LOG(lt_optimizer *o) { return o->log; }
-
 static uint64_t wall_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-
-/* ---- records ----------------------------------------------------------------------- */
-
-static int find_rec(lt_optimizer *o, const char *kernel, const char *config_shape,
-                    const char *host) {
-    for (int i = 0; i < o->n_recs; i++)
-        if (!strcmp(o->recs[i].kernel, kernel) && !strcmp(o->recs[i].config_shape, config_shape) &&
-            !strcmp(o->recs[i].host, host))
-            return i;
-    return -1;
-}
-
-static int add_rec(lt_optimizer *o, const char *kernel, const char *config_shape,
-                   const char *host) {
-    lt_space sp;
-    if (lt_space_by_name(kernel, &sp) || !strcmp(kernel, "looped") || !strcmp(kernel, "threads") ||
-        sp.n_params == 0)
-        return -1; /* not tunable per node */
-    lt_isa isa;
-    /* no trial on a parameter that does nothing on the run's ISA (a host
-     * class without one is from an older run: its whole space) */
-    if (lt_host_class_isa(host, &isa) == LT_OK) lt_space_fit_isa(&sp, isa);
-    lt_space_fit_shape(&sp, kernel, config_shape); /* no trial on a duplicate point */
-    if (o->n_recs == o->cap_recs) {
-        int cap = o->cap_recs ? 2 * o->cap_recs : 16;
-        lt__rec *r = realloc(o->recs, (size_t)cap * sizeof *r);
-        if (!r) return -1;
-        o->recs = r;
-        o->cap_recs = cap;
-    }
-    lt__rec *r = &o->recs[o->n_recs];
-    memset(r, 0, sizeof *r);
-    snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
-    snprintf(r->config_shape, sizeof r->config_shape, "%s", config_shape);
-    snprintf(r->host, sizeof r->host, "%s", host);
-    r->space = sp;
-    lt_space_default(&sp, &r->defaults);
-    r->speedup = 1.0;
-    r->busy_run = -1;
-    o->st.units = ++o->n_recs;
-    return o->n_recs - 1;
-}
-
-int lt__opt_rec_from_entry(lt_optimizer *o, const lt_config_entry *e) {
-    int i = find_rec(o, e->kernel, e->shape, e->host);
-    if (i < 0) i = add_rec(o, e->kernel, e->shape, e->host);
-    if (i < 0) return -1;
-    lt__rec *r = &o->recs[i];
-    lt_space full; /* a stored point of the whole space, as the point it runs as */
-    if (lt_space_by_name(r->kernel, &full) || lt_space_parse(&full, e->params, &r->best))
-        return -1;
-    lt_space_fit_params(&r->space, &r->best);
-    r->have_best = true;
-    r->speedup = e->speedup > 0 ? e->speedup : 1.0;
-    r->best_cost = e->median_ns;
-    r->trials = (int)e->trials;
-    r->converged = e->converged;
-    if (r->converged) o->st.units_converged++;
-    return i;
-}
-
-/* ---- runs -------------------------------------------------------------------------- */
-
-static int find_run(lt_optimizer *o, const char *run_id) {
-    for (int i = o->n_runs - 1; i >= 0; i--)
-        if (!strcmp(o->runs[i].run_id, run_id)) return i;
-    return -1;
-}
-
-static void free_run(lt__run *r) {
-    free(r->units);
-    free(r->labels);
-    free(r->node_unit);
-}
-
-void lt__opt_free_state(lt_optimizer *o) {
-    for (int i = 0; i < o->n_runs; i++) free_run(&o->runs[i]);
-    free(o->runs);
-    for (int i = 0; i < o->n_recs; i++) lt_strategy_free(o->recs[i].strat);
-    free(o->recs);
-}
-
-/* A point of the kernel's whole space from the network, as the point of the
- * record's (fitted) space it runs as. Telemetry leaves out the parameters
- * that do nothing on the run's ISA: those take their one value. */
-static bool params_from(const lt__rec *R, Looptune__Param **pp, size_t n, lt_params *out) {
-    const lt_space *s = &R->space;
-    memset(out, 0, sizeof *out);
-    if ((int)n > s->n_params) return false;
-    for (int j = 0; j < s->n_params; j++) {
-        bool found = s->params[j].n_values == 1;
-        out->v[j] = s->params[j].values[0];
-        for (size_t i = 0; i < n; i++)
-            if (pp[i] && pp[i]->name && !strcmp(pp[i]->name, s->params[j].name)) {
-                /* from the network: out of int32 range is not a value of any space */
-                if (pp[i]->value < INT32_MIN || pp[i]->value > INT32_MAX) return false;
-                out->v[j] = (int32_t)pp[i]->value;
-                found = true;
-            }
-        if (!found) return false;
-    }
-    lt_space full;
-    if (lt_space_by_name(R->kernel, &full) || lt_space_validate(&full, out) != LT_OK) return false;
-    lt_space_fit_params(s, out);
-    return true;
-}
-
-static void fmt_params(const lt_space *s, const lt_params *p, char *buf, size_t n) {
-    lt_space_format(s, p, buf, n);
-}
-
-static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_ns) {
-    if (!rs->run_id || !*rs->run_id || find_run(o, rs->run_id) >= 0) return;
-    if (o->n_runs == o->cap_runs) {
-        int cap = o->cap_runs ? 2 * o->cap_runs : 8;
-        lt__run *r = realloc(o->runs, (size_t)cap * sizeof *r);
-        if (!r) return;
-        o->runs = r;
-        o->cap_runs = cap;
-    }
-    lt__run *r = &o->runs[o->n_runs];
-    memset(r, 0, sizeof *r);
-    snprintf(r->run_id, sizeof r->run_id, "%s", rs->run_id);
-    const char *hc = rs->host_class && *rs->host_class ? rs->host_class
-                     : rs->host && rs->host->host_id ? rs->host->host_id : "unknown-host";
-    snprintf(r->host_class, sizeof r->host_class, "%s", hc);
-    if (rs->host) {
-        r->bw = rs->host->read_gb_s > 0 ? rs->host->read_gb_s : rs->host->triad_gb_s;
-        r->peak = rs->host->peak_gflops;
-    }
-    r->last_ns = t_ns;
-    r->win_index = UINT64_MAX;
-    size_t n = rs->n_kernels;
-    r->labels = calloc(n ? n : 1, sizeof *r->labels);
-    r->node_unit = calloc(n ? n : 1, sizeof *r->node_unit);
-    r->units = calloc(n ? n : 1, sizeof *r->units);
-    if (!r->labels || !r->node_unit || !r->units) {
-        free_run(r);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const Looptune__KernelParams *kp = rs->kernels[i];
-        snprintf(r->labels[i], sizeof r->labels[0], "%s", kp->node ? kp->node : "");
-        r->node_unit[i] = -1;
-        const char *cs = kp->config_shape && *kp->config_shape ? kp->config_shape : kp->shape;
-        if (!kp->kernel || !cs || !*cs) continue;
-        int rec = find_rec(o, kp->kernel, cs, r->host_class);
-        if (rec < 0) rec = add_rec(o, kp->kernel, cs, r->host_class);
-        if (rec < 0) continue; /* not a tunable kernel */
-        lt__rec *R = &o->recs[rec];
-        lt_params p;
-        if (!params_from(R, kp->params, kp->n_params, &p)) continue;
-        if (!R->shape[0]) {
-            snprintf(R->shape, sizeof R->shape, "%s", kp->shape ? kp->shape : "");
-            R->defaults = p; /* what the first run of this call started with */
-        }
-        int u = -1;
-        for (int k = 0; k < r->n_units; k++)
-            if (r->units[k].rec == rec) u = k;
-        if (u < 0) {
-            u = r->n_units++;
-            r->units[u].rec = rec;
-            r->units[u].incumbent = p;
-            r->units[u].win_index = UINT64_MAX;
-        }
-        r->units[u].n_nodes++;
-        r->node_unit[i] = u;
-    }
-    r->n_nodes = (int)n;
-    o->n_runs++;
-    o->st.runs++;
-    fprintf(LOG(o), "optimizer: run %.8s on %s: %d tunable kernel shapes\n", r->run_id,
-            r->host_class, r->n_units);
-}
-
-/* ---- trials -------------------------------------------------------------------------- */
 
 static void send_params(lt_optimizer *o, lt__run *r, lt__rec *R, const lt_params *p,
                         const char *cand, int pairs, int phase_tokens) {
@@ -219,7 +40,8 @@ static void send_params(lt_optimizer *o, lt__run *r, lt__rec *R, const lt_params
     c.candidate_id = (char *)cand;
     c.trial_pairs = (uint32_t)pairs;
     c.phase_tokens = (uint32_t)phase_tokens;
-    lt__opt_send_control(o, &c);
+    o->st.controls_sent++;
+    if (o->emit.control) o->emit.control(o->emit.user, &c);
 }
 
 static void publish(lt_optimizer *o, lt__rec *R) {
@@ -228,14 +50,15 @@ static void publish(lt_optimizer *o, lt__rec *R) {
     snprintf(e.kernel, sizeof e.kernel, "%s", R->kernel);
     snprintf(e.shape, sizeof e.shape, "%s", R->config_shape);
     snprintf(e.host, sizeof e.host, "%s", R->host);
-    fmt_params(&R->space, R->have_best ? &R->best : &R->defaults, e.params, sizeof e.params);
+    lt_space_format(&R->space, R->have_best ? &R->best : &R->defaults, e.params, sizeof e.params);
     e.median_ns = R->best_cost > 0 ? R->best_cost : 1.0;
     e.samples = (int64_t)R->trials * o->o.trial_pairs;
     if (e.samples < 1) e.samples = 1;
     e.speedup = R->speedup;
     e.trials = R->trials;
     e.converged = R->converged;
-    lt__opt_send_config(o, &e);
+    o->st.configs_written++;
+    if (o->emit.config) o->emit.config(o->emit.user, &e);
 }
 
 static void set_converged(lt_optimizer *o, lt__rec *R, double cost, const char *why) {
@@ -244,7 +67,7 @@ static void set_converged(lt_optimizer *o, lt__rec *R, double cost, const char *
     R->conv_cost = cost;
     R->drift_windows = 0;
     o->st.units_converged++;
-    fprintf(LOG(o), "optimizer: %s %s on %s: done exploring after %d trials (%s), %.3fx over "
+    fprintf(o->log, "optimizer: %s %s on %s: done exploring after %d trials (%s), %.3fx over "
                     "defaults\n", R->kernel, R->config_shape, R->host, R->trials, why, R->speedup);
     publish(o, R);
 }
@@ -276,7 +99,7 @@ static void observe(lt_optimizer *o, lt__rec *R, const lt_params *p, const doubl
     t.n_params = (size_t)R->space.n_params;
     t.objective = n ? lt_median(costs, n) : 0;
     t.status = n ? LOOPTUNE__STATUS__STATUS_OK : LOOPTUNE__STATUS__STATUS_FAILED;
-    lt__opt_send_trial(o, &t);
+    if (o->emit.trial) o->emit.trial(o->emit.user, &t);
 }
 
 int lt_optimizer_restore_trial(lt_optimizer *o, const Looptune__Trial *t) {
@@ -287,8 +110,8 @@ int lt_optimizer_restore_trial(lt_optimizer *o, const Looptune__Trial *t) {
     char *host = strtok_r(NULL, "|", &save);
     if (!kernel || !shape || !host)
         return lt_error(LT_EFORMAT, "trial study '%s': not kernel|shape|host", t->study_id);
-    int i = find_rec(o, kernel, shape, host);
-    if (i < 0) i = add_rec(o, kernel, shape, host);
+    int i = lt__opt_find_rec(o, kernel, shape, host);
+    if (i < 0) i = lt__opt_add_rec(o, kernel, shape, host, 0);
     if (i < 0) return lt_error(LT_EFORMAT, "trial study '%s': not a tunable kernel", t->study_id);
     lt__rec *R = &o->recs[i];
     lt_params p;
@@ -335,7 +158,7 @@ int lt_optimizer_restore_trial(lt_optimizer *o, const Looptune__Trial *t) {
     return LT_OK;
 }
 
-static void end_trial(lt_optimizer *o, lt__run *r) {
+void lt__opt_end_trial(lt_optimizer *o, lt__run *r) {
     if (!r->trial) return;
     lt__rec *R = &o->recs[r->units[r->t_unit].rec];
     R->busy_run = -1;
@@ -343,7 +166,7 @@ static void end_trial(lt_optimizer *o, lt__run *r) {
 }
 
 /* The trial's windows are in (or it ended early): decide. */
-static void decide(lt_optimizer *o, int ri, const char *how) {
+void lt__opt_decide(lt_optimizer *o, int ri, const char *how) {
     lt__run *r = &o->runs[ri];
     lt__unit *u = &r->units[r->t_unit];
     lt__rec *R = &o->recs[u->rec];
@@ -376,16 +199,16 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
         r->trials_charged++;
     }
     char pb[160];
-    fmt_params(&R->space, &r->cand_params, pb, sizeof pb);
+    lt_space_format(&R->space, &r->cand_params, pb, sizeof pb);
     o->st.trials++;
     R->trials++;
     if (!r->saw_tagged) {
         /* the run never ran it: it refused the control (its log says why) or is gone */
         o->st.timed_out++;
         observe(o, R, &r->cand_params, NULL, 0);
-        fprintf(LOG(o), "optimizer: run %.8s %s %s: candidate %s (%s) never ran (%s)\n", r->run_id,
+        fprintf(o->log, "optimizer: run %.8s %s %s: candidate %s (%s) never ran (%s)\n", r->run_id,
                 R->kernel, R->config_shape, r->cand, pb, how);
-        end_trial(o, r);
+        lt__opt_end_trial(o, r);
         return;
     }
     if (n < 2 || (n < 5 && strstr(how, "slower"))) {
@@ -395,10 +218,10 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
             observe(o, R, &r->cand_params, costs, n);
         }
         o->st.aborted++;
-        fprintf(LOG(o), "optimizer: run %.8s %s %s: rolled back %s: %d pairs, %s\n", r->run_id,
+        fprintf(o->log, "optimizer: run %.8s %s %s: rolled back %s: %d pairs, %s\n", r->run_id,
                 R->kernel, R->config_shape, pb, n, n < 2 ? "too few to judge" : how);
         R->since_kept++;
-        end_trial(o, r);
+        lt__opt_end_trial(o, r);
         return;
     }
     /* contended pairs are discounted only while enough clean ones remain: on
@@ -408,7 +231,7 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
     lt_compare_result cr;
     if (lt_compare_paired(a, b, n - n_cont >= 5 ? cont : NULL, n, o->o.margin, 0.1,
                           o->o.seed + (uint64_t)R->trials, &cr)) {
-        end_trial(o, r);
+        lt__opt_end_trial(o, r);
         return;
     }
     /* faster by the median (by twice the margin) but not surely: measure it once more rather
@@ -427,10 +250,10 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
         o->st.trials--; /* the two halves are one trial */
         o->st.extended++;
         R->trials--;
-        fprintf(LOG(o), "optimizer: run %.8s %s %s: %s looks %.3fx faster (95%% CI %.3f..%.3f, "
+        fprintf(o->log, "optimizer: run %.8s %s %s: %s looks %.3fx faster (95%% CI %.3f..%.3f, "
                         "%d pairs): measuring it again\n", r->run_id, R->kernel, R->config_shape,
                 pb, 1.0 / cr.ratio, 1.0 / cr.ci_hi, 1.0 / cr.ci_lo, n);
-        end_trial(o, r);
+        lt__opt_end_trial(o, r);
         return;
     }
     double costs[LT__MAX_PAIRS];
@@ -446,7 +269,7 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
         R->model_cost *= cr.ratio;
         R->best_cost = cr.b_median;
         R->since_kept = 0;
-        fprintf(LOG(o), "optimizer: run %.8s %s %s: kept %s: %.3fx faster (95%% CI %.3f..%.3f, %d "
+        fprintf(o->log, "optimizer: run %.8s %s %s: kept %s: %.3fx faster (95%% CI %.3f..%.3f, %d "
                         "pairs), %.3fx over defaults\n", r->run_id, R->kernel, R->config_shape, pb,
                 1.0 / cr.ratio, 1.0 / cr.ci_hi, 1.0 / cr.ci_lo, n, R->speedup);
         publish(o, R);
@@ -463,11 +286,11 @@ static void decide(lt_optimizer *o, int ri, const char *how) {
     } else {
         o->st.rolled_back++;
         R->since_kept++;
-        fprintf(LOG(o), "optimizer: run %.8s %s %s: rolled back %s: %.3fx (95%% CI %.3f..%.3f, "
+        fprintf(o->log, "optimizer: run %.8s %s %s: rolled back %s: %.3fx (95%% CI %.3f..%.3f, "
                         "%d pairs)%s\n", r->run_id, R->kernel, R->config_shape, pb, 1.0 / cr.ratio,
                 1.0 / cr.ci_hi, 1.0 / cr.ci_lo, n, cr.slower ? ", slower" : "");
     }
-    end_trial(o, r);
+    lt__opt_end_trial(o, r);
     double gain;
     if (R->trials >= o->o.max_trials) set_converged(o, R, u->recent, "trial budget spent");
     else if (R->since_kept >= o->o.patience) set_converged(o, R, u->recent, "no better candidate");
@@ -497,8 +320,8 @@ static void push_best_known(lt_optimizer *o, lt__run *r) {
         send_params(o, r, R, &R->best, "best-known", 0, 0);
         r->units[u].incumbent = R->best;
         char pb[160];
-        fmt_params(&R->space, &R->best, pb, sizeof pb);
-        fprintf(LOG(o), "optimizer: run %.8s %s %s: best known %s (%.3fx over defaults)\n",
+        lt_space_format(&R->space, &R->best, pb, sizeof pb);
+        fprintf(o->log, "optimizer: run %.8s %s %s: best known %s (%.3fx over defaults)\n",
                 r->run_id, R->kernel, R->config_shape, pb, R->speedup);
     }
 }
@@ -520,7 +343,6 @@ static int phase_steps(const lt_optimizer *o, const lt__run *r) {
     return w;
 }
 
-static void start_trial(lt_optimizer *o, int ri, int k, const lt_params *p, int P, int W);
 
 /* Notes why run r gets no trial now (for lt_optimizer_run_info_get). */
 static void wait_on(lt__run *r, lt_opt_wait why, const char *fmt, ...)
@@ -533,8 +355,39 @@ static void wait_on(lt__run *r, lt_opt_wait why, const char *fmt, ...) {
     r->wait = why;
 }
 
+/* Sends the trial of candidate p on unit k of run ri: P pairs of W-step phases. */
+static void start_trial(lt_optimizer *o, int ri, int k, const lt_params *p, int P, int W) {
+    lt__run *r = &o->runs[ri];
+    lt__rec *R = &o->recs[r->units[k].rec];
+    r->trial = true;
+    r->started++;
+    wait_on(r, LT_OPT_WAIT_NONE, "%s", "");
+    r->t_unit = k;
+    r->cand_params = *p;
+    snprintf(r->cand, sizeof r->cand, "c%llu", (unsigned long long)++o->next_cand);
+    r->t_started = lt_now_ns();
+    r->pairs = P;
+    r->phase_tokens = W;
+    r->saw_tagged = false;
+    r->trial_ns = r->trial_steps = 0;
+    memset(r->a_ns, 0, sizeof r->a_ns);
+    memset(r->a_steps, 0, sizeof r->a_steps);
+    memset(r->b_ns, 0, sizeof r->b_ns);
+    memset(r->b_steps, 0, sizeof r->b_steps);
+    memset(r->contended, 0, sizeof r->contended);
+    R->busy_run = ri;
+    send_params(o, r, R, p, r->cand, P, W);
+}
+
+/* A whole-step unit's priority before its first trial (then divided by 1 +
+ * its trials, as a kernel's): that of a kernel with a tenth of the time,
+ * halfway to its roofline (lt_tuning_priority(0.1, 0.5)). A step's thread
+ * count or the looped executor's parameters change the whole step, but the
+ * run's bottleneck kernels keep their first turns. */
+#define LT__STEP_PRIORITY 0.05
+
 /* Starts the next trial of run ri if its budget allows; else notes why not. */
-static void maybe_start(lt_optimizer *o, int ri) {
+void lt__opt_maybe_start(lt_optimizer *o, int ri) {
     lt__run *r = &o->runs[ri];
     if (r->trial || r->ended) return;
     if (!r->n_units) {
@@ -575,9 +428,15 @@ static void maybe_start(lt_optimizer *o, int ri) {
                 r->time_ns, 100.0 * (1.0 - o->o.min_throughput));
         return;
     }
+    /* the kernels' time shares are of their sum; a whole-step unit has the
+     * whole step, which no share of the kernels' compares with */
     double sum = 0;
-    for (int k = 0; k < r->n_units; k++) sum += unit_cost(&r->units[k]);
-    if (!(sum > 0)) {
+    bool step_measured = false;
+    for (int k = 0; k < r->n_units; k++) {
+        if (r->units[k].step) step_measured |= unit_cost(&r->units[k]) > 0;
+        else sum += unit_cost(&r->units[k]);
+    }
+    if (!(sum > 0) && !step_measured) {
         wait_on(r, LT_OPT_WAIT_WINDOWS, "no kernel time measured yet");
         return;
     }
@@ -611,13 +470,19 @@ static void maybe_start(lt_optimizer *o, int ri) {
         lt__rec *R = &o->recs[u->rec];
         n_done += R->converged;
         n_busy += !R->converged && R->busy_run >= 0;
-        if (R->converged || R->busy_run >= 0 || u->windows < 2 * u->n_nodes) continue;
-        double gb_s = u->bytes / u->ns, gflops = u->flops / u->ns;
-        /* diminishing returns: a record's priority shrinks with the trials it
-         * had, so the budget spreads over the bottlenecks in proportion */
-        double pri = lt_tuning_priority(unit_cost(u) / sum,
-                                        lt_roofline_fraction(gb_s, gflops, r->bw, r->peak)) /
-                     (1.0 + R->trials);
+        if (R->converged || R->busy_run >= 0 || u->windows < 2 * (u->step ? 1 : u->n_nodes))
+            continue;
+        double pri;
+        if (u->step) {
+            pri = LT__STEP_PRIORITY / (1.0 + R->trials);
+        } else {
+            double gb_s = u->bytes / u->ns, gflops = u->flops / u->ns;
+            /* diminishing returns: a record's priority shrinks with the trials
+             * it had, so the budget spreads over the bottlenecks in proportion */
+            pri = lt_tuning_priority(unit_cost(u) / sum,
+                                     lt_roofline_fraction(gb_s, gflops, r->bw, r->peak)) /
+                  (1.0 + R->trials);
+        }
         if (pri > best_pri) {
             best_pri = pri;
             best = k;
@@ -658,30 +523,6 @@ static void maybe_start(lt_optimizer *o, int ri) {
     start_trial(o, ri, best, &p, P, W);
 }
 
-/* Sends the trial of candidate p on unit k of run ri: P pairs of W-step phases. */
-static void start_trial(lt_optimizer *o, int ri, int k, const lt_params *p, int P, int W) {
-    lt__run *r = &o->runs[ri];
-    lt__rec *R = &o->recs[r->units[k].rec];
-    r->trial = true;
-    r->started++;
-    wait_on(r, LT_OPT_WAIT_NONE, "%s", "");
-    r->t_unit = k;
-    r->cand_params = *p;
-    snprintf(r->cand, sizeof r->cand, "c%llu", (unsigned long long)++o->next_cand);
-    r->t_started = lt_now_ns();
-    r->pairs = P;
-    r->phase_tokens = W;
-    r->saw_tagged = false;
-    r->trial_ns = r->trial_steps = 0;
-    memset(r->a_ns, 0, sizeof r->a_ns);
-    memset(r->a_steps, 0, sizeof r->a_steps);
-    memset(r->b_ns, 0, sizeof r->b_ns);
-    memset(r->b_steps, 0, sizeof r->b_steps);
-    memset(r->contended, 0, sizeof r->contended);
-    R->busy_run = ri;
-    send_params(o, r, R, p, r->cand, P, W);
-}
-
 static bool trial_complete(const lt__run *r) {
     for (int i = 0; i < r->pairs; i++)
         if (r->a_steps[i] < r->phase_tokens - 0.01 || r->b_steps[i] < r->phase_tokens - 0.01)
@@ -708,131 +549,13 @@ static void abort_trial(lt_optimizer *o, int ri) {
     lt__unit *u = &r->units[r->t_unit];
     lt__rec *R = &o->recs[u->rec];
     send_params(o, r, R, &u->incumbent, "abort", 0, 0); /* ends the trial on the run */
-    decide(o, ri, "stopped early: much slower");
+    lt__opt_decide(o, ri, "stopped early: much slower");
 }
 
-/* ---- windows ------------------------------------------------------------------------- */
-
-static void window(lt_optimizer *o, const Looptune__KernelWindow *w, uint64_t t_ns) {
-    o->st.windows++;
-    if (!w->run_id || !w->node) return;
-    int ri = find_run(o, w->run_id);
-    if (ri < 0) return; /* its start was never seen */
+void lt__opt_pair_measured(lt_optimizer *o, int ri) {
     lt__run *r = &o->runs[ri];
-    if (t_ns > r->last_ns) r->last_ns = t_ns;
-    int node = -1;
-    for (int i = 0; i < r->n_nodes; i++)
-        if (!strcmp(r->labels[i], w->node)) {
-            node = i;
-            break;
-        }
-    if (node < 0) return;
-    double total = w->total_ns ? (double)w->total_ns : (double)w->median_ns * (double)w->count;
-    double steps = w->steps ? (double)w->steps : (double)w->count;
-    r->time_ns += total;
-    if (node == 0) {
-        r->steps += (uint64_t)steps;
-        if (w->on_candidate) r->cand_steps += (uint64_t)steps;
-    }
-    int ui = r->node_unit[node];
-    bool tagged = w->candidate_id && *w->candidate_id;
-    /* the run's whole step time, one sample per untagged window */
-    if (w->window != r->win_index) {
-        if (!r->win_tagged && r->win_steps > 0) {
-            double c = r->win_ns / r->win_steps;
-            r->step_recent = r->step_recent > 0 ? 0.7 * r->step_recent + 0.3 * c : c;
-        }
-        r->win_index = w->window;
-        r->windows_seen++;
-        r->win_ns = r->win_steps = 0;
-        r->win_tagged = tagged;
-    }
-    r->win_ns += total;
-    if (node == 0) r->win_steps += steps;
-    if (tagged && r->trial && !strcmp(w->candidate_id, r->cand)) {
-        r->trial_ns += total;
-        if (node == 0) r->trial_steps += steps;
-    }
-    if (tagged) {
-        if (r->trial && !strcmp(w->candidate_id, r->cand)) {
-            r->saw_tagged = true;
-            if (ui == r->t_unit && w->pair < (uint32_t)r->pairs) {
-                double per = steps / r->units[ui].n_nodes;
-                /* the node's own time, without the skew between the threads'
-                 * starts (noise from the nodes before it) where the writer
-                 * measures it; it never exceeds the span, so a record that says
-                 * otherwise is not believed */
-                double crit = (double)w->critical_ns;
-                double own = crit > 0 && crit <= total ? crit : total;
-                if (w->on_candidate) {
-                    r->b_ns[w->pair] += own;
-                    r->b_steps[w->pair] += per;
-                } else {
-                    r->a_ns[w->pair] += own;
-                    r->a_steps[w->pair] += per;
-                }
-                if (w->contention) r->contended[w->pair] = true;
-                if (trial_complete(r)) decide(o, ri, "complete");
-                else if (clearly_slower(r)) abort_trial(o, ri);
-            }
-        }
-        return;
-    }
-    if (r->trial && r->saw_tagged) decide(o, ri, "ended early"); /* the run is back untagged */
-    if (ui < 0) return;
-    lt__unit *u = &r->units[ui];
-    u->ns += total;
-    u->steps += steps / u->n_nodes;
-    u->bytes += w->bytes * (double)w->count;
-    u->flops += w->flops * (double)w->count;
-    u->windows++;
-    /* one sample per window index: every node of the unit reported it */
-    if (u->win_index != w->window) {
-        if (u->win_index != UINT64_MAX && u->win_steps > 0) {
-            double c = u->win_ns / u->win_steps;
-            u->recent = u->recent > 0 ? 0.7 * u->recent + 0.3 * c : c;
-            lt__rec *R = &o->recs[u->rec];
-            /* a finished kernel whose speed moved: the workload or the
-             * machine changed, explore again */
-            if (R->converged && R->conv_cost > 0 && fabs(c / R->conv_cost - 1) > o->o.drift) {
-                if (++R->drift_windows >= 3) {
-                    R->converged = false;
-                    R->since_kept = 0;
-                    R->trials = R->trials > o->o.max_trials / 2 ? o->o.max_trials / 2 : R->trials;
-                    o->st.units_converged--;
-                    fprintf(LOG(o), "optimizer: %s %s: speed drifted %.0f%%, exploring again\n",
-                            R->kernel, R->config_shape, 100 * (c / R->conv_cost - 1));
-                }
-            } else {
-                R->drift_windows = 0;
-            }
-        }
-        u->win_index = w->window;
-        u->win_ns = u->win_steps = 0;
-    }
-    u->win_ns += total;
-    u->win_steps += steps / u->n_nodes;
-    if (node == 0) maybe_start(o, ri);
-}
-
-void lt__opt_handle_env(lt_optimizer *o, const Looptune__Envelope *env, bool starts_only) {
-    switch (env->payload_case) {
-    case LOOPTUNE__ENVELOPE__PAYLOAD_RUN_START:
-        run_start(o, env->run_start, env->time_ns);
-        break;
-    case LOOPTUNE__ENVELOPE__PAYLOAD_RUN_END: {
-        int ri = env->run_end->run_id ? find_run(o, env->run_end->run_id) : -1;
-        if (ri >= 0 && !o->runs[ri].ended) {
-            end_trial(o, &o->runs[ri]);
-            o->runs[ri].ended = true;
-        }
-        break;
-    }
-    case LOOPTUNE__ENVELOPE__PAYLOAD_KERNEL_WINDOW:
-        if (!starts_only) window(o, env->kernel_window, env->time_ns);
-        break;
-    default: break;
-    }
+    if (trial_complete(r)) lt__opt_decide(o, ri, "complete");
+    else if (clearly_slower(r)) abort_trial(o, ri);
 }
 
 void lt__opt_timers(lt_optimizer *o) {
@@ -845,35 +568,7 @@ void lt__opt_timers(lt_optimizer *o) {
         /* a trial takes 2 x pairs x phase steps; allow for slow steps and the pipeline */
         uint64_t limit = 10000000000ull + (uint64_t)r->pairs * (uint64_t)r->phase_tokens *
                                               200000000ull;
-        if (now - r->t_started > limit) decide(o, i, "timed out");
+        if (now - r->t_started > limit) lt__opt_decide(o, i, "timed out");
     }
     o->st.runs_live = live;
-}
-
-int lt_optimizer_run_info_get(lt_optimizer *o, const char *run_id, lt_optimizer_run_info *out) {
-    memset(out, 0, sizeof *out);
-    int ri = find_run(o, run_id);
-    if (ri < 0) return lt_error(LT_ENOTFOUND, "optimizer: run %s was never seen", run_id);
-    const lt__run *r = &o->runs[ri];
-    out->windows = r->windows_seen;
-    out->steps = (int64_t)r->steps;
-    out->trials = r->started;
-    out->in_trial = r->trial;
-    out->wait = r->wait;
-    snprintf(out->waiting, sizeof out->waiting, "%s", r->waiting);
-    return LT_OK;
-}
-
-void lt_optimizer_report(lt_optimizer *o, FILE *f) {
-    fprintf(f, "%-9s %-34s %-10s %8s %6s  %s\n", "kernel", "shape", "state", "speedup", "trials",
-            "best parameters");
-    for (int i = 0; i < o->n_recs; i++) {
-        lt__rec *R = &o->recs[i];
-        char pb[160];
-        fmt_params(&R->space, R->have_best ? &R->best : &R->defaults, pb, sizeof pb);
-        fprintf(f, "%-9s %-34s %-10s %7.3fx %6d  %s\n", R->kernel,
-                R->config_shape,
-                R->converged ? "done" : R->trials ? "exploring" : "waiting", R->speedup, R->trials,
-                pb);
-    }
 }

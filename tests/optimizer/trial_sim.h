@@ -1,0 +1,73 @@
+/* The run side of the control protocol as the optimizer's tests simulate
+ * it, the way `looptune run --tune online` follows it: controls apply at the
+ * next step boundary, in order, each ending a trial in progress; a trial
+ * alternates the incumbent (A) and the candidate (B) in phases of ptok
+ * steps, pairs A B, B A, A B, ..., and ends on the incumbent by itself. The
+ * test owns the values: cur[unit] what runs, inc[unit] the incumbents. */
+#ifndef LT_TEST_TRIAL_SIM_H
+#define LT_TEST_TRIAL_SIM_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "looptune/optimizer.h"
+
+/* A control as received: what it changes (the test's unit index) and how. */
+typedef struct {
+    uint32_t pairs, ptok; /* 0 pairs: a new incumbent */
+    lt_params params;
+    char cand[64];
+    int unit;
+} trial_sim_control;
+
+typedef struct {
+    bool trial;
+    int unit, phase, phase_steps, pairs, ptok;
+    lt_params cand;
+    char cand_id[64];
+} trial_sim;
+
+/* Phase k of a trial runs the candidate: A B, B A, A B, ... */
+static inline bool trial_sim_on_cand(int k) {
+    return (k / 2) % 2 == 0 ? k % 2 == 1 : k % 2 == 0;
+}
+
+static inline void trial_sim_set_phase(trial_sim *t, lt_params *cur, const lt_params *inc) {
+    cur[t->unit] = trial_sim_on_cand(t->phase) ? t->cand : inc[t->unit];
+    t->phase_steps = 0;
+}
+
+/* After a decode step of a trial: true when the step ended its phase (the
+ * caller closes the window, then calls trial_sim_next_phase). */
+static inline bool trial_sim_phase_done(trial_sim *t) { return ++t->phase_steps >= t->ptok; }
+
+static inline void trial_sim_next_phase(trial_sim *t, lt_params *cur, const lt_params *inc) {
+    if (++t->phase >= 2 * t->pairs) {
+        t->trial = false;
+        cur[t->unit] = inc[t->unit];
+    } else {
+        trial_sim_set_phase(t, cur, inc);
+    }
+}
+
+/* Applies c at a step boundary (the caller closed the window in progress). */
+static inline void trial_sim_apply(trial_sim *t, const trial_sim_control *c, lt_params *cur,
+                                   lt_params *inc) {
+    if (t->trial) cur[t->unit] = inc[t->unit];
+    t->trial = false;
+    int u = c->unit;
+    if (c->pairs == 0) {
+        inc[u] = cur[u] = c->params;
+        return;
+    }
+    t->trial = true;
+    t->unit = u;
+    t->cand = c->params;
+    snprintf(t->cand_id, sizeof t->cand_id, "%s", c->cand);
+    t->pairs = (int)c->pairs;
+    t->ptok = (int)c->ptok;
+    t->phase = 0;
+    trial_sim_set_phase(t, cur, inc);
+}
+
+#endif
