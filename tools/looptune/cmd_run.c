@@ -372,6 +372,7 @@ int lt_cmd_run(int argc, char **argv) {
             tel_opts.before_open = lt_cli_tune_before_open;
             tel_opts.user = tune;
         }
+        tel_opts.tuning = lt_llama_tuning(l);
         if ((rc = lt_cli_tel_start(&tel, &tel_opts, decode, pool, model_path,
                                    lt_dtype_name(m->wtype), lt_executor_name(executor)))) {
             lt_cli_fail_status(cmd, rc, tune ? "cannot start online tuning" : "cannot start telemetry");

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "looptune/model.h"
 #include "looptune/telemetry_sinks.h"
 #include "looptune/tune.h"
 
@@ -43,6 +44,31 @@ static void ensure_topic(const lt_kafka_conn *conn, const char *topic) {
     if (lt_kafka_admin_create_topics(a, &spec, 1, 5000, NULL))
         lt_log(LT_LOG_WARN, "telemetry: topic %s: %s", topic, lt_errmsg());
     lt_kafka_admin_close(a);
+}
+
+/* The decode steps' tunables with their values in force: the looped
+ * executor's (when it runs), the thread count (when there is a choice). */
+static int step_entries(lt_tuning *t, const char *executor, lt_tel_node_desc *out) {
+    static const char *const names[2] = {LT_TUNING_LOOPED, LT_TUNING_THREADS};
+    int n = 0;
+    for (int k = 0; k < 2; k++) {
+        if (k == 0 && strcmp(executor ? executor : "", "looped")) continue;
+        if (k == 1 && lt_tuning_pool_threads(t) < 2) continue;
+        const char *key = lt_tuning_step_key(t, LT_REGIME_DECODE);
+        lt_param_def defs[LT_MAX_PARAMS];
+        int nd;
+        lt_params v;
+        if (lt_tuning_space(names[k], lt_tuning_pool_threads(t), defs, &nd) ||
+            lt_tuning_get(t, names[k], key, &v))
+            continue;
+        lt_tel_node_desc *d = &out[n++];
+        memset(d, 0, sizeof *d);
+        *d = (lt_tel_node_desc){.node = -1, .label = "", .kernel = names[k], .shape = key,
+                                .n_params = nd};
+        for (int j = 0; j < nd; j++)
+            d->params[j] = (lt_tel_param){.name = defs[j].name, .value = v.v[j], .index = j};
+    }
+    return n;
 }
 
 int lt_cli_tel_start(lt_cli_tel **out, const lt_cli_tel_opts *o, lt_program *decode, lt_pool *pool,
@@ -103,6 +129,12 @@ int lt_cli_tel_start(lt_cli_tel **out, const lt_cli_tel_opts *o, lt_program *dec
     lt_host_detect(&hd);
     to.host_class = hd.host_class;
     if (o->mode == LT_CLI_TEL_KAFKA) to.open_flush_ms = 3000; /* connect before decoding */
+    lt_tel_node_desc steps[2];
+    if (o->tuning) {
+        to.n_step_entries = step_entries(o->tuning, executor, steps);
+        to.step_entries = steps;
+        to.step_shape = lt_tuning_step_key(o->tuning, LT_REGIME_DECODE);
+    }
     rc = lt_tel_open(&t->tel, &to); /* closes the sink on failure */
     if (rc) goto fail;
     *out = t;

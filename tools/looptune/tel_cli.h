@@ -23,6 +23,10 @@ typedef struct {
      * Non-zero fails the start. */
     int (*before_open)(void *user, const char *brokers, lt_devbroker *dev, const char *run_id);
     void *user;
+    /* the runtime's values (may be NULL): its whole-step tunables (the looped
+     * executor, the decode thread count) go into the run start, and every
+     * window closes with one over whole steps, so the optimizer tunes them */
+    struct lt_tuning *tuning;
 } lt_cli_tel_opts;
 
 /* "off", "file:PATH" or "kafka" into o->mode (and o->path). */
