@@ -38,11 +38,9 @@ static const char *const bench_help =
     "                       warm start; repeatable), e.g. --param matvec.act_int8=0;\n"
     "                       threads.decode=N / threads.prefill=N: that regime's threads\n"
     "                       looped.NAME=V: a looped executor parameter\n"
-    "      --brokers B      Kafka bootstrap servers of --config-store kafka\n"
-    "  -X  key=value        librdkafka property, repeatable (SASL/SSL, tuning)\n"
-    "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
-    "      --topic-prefix P topic names start with P (default looptune.)\n"
-    "  -h, --help           this help\n";
+    "      --brokers B      Kafka bootstrap servers of --config-store kafka\n";
+/* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
+static const char *const bench_help_end = "  -h, --help           this help\n";
 
 typedef struct {
     double min, median, max;
@@ -122,8 +120,14 @@ static void print_table_row(const char *name, int decimals, stat3 s) {
 /* An error while reading the options: say it, free the Kafka properties. */
 #define BAIL(...)                                                              \
     do {                                                                       \
-        lt_kafka_props_free(props);                                            \
+        lt_cli_kafka_free(&kafka);                                             \
         return lt_cli_fail(cmd, __VA_ARGS__);                                  \
+    } while (0)
+/* The same after the error was printed. */
+#define BAIL_QUIET()                                                           \
+    do {                                                                       \
+        lt_cli_kafka_free(&kafka);                                             \
+        return 1;                                                              \
     } while (0)
 
 int lt_cmd_bench(int argc, char **argv) {
@@ -132,14 +136,13 @@ int lt_cmd_bench(int argc, char **argv) {
     int64_t threads = 0, n_tok = 64, runs = 5, membw_mib = 256;
     bool json = false, compare = false, use_mmap = false, no_fuse = false;
     lt_executor executor = LT_EXEC_LOOPED;
-    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_NFP, O_STORE, O_NOWARM, O_BROKERS,
-           O_KCONF, O_PREFIX, O_PARAM };
+    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_NFP, O_STORE, O_NOWARM,
+           O_PARAM };
     lt_cli_param params[LT_CLI_MAX_PARAMS];
     int n_params = 0;
     const char *store_path = NULL;
     bool no_warm = false;
-    lt_kafka_props *props = NULL;
-    lt_cli_kafka kafka = {{0}, NULL};
+    lt_cli_kafka kafka;
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"threads", required_argument, 0, 't'},
         {"tokens", required_argument, 0, 'n'}, {"runs", required_argument, 0, 'r'},
@@ -151,16 +154,16 @@ int lt_cmd_bench(int argc, char **argv) {
         {"config-store", required_argument, 0, O_STORE},
         {"no-warm-start", no_argument, 0, O_NOWARM},
         {"param", required_argument, 0, O_PARAM},
-        {"brokers", required_argument, 0, O_BROKERS},
-        {"kafka-config", required_argument, 0, O_KCONF},
-        {"topic-prefix", required_argument, 0, O_PREFIX},
+        LT_CLI_KAFKA_OPTIONS,
         {0, 0, 0, 0}};
-    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
-    kafka.conn.props = props;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:t:n:r:X:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:t:n:r:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int k = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) BAIL_QUIET();
+        if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
         case 'm': model_path = optarg; break;
         case 't':
@@ -192,31 +195,24 @@ int lt_cmd_bench(int argc, char **argv) {
         case O_NOWARM: no_warm = true; break;
         case O_PARAM:
             if (n_params == LT_CLI_MAX_PARAMS) BAIL("more than %d --param", LT_CLI_MAX_PARAMS);
-            if (lt_cli_param_parse(cmd, optarg, &params[n_params])) {
-                lt_kafka_props_free(props);
-                return 1;
-            }
+            if (lt_cli_param_parse(cmd, optarg, &params[n_params])) BAIL_QUIET();
             n_params++;
             break;
         case O_JSON: json = true; break;
-        case O_BROKERS: kafka.conn.brokers = optarg; break;
-        case 'X':
-            if (lt_kafka_props_parse(props, optarg)) BAIL("%s", lt_errmsg());
-            break;
-        case O_KCONF:
-            if (lt_kafka_props_load(props, optarg)) BAIL("%s", lt_errmsg());
-            break;
-        case O_PREFIX: kafka.topic_prefix = optarg; break;
-        case 'h': fputs(bench_help, stdout); lt_kafka_props_free(props); return 0;
+        case 'h':
+            lt_cli_kafka_help(bench_help, 23, true, bench_help_end);
+            lt_cli_kafka_free(&kafka);
+            return 0;
         default:
-            lt_kafka_props_free(props);
+            lt_cli_kafka_free(&kafka);
             return lt_cli_bad_option(cmd, c, argv[optind - 1]);
         }
     }
     if (optind < argc) BAIL("unexpected argument '%s'", argv[optind]);
     if (!model_path) BAIL("no model: give -m MODEL (see looptune bench --help)");
-    if (!lt_cli_store_is_kafka(store_path) && lt_cli_kafka_given(&kafka))
-        BAIL("--brokers, -X, --kafka-config and --topic-prefix need --config-store kafka");
+    if (!lt_cli_store_is_kafka(store_path) &&
+        lt_cli_kafka_refuse(cmd, &kafka, "--config-store kafka"))
+        BAIL_QUIET();
     if (!threads) threads = lt_cpu()->logical_cpus < 2 ? 1 : 2;
 
     int rc, exit_code = 1;
@@ -372,7 +368,7 @@ int lt_cmd_bench(int argc, char **argv) {
     exit_code = 0;
 done:
     free(v);
-    lt_kafka_props_free(props);
+    lt_cli_kafka_free(&kafka);
     for (int e = 0; e < 2; e++) lt_llama_free(ex[e].l);
     lt_pool_free(pool);
     lt_model_close(m);
