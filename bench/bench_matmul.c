@@ -38,24 +38,14 @@ static void run_matmul(void *arg, int ith, int nth) {
     j->fn(j->call, &step, ith, nth);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct {
     double v[MAX_SAMPLES];
     int n;
 } samples;
 
-static void report(const char *what, samples *s) {
-    qsort(s->v, (size_t)s->n, sizeof s->v[0], cmp_double);
-    printf("  %-28s %7.1f / %7.1f / %7.1f GFLOP/s\n", what, s->v[0], s->v[s->n / 2],
-           s->v[s->n - 1]);
-}
-static double median(samples *s) {
-    qsort(s->v, (size_t)s->n, sizeof s->v[0], cmp_double);
-    return s->v[s->n / 2];
+static void report(const char *what, const samples *s) {
+    lt_summary st = lt_summarize(s->v, s->n);
+    printf("  %-28s %7.1f / %7.1f / %7.1f GFLOP/s\n", what, st.min, st.median, st.max);
 }
 
 /* reps timed calls of ours on a team of nth threads, appended to s. */
@@ -190,7 +180,7 @@ int main(int argc, char **argv) {
 #ifdef LT_HAVE_OPENBLAS
             report("OpenBLAS sgemm f32", &blas);
             printf("  ratio looptune f32 / OpenBLAS (medians): %.2f\n",
-                   median(&ours) / median(&blas));
+                   lt_median(ours.v, ours.n) / lt_median(blas.v, blas.n));
 #endif
             if (!sweep) continue;
             lt_params best = def;
@@ -203,11 +193,11 @@ int main(int argc, char **argv) {
                         call.params.v[2] = k->params[2].values[c];
                         samples sp = {.n = 0};
                         time_ours(&j, nth, reps, flops, &sp);
-                        double med = median(&sp);
+                        lt_summary st = lt_summarize(sp.v, sp.n);
                         printf("    n_block=%3d m_block=%3d k_block=%4d  %6.1f / %6.1f / %6.1f\n",
-                               call.params.v[0], call.params.v[1], call.params.v[2], sp.v[0],
-                               med, sp.v[sp.n - 1]);
-                        if (med > best_med) best_med = med, best = call.params;
+                               call.params.v[0], call.params.v[1], call.params.v[2], st.min,
+                               st.median, st.max);
+                        if (st.median > best_med) best_med = st.median, best = call.params;
                     }
             printf("  sweep best: n_block=%d m_block=%d k_block=%d %.1f GFLOP/s\n", best.v[0],
                    best.v[1], best.v[2], best_med);

@@ -84,16 +84,7 @@ static void run_stream(void *arg, int ith, int nth) {
     j->sink[ith * 8] = sum;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-typedef struct {
-    double min, med, max;
-} stats;
-
-static stats measure(team *t, team_fn fn, job *j, double bytes, int reps) {
+static lt_summary measure(team *t, team_fn fn, job *j, double bytes, int reps) {
     double g[MAX_REPS];
     team_run(t, fn, j); /* warm-up */
     for (int r = 0; r < reps; r++) {
@@ -101,8 +92,7 @@ static stats measure(team *t, team_fn fn, job *j, double bytes, int reps) {
         team_run(t, fn, j);
         g[r] = bytes / (double)(lt_now_ns() - t0); /* bytes per ns = GB/s */
     }
-    qsort(g, (size_t)reps, sizeof g[0], cmp_double);
-    return (stats){g[0], g[reps / 2], g[reps - 1]};
+    return lt_summarize(g, reps);
 }
 
 /* matvec's parameter indices (its descriptor order) */
@@ -124,11 +114,6 @@ static double once(team *t, team_fn fn, job *j, double bytes) {
     uint64_t t0 = lt_now_ns();
     team_run(t, fn, j);
     return bytes / (double)(lt_now_ns() - t0);
-}
-
-static stats stats_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    return (stats){v[0], v[n / 2], v[n - 1]};
 }
 
 /* --act: the read stream and q8_0's three activation modes at the default
@@ -170,15 +155,15 @@ static void compare_act(const lt_kernel *k, team *t, job *j, double bytes_w, int
         for (int m = 0; m <= NM; m++) r[m][rep] = g[m][rep] / g[0][rep];
         i8_i16[rep] = g[3][rep] / g[2][rep];
     }
-    stats st = stats_of(g[0], reps);
-    printf("  stream  %6.1f / %6.1f / %6.1f GB/s\n", st.min, st.med, st.max);
+    lt_summary st = lt_summarize(g[0], reps);
+    printf("  stream  %6.1f / %6.1f / %6.1f GB/s\n", st.min, st.median, st.max);
     for (int m = 0; m < NM; m++) {
-        stats gs = stats_of(g[m + 1], reps), rs = stats_of(r[m + 1], reps);
+        lt_summary gs = lt_summarize(g[m + 1], reps), rs = lt_summarize(r[m + 1], reps);
         printf("  act=%-3s %6.1f / %6.1f / %6.1f GB/s   of stream %.2f / %.2f / %.2f\n", names[m],
-               gs.min, gs.med, gs.max, rs.min, rs.med, rs.max);
+               gs.min, gs.median, gs.max, rs.min, rs.median, rs.max);
     }
-    stats q = stats_of(i8_i16, reps);
-    printf("  i8 / i16 per round %.2f / %.2f / %.2f\n", q.min, q.med, q.max);
+    lt_summary q = lt_summarize(i8_i16, reps);
+    printf("  i8 / i16 per round %.2f / %.2f / %.2f\n", q.min, q.median, q.max);
 }
 
 /* ncopies copies of one random W (rows x cols of dt; q8_0 split if split,
@@ -254,12 +239,12 @@ static void compare_layouts(const lt_kernel *k, team *t, job *plain, job *split,
     }
     static const char *const names[3] = {"stream", "plain", "split"};
     for (int m = 0; m < 3; m++) {
-        stats gs = stats_of(g[m], reps), rs = stats_of(r[m], reps);
+        lt_summary gs = lt_summarize(g[m], reps), rs = lt_summarize(r[m], reps);
         printf("  %-6s %6.1f / %6.1f / %6.1f GB/s   of stream %.2f / %.2f / %.2f\n", names[m],
-               gs.min, gs.med, gs.max, rs.min, rs.med, rs.max);
+               gs.min, gs.median, gs.max, rs.min, rs.median, rs.max);
     }
-    stats qs = stats_of(q, reps);
-    printf("  split / plain per round %.2f / %.2f / %.2f\n", qs.min, qs.med, qs.max);
+    lt_summary qs = lt_summarize(q, reps);
+    printf("  split / plain per round %.2f / %.2f / %.2f\n", qs.min, qs.median, qs.max);
 }
 
 /* The point set: the whole space, or the grid described in the usage. */
@@ -446,11 +431,11 @@ int main(int argc, char **argv) {
                     team_free(&t);
                     continue;
                 }
-                stats base = measure(&t, run_stream, &j, bytes_w, reps);
+                lt_summary base = measure(&t, run_stream, &j, bytes_w, reps);
                 printf("\n%s%s %lldx%lld, %d thread(s), %d copies x %.1f MB: read stream "
                        "%.1f / %.1f / %.1f GB/s (min/median/max)\n",
                        lt_dtype_name(dt), sp ? " split" : "", (long long)rows, (long long)cols, nthreads[ti],
-                       ncopies, (double)wbytes / 1e6, base.min, base.med, base.max);
+                       ncopies, (double)wbytes / 1e6, base.min, base.median, base.max);
                 int best = 0;
                 double best_med = 0;
                 for (int p = 0; p < npts; p++) {
@@ -458,20 +443,20 @@ int main(int argc, char **argv) {
                     for (int c = 0; c < ncopies; c++) calls[c].params = pts[p];
                     LT_ASSERT(k->check(&calls[0]) == LT_OK);
                     k->cost(&calls[0], &step, &b, &f);
-                    stats st = measure(&t, run_matvec, &j, b * ncopies, reps);
-                    logratio[p] += log(st.med / base.med);
-                    if (st.med > best_med) best_med = st.med, best = p;
+                    lt_summary st = measure(&t, run_matvec, &j, b * ncopies, reps);
+                    logratio[p] += log(st.median / base.median);
+                    if (st.median > best_med) best_med = st.median, best = p;
                     printf("  rpt=%3d unroll=%d k_block=%4d prefetch=%4d act=%-3s  %6.1f / %6.1f / "
                            "%6.1f GB/s  %5.1f%% of stream\n",
                            pts[p].v[0], pts[p].v[1], pts[p].v[2], pts[p].v[3], act_name(&pts[p]),
-                           st.min, st.med, st.max, 100.0 * st.med / base.med);
+                           st.min, st.median, st.max, 100.0 * st.median / base.median);
                 }
-                stats again = measure(&t, run_stream, &j, bytes_w, reps);
+                lt_summary again = measure(&t, run_stream, &j, bytes_w, reps);
                 printf("  best: rpt=%d unroll=%d k_block=%d prefetch=%d act=%s %.1f GB/s = %.1f%% "
                        "of stream (stream again: %.1f GB/s median)\n",
                        pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3],
                        act_name(&pts[best]), best_med,
-                       100.0 * best_med / base.med, again.med);
+                       100.0 * best_med / base.median, again.median);
                 ngroups++;
                 team_free(&t);
             }

@@ -139,7 +139,6 @@ typedef struct {
 int lt_compare_paired(const double *a, const double *b, const bool *contended, int n,
                       double margin, double contended_weight, uint64_t seed,
                       lt_compare_result *out);
-double lt_median(const double *x, int n); /* n >= 1; x is not modified */
 
 /* ---- node timing in isolation ---------------------------------------------------------- */
 

@@ -42,22 +42,6 @@ static const char *const bench_help =
 /* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
 static const char *const bench_help_end = "  -h, --help           this help\n";
 
-typedef struct {
-    double min, median, max;
-} stat3;
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* min/median/max of n values (v is sorted in place) */
-static stat3 stats_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    stat3 s = {v[0], n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[n - 1]};
-    return s;
-}
-
 /* One decode run: token 1 at position 0, then n greedy tokens. Only the
  * evaluations are timed (as llama.cpp's own counters do): the argmax that
  * picks the next token is not part of decode speed. Returns tokens/s and the
@@ -98,7 +82,7 @@ static void print_json_string(const char *s) {
     free(q);
 }
 
-static void print_stat_json(const char *name, stat3 s, bool last) {
+static void print_stat_json(const char *name, lt_summary s, bool last) {
     printf("\"%s\":{\"min\":%.6g,\"median\":%.6g,\"max\":%.6g}%s", name, s.min, s.median, s.max,
            last ? "" : ",");
 }
@@ -112,7 +96,7 @@ typedef struct {
 
 enum { N_SERIES = 5 };
 
-static void print_table_row(const char *name, int decimals, stat3 s) {
+static void print_table_row(const char *name, int decimals, lt_summary s) {
     printf("%-26s %10.*f %10.*f %10.*f\n", name, decimals, s.min, decimals, s.median, decimals,
            s.max);
 }
@@ -315,8 +299,8 @@ int lt_cmd_bench(int argc, char **argv) {
     double ratio[1000];
     if (compare)
         for (int64_t r = 0; r < runs; r++) ratio[r] = ex[1].tps[r] / ex[0].tps[r];
-    stat3 s_r = stats_of(rd, (int)runs), s_tr = stats_of(tr, (int)runs);
-    stat3 s_ratio = compare ? stats_of(ratio, (int)runs) : (stat3){0, 0, 0};
+    lt_summary s_r = lt_summarize(rd, (int)runs), s_tr = lt_summarize(tr, (int)runs);
+    lt_summary s_ratio = compare ? lt_summarize(ratio, (int)runs) : (lt_summary){0, 0, 0};
     if (json) {
         printf("{\"model\":");
         print_json_string(model_path);
@@ -334,11 +318,11 @@ int lt_cmd_bench(int argc, char **argv) {
             if (!compare) printf("\"executor\":");
             print_json_string(lt_executor_name(ex[e].e));
             printf(compare ? ":{" : ",");
-            print_stat_json("tok_s", stats_of(ex[e].tps, (int)runs), false);
-            print_stat_json("gb_s", stats_of(ex[e].gbs, (int)runs), false);
-            print_stat_json("bw_fraction", stats_of(ex[e].frac, (int)runs), false);
-            print_stat_json("sync_share", stats_of(ex[e].share, (int)runs), false);
-            print_stat_json("sync_points_per_token", stats_of(ex[e].points, (int)runs), true);
+            print_stat_json("tok_s", lt_summarize(ex[e].tps, (int)runs), false);
+            print_stat_json("gb_s", lt_summarize(ex[e].gbs, (int)runs), false);
+            print_stat_json("bw_fraction", lt_summarize(ex[e].frac, (int)runs), false);
+            print_stat_json("sync_share", lt_summarize(ex[e].share, (int)runs), false);
+            print_stat_json("sync_points_per_token", lt_summarize(ex[e].points, (int)runs), true);
             if (compare) printf("}%s", e + 1 < n_exec ? "," : "");
         }
         printf("}\n");
@@ -348,15 +332,15 @@ int lt_cmd_bench(int argc, char **argv) {
             char name[64];
             const char *en = lt_executor_name(ex[e].e);
             snprintf(name, sizeof name, "%s tokens/s", en);
-            print_table_row(name, 1, stats_of(ex[e].tps, (int)runs));
+            print_table_row(name, 1, lt_summarize(ex[e].tps, (int)runs));
             snprintf(name, sizeof name, "%s GB/s", en);
-            print_table_row(name, 2, stats_of(ex[e].gbs, (int)runs));
+            print_table_row(name, 2, lt_summarize(ex[e].gbs, (int)runs));
             snprintf(name, sizeof name, "%s of read-only", en);
-            print_table_row(name, 3, stats_of(ex[e].frac, (int)runs));
+            print_table_row(name, 3, lt_summarize(ex[e].frac, (int)runs));
             snprintf(name, sizeof name, "%s sync share", en);
-            print_table_row(name, 4, stats_of(ex[e].share, (int)runs));
+            print_table_row(name, 4, lt_summarize(ex[e].share, (int)runs));
             snprintf(name, sizeof name, "%s sync points/tok", en);
-            print_table_row(name, 1, stats_of(ex[e].points, (int)runs));
+            print_table_row(name, 1, lt_summarize(ex[e].points, (int)runs));
         }
         print_table_row("read-only GB/s", 2, s_r);
         print_table_row("STREAM triad GB/s", 2, s_tr);
