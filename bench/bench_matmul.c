@@ -8,7 +8,6 @@
  *                     [--shape NxROWSxCOLS] [--isa NAME] */
 #include "looptune/kernels.h"
 
-#include "bench_team.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #endif
 
 #define MAX_SAMPLES 256
+#define MAX_THREADS 64 /* thread counts above this fall back to 1 */
 
 typedef struct {
     int64_t n, rows, cols;
@@ -48,17 +48,20 @@ static void report(const char *what, const samples *s) {
     printf("  %-28s %7.1f / %7.1f / %7.1f GFLOP/s\n", what, st.min, st.median, st.max);
 }
 
-/* reps timed calls of ours on a team of nth threads, appended to s. */
+/* reps timed calls of ours on a pool of nth threads, appended to s. */
 static void time_ours(job *j, int nth, int reps, double flops, samples *s) {
-    team t;
-    team_init(&t, nth);
-    team_run(&t, run_matmul, j); /* warm-up: packing buffers, caches */
+    lt_pool *pool;
+    if (lt_pool_init(&pool, nth)) {
+        fprintf(stderr, "bench_matmul: cannot start threads: %s\n", lt_errmsg());
+        exit(1);
+    }
+    lt_pool_run(pool, run_matmul, j); /* warm-up: packing buffers, caches */
     for (int r = 0; r < reps && s->n < MAX_SAMPLES; r++) {
         uint64_t t0 = lt_now_ns();
-        team_run(&t, run_matmul, j);
+        lt_pool_run(pool, run_matmul, j);
         s->v[s->n++] = flops / (double)(lt_now_ns() - t0);
     }
-    team_free(&t);
+    lt_pool_free(pool);
 }
 
 #ifdef LT_HAVE_OPENBLAS
@@ -119,7 +122,7 @@ int main(int argc, char **argv) {
         memcpy(shapes, default_shapes, sizeof default_shapes);
     }
     for (int i = 0; i < nnth; i++)
-        if (nthreads[i] < 1 || nthreads[i] > TEAM_MAX) nthreads[i] = 1;
+        if (nthreads[i] < 1 || nthreads[i] > MAX_THREADS) nthreads[i] = 1;
 
     const lt_kernel *k = lt_kernel_get(LT_K_MATMUL);
     lt_params def;
