@@ -75,6 +75,15 @@ void lt_aligned_free(void *p);
 uint64_t lt_now_ns(void); /* CLOCK_MONOTONIC, nanoseconds */
 double lt_now_s(void);    /* CLOCK_MONOTONIC, seconds */
 
+/* ---- the user's cache folder ---------------------------------------------- */
+
+/* Writes the path of FILE in looptune's cache folder into buf:
+ * $XDG_CACHE_HOME/looptune/FILE, or ~/.cache/looptune/FILE when
+ * XDG_CACHE_HOME is unset or empty. LT_ENOTFOUND if HOME is not set
+ * either, LT_ERANGE if the path does not fit in n bytes. The folder itself
+ * is not created. */
+int lt_cache_path(char *buf, size_t n, const char *file);
+
 /* ---- order statistics of samples ------------------------------------------ */
 
 /* Sorts x[0..n) ascending, in place. */
