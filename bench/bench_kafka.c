@@ -19,21 +19,6 @@
 
 #include "looptune/kafka.h"
 
-typedef struct {
-    double min, median, max;
-} stat3;
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static stat3 stats_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    stat3 s = {v[0], n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[n - 1]};
-    return s;
-}
-
 static void die(const char *what) {
     fprintf(stderr, "bench_kafka: %s: %s\n", what, lt_errmsg());
     exit(1);
@@ -181,8 +166,8 @@ static void latency(const char *brokers, bool real, int32_t linger, int64_t m, d
     }
     pthread_join(th, NULL);
     if (n < m) die("latency: records missing");
-    qsort(lat, (size_t)n, sizeof *lat, cmp_double);
-    *med = lat[n / 2];
+    lt_sort_f64(lat, (int)n);
+    *med = lt_median(lat, (int)n);
     *p99 = lat[(n * 99) / 100];
     free(lat);
     lt_consumer_close(c);
@@ -241,7 +226,7 @@ int main(int argc, char **argv) {
     printf("%-30s %12s %12s %12s   %12s %12s %12s\n", "", "real min", "median", "max",
            "embedded min", "median", "max");
     for (int k = 0; k < NMETRIC; k++) {
-        stat3 a = stats_of(v[0][k], runs), e = stats_of(v[1][k], runs);
+        lt_summary a = lt_summarize(v[0][k], runs), e = lt_summarize(v[1][k], runs);
         int prec = k == TPUT ? 0 : 2;
         printf("%-30s %12.*f %12.*f %12.*f   %12.*f %12.*f %12.*f\n", names[k], prec, a.min, prec,
                a.median, prec, a.max, prec, e.min, prec, e.median, prec, e.max);

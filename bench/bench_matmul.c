@@ -8,7 +8,6 @@
  *                     [--shape NxROWSxCOLS] [--isa NAME] */
 #include "looptune/kernels.h"
 
-#include "bench_team.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #endif
 
 #define MAX_SAMPLES 256
+#define MAX_THREADS 64 /* thread counts above this fall back to 1 */
 
 typedef struct {
     int64_t n, rows, cols;
@@ -38,37 +38,30 @@ static void run_matmul(void *arg, int ith, int nth) {
     j->fn(j->call, &step, ith, nth);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct {
     double v[MAX_SAMPLES];
     int n;
 } samples;
 
-static void report(const char *what, samples *s) {
-    qsort(s->v, (size_t)s->n, sizeof s->v[0], cmp_double);
-    printf("  %-28s %7.1f / %7.1f / %7.1f GFLOP/s\n", what, s->v[0], s->v[s->n / 2],
-           s->v[s->n - 1]);
-}
-static double median(samples *s) {
-    qsort(s->v, (size_t)s->n, sizeof s->v[0], cmp_double);
-    return s->v[s->n / 2];
+static void report(const char *what, const samples *s) {
+    lt_summary st = lt_summarize(s->v, s->n);
+    printf("  %-28s %7.1f / %7.1f / %7.1f GFLOP/s\n", what, st.min, st.median, st.max);
 }
 
-/* reps timed calls of ours on a team of nth threads, appended to s. */
+/* reps timed calls of ours on a pool of nth threads, appended to s. */
 static void time_ours(job *j, int nth, int reps, double flops, samples *s) {
-    team t;
-    team_init(&t, nth);
-    team_run(&t, run_matmul, j); /* warm-up: packing buffers, caches */
+    lt_pool *pool;
+    if (lt_pool_init(&pool, nth)) {
+        fprintf(stderr, "bench_matmul: cannot start threads: %s\n", lt_errmsg());
+        exit(1);
+    }
+    lt_pool_run(pool, run_matmul, j); /* warm-up: packing buffers, caches */
     for (int r = 0; r < reps && s->n < MAX_SAMPLES; r++) {
         uint64_t t0 = lt_now_ns();
-        team_run(&t, run_matmul, j);
+        lt_pool_run(pool, run_matmul, j);
         s->v[s->n++] = flops / (double)(lt_now_ns() - t0);
     }
-    team_free(&t);
+    lt_pool_free(pool);
 }
 
 #ifdef LT_HAVE_OPENBLAS
@@ -129,7 +122,7 @@ int main(int argc, char **argv) {
         memcpy(shapes, default_shapes, sizeof default_shapes);
     }
     for (int i = 0; i < nnth; i++)
-        if (nthreads[i] < 1 || nthreads[i] > TEAM_MAX) nthreads[i] = 1;
+        if (nthreads[i] < 1 || nthreads[i] > MAX_THREADS) nthreads[i] = 1;
 
     const lt_kernel *k = lt_kernel_get(LT_K_MATMUL);
     lt_params def;
@@ -190,7 +183,7 @@ int main(int argc, char **argv) {
 #ifdef LT_HAVE_OPENBLAS
             report("OpenBLAS sgemm f32", &blas);
             printf("  ratio looptune f32 / OpenBLAS (medians): %.2f\n",
-                   median(&ours) / median(&blas));
+                   lt_median(ours.v, ours.n) / lt_median(blas.v, blas.n));
 #endif
             if (!sweep) continue;
             lt_params best = def;
@@ -203,11 +196,11 @@ int main(int argc, char **argv) {
                         call.params.v[2] = k->params[2].values[c];
                         samples sp = {.n = 0};
                         time_ours(&j, nth, reps, flops, &sp);
-                        double med = median(&sp);
+                        lt_summary st = lt_summarize(sp.v, sp.n);
                         printf("    n_block=%3d m_block=%3d k_block=%4d  %6.1f / %6.1f / %6.1f\n",
-                               call.params.v[0], call.params.v[1], call.params.v[2], sp.v[0],
-                               med, sp.v[sp.n - 1]);
-                        if (med > best_med) best_med = med, best = call.params;
+                               call.params.v[0], call.params.v[1], call.params.v[2], st.min,
+                               st.median, st.max);
+                        if (st.median > best_med) best_med = st.median, best = call.params;
                     }
             printf("  sweep best: n_block=%d m_block=%d k_block=%d %.1f GFLOP/s\n", best.v[0],
                    best.v[1], best.v[2], best_med);

@@ -26,7 +26,6 @@
  *   interleaved like --act, on copies of the same W. */
 #include "looptune/kernels.h"
 
-#include "bench_team.h"
 #include "core/membw_internal.h"
 
 #include <math.h>
@@ -37,6 +36,7 @@
 
 #define MAX_POINTS 2048
 #define MAX_REPS 32
+#define MAX_THREADS 64 /* --threads above this fall back to 1 */
 
 typedef struct {
     int64_t rows, cols;
@@ -52,10 +52,10 @@ typedef struct {
     lt_kernel_fn fn;
     lt_call *calls;     /* one per copy of W */
     int ncopies;
-    team *t;
+    lt_pool *pool;
     const char *const *bufs; /* for the read stream: ncopies buffers of nbytes */
     size_t nbytes;
-    double sink[TEAM_MAX * 8];
+    double sink[MAX_THREADS * 8];
 } job;
 
 static void run_matvec(void *arg, int ith, int nth) {
@@ -63,7 +63,7 @@ static void run_matvec(void *arg, int ith, int nth) {
     lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
     for (int c = 0; c < j->ncopies; c++) {
         j->fn(&j->calls[c], &step, ith, nth);
-        team_barrier(j->t);
+        lt_pool_barrier(j->pool);
     }
 }
 
@@ -79,30 +79,20 @@ static void run_stream(void *arg, int ith, int nth) {
     double sum = 0;
     for (int c = 0; c < j->ncopies; c++) {
         sum += read((const double *)(j->bufs[c] + lo), (hi - lo) / sizeof(double));
-        team_barrier(j->t);
+        lt_pool_barrier(j->pool);
     }
     j->sink[ith * 8] = sum;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-typedef struct {
-    double min, med, max;
-} stats;
-
-static stats measure(team *t, team_fn fn, job *j, double bytes, int reps) {
+static lt_summary measure(lt_pool *pool, lt_pool_fn fn, job *j, double bytes, int reps) {
     double g[MAX_REPS];
-    team_run(t, fn, j); /* warm-up */
+    lt_pool_run(pool, fn, j); /* warm-up */
     for (int r = 0; r < reps; r++) {
         uint64_t t0 = lt_now_ns();
-        team_run(t, fn, j);
+        lt_pool_run(pool, fn, j);
         g[r] = bytes / (double)(lt_now_ns() - t0); /* bytes per ns = GB/s */
     }
-    qsort(g, (size_t)reps, sizeof g[0], cmp_double);
-    return (stats){g[0], g[reps / 2], g[reps - 1]};
+    return lt_summarize(g, reps);
 }
 
 /* matvec's parameter indices (its descriptor order) */
@@ -120,15 +110,10 @@ static const char *act_name(const lt_params *p) {
     return p->v[P_I8] ? "i8" : p->v[P_I16] ? "i16" : "f32";
 }
 
-static double once(team *t, team_fn fn, job *j, double bytes) {
+static double once(lt_pool *pool, lt_pool_fn fn, job *j, double bytes) {
     uint64_t t0 = lt_now_ns();
-    team_run(t, fn, j);
+    lt_pool_run(pool, fn, j);
     return bytes / (double)(lt_now_ns() - t0);
-}
-
-static stats stats_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    return (stats){v[0], v[n / 2], v[n - 1]};
 }
 
 /* --act: the read stream and q8_0's three activation modes at the default
@@ -136,7 +121,7 @@ static stats stats_of(double *v, int n) {
  * none always runs after the stream or first); GB/s, and each sample over
  * its own round's stream, as min/median/max; and the per-round ratio of
  * int8 to int16. */
-static void compare_act(const lt_kernel *k, team *t, job *j, double bytes_w, int reps) {
+static void compare_act(const lt_kernel *k, lt_pool *pool, job *j, double bytes_w, int reps) {
     enum { NM = 3 };
     static const char *const names[NM] = {"f32", "i16", "i8"};
     lt_params prm[NM];
@@ -152,33 +137,33 @@ static void compare_act(const lt_kernel *k, team *t, job *j, double bytes_w, int
     bytes = b * j->ncopies;
     double g[NM + 1][MAX_REPS], r[NM + 1][MAX_REPS], i8_i16[MAX_REPS];
     /* warm-up: every item once */
-    once(t, run_stream, j, bytes_w);
+    once(pool, run_stream, j, bytes_w);
     for (int m = 0; m < NM; m++) {
         for (int c = 0; c < j->ncopies; c++) j->calls[c].params = prm[m];
-        once(t, run_matvec, j, bytes);
+        once(pool, run_matvec, j, bytes);
     }
     for (int rep = 0; rep < reps; rep++) {
         for (int i = 0; i <= NM; i++) {
             int item = (i + rep) % (NM + 1); /* 0 = stream, 1.. = modes */
             if (item == 0) {
-                g[0][rep] = once(t, run_stream, j, bytes_w);
+                g[0][rep] = once(pool, run_stream, j, bytes_w);
             } else {
                 for (int c = 0; c < j->ncopies; c++) j->calls[c].params = prm[item - 1];
-                g[item][rep] = once(t, run_matvec, j, bytes);
+                g[item][rep] = once(pool, run_matvec, j, bytes);
             }
         }
         for (int m = 0; m <= NM; m++) r[m][rep] = g[m][rep] / g[0][rep];
         i8_i16[rep] = g[3][rep] / g[2][rep];
     }
-    stats st = stats_of(g[0], reps);
-    printf("  stream  %6.1f / %6.1f / %6.1f GB/s\n", st.min, st.med, st.max);
+    lt_summary st = lt_summarize(g[0], reps);
+    printf("  stream  %6.1f / %6.1f / %6.1f GB/s\n", st.min, st.median, st.max);
     for (int m = 0; m < NM; m++) {
-        stats gs = stats_of(g[m + 1], reps), rs = stats_of(r[m + 1], reps);
+        lt_summary gs = lt_summarize(g[m + 1], reps), rs = lt_summarize(r[m + 1], reps);
         printf("  act=%-3s %6.1f / %6.1f / %6.1f GB/s   of stream %.2f / %.2f / %.2f\n", names[m],
-               gs.min, gs.med, gs.max, rs.min, rs.med, rs.max);
+               gs.min, gs.median, gs.max, rs.min, rs.median, rs.max);
     }
-    stats q = stats_of(i8_i16, reps);
-    printf("  i8 / i16 per round %.2f / %.2f / %.2f\n", q.min, q.med, q.max);
+    lt_summary q = lt_summarize(i8_i16, reps);
+    printf("  i8 / i16 per round %.2f / %.2f / %.2f\n", q.min, q.median, q.max);
 }
 
 /* ncopies copies of one random W (rows x cols of dt; q8_0 split if split,
@@ -232,34 +217,34 @@ static char *make_copies(lt_dtype dt, int64_t rows, int64_t cols, bool split, si
  * q8_0 copies of the same W, interleaved over `reps` rounds (the order
  * rotates each round); GB/s and each sample over its round's stream, and
  * the per-round ratio split / plain. The stream reads the plain copies. */
-static void compare_layouts(const lt_kernel *k, team *t, job *plain, job *split, double bytes_w,
+static void compare_layouts(const lt_kernel *k, lt_pool *pool, job *plain, job *split, double bytes_w,
                             int reps) {
     double b = 0, f = 0;
     lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
     k->cost(&plain->calls[0], &step, &b, &f);
     const double bytes = b * plain->ncopies;
     double g[3][MAX_REPS], r[3][MAX_REPS], q[MAX_REPS];
-    once(t, run_stream, plain, bytes_w); /* warm-up: every item once */
-    once(t, run_matvec, plain, bytes);
-    once(t, run_matvec, split, bytes);
+    once(pool, run_stream, plain, bytes_w); /* warm-up: every item once */
+    once(pool, run_matvec, plain, bytes);
+    once(pool, run_matvec, split, bytes);
     for (int rep = 0; rep < reps; rep++) {
         for (int i = 0; i < 3; i++) {
             int item = (i + rep) % 3; /* 0 = stream, 1 = plain, 2 = split */
-            g[item][rep] = item == 0   ? once(t, run_stream, plain, bytes_w)
-                           : item == 1 ? once(t, run_matvec, plain, bytes)
-                                       : once(t, run_matvec, split, bytes);
+            g[item][rep] = item == 0   ? once(pool, run_stream, plain, bytes_w)
+                           : item == 1 ? once(pool, run_matvec, plain, bytes)
+                                       : once(pool, run_matvec, split, bytes);
         }
         for (int m = 0; m < 3; m++) r[m][rep] = g[m][rep] / g[0][rep];
         q[rep] = g[2][rep] / g[1][rep];
     }
     static const char *const names[3] = {"stream", "plain", "split"};
     for (int m = 0; m < 3; m++) {
-        stats gs = stats_of(g[m], reps), rs = stats_of(r[m], reps);
+        lt_summary gs = lt_summarize(g[m], reps), rs = lt_summarize(r[m], reps);
         printf("  %-6s %6.1f / %6.1f / %6.1f GB/s   of stream %.2f / %.2f / %.2f\n", names[m],
-               gs.min, gs.med, gs.max, rs.min, rs.med, rs.max);
+               gs.min, gs.median, gs.max, rs.min, rs.median, rs.max);
     }
-    stats qs = stats_of(q, reps);
-    printf("  split / plain per round %.2f / %.2f / %.2f\n", qs.min, qs.med, qs.max);
+    lt_summary qs = lt_summarize(q, reps);
+    printf("  split / plain per round %.2f / %.2f / %.2f\n", qs.min, qs.median, qs.max);
 }
 
 /* The point set: the whole space, or the grid described in the usage. */
@@ -358,7 +343,7 @@ int main(int argc, char **argv) {
         memcpy(shapes, default_shapes, sizeof default_shapes);
     }
     for (int i = 0; i < nnth; i++)
-        if (nthreads[i] < 1 || nthreads[i] > TEAM_MAX) nthreads[i] = 1;
+        if (nthreads[i] < 1 || nthreads[i] > MAX_THREADS) nthreads[i] = 1;
 
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     static lt_params pts[MAX_POINTS];
@@ -421,10 +406,13 @@ int main(int argc, char **argv) {
             lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
 
             for (int ti = 0; ti < nnth; ti++) {
-                team t;
-                team_init(&t, nthreads[ti]);
+                lt_pool *pool;
+                if (lt_pool_init(&pool, nthreads[ti])) {
+                    fprintf(stderr, "bench_matvec: cannot start threads: %s\n", lt_errmsg());
+                    return 1;
+                }
                 job j = {.k = k, .fn = lt_kernel_fn_for(k, isa), .calls = calls,
-                         .ncopies = ncopies, .t = &t, .bufs = (const char *const *)bufs,
+                         .ncopies = ncopies, .pool = pool, .bufs = (const char *const *)bufs,
                          .nbytes = wbytes};
                 if (lay) {
                     job js = j;
@@ -433,8 +421,8 @@ int main(int argc, char **argv) {
                            "rounds (min / median / max)\n",
                            lt_dtype_name(dt), (long long)rows, (long long)cols, nthreads[ti],
                            ncopies, (double)wbytes / 1e6, reps);
-                    compare_layouts(k, &t, &j, &js, bytes_w, reps);
-                    team_free(&t);
+                    compare_layouts(k, pool, &j, &js, bytes_w, reps);
+                    lt_pool_free(pool);
                     continue;
                 }
                 if (full == 3) {
@@ -442,15 +430,15 @@ int main(int argc, char **argv) {
                            "(min / median / max)\n",
                            lt_dtype_name(dt), sp ? " split" : "", (long long)rows, (long long)cols, nthreads[ti],
                            ncopies, (double)wbytes / 1e6, reps);
-                    compare_act(k, &t, &j, bytes_w, reps);
-                    team_free(&t);
+                    compare_act(k, pool, &j, bytes_w, reps);
+                    lt_pool_free(pool);
                     continue;
                 }
-                stats base = measure(&t, run_stream, &j, bytes_w, reps);
+                lt_summary base = measure(pool, run_stream, &j, bytes_w, reps);
                 printf("\n%s%s %lldx%lld, %d thread(s), %d copies x %.1f MB: read stream "
                        "%.1f / %.1f / %.1f GB/s (min/median/max)\n",
                        lt_dtype_name(dt), sp ? " split" : "", (long long)rows, (long long)cols, nthreads[ti],
-                       ncopies, (double)wbytes / 1e6, base.min, base.med, base.max);
+                       ncopies, (double)wbytes / 1e6, base.min, base.median, base.max);
                 int best = 0;
                 double best_med = 0;
                 for (int p = 0; p < npts; p++) {
@@ -458,22 +446,22 @@ int main(int argc, char **argv) {
                     for (int c = 0; c < ncopies; c++) calls[c].params = pts[p];
                     LT_ASSERT(k->check(&calls[0]) == LT_OK);
                     k->cost(&calls[0], &step, &b, &f);
-                    stats st = measure(&t, run_matvec, &j, b * ncopies, reps);
-                    logratio[p] += log(st.med / base.med);
-                    if (st.med > best_med) best_med = st.med, best = p;
+                    lt_summary st = measure(pool, run_matvec, &j, b * ncopies, reps);
+                    logratio[p] += log(st.median / base.median);
+                    if (st.median > best_med) best_med = st.median, best = p;
                     printf("  rpt=%3d unroll=%d k_block=%4d prefetch=%4d act=%-3s  %6.1f / %6.1f / "
                            "%6.1f GB/s  %5.1f%% of stream\n",
                            pts[p].v[0], pts[p].v[1], pts[p].v[2], pts[p].v[3], act_name(&pts[p]),
-                           st.min, st.med, st.max, 100.0 * st.med / base.med);
+                           st.min, st.median, st.max, 100.0 * st.median / base.median);
                 }
-                stats again = measure(&t, run_stream, &j, bytes_w, reps);
+                lt_summary again = measure(pool, run_stream, &j, bytes_w, reps);
                 printf("  best: rpt=%d unroll=%d k_block=%d prefetch=%d act=%s %.1f GB/s = %.1f%% "
                        "of stream (stream again: %.1f GB/s median)\n",
                        pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3],
                        act_name(&pts[best]), best_med,
-                       100.0 * best_med / base.med, again.med);
+                       100.0 * best_med / base.median, again.median);
                 ngroups++;
-                team_free(&t);
+                lt_pool_free(pool);
             }
             munmap(raw, map_len);
             if (sraw) munmap(sraw, smap_len);

@@ -15,15 +15,11 @@
 
 #define BATCHES 15
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void report(const char *what, int nth, double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    printf("%-40s threads=%d  min %10.1f  median %10.1f  max %10.1f ns\n", what, nth, v[0],
-           v[n / 2], v[n - 1]);
+/* One line of min/median/max of v[0..n) in unit. */
+static void report(const char *what, int nth, const double *v, int n, const char *unit) {
+    lt_summary s = lt_summarize(v, n);
+    printf("%-40s threads=%d  min %10.1f  median %10.1f  max %10.1f %s\n", what, nth, s.min,
+           s.median, s.max, unit);
 }
 
 static void sleep_ns(long ns) {
@@ -46,7 +42,7 @@ static void bench_pause(void) {
         for (int i = 0; i < 100000; i++) __builtin_ia32_pause();
         v[b] = (double)(lt_now_ns() - t0) / 100000.0;
     }
-    report("pause instruction", 1, v, BATCHES);
+    report("pause instruction", 1, v, BATCHES, "ns");
 }
 
 /* ---- barriers ------------------------------------------------------------------ */
@@ -85,7 +81,7 @@ static void bench_barrier(lt_pool *pool, int use_pthread) {
     }
     if (use_pthread) pthread_barrier_destroy(&j.pbar);
     report(use_pthread ? "barrier: pthread_barrier_wait (baseline)" : "barrier: lt_pool_barrier",
-           nth, v, BATCHES);
+           nth, v, BATCHES, "ns");
 }
 
 /* ---- dispatch --------------------------------------------------------------------- */
@@ -104,7 +100,7 @@ static void bench_run_hot(lt_pool *pool) {
         for (int r = 0; r < RUNS; r++) lt_pool_run(pool, empty_fn, NULL);
         v[b] = (double)(lt_now_ns() - t0) / RUNS;
     }
-    report("lt_pool_run, back to back", lt_pool_size(pool), v, BATCHES);
+    report("lt_pool_run, back to back", lt_pool_size(pool), v, BATCHES, "ns");
 }
 
 static void *empty_thread(void *arg) {
@@ -125,7 +121,7 @@ static void bench_create_join(int nth) {
         }
         v[b] = (double)(lt_now_ns() - t0) / RUNS;
     }
-    report("pthread_create+join per job (baseline)", nth, v, BATCHES);
+    report("pthread_create+join per job (baseline)", nth, v, BATCHES, "ns");
 }
 
 /* Latency of one empty run after an idle gap: within the spin budget the
@@ -149,7 +145,7 @@ static void bench_run_after_gap(int nth, long gap_ns, const char *spin_us) {
     char what[96];
     snprintf(what, sizeof what, "run after %ld us idle, spin %s", gap_ns / 1000,
              spin_us ? "0 (sleep)" : "default");
-    report(what, nth, v, N);
+    report(what, nth, v, N, "ns");
 }
 
 /* CPU seconds the whole process burns per wall second while the pool idles
@@ -184,12 +180,8 @@ static void bench_membw(int nth, int samples) {
     }
     lt_pool_free(pool);
     if (n == 0) return;
-    qsort(triad, (size_t)n, sizeof *triad, cmp_double);
-    qsort(read, (size_t)n, sizeof *read, cmp_double);
-    printf("%-40s threads=%d  min %10.1f  median %10.1f  max %10.1f GB/s\n",
-           "membw triad 256 MiB (3 arrays counted)", nth, triad[0], triad[n / 2], triad[n - 1]);
-    printf("%-40s threads=%d  min %10.1f  median %10.1f  max %10.1f GB/s\n", "membw read 256 MiB",
-           nth, read[0], read[n / 2], read[n - 1]);
+    report("membw triad 256 MiB (3 arrays counted)", nth, triad, n, "GB/s");
+    report("membw read 256 MiB", nth, read, n, "GB/s");
 }
 
 int main(int argc, char **argv) {

@@ -29,16 +29,6 @@
 enum { M_OFF, M_RING, M_WINDOW, M_PERCALL, M_COUNT };
 static const char *const mode_name[M_COUNT] = {"off", "ring", "window", "per-call"};
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static void die(const char *what) {
     fprintf(stderr, "bench_telemetry: %s: %s\n", what, lt_errmsg());
     exit(1);
@@ -174,13 +164,10 @@ int main(int argc, char **argv) {
     printf("  %-9s %9s %9s %9s   %9s  %9s %8s %8s\n", "mode", "min", "median", "max", "vs off",
            "records", "dropped", "failed");
     for (int k = 0; k < M_COUNT; k++) {
-        double mn = tps[k][0], mx = tps[k][0];
-        for (int r = 1; r < rounds; r++) {
-            if (tps[k][r] < mn) mn = tps[k][r];
-            if (tps[k][r] > mx) mx = tps[k][r];
-        }
-        double med = median(tps[k], rounds), rel = median(ratio[k], rounds);
-        printf("  %-9s %9.1f %9.1f %9.1f   %+8.2f%%", mode_name[k], mn, med, mx, 100.0 * (rel - 1));
+        lt_summary s = lt_summarize(tps[k], rounds);
+        double rel = lt_median(ratio[k], rounds);
+        printf("  %-9s %9.1f %9.1f %9.1f   %+8.2f%%", mode_name[k], s.min, s.median, s.max,
+               100.0 * (rel - 1));
         if (k != M_OFF)
             printf("  %9lld %8lld %8lld", (long long)st[k].sink.emitted,
                    (long long)(st[k].ring_dropped + st[k].sink.dropped), (long long)st[k].sink.failed);

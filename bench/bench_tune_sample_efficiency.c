@@ -19,10 +19,6 @@
 #include "looptune/program.h"
 #include "looptune/tune.h"
 
-static int cmp_int(const void *a, const void *b) {
-    return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
-}
-
 /* Trials a strategy needs until its best observed point (by the table's
  * costs) is within `within` of the table's optimum. */
 static int trials_to_reach(lt_strategy_kind kind, const lt_space *sp, const lt_tune_context *ctx,
@@ -172,17 +168,16 @@ int main(int argc, char **argv) {
         for (int64_t j = 0; j < size; j++)
             if (table[j] < 1e29 && table[j] > worst) worst = table[j];
         double target = best * (1 + within);
-        int *tm = malloc((size_t)seeds * sizeof *tm), *tr = malloc((size_t)seeds * sizeof *tr);
+        double *tm = malloc((size_t)seeds * sizeof *tm), *tr = malloc((size_t)seeds * sizeof *tr);
         LT_ASSERT(tm && tr);
         for (int s = 0; s < seeds; s++) {
             tm[s] = trials_to_reach(LT_STRAT_MODEL, &sp, &ctx, table, (uint64_t)s + 1, target);
             tr[s] = trials_to_reach(LT_STRAT_RANDOM, &sp, &ctx, table, (uint64_t)s + 1, target);
         }
-        qsort(tm, (size_t)seeds, sizeof *tm, cmp_int);
-        qsort(tr, (size_t)seeds, sizeof *tr, cmp_int);
-        printf("%-9s %-32s %6lld %10.2f %10.2f %6.2fx | %5d %5d %5d | %5d %5d %5d\n", k->name, sig,
-               (long long)size, best / 1e3, table[lt_space_index(&sp, &def)] / 1e3, worst / best,
-               tm[0], tm[seeds / 2], tm[seeds - 1], tr[0], tr[seeds / 2], tr[seeds - 1]);
+        lt_summary sm = lt_summarize(tm, seeds), sr = lt_summarize(tr, seeds);
+        printf("%-9s %-32s %6lld %10.2f %10.2f %6.2fx | %5.0f %5.1f %5.0f | %5.0f %5.1f %5.0f\n",
+               k->name, sig, (long long)size, best / 1e3, table[lt_space_index(&sp, &def)] / 1e3,
+               worst / best, sm.min, sm.median, sm.max, sr.min, sr.median, sr.max);
         fflush(stdout);
         free(tm), free(tr), free(samples), free(table), free(order);
         lt_node_timer_free(t);

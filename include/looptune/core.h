@@ -75,6 +75,31 @@ void lt_aligned_free(void *p);
 uint64_t lt_now_ns(void); /* CLOCK_MONOTONIC, nanoseconds */
 double lt_now_s(void);    /* CLOCK_MONOTONIC, seconds */
 
+/* ---- the user's cache folder ---------------------------------------------- */
+
+/* Writes the path of FILE in looptune's cache folder into buf:
+ * $XDG_CACHE_HOME/looptune/FILE, or ~/.cache/looptune/FILE when
+ * XDG_CACHE_HOME is unset or empty. LT_ENOTFOUND if HOME is not set
+ * either, LT_ERANGE if the path does not fit in n bytes. The folder itself
+ * is not created. */
+int lt_cache_path(char *buf, size_t n, const char *file);
+
+/* ---- order statistics of samples ------------------------------------------ */
+
+/* Sorts x[0..n) ascending, in place. */
+void lt_sort_f64(double *x, int n);
+/* The median of x[0..n) (the mean of the middle two for an even n); n >= 1,
+ * x is not modified. */
+double lt_median(const double *x, int n);
+
+/* What a benchmark reports of repeated measurements. */
+typedef struct {
+    double min, median, max;
+} lt_summary;
+
+/* min, median (as lt_median) and max of x[0..n); n >= 1, x is not modified. */
+lt_summary lt_summarize(const double *x, int n);
+
 /* ---- CPU features and host fingerprint ---------------------------------- */
 
 typedef enum { LT_ISA_PORTABLE = 0, LT_ISA_AVX2, LT_ISA_AVX512, LT_ISA_COUNT } lt_isa;

@@ -217,8 +217,9 @@ void lt_tel_host_describe(lt_tel_host *h);
  * read bandwidth (lt_membw_measure on arrays of membw_bytes, 0 = 256 MiB)
  * and the f32 FMA peak. Takes a few seconds. */
 int lt_tel_host_measure(lt_tel_host *h, size_t membw_bytes);
-/* The cache file for this host: $XDG_CACHE_HOME/looptune/host-<id>.txt, or
- * ~/.cache/looptune/host-<id>.txt. LT_ENOTFOUND if neither variable is set. */
+/* The cache file for this host, host-<id>.txt in looptune's cache folder
+ * (lt_cache_path: $XDG_CACHE_HOME/looptune/ or ~/.cache/looptune/).
+ * LT_ENOTFOUND if neither variable is set. */
 int lt_tel_host_cache_path(const lt_tel_host *h, char *buf, size_t n);
 /* The host record, from the cache when it holds a valid record for this
  * fingerprint, else measured (saying so on stderr) and cached. A corrupt or

@@ -139,7 +139,6 @@ typedef struct {
 int lt_compare_paired(const double *a, const double *b, const bool *contended, int n,
                       double margin, double contended_weight, uint64_t seed,
                       lt_compare_result *out);
-double lt_median(const double *x, int n); /* n >= 1; x is not modified */
 
 /* ---- node timing in isolation ---------------------------------------------------------- */
 
@@ -195,8 +194,9 @@ typedef struct {
  * entry's trials and converged are not in the file (v1 keeps its 7 columns):
  * they load as 0 and false, and a save drops them. */
 int lt_store_backend_file(lt_store_backend *out, const char *path);
-/* $XDG_CACHE_HOME/looptune/configs.tsv or ~/.cache/looptune/configs.tsv
- * (written into buf; false when neither variable is set). */
+/* configs.tsv in looptune's cache folder (lt_cache_path: $XDG_CACHE_HOME/
+ * looptune/configs.tsv or ~/.cache/looptune/configs.tsv), written into buf;
+ * false when neither variable is set or the path does not fit. */
 bool lt_store_default_path(char *buf, size_t n);
 
 /* Opens a store on a backend (taken over: freed with the store) and loads

@@ -63,16 +63,10 @@ int lt_tel_host_measure(lt_tel_host *h, size_t membw_bytes) {
 }
 
 int lt_tel_host_cache_path(const lt_tel_host *h, char *buf, size_t n) {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    int len;
-    if (xdg && *xdg)
-        len = snprintf(buf, n, "%s/looptune/host-%s.txt", xdg, h->host_id);
-    else if (home && *home)
-        len = snprintf(buf, n, "%s/.cache/looptune/host-%s.txt", home, h->host_id);
-    else
-        return lt_error(LT_ENOTFOUND, "host cache: neither XDG_CACHE_HOME nor HOME is set");
-    if (len < 0 || (size_t)len >= n) return lt_error(LT_ERANGE, "host cache: path too long");
-    return LT_OK;
+    char file[sizeof h->host_id + 16];
+    snprintf(file, sizeof file, "host-%s.txt", h->host_id);
+    int rc = lt_cache_path(buf, n, file);
+    return rc ? lt_error(rc, "host cache: %s", lt_errmsg()) : LT_OK;
 }
 
 /* The cache text for h without its checksum line. */

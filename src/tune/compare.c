@@ -10,22 +10,6 @@
 
 #include "tune/tune_internal.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double lt_median(const double *x, int n) {
-    LT_ASSERT(n >= 1);
-    double *t = malloc((size_t)n * sizeof *t);
-    LT_ASSERT(t != NULL);
-    memcpy(t, x, (size_t)n * sizeof *t);
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    free(t);
-    return m;
-}
-
 typedef struct {
     double r, w;
 } wpair;
@@ -86,7 +70,7 @@ int lt_compare_paired(const double *a, const double *b, const bool *contended, i
         boot[k] = weighted_median(bs, n);
     }
     out->ratio = weighted_median(v, n);
-    qsort(boot, N_BOOT, sizeof *boot, cmp_double);
+    lt_sort_f64(boot, N_BOOT);
     out->ci_lo = boot[(int)(0.025 * N_BOOT)];
     out->ci_hi = boot[(int)(0.975 * N_BOOT) - 1];
     /* too few trustworthy pairs: no verdict either way */

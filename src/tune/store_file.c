@@ -157,9 +157,5 @@ int lt_store_backend_file(lt_store_backend *out, const char *path) {
 }
 
 bool lt_store_default_path(char *buf, size_t n) {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg) snprintf(buf, n, "%s/looptune/configs.tsv", xdg);
-    else if (home && *home) snprintf(buf, n, "%s/.cache/looptune/configs.tsv", home);
-    else return false;
-    return true;
+    return lt_cache_path(buf, n, "configs.tsv") == LT_OK;
 }

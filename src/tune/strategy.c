@@ -50,7 +50,7 @@ int lt_strategy_init(lt_strategy **out, lt_strategy_kind kind, const lt_space *s
     }
     for (int64_t i = 0; i < size; i++) s->perm[i] = (int32_t)i;
     if (kind == LT_STRAT_MODEL) {
-        int rc = lt__model_init(s);
+        int rc = lt__cost_model_init(s);
         if (rc) {
             lt_strategy_free(s);
             return rc;
@@ -62,7 +62,7 @@ int lt_strategy_init(lt_strategy **out, lt_strategy_kind kind, const lt_space *s
 
 void lt_strategy_free(lt_strategy *s) {
     if (!s) return;
-    if (s->model) lt__model_free(s);
+    if (s->cost_model) lt__cost_model_free(s);
     free(s->proposed);
     free(s->perm);
     free(s->obs);
@@ -92,7 +92,7 @@ int64_t lt__strategy_draw(lt_strategy *s) {
 
 int lt_strategy_propose(lt_strategy *s, lt_params *out, int n) {
     if (n < 0) return lt_error(LT_EINVAL, "propose: negative count");
-    if (s->kind == LT_STRAT_MODEL) return lt__model_propose(s, out, n);
+    if (s->kind == LT_STRAT_MODEL) return lt__cost_model_propose(s, out, n);
     int k = 0;
     while (k < n) {
         int64_t idx = -1;
@@ -128,7 +128,7 @@ int lt_strategy_observe(lt_strategy *s, const lt_params *p, const double *costs,
     }
     lt__strategy_mark(s, idx);
     s->obs[s->n_obs++] = (lt__obs){.index = idx, .cost = cost};
-    if (s->kind == LT_STRAT_MODEL && n_samples > 0) lt__model_observed(s);
+    if (s->kind == LT_STRAT_MODEL && n_samples > 0) lt__cost_model_observed(s);
     return LT_OK;
 }
 
@@ -144,5 +144,5 @@ bool lt_strategy_best(const lt_strategy *s, lt_params *out, double *cost) {
 
 int lt_strategy_expected_gain(lt_strategy *s, double *gain) {
     if (s->kind != LT_STRAT_MODEL) return LT_ENOTFOUND;
-    return lt__model_expected_gain(s, gain);
+    return lt__cost_model_expected_gain(s, gain);
 }

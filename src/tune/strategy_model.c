@@ -26,7 +26,7 @@ enum {
 static const double EPSILON = 0.1; /* share of uniform random proposals */
 static const double KAPPA = 1.0;   /* weight of ensemble disagreement */
 
-struct lt__model {
+struct lt__cost_model {
     BoosterHandle boosters[N_BOOSTERS];
     int n_trained;    /* observations behind the current boosters */
     int n_features;
@@ -68,32 +68,32 @@ static int xgb_fail(const char *what) {
     return lt_error(LT_EIO, "xgboost: %s: %s", what, XGBGetLastError());
 }
 
-int lt__model_init(lt_strategy *s) {
-    s->model = calloc(1, sizeof *s->model);
-    if (!s->model) return lt_error(LT_ENOMEM, "model strategy: out of memory");
-    s->model->n_features = s->space.n_params + N_CTX_FEATURES;
+int lt__cost_model_init(lt_strategy *s) {
+    s->cost_model = calloc(1, sizeof *s->cost_model);
+    if (!s->cost_model) return lt_error(LT_ENOMEM, "model strategy: out of memory");
+    s->cost_model->n_features = s->space.n_params + N_CTX_FEATURES;
     XGBSetGlobalConfig("{\"verbosity\":0}");
     return LT_OK;
 }
 
-static void free_boosters(struct lt__model *m) {
+static void free_boosters(struct lt__cost_model *m) {
     for (int e = 0; e < N_BOOSTERS; e++) {
         if (m->boosters[e]) XGBoosterFree(m->boosters[e]);
         m->boosters[e] = NULL;
     }
 }
 
-void lt__model_free(lt_strategy *s) {
-    struct lt__model *m = s->model;
+void lt__cost_model_free(lt_strategy *s) {
+    struct lt__cost_model *m = s->cost_model;
     free_boosters(m);
     free(m->cand_x);
     free(m->cand);
     free(m->score);
     free(m);
-    s->model = NULL;
+    s->cost_model = NULL;
 }
 
-void lt__model_observed(lt_strategy *s) { (void)s; /* training is lazy: see train() */ }
+void lt__cost_model_observed(lt_strategy *s) { (void)s; /* training is lazy: see train() */ }
 
 static int n_valid(const lt_strategy *s) {
     int n = 0;
@@ -103,7 +103,7 @@ static int n_valid(const lt_strategy *s) {
 
 /* Retrains the ensemble from scratch on every valid observation. */
 static int train(lt_strategy *s) {
-    struct lt__model *m = s->model;
+    struct lt__cost_model *m = s->cost_model;
     int n = n_valid(s);
     if (n == m->n_trained) return LT_OK;
     const int nf = m->n_features;
@@ -156,7 +156,7 @@ done:
 
 /* Appends idx unless proposed already or (when dedup) already a candidate. */
 static int add_candidate(lt_strategy *s, int64_t idx, int *n, bool dedup) {
-    struct lt__model *m = s->model;
+    struct lt__cost_model *m = s->cost_model;
     if (idx < 0 || s->proposed[idx]) return LT_OK;
     for (int i = 0; dedup && i < *n; i++)
         if (m->cand[i] == idx) return LT_OK; /* about a thousand: linear is fine */
@@ -206,7 +206,7 @@ static int cmp_cost(const void *a, const void *b) {
 
 /* Candidates scored by the ensemble: score = mean - KAPPA * stddev. */
 static int score_candidates(lt_strategy *s, int *n_out) {
-    struct lt__model *m = s->model;
+    struct lt__cost_model *m = s->cost_model;
     int n = 0, rc = LT_OK;
     if (s->size - s->n_proposed <= ALL_BELOW) {
         for (int64_t i = 0; i < s->size && rc == LT_OK; i++) rc = add_candidate(s, i, &n, false);
@@ -258,8 +258,8 @@ static int score_candidates(lt_strategy *s, int *n_out) {
     return rc;
 }
 
-int lt__model_propose(lt_strategy *s, lt_params *out, int n) {
-    struct lt__model *m = s->model;
+int lt__cost_model_propose(lt_strategy *s, lt_params *out, int n) {
+    struct lt__cost_model *m = s->cost_model;
     int k = 0;
     bool use_model = n_valid(s) >= N_INIT;
     int n_cand = 0;
@@ -285,8 +285,8 @@ int lt__model_propose(lt_strategy *s, lt_params *out, int n) {
     return k;
 }
 
-int lt__model_expected_gain(lt_strategy *s, double *gain) {
-    struct lt__model *m = s->model;
+int lt__cost_model_expected_gain(lt_strategy *s, double *gain) {
+    struct lt__cost_model *m = s->cost_model;
     double best;
     if (n_valid(s) < N_INIT || !lt_strategy_best(s, NULL, &best)) return LT_ENOTFOUND;
     int n_cand = 0;

@@ -25,7 +25,7 @@ typedef struct {
     double cost;   /* median of the samples; < 0 when the point failed validation */
 } lt__obs;
 
-struct lt__model; /* strategy_model.c */
+struct lt__cost_model; /* strategy_model.c: the learned cost of a point, not an LLM (lt_model) */
 
 struct lt_strategy {
     lt_strategy_kind kind;
@@ -40,7 +40,7 @@ struct lt_strategy {
     int32_t *perm;      /* draws: a progressively shuffled permutation of [0, size) */
     lt__obs *obs;
     int n_obs, cap_obs;
-    struct lt__model *model;
+    struct lt__cost_model *cost_model; /* LT_STRAT_MODEL: the XGBoost cost model */
 };
 
 /* Largest space a strategy accepts (the visited map is one byte a point). */
@@ -51,11 +51,11 @@ struct lt_strategy {
 int64_t lt__strategy_draw(lt_strategy *s);
 void lt__strategy_mark(lt_strategy *s, int64_t index);
 
-int lt__model_init(lt_strategy *s);
-void lt__model_free(lt_strategy *s);
-int lt__model_propose(lt_strategy *s, lt_params *out, int n);
-void lt__model_observed(lt_strategy *s);
-int lt__model_expected_gain(lt_strategy *s, double *gain);
+int lt__cost_model_init(lt_strategy *s);
+void lt__cost_model_free(lt_strategy *s);
+int lt__cost_model_propose(lt_strategy *s, lt_params *out, int n);
+void lt__cost_model_observed(lt_strategy *s);
+int lt__cost_model_expected_gain(lt_strategy *s, double *gain);
 
 /* The checks of lt_store_put: fields present without blanks, kernel known,
  * params in its space (*sp and *p get both), numbers in range. */

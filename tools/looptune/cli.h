@@ -34,14 +34,58 @@ int lt_cmd_tune(int argc, char **argv);
 int lt_cmd_optimizer(int argc, char **argv);
 
 /* The Kafka cluster a command talks to: --brokers, -X and --kafka-config,
- * --topic-prefix. */
+ * --topic-prefix. One parser (kafka_flags.c) reads them for every command. */
 typedef struct {
-    lt_kafka_conn conn;       /* brokers NULL: none given (-X bootstrap.servers may set it) */
+    lt_kafka_conn conn;       /* brokers NULL: none given (-X bootstrap.servers may set it);
+                                 props: the same as the field below */
     const char *topic_prefix; /* NULL: "looptune." */
+    lt_kafka_props *props;    /* -X and --kafka-config, owned */
 } lt_cli_kafka;
 
+/* The getopt results of the Kafka options (-X is 'X'), above any
+ * command's own option codes. */
+enum { LT_CLI_O_BROKERS = 0x4b00, LT_CLI_O_KAFKA_CONFIG, LT_CLI_O_TOPIC_PREFIX };
+/* Entries of a command's getopt_long table: --brokers and --kafka-config
+ * (the connection), and --topic-prefix (for commands that name topics
+ * through it). The short options string takes LT_CLI_KAFKA_SHORT ("X:"). */
+#define LT_CLI_KAFKA_CONN_OPTIONS                                              \
+    {"brokers", required_argument, 0, LT_CLI_O_BROKERS},                       \
+    {"kafka-config", required_argument, 0, LT_CLI_O_KAFKA_CONFIG}
+#define LT_CLI_KAFKA_PREFIX_OPTION {"topic-prefix", required_argument, 0, LT_CLI_O_TOPIC_PREFIX}
+#define LT_CLI_KAFKA_OPTIONS LT_CLI_KAFKA_CONN_OPTIONS, LT_CLI_KAFKA_PREFIX_OPTION
+#define LT_CLI_KAFKA_SHORT "X:"
+
+/* What lt_cli_kafka_option did with a getopt result. */
+enum { LT_CLI_OPT_HANDLED = 0, LT_CLI_OPT_ERROR = 1, LT_CLI_OPT_NOT_MINE = -1 };
+
+/* Empties *k and allocates its properties. Returns 0, or 1 after printing a
+ * one-line error. Free with lt_cli_kafka_free. */
+int lt_cli_kafka_init(const char *cmd, lt_cli_kafka *k);
+/* Frees k's properties; the strings it points at belong to argv. A zeroed
+ * k is a no-op. */
+void lt_cli_kafka_free(lt_cli_kafka *k);
+/* Takes one getopt result c (with its optarg) if it is a Kafka option:
+ * LT_CLI_OPT_HANDLED, LT_CLI_OPT_ERROR after printing a one-line error (a
+ * bad -X, an unreadable or bad --kafka-config file), or LT_CLI_OPT_NOT_MINE. */
+int lt_cli_kafka_option(const char *cmd, int c, const char *arg, lt_cli_kafka *k);
 /* Whether any of the Kafka options was given. */
 bool lt_cli_kafka_given(const lt_cli_kafka *k);
+/* If any was given, prints "--brokers, -X, --kafka-config and --topic-prefix
+ * need WHAT" and returns 1; else 0. For commands where Kafka is optional. */
+int lt_cli_kafka_refuse(const char *cmd, const lt_cli_kafka *k, const char *what);
+/* Whether a broker address was given: a non-empty --brokers or -X
+ * bootstrap.servers. */
+bool lt_cli_kafka_has_brokers(const lt_cli_kafka *k);
+/* Checks every property against librdkafka. Returns 0, or 1 after printing
+ * the error (the property at fault). */
+int lt_cli_kafka_check(const char *cmd, const lt_cli_kafka *k);
+/* --topic-prefix, or "looptune." */
+const char *lt_cli_kafka_prefix(const lt_cli_kafka *k);
+/* A command's --help on stdout: head, the lines of -X, --kafka-config and,
+ * if prefix, --topic-prefix (their descriptions at column col), then tail.
+ * The command's --brokers line is in head: what the broker is for differs. */
+void lt_cli_kafka_help(const char *head, int col, bool prefix, const char *tail);
+
 /* --config-store SPEC is the word kafka. */
 bool lt_cli_store_is_kafka(const char *spec);
 /* The store backend of --config-store SPEC: a file path, or kafka (the topic

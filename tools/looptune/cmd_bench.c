@@ -38,27 +38,9 @@ static const char *const bench_help =
     "                       warm start; repeatable), e.g. --param matvec.act_int8=0;\n"
     "                       threads.decode=N / threads.prefill=N: that regime's threads\n"
     "                       looped.NAME=V: a looped executor parameter\n"
-    "      --brokers B      Kafka bootstrap servers of --config-store kafka\n"
-    "  -X  key=value        librdkafka property, repeatable (SASL/SSL, tuning)\n"
-    "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
-    "      --topic-prefix P topic names start with P (default looptune.)\n"
-    "  -h, --help           this help\n";
-
-typedef struct {
-    double min, median, max;
-} stat3;
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* min/median/max of n values (v is sorted in place) */
-static stat3 stats_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    stat3 s = {v[0], n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[n - 1]};
-    return s;
-}
+    "      --brokers B      Kafka bootstrap servers of --config-store kafka\n";
+/* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
+static const char *const bench_help_end = "  -h, --help           this help\n";
 
 /* One decode run: token 1 at position 0, then n greedy tokens. Only the
  * evaluations are timed (as llama.cpp's own counters do): the argmax that
@@ -100,7 +82,7 @@ static void print_json_string(const char *s) {
     free(q);
 }
 
-static void print_stat_json(const char *name, stat3 s, bool last) {
+static void print_stat_json(const char *name, lt_summary s, bool last) {
     printf("\"%s\":{\"min\":%.6g,\"median\":%.6g,\"max\":%.6g}%s", name, s.min, s.median, s.max,
            last ? "" : ",");
 }
@@ -114,7 +96,7 @@ typedef struct {
 
 enum { N_SERIES = 5 };
 
-static void print_table_row(const char *name, int decimals, stat3 s) {
+static void print_table_row(const char *name, int decimals, lt_summary s) {
     printf("%-26s %10.*f %10.*f %10.*f\n", name, decimals, s.min, decimals, s.median, decimals,
            s.max);
 }
@@ -122,8 +104,14 @@ static void print_table_row(const char *name, int decimals, stat3 s) {
 /* An error while reading the options: say it, free the Kafka properties. */
 #define BAIL(...)                                                              \
     do {                                                                       \
-        lt_kafka_props_free(props);                                            \
+        lt_cli_kafka_free(&kafka);                                             \
         return lt_cli_fail(cmd, __VA_ARGS__);                                  \
+    } while (0)
+/* The same after the error was printed. */
+#define BAIL_QUIET()                                                           \
+    do {                                                                       \
+        lt_cli_kafka_free(&kafka);                                             \
+        return 1;                                                              \
     } while (0)
 
 int lt_cmd_bench(int argc, char **argv) {
@@ -132,14 +120,13 @@ int lt_cmd_bench(int argc, char **argv) {
     int64_t threads = 0, n_tok = 64, runs = 5, membw_mib = 256;
     bool json = false, compare = false, use_mmap = false, no_fuse = false;
     lt_executor executor = LT_EXEC_LOOPED;
-    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_NFP, O_STORE, O_NOWARM, O_BROKERS,
-           O_KCONF, O_PREFIX, O_PARAM };
+    enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_NFP, O_STORE, O_NOWARM,
+           O_PARAM };
     lt_cli_param params[LT_CLI_MAX_PARAMS];
     int n_params = 0;
     const char *store_path = NULL;
     bool no_warm = false;
-    lt_kafka_props *props = NULL;
-    lt_cli_kafka kafka = {{0}, NULL};
+    lt_cli_kafka kafka;
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"threads", required_argument, 0, 't'},
         {"tokens", required_argument, 0, 'n'}, {"runs", required_argument, 0, 'r'},
@@ -151,16 +138,16 @@ int lt_cmd_bench(int argc, char **argv) {
         {"config-store", required_argument, 0, O_STORE},
         {"no-warm-start", no_argument, 0, O_NOWARM},
         {"param", required_argument, 0, O_PARAM},
-        {"brokers", required_argument, 0, O_BROKERS},
-        {"kafka-config", required_argument, 0, O_KCONF},
-        {"topic-prefix", required_argument, 0, O_PREFIX},
+        LT_CLI_KAFKA_OPTIONS,
         {0, 0, 0, 0}};
-    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
-    kafka.conn.props = props;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:t:n:r:X:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:t:n:r:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int k = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) BAIL_QUIET();
+        if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
         case 'm': model_path = optarg; break;
         case 't':
@@ -192,31 +179,24 @@ int lt_cmd_bench(int argc, char **argv) {
         case O_NOWARM: no_warm = true; break;
         case O_PARAM:
             if (n_params == LT_CLI_MAX_PARAMS) BAIL("more than %d --param", LT_CLI_MAX_PARAMS);
-            if (lt_cli_param_parse(cmd, optarg, &params[n_params])) {
-                lt_kafka_props_free(props);
-                return 1;
-            }
+            if (lt_cli_param_parse(cmd, optarg, &params[n_params])) BAIL_QUIET();
             n_params++;
             break;
         case O_JSON: json = true; break;
-        case O_BROKERS: kafka.conn.brokers = optarg; break;
-        case 'X':
-            if (lt_kafka_props_parse(props, optarg)) BAIL("%s", lt_errmsg());
-            break;
-        case O_KCONF:
-            if (lt_kafka_props_load(props, optarg)) BAIL("%s", lt_errmsg());
-            break;
-        case O_PREFIX: kafka.topic_prefix = optarg; break;
-        case 'h': fputs(bench_help, stdout); lt_kafka_props_free(props); return 0;
+        case 'h':
+            lt_cli_kafka_help(bench_help, 23, true, bench_help_end);
+            lt_cli_kafka_free(&kafka);
+            return 0;
         default:
-            lt_kafka_props_free(props);
+            lt_cli_kafka_free(&kafka);
             return lt_cli_bad_option(cmd, c, argv[optind - 1]);
         }
     }
     if (optind < argc) BAIL("unexpected argument '%s'", argv[optind]);
     if (!model_path) BAIL("no model: give -m MODEL (see looptune bench --help)");
-    if (!lt_cli_store_is_kafka(store_path) && lt_cli_kafka_given(&kafka))
-        BAIL("--brokers, -X, --kafka-config and --topic-prefix need --config-store kafka");
+    if (!lt_cli_store_is_kafka(store_path) &&
+        lt_cli_kafka_refuse(cmd, &kafka, "--config-store kafka"))
+        BAIL_QUIET();
     if (!threads) threads = lt_cpu()->logical_cpus < 2 ? 1 : 2;
 
     int rc, exit_code = 1;
@@ -319,8 +299,8 @@ int lt_cmd_bench(int argc, char **argv) {
     double ratio[1000];
     if (compare)
         for (int64_t r = 0; r < runs; r++) ratio[r] = ex[1].tps[r] / ex[0].tps[r];
-    stat3 s_r = stats_of(rd, (int)runs), s_tr = stats_of(tr, (int)runs);
-    stat3 s_ratio = compare ? stats_of(ratio, (int)runs) : (stat3){0, 0, 0};
+    lt_summary s_r = lt_summarize(rd, (int)runs), s_tr = lt_summarize(tr, (int)runs);
+    lt_summary s_ratio = compare ? lt_summarize(ratio, (int)runs) : (lt_summary){0, 0, 0};
     if (json) {
         printf("{\"model\":");
         print_json_string(model_path);
@@ -338,11 +318,11 @@ int lt_cmd_bench(int argc, char **argv) {
             if (!compare) printf("\"executor\":");
             print_json_string(lt_executor_name(ex[e].e));
             printf(compare ? ":{" : ",");
-            print_stat_json("tok_s", stats_of(ex[e].tps, (int)runs), false);
-            print_stat_json("gb_s", stats_of(ex[e].gbs, (int)runs), false);
-            print_stat_json("bw_fraction", stats_of(ex[e].frac, (int)runs), false);
-            print_stat_json("sync_share", stats_of(ex[e].share, (int)runs), false);
-            print_stat_json("sync_points_per_token", stats_of(ex[e].points, (int)runs), true);
+            print_stat_json("tok_s", lt_summarize(ex[e].tps, (int)runs), false);
+            print_stat_json("gb_s", lt_summarize(ex[e].gbs, (int)runs), false);
+            print_stat_json("bw_fraction", lt_summarize(ex[e].frac, (int)runs), false);
+            print_stat_json("sync_share", lt_summarize(ex[e].share, (int)runs), false);
+            print_stat_json("sync_points_per_token", lt_summarize(ex[e].points, (int)runs), true);
             if (compare) printf("}%s", e + 1 < n_exec ? "," : "");
         }
         printf("}\n");
@@ -352,15 +332,15 @@ int lt_cmd_bench(int argc, char **argv) {
             char name[64];
             const char *en = lt_executor_name(ex[e].e);
             snprintf(name, sizeof name, "%s tokens/s", en);
-            print_table_row(name, 1, stats_of(ex[e].tps, (int)runs));
+            print_table_row(name, 1, lt_summarize(ex[e].tps, (int)runs));
             snprintf(name, sizeof name, "%s GB/s", en);
-            print_table_row(name, 2, stats_of(ex[e].gbs, (int)runs));
+            print_table_row(name, 2, lt_summarize(ex[e].gbs, (int)runs));
             snprintf(name, sizeof name, "%s of read-only", en);
-            print_table_row(name, 3, stats_of(ex[e].frac, (int)runs));
+            print_table_row(name, 3, lt_summarize(ex[e].frac, (int)runs));
             snprintf(name, sizeof name, "%s sync share", en);
-            print_table_row(name, 4, stats_of(ex[e].share, (int)runs));
+            print_table_row(name, 4, lt_summarize(ex[e].share, (int)runs));
             snprintf(name, sizeof name, "%s sync points/tok", en);
-            print_table_row(name, 1, stats_of(ex[e].points, (int)runs));
+            print_table_row(name, 1, lt_summarize(ex[e].points, (int)runs));
         }
         print_table_row("read-only GB/s", 2, s_r);
         print_table_row("STREAM triad GB/s", 2, s_tr);
@@ -372,7 +352,7 @@ int lt_cmd_bench(int argc, char **argv) {
     exit_code = 0;
 done:
     free(v);
-    lt_kafka_props_free(props);
+    lt_cli_kafka_free(&kafka);
     for (int e = 0; e < 2; e++) lt_llama_free(ex[e].l);
     lt_pool_free(pool);
     lt_model_close(m);

@@ -21,10 +21,9 @@ static const char *const optimizer_help =
     "and the configs topic. One line per decision on stderr.\n"
     "\n"
     "  -b, --brokers B         Kafka bootstrap servers (required: the embedded broker lives\n"
-    "                          inside `looptune run --tune online`)\n"
-    "  -X  key=value           librdkafka property, repeatable\n"
-    "      --kafka-config FILE librdkafka properties file\n"
-    "      --topic-prefix P    topic names start with P (default looptune.)\n"
+    "                          inside `looptune run --tune online`)\n";
+/* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
+static const char *const optimizer_help_end =
     "      --group G           consumer group (default looptune-optimizer)\n"
     "      --strategy S        model (default, XGBoost-guided), random or exhaustive\n"
     "      --explore-share S   share of a run's decode steps that may run candidates\n"
@@ -56,37 +55,32 @@ static void on_signal(int sig) {
 
 int lt_cmd_optimizer(int argc, char **argv) {
     const char *cmd = "optimizer";
-    enum { O_KCONF = 256, O_PREFIX, O_GROUP, O_STRAT, O_SHARE, O_TP, O_GAIN, O_MARGIN, O_PAIRS,
+    enum { O_GROUP = 256, O_STRAT, O_SHARE, O_TP, O_GAIN, O_MARGIN, O_PAIRS,
            O_PHASE, O_MAXT, O_SEED, O_DUR };
     static const struct option opts[] = {
-        {"brokers", required_argument, 0, 'b'},   {"kafka-config", required_argument, 0, O_KCONF},
-        {"topic-prefix", required_argument, 0, O_PREFIX}, {"group", required_argument, 0, O_GROUP},
+        LT_CLI_KAFKA_OPTIONS,                     {"group", required_argument, 0, O_GROUP},
         {"strategy", required_argument, 0, O_STRAT}, {"explore-share", required_argument, 0, O_SHARE},
         {"min-throughput", required_argument, 0, O_TP}, {"stop-gain", required_argument, 0, O_GAIN},
         {"margin", required_argument, 0, O_MARGIN}, {"trial-pairs", required_argument, 0, O_PAIRS},
         {"phase-tokens", required_argument, 0, O_PHASE}, {"max-trials", required_argument, 0, O_MAXT},
         {"seed", required_argument, 0, O_SEED},   {"duration", required_argument, 0, O_DUR},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
-    lt_kafka_props *props = NULL;
+    lt_cli_kafka kafka;
     lt_optimizer *o = NULL;
     int exit_code = 1;
-    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
     lt_optimizer_opts oo = {.strategy = LT_STRAT_MODEL, .seed = 1};
     int64_t duration = 0, v;
     float f;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":b:X:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":b:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        /* -b is --brokers */
+        int k = lt_cli_kafka_option(cmd, c == 'b' ? LT_CLI_O_BROKERS : c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) goto done;
+        if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
-        case 'b': oo.conn.brokers = optarg; break;
-        case 'X':
-            if (lt_kafka_props_parse(props, optarg)) FAIL("%s", lt_errmsg());
-            break;
-        case O_KCONF:
-            if (lt_kafka_props_load(props, optarg)) FAIL("%s", lt_errmsg());
-            break;
-        case O_PREFIX: oo.prefix = optarg; break;
         case O_GROUP: oo.group = optarg; break;
         case O_STRAT:
             if (lt_strategy_parse(optarg, &oo.strategy)) FAIL("%s", lt_errmsg());
@@ -133,16 +127,20 @@ int lt_cmd_optimizer(int argc, char **argv) {
             if (!lt_cli_parse_i64(optarg, 1, 100000000, &duration))
                 FAIL("bad --duration '%s': expected seconds >= 1", optarg);
             break;
-        case 'h': fputs(optimizer_help, stdout); exit_code = 0; goto done;
+        case 'h':
+            lt_cli_kafka_help(optimizer_help, 26, true, optimizer_help_end);
+            exit_code = 0;
+            goto done;
         default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done;
         }
     }
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune optimizer --help)", argv[optind]);
-    if (!oo.conn.brokers && !lt_kafka_props_get(props, "bootstrap.servers"))
+    if (!lt_cli_kafka_has_brokers(&kafka))
         FAIL("no broker: give --brokers HOST:PORT (the embedded broker lives inside "
              "`looptune run --tune online`)");
-    if (lt_kafka_props_check(props)) FAIL("%s", lt_errmsg());
-    oo.conn.props = props;
+    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    oo.conn = kafka.conn;
+    oo.prefix = kafka.topic_prefix;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -167,6 +165,6 @@ int lt_cmd_optimizer(int argc, char **argv) {
     exit_code = 0;
 done:
     lt_optimizer_close(o);
-    lt_kafka_props_free(props);
+    lt_cli_kafka_free(&kafka);
     return exit_code;
 }

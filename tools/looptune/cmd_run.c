@@ -53,10 +53,9 @@ static const char *const run_help =
     "Telemetry (per-kernel windows of the decode steps, see looptune top):\n"
     "      --telemetry T       off (default), file:PATH (length-delimited protobuf\n"
     "                          Envelopes) or kafka (topic looptune.telemetry)\n"
-    "      --brokers B         Kafka bootstrap servers (default: an embedded in-memory broker)\n"
-    "  -X  key=value           librdkafka property, repeatable (SASL/SSL, tuning)\n"
-    "      --kafka-config FILE librdkafka properties file: key=value lines, '#' comments\n"
-    "      --topic-prefix P    topic names start with P (default looptune.)\n"
+    "      --brokers B         Kafka bootstrap servers (default: an embedded in-memory broker)\n";
+/* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
+static const char *const run_help_end =
     "      --telemetry-window-tokens K  a window closes after K decode steps (default 32)\n"
     "      --telemetry-window-ms T      ... or once it lasted T ms (default 1000)\n"
     "      --telemetry-detail D window (default) or per-call: also every thread's share of\n"
@@ -115,9 +114,9 @@ int lt_cmd_run(int argc, char **argv) {
     bool use_mmap = false;
     lt_executor executor = LT_EXEC_LOOPED;
     lt_cli_tel_opts tel_opts = {.mode = LT_CLI_TEL_OFF};
-    lt_kafka_props *props = NULL;
+    lt_cli_kafka kafka;
     enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
-           O_EXEC, O_NLP, O_NFP, O_MMAP, O_TEL, O_BROKERS, O_KCONF, O_PREFIX, O_WTOK, O_WMS, O_DETAIL,
+           O_EXEC, O_NLP, O_NFP, O_MMAP, O_TEL, O_WTOK, O_WMS, O_DETAIL,
            O_DRAIN, O_CTR, O_STORE, O_NOWARM, O_TUNE, O_XSHARE, O_PARAM };
     lt_cli_param params[LT_CLI_MAX_PARAMS];
     int n_params = 0;
@@ -137,9 +136,7 @@ int lt_cmd_run(int argc, char **argv) {
         {"mmap", no_argument, 0, O_MMAP},
         {"config-store", required_argument, 0, O_STORE},
         {"no-warm-start", no_argument, 0, O_NOWARM}, {"param", required_argument, 0, O_PARAM},
-        {"telemetry", required_argument, 0, O_TEL}, {"brokers", required_argument, 0, O_BROKERS},
-        {"kafka-config", required_argument, 0, O_KCONF},
-        {"topic-prefix", required_argument, 0, O_PREFIX},
+        {"telemetry", required_argument, 0, O_TEL}, LT_CLI_KAFKA_OPTIONS,
         {"telemetry-window-tokens", required_argument, 0, O_WTOK},
         {"telemetry-window-ms", required_argument, 0, O_WMS},
         {"telemetry-detail", required_argument, 0, O_DETAIL},
@@ -150,13 +147,16 @@ int lt_cmd_run(int argc, char **argv) {
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     bool tune_online = false, tel_given = false;
     float explore_share = 0.25f;
-    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
-    tel_opts.props = props;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
+    tel_opts.kafka = &kafka;
     int exit_code = 1;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:z:p:n:t:X:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:z:p:n:t:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int k = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) goto done_args;
+        if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
         case 'm': model_path = optarg; break;
         case 'z': tok_path = optarg; break;
@@ -223,14 +223,6 @@ int lt_cmd_run(int argc, char **argv) {
             if (!lt_cli_parse_f32(optarg, 0.01f, 0.5f, &explore_share))
                 FAIL("bad --explore-share '%s': expected a share in [0.01, 0.5]", optarg);
             break;
-        case O_BROKERS: tel_opts.brokers = optarg; break;
-        case 'X':
-            if (lt_kafka_props_parse(props, optarg)) FAIL("%s", lt_errmsg());
-            break;
-        case O_KCONF:
-            if (lt_kafka_props_load(props, optarg)) FAIL("%s", lt_errmsg());
-            break;
-        case O_PREFIX: tel_opts.topic_prefix = optarg; break;
         case O_WTOK:
             if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &tel_opts.tel.window_tokens))
                 FAIL("bad --telemetry-window-tokens '%s': expected a positive number", optarg);
@@ -253,7 +245,10 @@ int lt_cmd_run(int argc, char **argv) {
             tel_opts.tel.counters_every = n ? n : -1;
             break;
         }
-        case 'h': fputs(run_help, stdout); exit_code = 0; goto done_args;
+        case 'h':
+            lt_cli_kafka_help(run_help, 26, true, run_help_end);
+            exit_code = 0;
+            goto done_args;
         default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done_args;
         }
     }
@@ -269,9 +264,8 @@ int lt_cmd_run(int argc, char **argv) {
         tel_opts.mode = LT_CLI_TEL_KAFKA;
     }
     if (tel_opts.mode != LT_CLI_TEL_KAFKA && !lt_cli_store_is_kafka(store_path) &&
-        (tel_opts.brokers || lt_kafka_props_count(props) || tel_opts.topic_prefix))
-        FAIL("--brokers, -X, --kafka-config and --topic-prefix need --telemetry kafka or "
-             "--config-store kafka");
+        lt_cli_kafka_refuse(cmd, &kafka, "--telemetry kafka or --config-store kafka"))
+        goto done_args;
 
     int rc;
     lt_model *m = NULL;
@@ -342,7 +336,6 @@ int lt_cmd_run(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot build the program");
         goto done;
     }
-    lt_cli_kafka kafka = {{.brokers = tel_opts.brokers, .props = props}, tel_opts.topic_prefix};
     if (lt_cli_warm_start(cmd, l, store_path, &kafka, no_warm) ||
         lt_cli_param_apply(cmd, l, params, n_params))
         goto done;
@@ -362,8 +355,8 @@ int lt_cmd_run(int argc, char **argv) {
             goto done;
         }
         if (tune_online) {
-            lt_cli_tune_opts to = {.llama = l, .decode = decode, .props = props,
-                                   .prefix = tel_opts.topic_prefix,
+            lt_cli_tune_opts to = {.llama = l, .decode = decode, .props = kafka.props,
+                                   .prefix = kafka.topic_prefix,
                                    .explore_share = explore_share, .n_tokens = n_new};
             if ((rc = lt_cli_tune_init(&tune, &to))) {
                 lt_cli_fail_status(cmd, rc, "cannot start online tuning");
@@ -440,6 +433,6 @@ done:
     lt_pool_free(pool);
     lt_model_close(m);
 done_args:
-    lt_kafka_props_free(props);
+    lt_cli_kafka_free(&kafka);
     return exit_code;
 }

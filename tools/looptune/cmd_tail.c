@@ -21,9 +21,9 @@ static const char *const tail_help =
     "A cluster where no broker answers is an error after 10 s (or --timeout-ms if that\n"
     "is shorter), --max included.\n"
     "\n"
-    "      --brokers B          bootstrap servers host:port[,...]\n"
-    "  -X  key=value            librdkafka property, repeatable (SASL/SSL, tuning)\n"
-    "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
+    "      --brokers B          bootstrap servers host:port[,...]\n";
+/* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
+static const char *const tail_help_end =
     "      --from-beginning     start at the oldest record (default: new records only)\n"
     "      --group G            consume as group G and commit (default: a fresh group, no commit)\n"
     "  -e, --exit-at-end        stop at the end each partition had when it was assigned\n"
@@ -45,15 +45,14 @@ static void on_signal(int sig) {
 
 int lt_cmd_tail(int argc, char **argv) {
     const char *cmd = "tail";
-    const char *brokers = NULL, *group = NULL;
+    const char *group = NULL;
     bool from_beginning = false, at_end = false;
     int64_t max = 0, timeout_ms = 0;
-    lt_kafka_props *props = NULL;
-    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
-    enum { O_BROKERS = 256, O_CONFIG, O_BEGIN, O_GROUP, O_MAX, O_TIMEOUT };
+    lt_cli_kafka kafka;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
+    enum { O_BEGIN = 256, O_GROUP, O_MAX, O_TIMEOUT };
     static const struct option opts[] = {
-        {"brokers", required_argument, 0, O_BROKERS},
-        {"kafka-config", required_argument, 0, O_CONFIG},
+        LT_CLI_KAFKA_CONN_OPTIONS,
         {"from-beginning", no_argument, 0, O_BEGIN},
         {"group", required_argument, 0, O_GROUP},
         {"max", required_argument, 0, O_MAX},
@@ -65,21 +64,11 @@ int lt_cmd_tail(int argc, char **argv) {
     optind = 1;
     int c, exit_code = 1;
     lt_consumer *consumer = NULL;
-    while ((c = getopt_long(argc, argv, ":X:eh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":eh" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int k = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) goto done;
+        if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
-        case O_BROKERS: brokers = optarg; break;
-        case 'X':
-            if (lt_kafka_props_parse(props, optarg)) {
-                lt_cli_fail(cmd, "%s", lt_errmsg());
-                goto done;
-            }
-            break;
-        case O_CONFIG:
-            if (lt_kafka_props_load(props, optarg)) {
-                lt_cli_fail(cmd, "%s", lt_errmsg());
-                goto done;
-            }
-            break;
         case O_BEGIN: from_beginning = true; break;
         case O_GROUP: group = optarg; break;
         case 'e': at_end = true; break;
@@ -96,7 +85,7 @@ int lt_cmd_tail(int argc, char **argv) {
             }
             break;
         case 'h':
-            fputs(tail_help, stdout);
+            lt_cli_kafka_help(tail_help, 27, false, tail_help_end);
             exit_code = 0;
             goto done;
         default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done;
@@ -111,17 +100,15 @@ int lt_cmd_tail(int argc, char **argv) {
         lt_cli_fail(cmd, "unexpected argument '%s'", argv[optind]);
         goto done;
     }
-    if (lt_kafka_props_check(props)) {
-        lt_cli_fail(cmd, "%s", lt_errmsg());
-        goto done;
-    }
+    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
     char fresh[96];
     if (!group) {
         snprintf(fresh, sizeof fresh, "looptune-tail-%ld-%llu", (long)getpid(),
                  (unsigned long long)lt_now_ns());
     }
     lt_consumer_opts co = {
-        .conn = {.brokers = brokers, .props = props, .client_id = "looptune-tail"},
+        .conn = {.brokers = kafka.conn.brokers, .props = kafka.props,
+                 .client_id = "looptune-tail"},
         .group = group ? group : fresh, .topics = &topic, .n_topics = 1,
         .from_beginning = from_beginning, .auto_commit = group != NULL, .until_end = at_end,
         .connect_timeout_ms = timeout_ms && timeout_ms < CONNECT_TIMEOUT_MS ? (int)timeout_ms
@@ -175,6 +162,6 @@ int lt_cmd_tail(int argc, char **argv) {
     }
 done:
     lt_consumer_close(consumer);
-    lt_kafka_props_free(props);
+    lt_cli_kafka_free(&kafka);
     return exit_code;
 }

@@ -24,10 +24,9 @@ static const char *const top_help =
     "record). Redraws once per second until Ctrl-C. A cluster where no broker answers\n"
     "is an error after 10 s (with --once: or --timeout-ms, if shorter).\n"
     "\n"
-    "      --brokers B          bootstrap servers host:port[,...]\n"
-    "  -X  key=value            librdkafka property, repeatable (SASL/SSL, tuning)\n"
-    "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
-    "      --topic-prefix P     topic names start with P (default looptune.)\n"
+    "      --brokers B          bootstrap servers host:port[,...]\n";
+/* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
+static const char *const top_help_end =
     "      --from-beginning     include records already on the topic (default: new ones)\n"
     "      --run ID             only this run\n"
     "      --runs N             show the N most recent runs (default 4)\n"
@@ -227,17 +226,14 @@ static void on_signal(int sig) {
 
 int lt_cmd_top(int argc, char **argv) {
     const char *cmd = "top";
-    const char *brokers = NULL, *prefix = LT_KAFKA_TOPIC_PREFIX;
     bool once = false, from_beginning = false;
     int64_t idle_ms = 0, timeout_ms = 30000, max_runs = 4;
     top_state st = {0};
-    lt_kafka_props *props = NULL;
-    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
-    enum { O_BROKERS = 256, O_CONFIG, O_PREFIX, O_BEGIN, O_RUN, O_RUNS, O_ONCE, O_IDLE, O_TIMEOUT };
+    lt_cli_kafka kafka;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
+    enum { O_BEGIN = 256, O_RUN, O_RUNS, O_ONCE, O_IDLE, O_TIMEOUT };
     static const struct option opts[] = {
-        {"brokers", required_argument, 0, O_BROKERS},
-        {"kafka-config", required_argument, 0, O_CONFIG},
-        {"topic-prefix", required_argument, 0, O_PREFIX},
+        LT_CLI_KAFKA_OPTIONS,
         {"from-beginning", no_argument, 0, O_BEGIN},
         {"run", required_argument, 0, O_RUN},
         {"runs", required_argument, 0, O_RUNS},
@@ -250,22 +246,11 @@ int lt_cmd_top(int argc, char **argv) {
     optind = 1;
     int c, exit_code = 1;
     lt_consumer *consumer = NULL;
-    while ((c = getopt_long(argc, argv, ":X:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int k = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) goto done;
+        if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
-        case O_BROKERS: brokers = optarg; break;
-        case 'X':
-            if (lt_kafka_props_parse(props, optarg)) {
-                lt_cli_fail(cmd, "%s", lt_errmsg());
-                goto done;
-            }
-            break;
-        case O_CONFIG:
-            if (lt_kafka_props_load(props, optarg)) {
-                lt_cli_fail(cmd, "%s", lt_errmsg());
-                goto done;
-            }
-            break;
-        case O_PREFIX: prefix = optarg; break;
         case O_BEGIN: from_beginning = true; break;
         case O_RUN: st.only = optarg; break;
         case O_RUNS:
@@ -288,7 +273,7 @@ int lt_cmd_top(int argc, char **argv) {
             }
             break;
         case 'h':
-            fputs(top_help, stdout);
+            lt_cli_kafka_help(top_help, 27, true, top_help_end);
             exit_code = 0;
             goto done;
         default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done;
@@ -298,23 +283,21 @@ int lt_cmd_top(int argc, char **argv) {
         lt_cli_fail(cmd, "unexpected argument '%s' (see looptune top --help)", argv[optind]);
         goto done;
     }
-    if (!brokers && !lt_kafka_props_get(props, "bootstrap.servers")) {
+    if (!lt_cli_kafka_has_brokers(&kafka)) {
         lt_cli_fail(cmd, "no brokers: give --brokers host:port (looptune broker prints one)");
         goto done;
     }
-    if (lt_kafka_props_check(props)) {
-        lt_cli_fail(cmd, "%s", lt_errmsg());
-        goto done;
-    }
+    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
     char topic[256], group[128];
-    snprintf(topic, sizeof topic, "%s%s", prefix, lt_kafka_topic_suffix(LT_TOPIC_TELEMETRY));
+    snprintf(topic, sizeof topic, "%s%s", lt_cli_kafka_prefix(&kafka),
+             lt_kafka_topic_suffix(LT_TOPIC_TELEMETRY));
     snprintf(group, sizeof group, "looptune-top-%ld-%llu", (long)getpid(),
              (unsigned long long)(lt_now_ns() % 1000000000000ull));
     const char *topics[1] = {topic};
     int connect_ms = CONNECT_TIMEOUT_MS;
     if (once && timeout_ms < connect_ms) connect_ms = (int)timeout_ms;
     /* --once reads up to the end unless told to wait for a quiet topic */
-    lt_consumer_opts co = {.conn = {.brokers = brokers, .props = props}, .group = group,
+    lt_consumer_opts co = {.conn = kafka.conn, .group = group,
                            .topics = topics, .n_topics = 1,
                            .from_beginning = once || from_beginning,
                            .until_end = once && !idle_ms, .connect_timeout_ms = connect_ms,
@@ -380,6 +363,6 @@ done:
     lt_consumer_close(consumer);
     for (int i = 0; i < st.n; i++) free(st.runs[i].k);
     free(st.runs);
-    lt_kafka_props_free(props);
+    lt_cli_kafka_free(&kafka);
     return exit_code;
 }

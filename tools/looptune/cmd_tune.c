@@ -36,11 +36,9 @@ static const char *const tune_help =
     "                           looptune.configs (created if missing) at --brokers\n"
     "      --seed S             strategy seed (default 1)\n"
     "      --membw              measure the memory bandwidth first (a cost-model feature)\n"
-    "      --brokers B          Kafka bootstrap servers of --config-store kafka (required)\n"
-    "  -X  key=value            librdkafka property, repeatable (SASL/SSL, tuning)\n"
-    "      --kafka-config FILE  librdkafka properties file: key=value lines, '#' comments\n"
-    "      --topic-prefix P     topic names start with P (default looptune.)\n"
-    "  -h, --help               this help\n";
+    "      --brokers B          Kafka bootstrap servers of --config-store kafka (required)\n";
+/* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
+static const char *const tune_help_end = "  -h, --help               this help\n";
 
 enum { PAIRS = 8, FINAL_PAIRS = 16, PREFILL_TOKENS = 64, DECODE_POS = 16 };
 /* A comparison goes on past its pairs, up to EXTEND times as many, until it
@@ -225,8 +223,14 @@ static int search_steps(result_row **rows, int *cap, int *n_rows, const char *ke
 /* An error while reading the options: say it, free the Kafka properties. */
 #define BAIL(...)                                                              \
     do {                                                                       \
-        lt_kafka_props_free(props);                                            \
+        lt_cli_kafka_free(&kafka);                                             \
         return lt_cli_fail(cmd, __VA_ARGS__);                                  \
+    } while (0)
+/* The same after the error was printed. */
+#define BAIL_QUIET()                                                           \
+    do {                                                                       \
+        lt_cli_kafka_free(&kafka);                                             \
+        return 1;                                                              \
     } while (0)
 
 int lt_cmd_tune(int argc, char **argv) {
@@ -235,10 +239,8 @@ int lt_cmd_tune(int argc, char **argv) {
     int64_t budget = 24, threads = 0, seed = 1;
     lt_strategy_kind kind = LT_STRAT_MODEL;
     bool membw = false;
-    enum { O_STRAT = 256, O_BUDGET, O_REGIME, O_STORE, O_SEED, O_MEMBW, O_BROKERS, O_KCONF,
-           O_PREFIX };
-    lt_kafka_props *props = NULL;
-    lt_cli_kafka kafka = {{0}, NULL};
+    enum { O_STRAT = 256, O_BUDGET, O_REGIME, O_STORE, O_SEED, O_MEMBW };
+    lt_cli_kafka kafka;
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},         {"strategy", required_argument, 0, O_STRAT},
         {"budget", required_argument, 0, O_BUDGET},   {"threads", required_argument, 0, 't'},
@@ -246,16 +248,16 @@ int lt_cmd_tune(int argc, char **argv) {
         {"config-store", required_argument, 0, O_STORE},
         {"seed", required_argument, 0, O_SEED},       {"help", no_argument, 0, 'h'},
         {"membw", no_argument, 0, O_MEMBW},
-        {"brokers", required_argument, 0, O_BROKERS},
-        {"kafka-config", required_argument, 0, O_KCONF},
-        {"topic-prefix", required_argument, 0, O_PREFIX},
+        LT_CLI_KAFKA_OPTIONS,
         {0, 0, 0, 0}};
-    if (lt_kafka_props_init(&props)) return lt_cli_fail(cmd, "out of memory");
-    kafka.conn.props = props;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:t:X:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:t:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int k = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) BAIL_QUIET();
+        if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
         case 'm': model_path = optarg; break;
         case O_STRAT:
@@ -280,25 +282,21 @@ int lt_cmd_tune(int argc, char **argv) {
             if (!lt_cli_parse_i64(optarg, 0, INT64_MAX, &seed))
                 BAIL("bad --seed '%s': expected a number >= 0", optarg);
             break;
-        case O_BROKERS: kafka.conn.brokers = optarg; break;
-        case 'X':
-            if (lt_kafka_props_parse(props, optarg)) BAIL("%s", lt_errmsg());
-            break;
-        case O_KCONF:
-            if (lt_kafka_props_load(props, optarg)) BAIL("%s", lt_errmsg());
-            break;
-        case O_PREFIX: kafka.topic_prefix = optarg; break;
-        case 'h': fputs(tune_help, stdout); lt_kafka_props_free(props); return 0;
+        case 'h':
+            lt_cli_kafka_help(tune_help, 27, true, tune_help_end);
+            lt_cli_kafka_free(&kafka);
+            return 0;
         default:
-            lt_kafka_props_free(props);
+            lt_cli_kafka_free(&kafka);
             return lt_cli_bad_option(cmd, c, argv[optind - 1]);
         }
     }
     if (optind < argc)
         BAIL("unexpected argument '%s' (see looptune tune --help)", argv[optind]);
     if (!model_path) BAIL("no model: give -m MODEL (see looptune tune --help)");
-    if (!lt_cli_store_is_kafka(store_path) && lt_cli_kafka_given(&kafka))
-        BAIL("--brokers, -X, --kafka-config and --topic-prefix need --config-store kafka");
+    if (!lt_cli_store_is_kafka(store_path) &&
+        lt_cli_kafka_refuse(cmd, &kafka, "--config-store kafka"))
+        BAIL_QUIET();
     char defpath[1024];
     if (!store_path) {
         if (!lt_store_default_path(defpath, sizeof defpath))
@@ -494,7 +492,7 @@ int lt_cmd_tune(int argc, char **argv) {
     exit_code = 0;
 done:
     free(rows);
-    lt_kafka_props_free(props);
+    lt_cli_kafka_free(&kafka);
     lt_store_close(store);
     lt_llama_free(l);
     lt_pool_free(pool);

@@ -9,10 +9,6 @@
 /* Bounds every wait of the topic backend (metadata, next record, delivery). */
 #define STORE_KAFKA_TIMEOUT_MS 10000
 
-bool lt_cli_kafka_given(const lt_cli_kafka *k) {
-    return k->conn.brokers || lt_kafka_props_count(k->conn.props) || k->topic_prefix;
-}
-
 bool lt_cli_store_is_kafka(const char *spec) { return spec && !strcmp(spec, "kafka"); }
 
 int lt_cli_store_backend(const char *cmd, const char *spec, const lt_cli_kafka *k,
@@ -25,14 +21,13 @@ int lt_cli_store_backend(const char *cmd, const char *spec, const lt_cli_kafka *
             return lt_cli_fail_status(cmd, rc, "cannot open the config store");
         return 0;
     }
-    const char *bs = lt_kafka_props_get(k->conn.props, "bootstrap.servers");
-    if (!(k->conn.brokers && *k->conn.brokers) && !(bs && *bs))
+    if (!lt_cli_kafka_has_brokers(k))
         return lt_cli_fail(cmd, "--config-store kafka needs --brokers HOST:PORT: the "
                                 "configurations must outlive this process, and the embedded "
                                 "broker does not");
     char topic[256];
     int n = snprintf(topic, sizeof topic, "%s%s",
-                     k->topic_prefix ? k->topic_prefix : LT_KAFKA_TOPIC_PREFIX,
+                     lt_cli_kafka_prefix(k),
                      lt_kafka_topic_suffix(LT_TOPIC_CONFIGS));
     if (n < 0 || (size_t)n >= sizeof topic)
         return lt_cli_fail(cmd, "--topic-prefix is too long");

@@ -78,7 +78,8 @@ int lt_cli_tel_start(lt_cli_tel **out, const lt_cli_tel_opts *o, lt_program *dec
     lt_cli_tel *t = calloc(1, sizeof *t);
     if (!t) return lt_error(LT_ENOMEM, "out of memory");
     int rc;
-    if (o->props && (rc = lt_kafka_props_check(o->props))) goto fail;
+    const lt_kafka_props *props = o->kafka ? o->kafka->props : NULL;
+    if (props && (rc = lt_kafka_props_check(props))) goto fail;
     lt_tel_host host; /* lt_tel_open keeps a copy */
     if ((rc = lt_tel_host_get(&host, 0))) {
         rc = lt_error(rc, "cannot measure the host's ceilings: %s", lt_errmsg());
@@ -91,7 +92,7 @@ int lt_cli_tel_start(lt_cli_tel **out, const lt_cli_tel_opts *o, lt_program *dec
         if ((rc = lt_tel_sink_file_open(&sink, o->path))) goto fail;
         snprintf(t->where_buf, sizeof t->where_buf, "file %s", o->path);
     } else {
-        const char *brokers = o->brokers;
+        const char *brokers = o->kafka ? o->kafka->conn.brokers : NULL;
         if (!brokers) {
             if ((rc = lt_devbroker_open(&t->dev, 1, 0))) goto fail;
             brokers = lt_devbroker_bootstrap(t->dev);
@@ -99,9 +100,10 @@ int lt_cli_tel_start(lt_cli_tel **out, const lt_cli_tel_opts *o, lt_program *dec
                             "embedded in-memory broker at %s, gone when this run ends\n", brokers);
         }
         char topic[256];
-        snprintf(topic, sizeof topic, "%s%s", o->topic_prefix ? o->topic_prefix : LT_KAFKA_TOPIC_PREFIX,
+        snprintf(topic, sizeof topic, "%s%s",
+                 o->kafka ? lt_cli_kafka_prefix(o->kafka) : LT_KAFKA_TOPIC_PREFIX,
                  lt_kafka_topic_suffix(LT_TOPIC_TELEMETRY));
-        lt_kafka_conn conn = {.brokers = brokers, .props = o->props};
+        lt_kafka_conn conn = {.brokers = brokers, .props = props};
         if (!t->dev) ensure_topic(&conn, topic);
         /* the run's end already waited for delivery (lt_tel_close): closing
          * the producer need not wait long again */

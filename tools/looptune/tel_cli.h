@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "cli.h"
 #include "looptune/kafka.h"
 #include "looptune/telemetry.h"
 
@@ -14,9 +15,8 @@ typedef enum { LT_CLI_TEL_OFF = 0, LT_CLI_TEL_FILE, LT_CLI_TEL_KAFKA } lt_cli_te
 typedef struct {
     lt_cli_tel_mode mode;
     const char *path;          /* file mode */
-    const char *brokers;       /* kafka mode; NULL: the embedded broker */
-    const char *topic_prefix;  /* NULL: "looptune." */
-    lt_kafka_props *props;     /* -X and --kafka-config (borrowed) */
+    const lt_cli_kafka *kafka; /* kafka mode: the cluster, brokers NULL for the embedded
+                                  broker (borrowed; NULL: the embedded broker, no properties) */
     lt_tel_opts tel;           /* windows, drain, counters, detail (program/pool/sink set later) */
     /* Kafka mode: called once the broker is known, before the run's start
      * record is sent (dev is the embedded broker, NULL for --brokers).
