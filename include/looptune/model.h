@@ -254,6 +254,10 @@ typedef struct lt_tuning lt_tuning;
 #define LT_TUNING_THREADS "threads" /* a regime's thread count: parameter "threads" */
 
 lt_tuning *lt_llama_tuning(lt_llama *l);
+/* Brings every program built so far up to date with the context now, as
+ * each eval does for its program: for a caller that reads the programs'
+ * values before the first eval (a run start's record of them). */
+void lt_llama_apply_tuning(lt_llama *l);
 /* The declared space of name (a kernel, LT_TUNING_LOOPED or
  * LT_TUNING_THREADS on a pool of pool_threads; <= 0: every count known) into
  * defs; LT_ENOTFOUND for an unknown name. */

@@ -268,6 +268,25 @@ const lt_model *lt_llama_model(const lt_llama *l) { return l->m; }
 int64_t lt_llama_ctx_len(const lt_llama *l) { return l->opts.ctx_len; }
 int64_t lt_llama_max_batch(const lt_llama *l) { return l->opts.max_batch; }
 
+/* The values in force on the program in slot, if the context changed
+ * since it last took them. */
+static void bring_up_to_date(lt_llama *l, int slot) {
+    lt_program *p = l->progs[slot].p;
+    const uint64_t gen = lt_tuning_generation(l->tuning);
+    if (l->progs[slot].tuned == gen) return;
+    lt__tuning_apply(l->tuning, p);
+    lt_params xp, now;
+    lt__tuning_exec_params(l->tuning, &xp);
+    lt_program_exec_params(p, &now);
+    if (memcmp(&xp, &now, sizeof xp)) LT_ASSERT(lt_program_set_exec_params(p, &xp) == LT_OK);
+    l->progs[slot].tuned = gen;
+}
+
+void lt_llama_apply_tuning(lt_llama *l) {
+    for (int i = 0; i < LT_LLAMA_PROGRAM_CACHE; i++)
+        if (l->progs[i].p) bring_up_to_date(l, i);
+}
+
 int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
     if (n < 1 || n > l->opts.max_batch)
         return lt_error(LT_EINVAL, "batch of %lld tokens (allowed 1..%lld)", (long long)n,
@@ -285,15 +304,7 @@ int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
     /* a token boundary: what changed in the tuning context since the program
      * last ran reaches it now */
     lt_program *p = l->progs[slot].p;
-    const uint64_t gen = lt_tuning_generation(l->tuning);
-    if (l->progs[slot].tuned != gen) {
-        lt__tuning_apply(l->tuning, p);
-        lt_params xp, now;
-        lt__tuning_exec_params(l->tuning, &xp);
-        lt_program_exec_params(p, &now);
-        if (memcmp(&xp, &now, sizeof xp)) LT_ASSERT(lt_program_set_exec_params(p, &xp) == LT_OK);
-        l->progs[slot].tuned = gen;
-    }
+    bring_up_to_date(l, slot);
     lt_step step = {.pos = pos, .n_tokens = n, .tokens = tokens};
     lt_exec_stats st;
     const lt_regime regime = n > 1 ? LT_REGIME_PREFILL : LT_REGIME_DECODE;

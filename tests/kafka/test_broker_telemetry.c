@@ -82,8 +82,15 @@ static size_t consume(const char *topic, size_t want, Looptune__Envelope **envs,
 
 static int find_node(const Looptune__RunStart *rs, const char *label) {
     for (size_t k = 0; k < rs->n_kernels; k++)
-        if (!strcmp(rs->kernels[k]->node, label)) return (int)k;
+        if (*label && !strcmp(rs->kernels[k]->node, label)) return (int)k;
     return -1;
+}
+
+/* The run start's nodes (first), then its whole-step tunables (node ""). */
+static int count_nodes(const Looptune__RunStart *rs) {
+    int n = 0;
+    while ((size_t)n < rs->n_kernels && *rs->kernels[n]->node) n++;
+    return n;
 }
 
 static void test_window_run(void) {
@@ -135,12 +142,16 @@ static void test_window_run(void) {
     ASSERT_STREQ(rs->dtype, "q8_0");
     ASSERT_STREQ(rs->executor, "looped");
     ASSERT_TRUE(rs->host && rs->host->triad_gb_s > 0 && rs->host->peak_gflops > 0);
-    const int n_nodes = (int)rs->n_kernels;
+    const int n_nodes = count_nodes(rs);
     /* stories15M: embed, 6 layers of 8 nodes, classifier (the norms and the
      * gate are the matvecs' prologues, rope and the cache stores their
-     * epilogues) */
+     * epilogues); then the looped executor and the decode thread count */
     ASSERT_EQ(n_nodes, 1 + 6 * 8 + 1);
-    ASSERT_EQ(n, 3 + (size_t)s.windows * (size_t)n_nodes);
+    ASSERT_EQ(rs->n_kernels, (size_t)n_nodes + 2);
+    ASSERT_STREQ(rs->kernels[n_nodes]->kernel, "looped");
+    ASSERT_STREQ(rs->kernels[n_nodes + 1]->kernel, "threads");
+    /* a window per node and one over whole steps */
+    ASSERT_EQ(n, 3 + (size_t)s.windows * (size_t)(n_nodes + 1));
 
     /* windows: one record per node per window, each node once per step */
     long long *count = calloc((size_t)n_nodes, sizeof *count);
@@ -158,6 +169,10 @@ static void test_window_run(void) {
         ASSERT_EQ(w->steps, w->count); /* every node runs in every step */
         ASSERT_TRUE(w->total_ns >= w->count * w->min_ns && w->total_ns <= w->count * w->max_ns);
         ASSERT_STREQ(w->candidate_id, ""); /* no trial */
+        if (!strcmp(w->kernel, "step")) { /* the decode step's key, that of the tunables */
+            ASSERT_STREQ(w->shape, rs->kernels[n_nodes]->shape);
+            continue;
+        }
         int j = find_node(rs, w->node); /* labels are unique: "blk.3.ffn_up" */
         ASSERT_TRUE(j >= 0);
         if (j < 0) continue;
@@ -176,7 +191,8 @@ static void test_window_run(void) {
         }
     }
     for (int k = 0; k < n_nodes; k++) ASSERT_EQ(count[k], STEPS);
-    for (long long wi = 0; wi < s.windows; wi++) ASSERT_EQ(per_window[wi], n_nodes);
+    /* every node's window and the one over whole steps */
+    for (long long wi = 0; wi < s.windows; wi++) ASSERT_EQ(per_window[wi], n_nodes + 1);
     free(count);
 
     /* agreement with the summary: tokens, decode time (telemetry's starts
@@ -274,7 +290,7 @@ static void test_per_call_run(void) {
             if (k >= 0) ASSERT_STREQ(c->kernel, rs->kernels[k]->kernel);
         }
     }
-    ASSERT_TRUE(rs != NULL && rs->n_kernels == (size_t)n_nodes);
+    ASSERT_TRUE(rs != NULL && count_nodes(rs) == n_nodes);
     int missing = 0, extra = 0;
     for (int t = 0; t < steps; t++)
         for (int k = 0; k < n_nodes; k++) {

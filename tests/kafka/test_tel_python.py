@@ -65,8 +65,12 @@ def main():
         assert kinds[0] == "host" and kinds[1] == "run_start" and kinds[-1] == "run_end", kinds[:3]
         assert set(kinds[2:-1]) == {"kernel_window"}, set(kinds[2:-1])
         start, end = envs[1].run_start, envs[-1].run_end
-        nodes = [k.node for k in start.kernels]
+        # the nodes, then the whole-step tunables (node ""): looped, threads
+        nodes = [k.node for k in start.kernels if k.node]
+        steps_of = [k for k in start.kernels if not k.node]
         assert len(set(nodes)) == len(nodes), "node labels are not unique"
+        assert [k.kernel for k in steps_of] == ["looped", "threads"], steps_of
+        assert start.kernels[len(nodes)].node == "", "the tunables follow the nodes"
         assert start.run_id == run_id and end.run_id == run_id
         assert start.host.triad_gb_s > 0 and start.host.peak_gflops > 0
         assert end.tokens == STEPS and end.dropped_records == 0, end
@@ -78,8 +82,12 @@ def main():
         for e in envs[2:-1]:
             w = e.kernel_window
             assert w.run_id == run_id
-            counts[w.node] += w.count
             per_window[w.window] = per_window.get(w.window, 0) + 1
+            if w.kernel == "step":  # one per window over whole steps, the tunables' key
+                assert w.node == "" and w.shape == steps_of[0].shape, w
+                assert w.count == WINDOW and w.steps == WINDOW, w
+                continue
+            counts[w.node] += w.count
             assert w.count == WINDOW, (w.node, w.window, w.count)
             assert w.min_ns <= w.median_ns <= w.p90_ns <= w.max_ns
             assert w.t_start_ns < w.t_end_ns
@@ -97,7 +105,7 @@ def main():
                 assert abs(w.flops * w.count / w.gflops - w.total_ns) <= 1e-6 * w.total_ns
             assert w.candidate_id == "" and not w.on_candidate and w.pair == 0, w
         assert all(c == STEPS for c in counts.values()), counts
-        assert per_window == {i: len(nodes) for i in range(windows)}, per_window
+        assert per_window == {i: len(nodes) + 1 for i in range(windows)}, per_window
 
         tail = subprocess.run([binary, "tail", topic, "--from-beginning", "--brokers", servers,
                                "--max", str(emitted), "--timeout-ms", "20000"],

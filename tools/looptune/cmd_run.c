@@ -339,6 +339,7 @@ int lt_cmd_run(int argc, char **argv) {
     if (lt_cli_warm_start(cmd, l, store_path, &kafka, no_warm) ||
         lt_cli_param_apply(cmd, l, params, n_params))
         goto done;
+    lt_llama_apply_tuning(l); /* the run start records the values in force */
     if (seed < 0) seed = (int64_t)(lt_now_ns() & 0x7fffffffffffffffull);
     if ((rc = lt_sampler_init(&s, m->cfg.vocab_size, temp, top_p, (uint64_t)seed))) {
         lt_cli_fail_status(cmd, rc, "bad sampler settings");
