@@ -24,6 +24,7 @@ struct lt_exec {
     lt_executor kind;
     lt_params params;   /* the looped executor's, validated */
     uint64_t generation; /* parameter changes so far */
+    bool flat;          /* schedules ignore LOOP records (tests) */
     plan_slot plans[LT__PLANS]; /* most recently used first */
 };
 
@@ -95,7 +96,7 @@ static int plan_for(lt_exec *e, const lt_program *p, int nth, lt__plan **out) {
         lt__plan_free(e->plans[i].plan);
         memset(&e->plans[i], 0, sizeof e->plans[i]);
         lt__plan *pl;
-        int rc = lt__plan_build(p, &e->params, nth, &pl);
+        int rc = lt__plan_build(p, &e->params, nth, !e->flat, &pl);
         if (rc) return rc;
         e->plans[i] = (plan_slot){.prog = p->id, .structure_gen = p->structure_gen, .nth = nth,
                                   .plan = pl};
@@ -150,6 +151,11 @@ const lt__plan *lt__exec_plan(lt_exec *e, lt_program *p, int nth) {
     lt__plan *pl;
     if (!p->finalized || nth < 1 || plan_for(e, p, nth, &pl)) return NULL;
     return pl;
+}
+
+void lt__exec_set_flat(lt_exec *e, bool flat) {
+    e->flat = flat;
+    plans_drop(e);
 }
 
 int lt__looped_tasks(lt_exec *e, lt_program *p, int nth, int node) {

@@ -11,8 +11,12 @@
 typedef struct lt__plan lt__plan;
 
 /* Builds the schedule of finalized p at nth threads under the looped
- * parameters xp. The caller frees *out with lt__plan_free. */
-int lt__plan_build(const lt_program *p, const lt_params *xp, int nth, lt__plan **out);
+ * parameters xp. With use_loops, each regular LOOP's dependencies are
+ * derived for its first two iterations and replicated, shifted, for the
+ * others (the same schedule as flat: see exec_looped.c); without, every node
+ * is derived on its own. The caller frees *out with lt__plan_free. */
+int lt__plan_build(const lt_program *p, const lt_params *xp, int nth, bool use_loops,
+                   lt__plan **out);
 void lt__plan_free(lt__plan *pl);
 
 /* One step of p on nth threads of pool (nth <= pool size) with schedule pl,
@@ -43,10 +47,14 @@ typedef struct {
 } lt__sched_node;
 void lt__plan_node(const lt__plan *pl, int node, lt__sched_node *out);
 void lt__plan_fine(const lt__plan *pl, int node, int f, int *producer, const int **range);
+/* Nodes whose schedule was replicated from the iteration before (LOOP records). */
+int lt__plan_copied(const lt__plan *pl);
 
 /* The schedule e runs p with at nth threads (built if it is not cached), or
  * NULL on error. */
 const lt__plan *lt__exec_plan(lt_exec *e, lt_program *p, int nth);
+/* With flat, e's schedules ignore LOOP records (new ones; e's cache is dropped). */
+void lt__exec_set_flat(lt_exec *e, bool flat);
 /* Tasks node is cut into at nth threads in e's schedule of p; negative on error. */
 int lt__looped_tasks(lt_exec *e, lt_program *p, int nth, int node);
 /* Node's whole-node dependencies (returned) and task-level ones (*fine) in

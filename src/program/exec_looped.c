@@ -20,7 +20,11 @@
  * rows and kv head's cache columns: task level.) Waiting there is only for
  * the producing node, and a thread that waits prefetches the weights of the
  * node it waits to enter, so the memory pipeline keeps streaming across
- * layer boundaries. */
+ * layer boundaries.
+ *
+ * The schedule of a LOOP's third and later iterations is copied from the
+ * iteration before rather than derived again (the LOOP records say which
+ * nodes are the same calls on other weights and state): see below. */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +76,8 @@ typedef struct {
 
 struct lt__plan {
     int nth;
-    int sync; /* the sync parameter it was built under */
+    int sync;     /* the sync parameter it was built under */
+    int n_copied; /* nodes whose schedule was replicated from a LOOP body */
     lt__inst *inst;   /* [n_nodes] */
     int *deps;        /* node ids */
     lt__fine *fine;
@@ -255,47 +260,175 @@ static int split_fine(const lt_program *p, struct lt__plan *pl, int i, const int
     return LT_OK;
 }
 
+/* ---- LOOP records: one body's dependencies, replicated ------------------------
+ *
+ * In a LOOP the iterations are the same nodes on other WEIGHT/STATE buffers
+ * (the slots). Take a loop whose slots bind, in every iteration past the
+ * first, buffers that no other iteration binds, that no operand bound in
+ * every iteration shares, and that nothing before the loop touched. Then
+ * what a node of iteration it >= 1 depends on is, through each buffer:
+ *   - a buffer of its own iteration's slots: nodes of the same iteration;
+ *   - a buffer bound in every iteration that the body writes: the nodes of
+ *     iterations it-1 and it since the body's last write to it (iteration
+ *     it-1 wrote it, so nothing earlier counts);
+ *   - a buffer bound in every iteration that the body never writes: its
+ *     writer before the loop, the same node for every iteration.
+ * So iteration it >= 2 depends on exactly what iteration it-1 depends on,
+ * each node inside the loop moved one body on and each node before it kept,
+ * and so do its task-level dependencies (the same kernels on the same
+ * shapes: the same task ranges) and its task counts. plan_build derives the
+ * first two iterations node by node and copies the rest; a loop that does
+ * not qualify is derived node by node throughout. Both give the same
+ * schedule (tests/program/test_exec_looped.c compares them node by node). */
+
+static bool same_tensor_shape(const lt_tensor *a, const lt_tensor *b) {
+    return a->dtype == b->dtype && a->layout == b->layout && !memcmp(a->ne, b->ne, sizeof a->ne) &&
+           !memcmp(a->nb, b->nb, sizeof a->nb);
+}
+
+/* Whether L qualifies for replication (see above), given the accesses
+ * before it (last_writer, n_readers). owner: [n_bufs] scratch, all -1 on
+ * entry and on return. */
+static bool loop_regular(const lt_program *p, const lt__loop *L, const int *last_writer,
+                         const int *n_readers, int *owner) {
+    const int B = L->body_len, S = L->n_slots;
+    if (L->n_iter < 3) return false;
+    /* slot_of[j][o]: the slot operand o of body node j is, or -1 */
+    int(*slot_of)[LT_MAX_OPERANDS] = malloc((size_t)B * sizeof *slot_of);
+    if (!slot_of) return false; /* derived node by node: the same schedule */
+    for (int j = 0; j < B; j++)
+        for (int o = 0; o < LT_MAX_OPERANDS; o++) slot_of[j][o] = -1;
+    for (int s = 0; s < S; s++) slot_of[L->slot[s][0]][L->slot[s][1]] = s;
+    bool ok = true;
+    for (int it = 0; it < L->n_iter && ok; it++) {
+        for (int s = 0; s < S && ok; s++) {
+            const int b = lt__buf_root(p, L->bind[it * S + s]);
+            if (b < 0 || (owner[b] >= 0 && owner[b] != it)) ok = false; /* two iterations' */
+            else if (it >= 1 && (last_writer[b] >= 0 || n_readers[b] > 0)) ok = false;
+            else owner[b] = it;
+            /* slots that share a buffer share it in every iteration */
+            for (int s2 = 0; s2 < s && ok; s2++)
+                ok = (L->bind[it * S + s] == L->bind[it * S + s2]) == (L->bind[s] == L->bind[s2]);
+        }
+    }
+    for (int j = 0; j < B && ok; j++) {
+        const lt__node *a = &p->nodes[L->first + j];
+        for (int it = 1; it < L->n_iter && ok; it++) {
+            const lt__node *n = &p->nodes[L->first + it * B + j];
+            ok = n->kernel == a->kernel && n->n_ops == a->n_ops &&
+                 !memcmp(n->ia, a->ia, sizeof a->ia) && !memcmp(n->fa, a->fa, sizeof a->fa) &&
+                 !memcmp(&n->call.params, &a->call.params, sizeof a->call.params);
+            for (int o = 0; o < a->n_ops && ok; o++) {
+                const int s = slot_of[j][o];
+                if (s >= 0) {
+                    ok = n->ops[o] == L->bind[it * S + s] && a->ops[o] >= 0 && n->ops[o] >= 0 &&
+                         p->bufs[n->ops[o]].kind == p->bufs[a->ops[o]].kind &&
+                         same_tensor_shape(&p->bufs[n->ops[o]].t, &p->bufs[a->ops[o]].t);
+                } else {
+                    const int r = lt__buf_root(p, a->ops[o]);
+                    ok = n->ops[o] == a->ops[o] && (r < 0 || owner[r] < 0);
+                }
+            }
+        }
+    }
+    for (int k = 0; k < L->n_iter * S; k++) {
+        const int b = lt__buf_root(p, L->bind[k]);
+        if (b >= 0) owner[b] = -1;
+    }
+    free(slot_of);
+    return ok;
+}
+
+/* Node i's schedule as node i - B's, every dependency on a node at or past
+ * `first` (the loop's) moved B on. */
+static int replicate(struct lt__plan *pl, int i, int B, int first, int *n_deps, int *cap_deps) {
+    const lt__inst src = pl->inst[i - B];
+    lt__inst *in = &pl->inst[i];
+    in->n_tasks = src.n_tasks;
+    in->flag_base = -1;
+    in->dep_begin = *n_deps;
+    for (int k = src.dep_begin; k < src.dep_end; k++) {
+        const int d = pl->deps[k];
+        int rc = push_dep(&pl->deps, n_deps, cap_deps, d >= first ? d + B : d);
+        if (rc) return rc;
+    }
+    in->dep_end = *n_deps;
+    in->fine_begin = pl->n_fine;
+    for (int f = src.fine_begin; f < src.fine_end; f++) {
+        const int d = pl->fine[f].d >= first ? pl->fine[f].d + B : pl->fine[f].d;
+        int *range = malloc(2 * (size_t)in->n_tasks * sizeof *range);
+        lt__fine *nf = range ? realloc(pl->fine, (size_t)(pl->n_fine + 1) * sizeof *nf) : NULL;
+        if (!nf) {
+            free(range);
+            return lt_error(LT_ENOMEM, "out of memory planning the looped executor");
+        }
+        pl->fine = nf;
+        memcpy(range, pl->fine[f].range, 2 * (size_t)in->n_tasks * sizeof *range);
+        pl->fine[pl->n_fine++] = (lt__fine){.d = d, .range = range};
+        give_flags(pl, d);
+    }
+    in->fine_end = pl->n_fine;
+    return LT_OK;
+}
+
+/* ---- the schedule ---------------------------------------------------------------- */
+
 /* Builds the schedule: task counts and dependency lists. */
-int lt__plan_build(const lt_program *p, const lt_params *xp, int nth, struct lt__plan **out) {
+int lt__plan_build(const lt_program *p, const lt_params *xp, int nth, bool use_loops,
+                   struct lt__plan **out) {
     struct lt__plan *pl = calloc(1, sizeof *pl);
     int *last_writer = malloc((size_t)(p->n_bufs + 1) * sizeof *last_writer);
+    int *owner = malloc((size_t)(p->n_bufs + 1) * sizeof *owner);
     /* readers since the last write, per buffer: a small list each */
     int **readers = calloc((size_t)p->n_bufs + 1, sizeof *readers);
     int *n_readers = calloc((size_t)p->n_bufs + 1, sizeof *n_readers);
     int rc = LT_OK;
-    if (!pl || !last_writer || !readers || !n_readers) goto oom;
+    if (!pl || !last_writer || !owner || !readers || !n_readers) goto oom;
     pl->nth = nth;
     pl->sync = xp->v[LT_XP_SYNC];
     pl->inst = calloc((size_t)p->n_nodes + 1, sizeof *pl->inst);
     pl->ctr = lt_aligned_alloc(LT_CACHE_LINE, (size_t)(p->n_nodes + 1) * sizeof *pl->ctr);
     if (!pl->inst || !pl->ctr) goto oom;
-    for (int b = 0; b < p->n_bufs; b++) last_writer[b] = -1;
+    for (int b = 0; b < p->n_bufs; b++) last_writer[b] = owner[b] = -1;
     int n_deps = 0, cap_deps = 0;
     const int tasks = nth * xp->v[LT_XP_TILES];
     const double min_task = (double)xp->v[LT_XP_MIN_TASK_KB] * 1024.0;
+    int li = 0;           /* the loop at or after node i */
+    bool regular = false; /* whether loop li's iterations past the second are copies */
     for (int i = 0; i < p->n_nodes; i++) {
         const lt__node *n = &p->nodes[i];
         lt__inst *in = &pl->inst[i];
-        in->n_tasks = nth == 1 ? 1 : node_tasks(p, n, &n->call, tasks, min_task);
-        in->flag_base = -1;
-        in->dep_begin = n_deps;
-        for (int o = 0; o < n->n_ops && rc == LT_OK; o++) {
-            int b = lt__buf_root(p, n->ops[o]);
-            if (b < 0) continue;
-            if (lt_kernel_reads(n->kernel, &n->call, o) && last_writer[b] >= 0)
-                rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, last_writer[b]);
-            if (lt_kernel_writes(n->kernel, &n->call, o)) {
-                if (last_writer[b] >= 0 && rc == LT_OK)
+        while (li < p->n_loops &&
+               i >= p->loops[li].first + p->loops[li].n_iter * p->loops[li].body_len)
+            li++;
+        const lt__loop *L = li < p->n_loops ? &p->loops[li] : NULL;
+        if (L && i == L->first)
+            regular = use_loops && loop_regular(p, L, last_writer, n_readers, owner);
+        if (L && regular && i >= L->first + 2 * L->body_len) {
+            if ((rc = replicate(pl, i, L->body_len, L->first, &n_deps, &cap_deps))) goto fail;
+            pl->n_copied++;
+        } else {
+            in->n_tasks = nth == 1 ? 1 : node_tasks(p, n, &n->call, tasks, min_task);
+            in->flag_base = -1;
+            in->dep_begin = n_deps;
+            for (int o = 0; o < n->n_ops && rc == LT_OK; o++) {
+                int b = lt__buf_root(p, n->ops[o]);
+                if (b < 0) continue;
+                if (lt_kernel_reads(n->kernel, &n->call, o) && last_writer[b] >= 0)
                     rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, last_writer[b]);
-                for (int r = 0; r < n_readers[b] && rc == LT_OK; r++)
-                    if (readers[b][r] != i)
-                        rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin,
-                                     readers[b][r]);
+                if (lt_kernel_writes(n->kernel, &n->call, o)) {
+                    if (last_writer[b] >= 0 && rc == LT_OK)
+                        rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, last_writer[b]);
+                    for (int r = 0; r < n_readers[b] && rc == LT_OK; r++)
+                        if (readers[b][r] != i)
+                            rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin,
+                                         readers[b][r]);
+                }
             }
+            if (rc) goto fail;
+            in->dep_end = n_deps;
+            if ((rc = split_fine(p, pl, i, last_writer, readers, n_readers, &n_deps))) goto fail;
         }
-        if (rc) goto fail;
-        in->dep_end = n_deps;
-        if ((rc = split_fine(p, pl, i, last_writer, readers, n_readers, &n_deps))) goto fail;
         /* record this node's accesses for the nodes after it */
         for (int o = 0; o < n->n_ops; o++) {
             int b = lt__buf_root(p, n->ops[o]);
@@ -338,6 +471,7 @@ done:
     free(readers);
     free(n_readers);
     free(last_writer);
+    free(owner);
     *out = pl;
     return rc;
 }
@@ -350,6 +484,8 @@ void lt__plan_node(const struct lt__plan *pl, int node, lt__sched_node *out) {
     out->n_fine = in->fine_end - in->fine_begin;
     out->flag_base = in->flag_base;
 }
+
+int lt__plan_copied(const struct lt__plan *pl) { return pl->n_copied; }
 
 void lt__plan_fine(const struct lt__plan *pl, int node, int f, int *producer, const int **range) {
     const lt__inst *in = &pl->inst[node];

@@ -2,13 +2,16 @@
  * of read-after-write, write-after-read and write-after-write hazards, for
  * 1-4 threads and every point of the executor's parameter space: every
  * activation must come out bit-identical. The executor front: parameters,
- * generations, thread counts, schedules cached per program and invalidated. */
+ * generations, thread counts, schedules cached per program and invalidated.
+ * Random programs with LOOPs: the schedule built through the LOOP records is
+ * the one derived node by node. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "looptune/program.h"
 #include "program/exec_internal.h" /* lt__looped_tasks */
 #include "exec_test.h"
+#include "sched_test.h"
 #include "test.h"
 
 enum { D = 96, NACT = 4, NW = 3 };
@@ -347,6 +350,153 @@ static void test_program_identity(void) {
     lt_exec_free(e);
 }
 
+/* ---- programs with loops ---- */
+
+enum { ITERS = 5 };
+static float lmats[ITERS][NW][D * D], lvecs[ITERS][NW][D];
+
+/* A random block of nodes over the activations and iteration it's weights
+ * and state (with alternate, iteration it % 2's: iterations then share
+ * buffers), repeated ITERS times between a random prefix and suffix; then
+ * the looping pass. The block writes the state before it reads it, so every
+ * step computes the same. */
+static void build_looped(prog *g, int n_body, uint64_t seed, bool alternate) {
+    rng_state = seed;
+    ASSERT_EQ(lt_program_init(&g->p, "random looped"), LT_OK);
+    lt_tensor t;
+    for (int i = 0; i < NACT; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "a%d", i);
+        lt_tensor_init(&t, LT_F32, D, 1, 1, 1, NULL);
+        g->act[i] = lt_program_add_buffer(g->p, name, LT_BUF_ACT, &t);
+    }
+    int W[ITERS][NW], V[ITERS][NW], S[ITERS];
+    static float state[ITERS][D];
+    for (int it = 0; it < ITERS; it++) {
+        for (int i = 0; i < NW; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "W%d.%d", it, i);
+            lt_tensor_init(&t, LT_F32, D, D, 1, 1, lmats[it][i]);
+            W[it][i] = lt_program_add_buffer(g->p, name, LT_BUF_WEIGHT, &t);
+            snprintf(name, sizeof name, "v%d.%d", it, i);
+            lt_tensor_init(&t, LT_F32, D, 1, 1, 1, lvecs[it][i]);
+            V[it][i] = lt_program_add_buffer(g->p, name, LT_BUF_WEIGHT, &t);
+        }
+        char name[16];
+        snprintf(name, sizeof name, "s%d", it);
+        lt_tensor_init(&t, LT_F32, D, 1, 1, 1, state[it]);
+        S[it] = lt_program_add_buffer(g->p, name, LT_BUF_STATE, &t);
+    }
+    for (int i = 0; i < NACT; i++)
+        lt_program_add_node(g->p, LT_K_ADD, (int[]){g->act[i], V[0][i % NW], V[0][(i + 1) % NW]},
+                            3, NULL, NULL, "init");
+    /* the block: kind, output, inputs, weight index, accumulate */
+    typedef struct {
+        int kind, y, a, b, w, acc;
+    } block_node;
+    block_node body[64];
+    const int first_store = (int)rnd((uint32_t)n_body);
+    for (int k = 0; k < n_body; k++) {
+        int y = g->act[rnd(NACT)], a = g->act[rnd(NACT)], b = g->act[rnd(NACT)];
+        int kind = k < first_store ? (int)rnd(4) : k == first_store ? 4 : (int)rnd(6);
+        if (kind == 1 || kind == 2)
+            while (a == y) a = g->act[rnd(NACT)];
+        body[k] = (block_node){kind, y, a, b, (int)rnd(NW), (int)rnd(2)};
+    }
+    for (int it = 0; it < ITERS; it++) {
+        const int bi = alternate ? it % 2 : it;
+        for (int k = 0; k < n_body; k++) {
+            const int y = body[k].y, a = body[k].a, b = body[k].b, w = body[k].w;
+            switch (body[k].kind) {
+            case 0:
+                lt_program_add_node(g->p, LT_K_ADD, (int[]){y, a, b}, 3, NULL, NULL, "add");
+                break;
+            case 1:
+                lt_program_add_node(g->p, LT_K_MATVEC, (int[]){y, W[bi][w], a}, 3,
+                                    (int64_t[4]){body[k].acc, 0, 0, 0}, NULL, "mv");
+                break;
+            case 2:
+                lt_program_add_node(g->p, LT_K_RMSNORM, (int[]){y, a, V[bi][w]}, 3, NULL,
+                                    (float[]){1e-5f, 0, 0, 0}, "norm");
+                break;
+            case 3:
+                lt_program_add_node(g->p, LT_K_SWIGLU, (int[]){y, a, b}, 3, NULL, NULL, "swiglu");
+                break;
+            case 4: /* the state, from activations */
+                lt_program_add_node(g->p, LT_K_ADD, (int[]){S[bi], a, b}, 3, NULL, NULL, "store");
+                break;
+            default: /* an activation, from the state */
+                lt_program_add_node(g->p, LT_K_ADD, (int[]){y, S[bi], b}, 3, NULL, NULL, "load");
+                break;
+            }
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        int y = g->act[rnd(NACT)], a = g->act[rnd(NACT)];
+        while (a == y) a = g->act[rnd(NACT)];
+        lt_program_add_node(g->p, LT_K_MATVEC, (int[]){y, W[0][rnd(NW)], a}, 3, NULL, NULL, "mv");
+    }
+    for (int i = 0; i < lt_program_n_nodes(g->p); i++) {
+        lt_node_info ni;
+        lt_program_node(g->p, i, &ni);
+        ni.params.v[0] = ni.kernel == LT_K_MATVEC ? 4 : 1; /* many tasks */
+        ASSERT_EQ(lt_program_set_params(g->p, i, &ni.params), LT_OK);
+    }
+    ASSERT_TRUE(lt_pass_kernel_looping(g->p) >= 1);
+    ASSERT_EQ(lt_program_finalize(g->p), LT_OK);
+}
+
+/* The schedule through the LOOP records is the flat one, node by node, at
+ * every thread count and over the executor's space; where iterations share
+ * buffers nothing is replicated; and the looped executor still computes the
+ * dispatch executor's bits. */
+static void test_loop_schedules(void) {
+    for (int it = 0; it < ITERS; it++)
+        for (int i = 0; i < NW; i++) {
+            for (int j = 0; j < D * D; j++)
+                lmats[it][i][j] = (float)((int)rnd(2001) - 1000) / 8000.0f;
+            for (int j = 0; j < D; j++)
+                lvecs[it][i][j] = (float)((int)rnd(2001) - 1000) / 1000.0f;
+        }
+    int np;
+    const lt_param_def *d = lt_exec_looped_params(&np);
+    lt_step step = {.pos = 0, .n_tokens = 1};
+    int copied_total = 0;
+    for (uint64_t seed = 1; seed <= (lt_test_emulated() ? 3u : 12u); seed++) {
+        const bool alternate = seed % 4 == 0;
+        prog g;
+        build_looped(&g, 3 + (int)(seed % 7), seed * 104729, alternate);
+        for (int nth = 1; nth <= 4; nth++)
+            for (int t = 0; t < d[LT_XP_TILES].n_values; t += 3)
+                for (int s = 0; s < 2; s++)
+                    for (int m = 0; m < 2; m++) {
+                        lt_params v;
+                        for (int i = 0; i < np; i++) v.v[i] = d[i].def;
+                        v.v[LT_XP_TILES] = d[LT_XP_TILES].values[t];
+                        v.v[LT_XP_SYNC] = s;
+                        v.v[LT_XP_MIN_TASK_KB] = m ? 16 : 0;
+                        int copied;
+                        ASSERT_EQ(sched_differences(g.p, nth, &v, &copied), 0);
+                        if (alternate) ASSERT_EQ(copied, 0);
+                        copied_total += copied;
+                    }
+        static float ref[NACT][D], got[NACT][D];
+        for (int nth = 1; nth <= 3; nth++) {
+            lt_pool *pool;
+            ASSERT_EQ(lt_pool_init(&pool, nth), LT_OK);
+            ASSERT_EQ(exec_step(LT_EXEC_DISPATCH, g.p, pool, &step, NULL), LT_OK);
+            snapshot(&g, ref);
+            memset(got, 0, sizeof got);
+            ASSERT_EQ(exec_step(LT_EXEC_LOOPED, g.p, pool, &step, NULL), LT_OK);
+            snapshot(&g, got);
+            ASSERT_EQ(memcmp(got, ref, sizeof got), 0);
+            lt_pool_free(pool);
+        }
+        lt_program_free(g.p);
+    }
+    ASSERT_TRUE(copied_total > 0);
+}
+
 int main(void) {
     test_tasks_follow_pieces();
     test_observer();
@@ -393,5 +543,6 @@ int main(void) {
     }
     test_front();
     test_program_identity();
+    test_loop_schedules();
     return lt_test_finish();
 }
