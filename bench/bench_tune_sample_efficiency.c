@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
     lt_host host;
     lt_host_detect(&host);
     lt_params xp;
-    lt_program_exec_params(p, &xp);
+    lt_exec_params(lt_llama_exec(l), &xp);
     lt_step step = {.pos = 16, .n_tokens = 1, .tokens = &tok};
     printf("host %s, %d threads, %s, %d seeds, target: within %.0f%% of the exhaustive optimum\n",
            host.host_class, threads, model_path, seeds, within * 100);
@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
         lt_space_from_kernel(&sp, k);
         int64_t size = lt_space_size(&sp);
         lt_node_timer *t;
-        if (lt_node_timer_init(&t, p, i, pool, &step, xp.v[LT_XP_TILES])) {
+        if (lt_node_timer_init(&t, lt_llama_exec(l), p, i, pool, &step, xp.v[LT_XP_TILES])) {
             fprintf(stderr, "bench: %s\n", lt_errmsg());
             return 1;
         }

@@ -190,6 +190,7 @@ int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path);
 /* ---- Llama runtime: the decoder as a program ---------------------------------- */
 
 struct lt_program;
+struct lt_exec;
 typedef struct lt_llama lt_llama;
 
 typedef struct {
@@ -218,6 +219,12 @@ int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos);
 const float *lt_llama_logits(const lt_llama *l, int64_t *n_rows);
 /* The program that evaluates n tokens (built if needed), for printing. */
 int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out);
+/* The executor every eval runs on, decode and prefill alike (opts.executor;
+ * created by lt_llama_init, freed by lt_llama_free), with its schedules. Its
+ * parameters are the tuning context's LT_TUNING_LOOPED values, which it
+ * takes at the next eval: read them here (or time a node as it splits it),
+ * set them in the context. */
+struct lt_exec *lt_llama_exec(lt_llama *l);
 /* Threads of decode steps (one token) or of prefill steps in effect:
  * 1..pool size. They are values of the tuning context (LT_TUNING_THREADS
  * under the regime's step key: the first nth of the pool, 0 = all, the

@@ -1,5 +1,6 @@
 /* looptune program: a tensor program as buffers plus kernel-call nodes that
- * carry their parameter values, a builder API, printing, and executors.
+ * carry their parameter values, a builder API, printing, and the executors
+ * (which own their parameters and schedules; the program knows none).
  * Knows nothing of Llama: the model layer builds programs with it. */
 #ifndef LOOPTUNE_PROGRAM_H
 #define LOOPTUNE_PROGRAM_H
@@ -140,21 +141,22 @@ typedef struct {
 /* Sets (or with NULL clears) the observer; the struct is copied. */
 void lt_program_set_observer(lt_program *p, const lt_exec_observer *obs);
 
-/* The baseline executor (as ggml does it): every node is split across all
- * the pool's threads, then all threads meet at a barrier. Kernels run the
- * ISA chosen at finalize (lt_isa_active() then). stats may be NULL. */
-int lt_exec_dispatch(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats);
-
-/* The looped executor: threads enter once per step and walk the whole node
- * list (LOOP bodies included) themselves. A node's work is cut into tasks
- * (tiles) that threads take from a shared counter; a thread starts a node
- * as soon as the nodes it depends on (read-after-write, write-after-read,
- * write-after-write on its buffers) have finished every task, not at a
- * global barrier, and a thread that has to wait prefetches the weights it
- * is about to read. Every node's result is the same as under
- * lt_exec_dispatch: kernels compute each output element in one task, in an
- * order that does not depend on the split. */
-int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats);
+/* The two executors.
+ *   dispatch  the baseline (as ggml does it): every node is split across all
+ *             the step's threads, then all threads meet at a barrier.
+ *   looped    threads enter once per step and walk the whole node list (LOOP
+ *             bodies included) themselves. A node's work is cut into tasks
+ *             (tiles) that threads take from a shared counter; a thread
+ *             starts a node as soon as the nodes it depends on
+ *             (read-after-write, write-after-read, write-after-write on its
+ *             buffers) have finished every task, not at a global barrier, and
+ *             a thread that has to wait prefetches the weights it is about to
+ *             read.
+ * Both give the same result for every node: kernels compute each output
+ * element in one task, in an order that does not depend on the split. */
+typedef enum { LT_EXEC_DISPATCH = 0, LT_EXEC_LOOPED } lt_executor;
+const char *lt_executor_name(lt_executor e);
+int lt_executor_parse(const char *s, lt_executor *out);
 
 /* The looped executor's tunable parameters, like a kernel's:
  *   tiles_per_thread  tasks per node per thread (load balance vs overhead)
@@ -164,30 +166,44 @@ int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_st
 #define LT_EXEC_MAX_TILES 64
 enum { LT_XP_TILES = 0, LT_XP_PREFETCH_KB, LT_XP_SYNC, LT_XP_MIN_TASK_KB, LT_XP_COUNT };
 const lt_param_def *lt_exec_looped_params(int *n_params);
+
+/* An executor: its kind, the looped executor's parameters and the schedules
+ * it derived from the programs it ran (cached, keyed by program, program
+ * structure and thread count; a few, the least recently used replaced). It
+ * serves one caller at a time: a step mutates its cache and counters. A
+ * dispatch executor keeps parameters too, so a configuration can be set
+ * whatever the kind, but nothing reads them. */
+typedef struct lt_exec lt_exec;
+
+/* Creates an executor of kind with the looped parameters at their defaults.
+ * Free with lt_exec_free (NULL is a no-op), which frees its schedules; the
+ * programs it ran are not touched and may be freed before or after it. */
+int lt_exec_init(lt_exec **out, lt_executor kind);
+void lt_exec_free(lt_exec *e);
+lt_executor lt_exec_kind(const lt_exec *e);
+/* Validates params against lt_exec_looped_params (LT_ECONFIG naming the
+ * parameter and value; nothing changes on error) and sets them. New values
+ * bump the generation and drop every cached schedule (task counts change);
+ * the values already in force change nothing. */
+int lt_exec_set_params(lt_exec *e, const lt_params *params);
+void lt_exec_params(const lt_exec *e, lt_params *out);
+/* Counts the parameter changes: 0 at init. */
+uint64_t lt_exec_generation(const lt_exec *e);
+
+/* Runs one step of finalized p on the first nth threads of pool (0 = all;
+ * more than the pool has = all; negative: LT_EINVAL). Kernels run the ISA
+ * chosen at finalize. The first step of p at a thread count (after a change
+ * of parameters or of p's task units) builds its schedule. stats may be
+ * NULL. Results do not depend on nth or on the kind. */
+int lt_exec_step(lt_exec *e, lt_program *p, lt_pool *pool, int nth, const lt_step *step,
+                 lt_exec_stats *stats);
+
 /* Tasks the looped executor cuts node `node` of finalized p into at nth
  * threads, were its call to carry kernel parameters kp (NULL: its own), with
- * tiles_per_thread = tiles (<= 0: the program's) and the program's other
- * executor parameters; -1 for a bad node. A tuner times a node split so. */
-int lt_exec_looped_node_tasks(const lt_program *p, int node, const lt_params *kp, int nth,
-                              int tiles);
-/* Validates against the space (LT_ECONFIG) and sets them for this program. */
-int lt_program_set_exec_params(lt_program *p, const lt_params *params);
-void lt_program_exec_params(const lt_program *p, lt_params *out);
-
-/* Threads a step runs on: the first nth of the pool (0 = all, the default;
- * more than the pool has = all). Decode and prefill may differ: a step that
- * moves little data can lose more to synchronisation than a second thread
- * gains it. Results do not depend on it (every kernel's output is the same
- * under any split). */
-#define LT_PROGRAM_MAX_THREADS 1024
-int lt_program_set_threads(lt_program *p, int nth);
-int lt_program_threads(const lt_program *p);
-
-typedef enum { LT_EXEC_DISPATCH = 0, LT_EXEC_LOOPED } lt_executor;
-const char *lt_executor_name(lt_executor e);
-int lt_executor_parse(const char *s, lt_executor *out);
-/* Runs one step with the chosen executor. */
-int lt_exec_run(lt_executor e, lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats);
+ * tiles_per_thread = tiles (<= 0: e's) and e's other parameters; -1 for a
+ * bad node. A tuner times a node split so. Builds nothing, caches nothing. */
+int lt_exec_node_tasks(const lt_exec *e, const lt_program *p, int node, const lt_params *kp,
+                       int nth, int tiles);
 
 #ifdef __cplusplus
 }

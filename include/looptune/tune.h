@@ -143,14 +143,15 @@ int lt_compare_paired(const double *a, const double *b, const bool *contended, i
 /* ---- node timing in isolation ---------------------------------------------------------- */
 
 /* Times one node of a finalized program through the pool, the way the
- * looped executor splits it (tasks_per_thread: its tiles_per_thread; each run
- * cut into as many tasks as the executor's plan gives the node with the
- * parameters being timed): when the node lies in a LOOP, every iteration's
- * instance runs back to back (so the weights streamed are all layers' and
- * decode stays memory-bound as in a real step). Free with lt_node_timer_free. */
+ * looped executor e splits it (tasks_per_thread: its tiles_per_thread; each
+ * run cut into as many tasks as e's schedule gives the node with the
+ * parameters being timed, under e's other parameters): when the node lies in
+ * a LOOP, every iteration's instance runs back to back (so the weights
+ * streamed are all layers' and decode stays memory-bound as in a real step).
+ * e and p must outlive the timer. Free with lt_node_timer_free. */
 typedef struct lt_node_timer lt_node_timer;
-int lt_node_timer_init(lt_node_timer **out, lt_program *p, int node, lt_pool *pool,
-                       const lt_step *step, int tasks_per_thread);
+int lt_node_timer_init(lt_node_timer **out, const lt_exec *e, lt_program *p, int node,
+                       lt_pool *pool, const lt_step *step, int tasks_per_thread);
 void lt_node_timer_free(lt_node_timer *t);
 int lt_node_timer_instances(const lt_node_timer *t);
 /* Runs every instance once with parameters p (not validated here: check

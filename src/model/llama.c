@@ -24,6 +24,8 @@ struct lt_llama {
         uint64_t tuned; /* the tuning generation its nodes carry */
     } progs[LT_LLAMA_PROGRAM_CACHE];
     lt_tuning *tuning; /* every value in force: kernels', the executor's, thread counts */
+    lt_exec *exec;     /* runs every program: opts.executor, its parameters and schedules */
+    uint64_t exec_tuned; /* the tuning generation exec's parameters come from */
     uint64_t use_clock;
     const float *logits;
     int64_t n_logit_rows;
@@ -236,7 +238,9 @@ int lt_llama_init(lt_llama **out, const lt_model *m, lt_pool *pool, const lt_lla
         return lt_error(LT_ENOMEM, "cannot allocate a KV cache of 2 x %zu bytes", cache_bytes);
     }
     int slot;
-    int rc = lt__tuning_init(&l->tuning, m, lt_pool_size(pool));
+    int rc = lt_exec_init(&l->exec, (lt_executor)l->opts.executor);
+    l->exec_tuned = UINT64_MAX; /* the first eval takes the context's values */
+    if (!rc) rc = lt__tuning_init(&l->tuning, m, lt_pool_size(pool));
     if (!rc) rc = get_program(l, 1, &slot); /* the decode program lives in slot 0 */
     if (!rc && l->opts.max_batch > 1) {
         /* every prefill program has the same keys: learn them now, so values
@@ -259,6 +263,7 @@ void lt_llama_free(lt_llama *l) {
     if (!l) return;
     for (int i = 0; i < LT_LLAMA_PROGRAM_CACHE; i++) lt_program_free(l->progs[i].p);
     lt__tuning_free(l->tuning);
+    lt_exec_free(l->exec);
     lt_aligned_free(l->kcache);
     lt_aligned_free(l->vcache);
     free(l);
@@ -268,18 +273,20 @@ const lt_model *lt_llama_model(const lt_llama *l) { return l->m; }
 int64_t lt_llama_ctx_len(const lt_llama *l) { return l->opts.ctx_len; }
 int64_t lt_llama_max_batch(const lt_llama *l) { return l->opts.max_batch; }
 
-/* The values in force on the program in slot, if the context changed
- * since it last took them. */
+/* The values in force on the program in slot and on the executor, if the
+ * context changed since they last took them. */
 static void bring_up_to_date(lt_llama *l, int slot) {
-    lt_program *p = l->progs[slot].p;
     const uint64_t gen = lt_tuning_generation(l->tuning);
-    if (l->progs[slot].tuned == gen) return;
-    lt__tuning_apply(l->tuning, p);
-    lt_params xp, now;
-    lt__tuning_exec_params(l->tuning, &xp);
-    lt_program_exec_params(p, &now);
-    if (memcmp(&xp, &now, sizeof xp)) LT_ASSERT(lt_program_set_exec_params(p, &xp) == LT_OK);
-    l->progs[slot].tuned = gen;
+    if (l->progs[slot].tuned != gen) {
+        lt__tuning_apply(l->tuning, l->progs[slot].p);
+        l->progs[slot].tuned = gen;
+    }
+    if (l->exec_tuned != gen) { /* values already in force change nothing */
+        lt_params xp;
+        lt__tuning_exec_params(l->tuning, &xp);
+        LT_ASSERT(lt_exec_set_params(l->exec, &xp) == LT_OK);
+        l->exec_tuned = gen;
+    }
 }
 
 void lt_llama_apply_tuning(lt_llama *l) {
@@ -308,9 +315,8 @@ int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
     lt_step step = {.pos = pos, .n_tokens = n, .tokens = tokens};
     lt_exec_stats st;
     const lt_regime regime = n > 1 ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
-    LT_ASSERT(lt_program_set_threads(p, lt__tuning_threads(l->tuning, regime)) == LT_OK);
-    rc = lt_exec_run((lt_executor)l->opts.executor, l->progs[slot].p, l->pool, &step,
-                     l->timing ? &st : NULL);
+    rc = lt_exec_step(l->exec, p, l->pool, lt__tuning_threads(l->tuning, regime), &step,
+                      l->timing ? &st : NULL);
     if (rc) return rc;
     if (l->timing) {
         l->sync.steps++;
@@ -350,3 +356,4 @@ void lt_llama_sync_stats(const lt_llama *l, lt_llama_sync *out) { *out = l->sync
 void lt_llama_set_timing(lt_llama *l, bool on) { l->timing = on; }
 
 lt_tuning *lt_llama_tuning(lt_llama *l) { return l->tuning; }
+lt_exec *lt_llama_exec(lt_llama *l) { return l->exec; }

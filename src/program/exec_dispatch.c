@@ -1,7 +1,7 @@
 /* The baseline executor: each node split across all threads, then a global
  * barrier (what ggml does). Threads enter once per step; the barrier is the
  * only synchronisation, so every node sees all writes of the one before. */
-#include "program/program_internal.h"
+#include "program/exec_internal.h"
 
 typedef struct {
     lt_program *p;
@@ -39,37 +39,14 @@ static void dispatch_worker(void *arg, int ith, int nth) {
     if (ith < 64) c->per_thread[ith].wait_ns = wait;
 }
 
-/* Execution numbers: relaxed suffices, only uniqueness matters (the pool's
- * hand-off publishes the step to the workers). */
-static _Atomic uint64_t exec_seq;
-
-uint64_t lt__exec_next_seq(void) {
-    return atomic_fetch_add_explicit(&exec_seq, 1, memory_order_relaxed) + 1;
-}
-
-int lt__exec_threads(const lt_program *p, const lt_pool *pool) {
-    int all = lt_pool_size(pool);
-    return p->threads > 0 && p->threads < all ? p->threads : all;
-}
-
-int lt_program_set_threads(lt_program *p, int nth) {
-    if (nth < 0 || nth > LT_PROGRAM_MAX_THREADS)
-        return lt_error(LT_EINVAL, "program %s: %d threads (expected 0..%d, 0 = the whole pool)",
-                        p->name, nth, LT_PROGRAM_MAX_THREADS);
-    p->threads = nth;
-    return LT_OK;
-}
-
-int lt_program_threads(const lt_program *p) { return p->threads; }
-
-int lt_exec_dispatch(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats) {
-    if (!p->finalized) return lt_error(LT_ESTATE, "program %s is not finalized", p->name);
+int lt__exec_dispatch(lt_program *p, lt_pool *pool, int nth, const lt_step *step,
+                      lt_exec_stats *stats) {
+    LT_ASSERT(nth >= 1 && nth <= lt_pool_size(pool));
     if (p->n_nodes == 0) return LT_OK;
     lt_step st = *step;
     st.seq = lt__exec_next_seq();
     dispatch_ctx c = {.p = p, .pool = pool, .step = &st, .timed = stats != NULL};
     uint64_t t0 = stats ? lt_now_ns() : 0;
-    const int nth = lt__exec_threads(p, pool);
     lt_pool_run_n(pool, nth, dispatch_worker, &c);
     if (stats) {
         stats->busy_ns = (lt_now_ns() - t0) * (uint64_t)nth;

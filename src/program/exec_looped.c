@@ -20,12 +20,16 @@
  * rows and kv head's cache columns: task level.) Waiting there is only for
  * the producing node, and a thread that waits prefetches the weights of the
  * node it waits to enter, so the memory pipeline keeps streaming across
- * layer boundaries. */
+ * layer boundaries.
+ *
+ * The schedule of a LOOP's third and later iterations is copied from the
+ * iteration before rather than derived again (the LOOP records say which
+ * nodes are the same calls on other weights and state): see below. */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "program/program_internal.h"
+#include "program/exec_internal.h"
 
 /* Defaults measured side by side (looptune bench, 2 threads): with the rope
  * and the cache stores folded into the projections, 16 KiB tasks cut the
@@ -43,21 +47,6 @@ const lt_param_def *lt_exec_looped_params(int *n_params) {
     *n_params = LT_XP_COUNT;
     return looped_params;
 }
-
-int lt_program_set_exec_params(lt_program *p, const lt_params *v) {
-    for (int i = 0; i < LT_XP_COUNT; i++) {
-        bool ok = false;
-        for (int j = 0; j < looped_params[i].n_values; j++) ok |= looped_params[i].values[j] == v->v[i];
-        if (!ok)
-            return lt_error(LT_ECONFIG, "looped executor: parameter %s=%d is not an allowed value",
-                            looped_params[i].name, v->v[i]);
-    }
-    p->xparams = *v;
-    lt__plans_free(p); /* task counts change */
-    return LT_OK;
-}
-
-void lt_program_exec_params(const lt_program *p, lt_params *out) { *out = p->xparams; }
 
 /* How long a waiting thread spins before it starts yielding its CPU. A
  * dependency normally resolves within a task's duration (microseconds). */
@@ -87,6 +76,8 @@ typedef struct {
 
 struct lt__plan {
     int nth;
+    int sync;     /* the sync parameter it was built under */
+    int n_copied; /* nodes whose schedule was replicated from a LOOP body */
     lt__inst *inst;   /* [n_nodes] */
     int *deps;        /* node ids */
     lt__fine *fine;
@@ -96,7 +87,7 @@ struct lt__plan {
     lt__counters *ctr; /* [n_nodes] */
 };
 
-static void plan_free(struct lt__plan *plan) {
+void lt__plan_free(struct lt__plan *plan) {
     if (!plan) return;
     free(plan->inst);
     free(plan->deps);
@@ -108,9 +99,8 @@ static void plan_free(struct lt__plan *plan) {
 }
 
 
-static int add_dep(int **deps, int *n, int *cap, int begin, int d) {
-    for (int i = begin; i < *n; i++)
-        if ((*deps)[i] == d) return LT_OK;
+/* Appends d to the dependency list. */
+static int push_dep(int **deps, int *n, int *cap, int d) {
     if (*n == *cap) {
         int nc = *cap ? 2 * *cap : 256;
         int *nd = realloc(*deps, (size_t)nc * sizeof *nd);
@@ -120,6 +110,14 @@ static int add_dep(int **deps, int *n, int *cap, int begin, int d) {
     }
     (*deps)[(*n)++] = d;
     return LT_OK;
+}
+
+/* Appends d to the list of the node whose dependencies start at begin,
+ * unless it is there already. */
+static int add_dep(int **deps, int *n, int *cap, int begin, int d) {
+    for (int i = begin; i < *n; i++)
+        if ((*deps)[i] == d) return LT_OK;
+    return push_dep(deps, n, cap, d);
 }
 
 /* t tasks fitted to a kernel's pieces: every task gets the same whole
@@ -158,15 +156,15 @@ static int node_tasks(const lt_program *p, const lt__node *n, const lt_call *cal
     return fit_units(t, k->units ? k->units(call) : 0, tasks);
 }
 
-int lt_exec_looped_node_tasks(const lt_program *p, int node, const lt_params *kp, int nth,
-                              int tiles) {
+int lt__looped_node_tasks(const lt_program *p, const lt_params *xp, int node, const lt_params *kp,
+                          int nth, int tiles) {
     if (!p->finalized || node < 0 || node >= p->n_nodes || nth < 1) return -1;
     if (nth == 1) return 1;
     const lt__node *n = &p->nodes[node];
     lt_call call = n->call;
     if (kp) call.params = *kp;
-    if (tiles <= 0) tiles = p->xparams.v[LT_XP_TILES];
-    return node_tasks(p, n, &call, nth * tiles, (double)p->xparams.v[LT_XP_MIN_TASK_KB] * 1024.0);
+    if (tiles <= 0) tiles = xp->v[LT_XP_TILES];
+    return node_tasks(p, n, &call, nth * tiles, (double)xp->v[LT_XP_MIN_TASK_KB] * 1024.0);
 }
 
 /* Whether node i depends on node d (before it) only by reading what d wrote,
@@ -222,13 +220,21 @@ static bool fine_dep(const lt_program *p, const struct lt__plan *pl, int i, int 
     return any;
 }
 
+/* Gives node d's tasks done flags, if they have none yet. */
+static void give_flags(struct lt__plan *pl, int d) {
+    if (pl->inst[d].flag_base < 0) {
+        pl->inst[d].flag_base = pl->n_flags;
+        pl->n_flags += pl->inst[d].n_tasks;
+    }
+}
+
 /* Moves node i's dependencies that hold at task level from the whole-node
  * list to plan->fine. */
 static int split_fine(const lt_program *p, struct lt__plan *pl, int i, const int *last_writer,
                       int *const *readers, const int *n_readers, int *n_deps) {
     lt__inst *in = &pl->inst[i];
     in->fine_begin = in->fine_end = pl->n_fine;
-    if (p->xparams.v[LT_XP_SYNC] != 0 || pl->nth == 1) return LT_OK;
+    if (pl->sync != 0 || pl->nth == 1) return LT_OK;
     int keep = in->dep_begin;
     for (int k = in->dep_begin; k < in->dep_end; k++) {
         const int d = pl->deps[k];
@@ -242,10 +248,7 @@ static int split_fine(const lt_program *p, struct lt__plan *pl, int i, const int
             }
             pl->fine = nf;
             pl->fine[pl->n_fine++] = (lt__fine){.d = d, .range = range};
-            if (pl->inst[d].flag_base < 0) {
-                pl->inst[d].flag_base = pl->n_flags;
-                pl->n_flags += pl->inst[d].n_tasks;
-            }
+            give_flags(pl, d);
         } else {
             free(range);
             pl->deps[keep++] = d;
@@ -257,45 +260,175 @@ static int split_fine(const lt_program *p, struct lt__plan *pl, int i, const int
     return LT_OK;
 }
 
+/* ---- LOOP records: one body's dependencies, replicated ------------------------
+ *
+ * In a LOOP the iterations are the same nodes on other WEIGHT/STATE buffers
+ * (the slots). Take a loop whose slots bind, in every iteration past the
+ * first, buffers that no other iteration binds, that no operand bound in
+ * every iteration shares, and that nothing before the loop touched. Then
+ * what a node of iteration it >= 1 depends on is, through each buffer:
+ *   - a buffer of its own iteration's slots: nodes of the same iteration;
+ *   - a buffer bound in every iteration that the body writes: the nodes of
+ *     iterations it-1 and it since the body's last write to it (iteration
+ *     it-1 wrote it, so nothing earlier counts);
+ *   - a buffer bound in every iteration that the body never writes: its
+ *     writer before the loop, the same node for every iteration.
+ * So iteration it >= 2 depends on exactly what iteration it-1 depends on,
+ * each node inside the loop moved one body on and each node before it kept,
+ * and so do its task-level dependencies (the same kernels on the same
+ * shapes: the same task ranges) and its task counts. plan_build derives the
+ * first two iterations node by node and copies the rest; a loop that does
+ * not qualify is derived node by node throughout. Both give the same
+ * schedule (tests/program/test_exec_looped.c compares them node by node). */
+
+static bool same_tensor_shape(const lt_tensor *a, const lt_tensor *b) {
+    return a->dtype == b->dtype && a->layout == b->layout && !memcmp(a->ne, b->ne, sizeof a->ne) &&
+           !memcmp(a->nb, b->nb, sizeof a->nb);
+}
+
+/* Whether L qualifies for replication (see above), given the accesses
+ * before it (last_writer, n_readers). owner: [n_bufs] scratch, all -1 on
+ * entry and on return. */
+static bool loop_regular(const lt_program *p, const lt__loop *L, const int *last_writer,
+                         const int *n_readers, int *owner) {
+    const int B = L->body_len, S = L->n_slots;
+    if (L->n_iter < 3) return false;
+    /* slot_of[j][o]: the slot operand o of body node j is, or -1 */
+    int(*slot_of)[LT_MAX_OPERANDS] = malloc((size_t)B * sizeof *slot_of);
+    if (!slot_of) return false; /* derived node by node: the same schedule */
+    for (int j = 0; j < B; j++)
+        for (int o = 0; o < LT_MAX_OPERANDS; o++) slot_of[j][o] = -1;
+    for (int s = 0; s < S; s++) slot_of[L->slot[s][0]][L->slot[s][1]] = s;
+    bool ok = true;
+    for (int it = 0; it < L->n_iter && ok; it++) {
+        for (int s = 0; s < S && ok; s++) {
+            const int b = lt__buf_root(p, L->bind[it * S + s]);
+            if (b < 0 || (owner[b] >= 0 && owner[b] != it)) ok = false; /* two iterations' */
+            else if (it >= 1 && (last_writer[b] >= 0 || n_readers[b] > 0)) ok = false;
+            else owner[b] = it;
+            /* slots that share a buffer share it in every iteration */
+            for (int s2 = 0; s2 < s && ok; s2++)
+                ok = (L->bind[it * S + s] == L->bind[it * S + s2]) == (L->bind[s] == L->bind[s2]);
+        }
+    }
+    for (int j = 0; j < B && ok; j++) {
+        const lt__node *a = &p->nodes[L->first + j];
+        for (int it = 1; it < L->n_iter && ok; it++) {
+            const lt__node *n = &p->nodes[L->first + it * B + j];
+            ok = n->kernel == a->kernel && n->n_ops == a->n_ops &&
+                 !memcmp(n->ia, a->ia, sizeof a->ia) && !memcmp(n->fa, a->fa, sizeof a->fa) &&
+                 !memcmp(&n->call.params, &a->call.params, sizeof a->call.params);
+            for (int o = 0; o < a->n_ops && ok; o++) {
+                const int s = slot_of[j][o];
+                if (s >= 0) {
+                    ok = n->ops[o] == L->bind[it * S + s] && a->ops[o] >= 0 && n->ops[o] >= 0 &&
+                         p->bufs[n->ops[o]].kind == p->bufs[a->ops[o]].kind &&
+                         same_tensor_shape(&p->bufs[n->ops[o]].t, &p->bufs[a->ops[o]].t);
+                } else {
+                    const int r = lt__buf_root(p, a->ops[o]);
+                    ok = n->ops[o] == a->ops[o] && (r < 0 || owner[r] < 0);
+                }
+            }
+        }
+    }
+    for (int k = 0; k < L->n_iter * S; k++) {
+        const int b = lt__buf_root(p, L->bind[k]);
+        if (b >= 0) owner[b] = -1;
+    }
+    free(slot_of);
+    return ok;
+}
+
+/* Node i's schedule as node i - B's, every dependency on a node at or past
+ * `first` (the loop's) moved B on. */
+static int replicate(struct lt__plan *pl, int i, int B, int first, int *n_deps, int *cap_deps) {
+    const lt__inst src = pl->inst[i - B];
+    lt__inst *in = &pl->inst[i];
+    in->n_tasks = src.n_tasks;
+    in->flag_base = -1;
+    in->dep_begin = *n_deps;
+    for (int k = src.dep_begin; k < src.dep_end; k++) {
+        const int d = pl->deps[k];
+        int rc = push_dep(&pl->deps, n_deps, cap_deps, d >= first ? d + B : d);
+        if (rc) return rc;
+    }
+    in->dep_end = *n_deps;
+    in->fine_begin = pl->n_fine;
+    for (int f = src.fine_begin; f < src.fine_end; f++) {
+        const int d = pl->fine[f].d >= first ? pl->fine[f].d + B : pl->fine[f].d;
+        int *range = malloc(2 * (size_t)in->n_tasks * sizeof *range);
+        lt__fine *nf = range ? realloc(pl->fine, (size_t)(pl->n_fine + 1) * sizeof *nf) : NULL;
+        if (!nf) {
+            free(range);
+            return lt_error(LT_ENOMEM, "out of memory planning the looped executor");
+        }
+        pl->fine = nf;
+        memcpy(range, pl->fine[f].range, 2 * (size_t)in->n_tasks * sizeof *range);
+        pl->fine[pl->n_fine++] = (lt__fine){.d = d, .range = range};
+        give_flags(pl, d);
+    }
+    in->fine_end = pl->n_fine;
+    return LT_OK;
+}
+
+/* ---- the schedule ---------------------------------------------------------------- */
+
 /* Builds the schedule: task counts and dependency lists. */
-static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
+int lt__plan_build(const lt_program *p, const lt_params *xp, int nth, bool use_loops,
+                   struct lt__plan **out) {
     struct lt__plan *pl = calloc(1, sizeof *pl);
-    int *last_writer = malloc((size_t)p->n_bufs * sizeof *last_writer);
+    int *last_writer = malloc((size_t)(p->n_bufs + 1) * sizeof *last_writer);
+    int *owner = malloc((size_t)(p->n_bufs + 1) * sizeof *owner);
     /* readers since the last write, per buffer: a small list each */
-    int **readers = calloc((size_t)p->n_bufs, sizeof *readers);
-    int *n_readers = calloc((size_t)p->n_bufs, sizeof *n_readers);
+    int **readers = calloc((size_t)p->n_bufs + 1, sizeof *readers);
+    int *n_readers = calloc((size_t)p->n_bufs + 1, sizeof *n_readers);
     int rc = LT_OK;
-    if (!pl || !last_writer || !readers || !n_readers) goto oom;
+    if (!pl || !last_writer || !owner || !readers || !n_readers) goto oom;
     pl->nth = nth;
-    pl->inst = calloc((size_t)p->n_nodes, sizeof *pl->inst);
-    pl->ctr = lt_aligned_alloc(LT_CACHE_LINE, (size_t)p->n_nodes * sizeof *pl->ctr);
+    pl->sync = xp->v[LT_XP_SYNC];
+    pl->inst = calloc((size_t)p->n_nodes + 1, sizeof *pl->inst);
+    pl->ctr = lt_aligned_alloc(LT_CACHE_LINE, (size_t)(p->n_nodes + 1) * sizeof *pl->ctr);
     if (!pl->inst || !pl->ctr) goto oom;
-    for (int b = 0; b < p->n_bufs; b++) last_writer[b] = -1;
+    for (int b = 0; b < p->n_bufs; b++) last_writer[b] = owner[b] = -1;
     int n_deps = 0, cap_deps = 0;
-    const int tasks = nth * p->xparams.v[LT_XP_TILES];
-    const double min_task = (double)p->xparams.v[LT_XP_MIN_TASK_KB] * 1024.0;
+    const int tasks = nth * xp->v[LT_XP_TILES];
+    const double min_task = (double)xp->v[LT_XP_MIN_TASK_KB] * 1024.0;
+    int li = 0;           /* the loop at or after node i */
+    bool regular = false; /* whether loop li's iterations past the second are copies */
     for (int i = 0; i < p->n_nodes; i++) {
         const lt__node *n = &p->nodes[i];
         lt__inst *in = &pl->inst[i];
-        in->n_tasks = nth == 1 ? 1 : node_tasks(p, n, &n->call, tasks, min_task);
-        in->flag_base = -1;
-        in->dep_begin = n_deps;
-        for (int o = 0; o < n->n_ops && rc == LT_OK; o++) {
-            int b = lt__buf_root(p, n->ops[o]);
-            if (b < 0) continue;
-            if (lt_kernel_reads(n->kernel, &n->call, o) && last_writer[b] >= 0)
-                rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, last_writer[b]);
-            if (lt_kernel_writes(n->kernel, &n->call, o)) {
-                if (last_writer[b] >= 0 && rc == LT_OK)
+        while (li < p->n_loops &&
+               i >= p->loops[li].first + p->loops[li].n_iter * p->loops[li].body_len)
+            li++;
+        const lt__loop *L = li < p->n_loops ? &p->loops[li] : NULL;
+        if (L && i == L->first)
+            regular = use_loops && loop_regular(p, L, last_writer, n_readers, owner);
+        if (L && regular && i >= L->first + 2 * L->body_len) {
+            if ((rc = replicate(pl, i, L->body_len, L->first, &n_deps, &cap_deps))) goto fail;
+            pl->n_copied++;
+        } else {
+            in->n_tasks = nth == 1 ? 1 : node_tasks(p, n, &n->call, tasks, min_task);
+            in->flag_base = -1;
+            in->dep_begin = n_deps;
+            for (int o = 0; o < n->n_ops && rc == LT_OK; o++) {
+                int b = lt__buf_root(p, n->ops[o]);
+                if (b < 0) continue;
+                if (lt_kernel_reads(n->kernel, &n->call, o) && last_writer[b] >= 0)
                     rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, last_writer[b]);
-                for (int r = 0; r < n_readers[b] && rc == LT_OK; r++)
-                    if (readers[b][r] != i)
-                        rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, readers[b][r]);
+                if (lt_kernel_writes(n->kernel, &n->call, o)) {
+                    if (last_writer[b] >= 0 && rc == LT_OK)
+                        rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin, last_writer[b]);
+                    for (int r = 0; r < n_readers[b] && rc == LT_OK; r++)
+                        if (readers[b][r] != i)
+                            rc = add_dep(&pl->deps, &n_deps, &cap_deps, in->dep_begin,
+                                         readers[b][r]);
+                }
             }
+            if (rc) goto fail;
+            in->dep_end = n_deps;
+            if ((rc = split_fine(p, pl, i, last_writer, readers, n_readers, &n_deps))) goto fail;
         }
-        if (rc) goto fail;
-        in->dep_end = n_deps;
-        if ((rc = split_fine(p, pl, i, last_writer, readers, n_readers, &n_deps))) goto fail;
         /* record this node's accesses for the nodes after it */
         for (int o = 0; o < n->n_ops; o++) {
             int b = lt__buf_root(p, n->ops[o]);
@@ -331,60 +464,40 @@ static int plan_build(lt_program *p, int nth, struct lt__plan **out) {
 oom:
     rc = lt_error(LT_ENOMEM, "out of memory planning the looped executor");
 fail:
-    plan_free(pl);
+    lt__plan_free(pl);
     pl = NULL;
 done:
     for (int b = 0; readers && b < p->n_bufs; b++) free(readers[b]);
     free(readers);
     free(n_readers);
     free(last_writer);
+    free(owner);
     *out = pl;
     return rc;
 }
 
-void lt__plans_free(lt_program *p) {
-    for (int i = 0; i < LT__PLANS; i++) {
-        plan_free(p->plans[i]);
-        p->plans[i] = NULL;
-    }
-}
-
-/* The schedule for nth threads: cached, else built in place of the least
- * recently used one (slot 0 is the most recent). */
-static int plan_for(lt_program *p, int nth, struct lt__plan **out) {
-    int i = 0;
-    while (i < LT__PLANS && p->plans[i] && p->plans[i]->nth != nth) i++;
-    if (i == LT__PLANS || !p->plans[i]) {
-        if (i == LT__PLANS) i = LT__PLANS - 1;
-        plan_free(p->plans[i]);
-        p->plans[i] = NULL;
-        int rc = plan_build(p, nth, &p->plans[i]);
-        if (rc) return rc;
-    }
-    struct lt__plan *pl = p->plans[i];
-    memmove(&p->plans[1], &p->plans[0], (size_t)i * sizeof p->plans[0]);
-    p->plans[0] = pl;
-    *out = pl;
-    return LT_OK;
-}
-
-int lt__looped_tasks(lt_program *p, int nth, int node) {
-    struct lt__plan *pl;
-    if (node < 0 || node >= p->n_nodes || plan_for(p, nth, &pl)) return -1;
-    return pl->inst[node].n_tasks;
-}
-
-int lt__looped_deps(lt_program *p, int nth, int node, int *fine) {
-    struct lt__plan *pl;
-    if (node < 0 || node >= p->n_nodes || plan_for(p, nth, &pl)) return -1;
+void lt__plan_node(const struct lt__plan *pl, int node, lt__sched_node *out) {
     const lt__inst *in = &pl->inst[node];
-    *fine = in->fine_end - in->fine_begin;
-    return in->dep_end - in->dep_begin;
+    out->n_tasks = in->n_tasks;
+    out->deps = pl->deps ? pl->deps + in->dep_begin : NULL;
+    out->n_deps = in->dep_end - in->dep_begin;
+    out->n_fine = in->fine_end - in->fine_begin;
+    out->flag_base = in->flag_base;
+}
+
+int lt__plan_copied(const struct lt__plan *pl) { return pl->n_copied; }
+
+void lt__plan_fine(const struct lt__plan *pl, int node, int f, int *producer, const int **range) {
+    const lt__inst *in = &pl->inst[node];
+    LT_ASSERT(f >= 0 && f < in->fine_end - in->fine_begin);
+    *producer = pl->fine[in->fine_begin + f].d;
+    *range = pl->fine[in->fine_begin + f].range;
 }
 
 typedef struct {
     lt_program *p;
     struct lt__plan *pl;
+    const lt_params *xp;
     lt_pool *pool;
     const lt_step *step;
     bool timed;
@@ -450,8 +563,8 @@ static void looped_worker(void *arg, int ith, int nth) {
     looped_ctx *c = arg;
     lt_program *p = c->p;
     const struct lt__plan *pl = c->pl;
-    const size_t budget = (size_t)p->xparams.v[LT_XP_PREFETCH_KB] << 10;
-    const bool barrier = p->xparams.v[LT_XP_SYNC] == 1;
+    const size_t budget = (size_t)c->xp->v[LT_XP_PREFETCH_KB] << 10;
+    const bool barrier = c->xp->v[LT_XP_SYNC] == 1;
     uint64_t wait_ns = 0, waits = 0;
     const lt_exec_observer *obs = p->obs.node_done ? &p->obs : NULL;
     const bool timed = c->timed || obs;
@@ -525,19 +638,15 @@ static void looped_worker(void *arg, int ith, int nth) {
     }
 }
 
-int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats) {
-    if (!p->finalized) return lt_error(LT_ESTATE, "program %s is not finalized", p->name);
-    const int nth = lt__exec_threads(p, pool);
-    if (nth > 64) return lt_error(LT_EINVAL, "looped executor: at most 64 threads");
-    struct lt__plan *pl;
-    int rc = plan_for(p, nth, &pl);
-    if (rc) return rc;
+int lt__exec_looped(lt_program *p, struct lt__plan *pl, const lt_params *xp, lt_pool *pool,
+                    int nth, const lt_step *step, lt_exec_stats *stats) {
+    LT_ASSERT(pl->nth == nth && nth <= 64 && nth <= lt_pool_size(pool));
     /* counters restart every step; the pool's hand-off publishes the zeros */
     memset(pl->ctr, 0, (size_t)p->n_nodes * sizeof *pl->ctr);
     memset(pl->flags, 0, (size_t)pl->n_flags * sizeof *pl->flags);
     lt_step st = *step;
     st.seq = lt__exec_next_seq();
-    looped_ctx c = {.p = p, .pl = pl, .pool = pool, .step = &st, .timed = stats != NULL};
+    looped_ctx c = {.p = p, .pl = pl, .xp = xp, .pool = pool, .step = &st, .timed = stats != NULL};
     uint64_t t0 = stats ? lt_now_ns() : 0;
     lt_pool_run_n(pool, nth, looped_worker, &c);
     if (stats) {
@@ -549,18 +658,4 @@ int lt_exec_looped(lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_st
         }
     }
     return LT_OK;
-}
-
-const char *lt_executor_name(lt_executor e) { return e == LT_EXEC_LOOPED ? "looped" : "dispatch"; }
-
-int lt_executor_parse(const char *s, lt_executor *out) {
-    if (!strcmp(s, "looped")) *out = LT_EXEC_LOOPED;
-    else if (!strcmp(s, "dispatch")) *out = LT_EXEC_DISPATCH;
-    else return lt_error(LT_EINVAL, "unknown executor '%s' (expected looped or dispatch)", s);
-    return LT_OK;
-}
-
-int lt_exec_run(lt_executor e, lt_program *p, lt_pool *pool, const lt_step *step, lt_exec_stats *stats) {
-    return e == LT_EXEC_LOOPED ? lt_exec_looped(p, pool, step, stats)
-                               : lt_exec_dispatch(p, pool, step, stats);
 }

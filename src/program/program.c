@@ -2,18 +2,20 @@
  * finalised (activations allocated, operands resolved, every call checked). */
 #include "looptune/program.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "program/program_internal.h"
 
+/* Program ids: relaxed suffices, only uniqueness matters. */
+static _Atomic uint64_t program_ids;
+
 int lt_program_init(lt_program **out, const char *name) {
     lt_program *p = calloc(1, sizeof *p);
     if (!p) return lt_error(LT_ENOMEM, "out of memory creating program");
     snprintf(p->name, sizeof p->name, "%s", name ? name : "program");
-    int nx;
-    const lt_param_def *xd = lt_exec_looped_params(&nx);
-    for (int i = 0; i < nx; i++) p->xparams.v[i] = xd[i].def;
+    p->id = atomic_fetch_add_explicit(&program_ids, 1, memory_order_relaxed) + 1;
     *out = p;
     return LT_OK;
 }
@@ -28,7 +30,6 @@ void lt_program_free(lt_program *p) {
         free(p->loops[i].stride);
     }
     free(p->loops);
-    lt__plans_free(p);
     lt_aligned_free(p->arena);
     free(p->bufs);
     free(p->nodes);
@@ -147,9 +148,10 @@ int lt_program_set_params(lt_program *p, int node, const lt_params *params) {
             count = L->n_iter;
         }
     }
-    /* the looped executor's task counts follow the kernel's pieces */
+    /* how the node divides into tasks follows the kernel's pieces: what an
+     * executor derived from the old ones is out of date */
     const lt_kernel *k = lt_kernel_get(n->kernel);
-    if (p->finalized && k->units && k->units(&n->call) != k->units(&trial)) lt__plans_free(p);
+    if (p->finalized && k->units && k->units(&n->call) != k->units(&trial)) p->structure_gen++;
     for (int it = 0; it < count; it++) {
         lt__node *m = &p->nodes[first + it * step];
         m->params = *params;

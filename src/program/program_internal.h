@@ -1,4 +1,5 @@
-/* Internal layout of a program, shared by the builder, printer and executors. */
+/* Internal layout of a program, shared by the builder, the passes, the
+ * printer and the executors (which read it; the IR knows no executor). */
 #ifndef LT_PROGRAM_INTERNAL_H
 #define LT_PROGRAM_INTERNAL_H
 
@@ -36,8 +37,6 @@ typedef struct {
     int64_t *stride; /* [n_slots] byte stride between iterations' data, or 0 if not constant */
 } lt__loop;
 
-#define LT__PLANS 4
-
 struct lt_program {
     char name[64];
     lt__buffer *bufs;
@@ -47,16 +46,17 @@ struct lt_program {
     lt__loop *loops; /* sorted by first node */
     int n_loops;
     void *arena; /* all activations */
-    lt_params xparams;     /* the looped executor's parameters */
-    lt_exec_observer obs;  /* obs.node_done NULL: no per-node timing */
-    /* the looped executor's schedules, one per thread count, built on first
-     * use (a program may alternate thread counts while they are tuned) */
-    struct lt__plan *plans[LT__PLANS];
-    int threads;           /* threads a step runs on; 0 = the whole pool */
+    lt_exec_observer obs; /* obs.node_done NULL: no per-node timing */
+    /* Identity for whoever caches what it derived from the program (an
+     * executor's schedules): id is unique in the process and never reused,
+     * so a freed program's successor at the same address is another
+     * program; structure_gen counts the changes that alter how nodes divide
+     * into tasks (a kernel parameter that changes lt_kernel.units). */
+    uint64_t id;
+    uint64_t structure_gen;
     bool finalized;
 };
 
-void lt__plans_free(lt_program *p);
 /* The buffer b lies in: b itself, or the parent a view (of a view ...) is in. */
 int lt__buf_root(const lt_program *p, int b);
 /* Whether node n reads (write: writes) buffer r or, unless exact, a view
@@ -70,17 +70,4 @@ static inline bool lt__node_writes(const lt_program *p, const lt__node *n, int r
 }
 /* Removes node i (before finalize, outside any loop). */
 void lt__node_remove(lt_program *p, int i);
-/* Tasks the looped executor cuts node into at nth threads (its schedule is
- * built if it is not cached); negative on error. For tests. */
-int lt__looped_tasks(lt_program *p, int nth, int node);
-/* Node's whole-node dependencies (returned) and task-level ones (*fine) in
- * the looped executor's schedule at nth threads; negative on error. For tests. */
-int lt__looped_deps(lt_program *p, int nth, int node, int *fine);
-/* Threads a step of p runs on in pool. */
-int lt__exec_threads(const lt_program *p, const lt_pool *pool);
-
-/* The next execution number for lt_step.seq: unique in the process, never 0
- * (exec_dispatch.c). */
-uint64_t lt__exec_next_seq(void);
-
 #endif

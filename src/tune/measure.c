@@ -24,6 +24,7 @@ typedef struct {
 
 struct lt_node_timer {
     lt_pool *pool;
+    const lt_exec *exec; /* splits the node as it would */
     const lt_program *p;
     int node, tiles;
     lt_kernel_fn fn;
@@ -105,8 +106,8 @@ static int keep_state(lt_node_timer *t, lt_kernel_id id) {
     return LT_OK;
 }
 
-int lt_node_timer_init(lt_node_timer **out, lt_program *p, int node, lt_pool *pool,
-                       const lt_step *step, int tasks_per_thread) {
+int lt_node_timer_init(lt_node_timer **out, const lt_exec *e, lt_program *p, int node,
+                       lt_pool *pool, const lt_step *step, int tasks_per_thread) {
     *out = NULL;
     if (node < 0 || node >= lt_program_n_nodes(p)) return lt_error(LT_EINVAL, "no node %d", node);
     if (tasks_per_thread < 1) return lt_error(LT_EINVAL, "tasks per thread must be >= 1");
@@ -135,10 +136,11 @@ int lt_node_timer_init(lt_node_timer **out, lt_program *p, int node, lt_pool *po
     t->pool = pool;
     t->fn = lt_kernel_fn_for(lt_kernel_get(ni.kernel), lt_isa_active());
     int nth = lt_pool_size(pool);
+    t->exec = e;
     t->p = p;
     t->node = node;
     t->tiles = tasks_per_thread;
-    t->n_tasks = lt_exec_looped_node_tasks(p, node, NULL, nth, tasks_per_thread);
+    t->n_tasks = lt_exec_node_tasks(e, p, node, NULL, nth, tasks_per_thread);
     if (t->n_tasks < 1) {
         lt_node_timer_free(t);
         return lt_error(LT_ESTATE, "node timer: the program is not finalized");
@@ -190,7 +192,7 @@ static long invol_switches(void) {
 double lt_node_timer_run(lt_node_timer *t, const lt_params *p, bool *contended) {
     /* as many tasks as the executor would cut the node into with p (a
      * matvec's row groups change with rows_per_task) */
-    int nt = lt_exec_looped_node_tasks(t->p, t->node, p, lt_pool_size(t->pool), t->tiles);
+    int nt = lt_exec_node_tasks(t->exec, t->p, t->node, p, lt_pool_size(t->pool), t->tiles);
     if (nt >= 1) t->n_tasks = nt;
     for (int i = 0; i < t->n_inst; i++) {
         t->calls[i].params = *p;

@@ -8,6 +8,7 @@
 #include "looptune/telemetry_sinks.h"
 #include "telemetry/tel_test.h"
 #include "test.h"
+#include "exec_test.h"
 
 typedef struct {
     lt_tel_sink a, b;
@@ -183,7 +184,7 @@ static void round_trip(lt_tel_detail detail, const char *path) {
                       LT_OK);
         }
         lt_step st = {.pos = s, .n_tokens = 1};
-        ASSERT_EQ(lt_exec_looped(p, pool, &st, NULL), LT_OK);
+        ASSERT_EQ(exec_step(LT_EXEC_LOOPED, p, pool, &st, NULL), LT_OK);
         lt_tel_step_end(tel, &st);
     }
     lt_tel_stats stats;
@@ -247,5 +248,6 @@ int main(void) {
     lt_tel_sink s;
     ASSERT_EQ(lt_tel_sink_file_open(&s, "/nonexistent-dir/x.bin"), LT_EIO);
     ASSERT_TRUE(strstr(lt_errmsg(), "/nonexistent-dir/x.bin") != NULL);
+    exec_test_free();
     return lt_test_finish();
 }

@@ -3,12 +3,14 @@
  * dispatch executor's logits bit for bit, at every position, for decode and
  * batched prefill, on the real stories260K model (grouped-query attention).
  * The prologue-fusion pass folds the decode program's norms and gate into
- * the matvecs after them, and changes no bit either. */
+ * the matvecs after them, and changes no bit either. The looped schedule
+ * built through the LOOP records is the one derived node by node. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "looptune/model.h"
 #include "looptune/program.h"
+#include "sched_test.h"
 #include "test.h"
 
 enum { STEPS = 24 };
@@ -91,6 +93,21 @@ int main(void) {
     }
     ASSERT_EQ(standalone, 0);
     ASSERT_EQ(pre, (int)m->cfg.n_layers * 6 + 1);
+    /* the looped schedules of decode and of a prefill batch, built through
+     * the LOOP records (layers past the second replicated), are the ones
+     * derived node by node, at 1..4 threads */
+    for (int64_t batch = 1; batch <= 4; batch += 3) {
+        lt_program *q;
+        ASSERT_EQ(lt_llama_program(l, batch, &q), LT_OK);
+        ASSERT_EQ(lt_program_n_loops(q), 1);
+        lt_loop_info Lq;
+        lt_program_loop(q, 0, &Lq);
+        for (int nth = 1; nth <= 4; nth++) {
+            int copied = 0;
+            ASSERT_EQ(sched_differences(q, nth, NULL, &copied), 0);
+            ASSERT_EQ(copied, (Lq.n_iter - 2) * Lq.body_len);
+        }
+    }
     lt_llama_free(l);
 
     /* fused and unfused: the same logits, both executors, 1..3 threads */

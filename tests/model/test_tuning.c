@@ -126,10 +126,8 @@ int main(void) {
     ASSERT_EQ(lt_llama_threads(l, false), 1);
     ASSERT_EQ(lt_llama_threads(l, true), 2);
     ASSERT_EQ(lt_llama_eval(l, &tok, 1, pos++), LT_OK);
-    lt_program *dec;
-    ASSERT_EQ(lt_llama_program(l, 1, &dec), LT_OK);
     lt_params in_force;
-    lt_program_exec_params(dec, &in_force);
+    lt_exec_params(lt_llama_exec(l), &in_force);
     ASSERT_EQ(in_force.v[LT_XP_SYNC], 1);
     th.v[0] = 2; /* the whole pool is 0, not its size */
     ASSERT_EQ(lt_tuning_set(t, LT_TUNING_THREADS, step, &th), LT_ECONFIG);

@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "looptune/program.h"
-#include "program/program_internal.h" /* lt__looped_deps */
+#include "program/exec_internal.h" /* lt__looped_deps */
 #include "pass_test.h"
 #include "test.h"
+#include "exec_test.h"
 
 enum { D = 64, KD = 32, HD = 16, SEQ = 6, LAYERS = 3, STEPS = 4, SCRATCH_ROWS = 128 };
 
@@ -112,7 +113,7 @@ static void run(prog *g, lt_pool *pool, lt_executor e, float *out) {
     memset(g->vcache, 0, sizeof g->vcache);
     for (int s = 0; s < STEPS; s++) {
         lt_step st = {.pos = s, .n_tokens = 1};
-        ASSERT_EQ(lt_exec_run(e, g->p, pool, &st, NULL), LT_OK);
+        ASSERT_EQ(exec_step(e, g->p, pool, &st, NULL), LT_OK);
     }
     memcpy(out, lt_program_buffer(g->p, g->x)->data, sizeof(float) * D);
     memcpy(out + D, g->kcache, sizeof g->kcache);
@@ -154,11 +155,12 @@ static void test_layers_fuse(void) {
      * scratch, both written by the first attention) for whole nodes; unfused
      * (node 15), for whole ROPE and KV_STORE nodes too, which do not say */
     int fine = -1;
-    ASSERT_EQ(lt__looped_deps(b->p, 2, 9, &fine), 2);
+    lt_exec *ex = exec_of(LT_EXEC_LOOPED);
+    ASSERT_EQ(lt__looped_deps(ex, b->p, 2, 9, &fine), 2);
     ASSERT_EQ(fine, 3);
-    ASSERT_EQ(lt__looped_deps(b->p, 1, 9, &fine), 5); /* one thread: whole nodes */
+    ASSERT_EQ(lt__looped_deps(ex, b->p, 1, 9, &fine), 5); /* one thread: whole nodes */
     ASSERT_EQ(fine, 0);
-    ASSERT_EQ(lt__looped_deps(a->p, 2, 15, &fine), 5);
+    ASSERT_EQ(lt__looped_deps(ex, a->p, 2, 15, &fine), 5);
     ASSERT_EQ(fine, 0);
     static float ref[OUT_FLOATS], got[OUT_FLOATS];
     for (int nth = 1; nth <= 3; nth++) {
@@ -381,5 +383,6 @@ int main(void) {
     test_conditions();
     test_pass_order();
     test_two_rows();
+    exec_test_free();
     return lt_test_finish();
 }

@@ -6,6 +6,7 @@
  * threads, in either activation mode. */
 #include "looptune/program.h"
 #include "test.h"
+#include "exec_test.h"
 
 enum { ROWS = 96, COLS = 256 };
 
@@ -99,7 +100,7 @@ static void run_case(bool rewrite) {
         for (int e = 0; e < 2; e++) {
             for (int it = 0; it < ITERS; it++) {
                 memcpy(xd, xin[it], sizeof xin[it]);
-                ASSERT_EQ(lt_exec_run((lt_executor)e, p, pool, &step, NULL), LT_OK);
+                ASSERT_EQ(exec_step((lt_executor)e, p, pool, &step, NULL), LT_OK);
                 bad += memcmp(y1d, want1[it], sizeof want1[it]) != 0;
                 if (rewrite) bad += memcmp(y2d, want2[it], sizeof want2[it]) != 0;
                 runs++;
@@ -120,5 +121,6 @@ int main(void) {
     act = "act_int8";
     run_case(false);
     run_case(true);
+    exec_test_free();
     return lt_test_finish();
 }

@@ -10,6 +10,7 @@
 #include "looptune/program.h"
 #include "pass_test.h"
 #include "test.h"
+#include "exec_test.h"
 
 enum { D = 64, LAYERS = 4 };
 
@@ -83,7 +84,7 @@ static void layer(prog *g, int l) {
 /* x after one step of p on pool by executor e. */
 static void run(lt_program *p, int x, lt_pool *pool, lt_executor e, float out[D]) {
     lt_step s = {.pos = 0, .n_tokens = 1};
-    ASSERT_EQ(lt_exec_run(e, p, pool, &s, NULL), LT_OK);
+    ASSERT_EQ(exec_step(e, p, pool, &s, NULL), LT_OK);
     memcpy(out, lt_program_buffer(p, x)->data, sizeof(float) * D);
 }
 
@@ -259,5 +260,6 @@ int main(void) {
     test_layers_fuse();
     test_conditions();
     test_two_rows();
+    exec_test_free();
     return lt_test_finish();
 }

@@ -4,6 +4,7 @@
 
 #include "looptune/program.h"
 #include "test.h"
+#include "exec_test.h"
 
 enum { N = 1000 };
 
@@ -39,7 +40,7 @@ static void test_chain(int nth, int depth) {
     lt_step step = {.pos = 0, .n_tokens = 1};
     lt_exec_stats st;
     for (int rep = 0; rep < 3; rep++) {
-        ASSERT_EQ(lt_exec_dispatch(p, pool, &step, &st), LT_OK);
+        ASSERT_EQ(exec_step(LT_EXEC_DISPATCH, p, pool, &step, &st), LT_OK);
         const float *y = lt_program_buffer(p, iy)->data;
         int bad = 0;
         for (int i = 0; i < N; i++)
@@ -103,5 +104,6 @@ int main(void) {
     for (int nth = 1; nth <= 3; nth++) test_chain(nth, 50);
     test_views_and_print();
     test_check_at_finalize();
+    exec_test_free();
     return lt_test_finish();
 }

@@ -197,8 +197,8 @@ int main(void) {
     ASSERT_EQ(value(t, "looped", step_key, LT_XP_SYNC), 1);
     ASSERT_EQ(value(t, "looped", step_key, LT_XP_TILES), 1);
     step(&f);
-    lt_params in_force;
-    lt_program_exec_params(dec, &in_force);
+    lt_params in_force; /* on the executor every eval runs on */
+    lt_exec_params(lt_llama_exec(f.l), &in_force);
     ASSERT_EQ(in_force.v[LT_XP_SYNC], 1);
     char back[160];
     snprintf(back, sizeof back, "tiles_per_thread=%d,prefetch_kb=%d,sync=%d,min_task_kb=%d",
@@ -206,8 +206,8 @@ int main(void) {
     control(o, "run-a", "looped", step_key, back, 0, 0);
     lt_online_step(o);
     step(&f);
-    lt_program_exec_params(dec, &in_force);
-    ASSERT_TRUE(!memcmp(&in_force, &xp0, sizeof xp0));
+    lt_exec_params(lt_llama_exec(f.l), &in_force);
+    ASSERT_TRUE(!memcmp(in_force.v, xp0.v, LT_XP_COUNT * sizeof xp0.v[0]));
 
     /* a trial cut short by a new incumbent: the trial's candidate never stays */
     control(o, "run-a", "matvec", mv, "rows_per_task=8,unroll=1,k_block=0,prefetch=0,"

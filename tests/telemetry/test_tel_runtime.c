@@ -9,6 +9,7 @@
 #include "looptune/telemetry_sinks.h"
 #include "tel_test.h"
 #include "test.h"
+#include "exec_test.h"
 
 typedef struct {
     lt_tel *tel;
@@ -33,7 +34,7 @@ static void run(lt_program *p, lt_pool *pool, lt_executor ex, lt_tel_opts o, int
     lt_tel_begin(r->tel);
     for (int s = 0; s < steps; s++) {
         lt_step st = {.pos = s, .n_tokens = 1};
-        ASSERT_EQ(lt_exec_run(ex, p, pool, &st, NULL), LT_OK);
+        ASSERT_EQ(exec_step(ex, p, pool, &st, NULL), LT_OK);
         if (sleep_each) sleep_ms(sleep_each);
         lt_tel_step_end(r->tel, &st);
     }
@@ -190,7 +191,7 @@ static void test_sink_drops(void) {
     lt_tel_begin(r.tel);
     for (int s = 0; s < 10; s++) {
         lt_step st = {.pos = s, .n_tokens = 1};
-        ASSERT_EQ(lt_exec_looped(p, pool, &st, NULL), LT_OK);
+        ASSERT_EQ(exec_step(LT_EXEC_LOOPED, p, pool, &st, NULL), LT_OK);
         lt_tel_step_end(r.tel, &st);
     }
     lt_tel_close(r.tel, &r.st); /* also ends observing */
@@ -322,7 +323,7 @@ static void test_retag_phases(lt_executor ex) {
         if (s == 0) lt_tel_begin(r.tel);
         if (s == N) break;
         lt_step st = {.pos = s, .n_tokens = 1};
-        ASSERT_EQ(lt_exec_run(ex, p, pool, &st, NULL), LT_OK);
+        ASSERT_EQ(exec_step(ex, p, pool, &st, NULL), LT_OK);
         conf[s] = cur;
         lt_tel_step_end(r.tel, &st);
     }
@@ -438,7 +439,7 @@ static void test_step_entries(void) {
     lt_tel_begin(r.tel);
     for (int s = 0; s < 25; s++) {
         lt_step st = {.pos = s, .n_tokens = 1};
-        ASSERT_EQ(lt_exec_run(LT_EXEC_LOOPED, p, pool, &st, NULL), LT_OK);
+        ASSERT_EQ(exec_step(LT_EXEC_LOOPED, p, pool, &st, NULL), LT_OK);
         lt_tel_step_end(r.tel, &st);
     }
     lt_tel_close(r.tel, &r.st);
@@ -498,5 +499,6 @@ int main(void) {
     test_counters_consistent();
     test_retag_phases(LT_EXEC_LOOPED);
     test_retag_phases(LT_EXEC_DISPATCH);
+    exec_test_free();
     return lt_test_finish();
 }

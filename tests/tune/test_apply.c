@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec_test.h"
 #include "looptune/tune.h"
 #include "test.h"
 
@@ -73,11 +74,12 @@ static void test_timer_epilogue(void) {
     ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
     lt_step step = {.pos = 2, .n_tokens = 1};
     /* a step stores y (rotated) in row 2 */
-    ASSERT_EQ(lt_exec_run(LT_EXEC_DISPATCH, p, pool, &step, NULL), LT_OK);
+    ASSERT_EQ(exec_step(LT_EXEC_DISPATCH, p, pool, &step, NULL), LT_OK);
     ASSERT_TRUE(!memcmp(lt_program_buffer(p, iy)->data, cache + 2 * ROWS, ROWS * sizeof(float)));
     for (int i = 0; i < 4 * ROWS; i++) cache[i] = (float)i;
     lt_node_timer *tm;
-    ASSERT_EQ(lt_node_timer_init(&tm, p, n, pool, &step, 4), LT_OK);
+    lt_exec *xe = exec_of(LT_EXEC_LOOPED);
+    ASSERT_EQ(lt_node_timer_init(&tm, xe, p, n, pool, &step, 4), LT_OK);
     lt_node_info ni;
     lt_program_node(p, n, &ni);
     ASSERT_TRUE(lt_node_timer_run(tm, &ni.params, NULL) > 0);
@@ -101,7 +103,8 @@ static void test_timer(int nth) {
     ASSERT_EQ(lt_pool_init(&pool, nth), LT_OK);
     lt_step step = {.pos = 0, .n_tokens = 1};
     lt_node_timer *t;
-    ASSERT_EQ(lt_node_timer_init(&t, p, node0 + 1, pool, &step, 4), LT_OK);
+    lt_exec *xe = exec_of(LT_EXEC_LOOPED);
+    ASSERT_EQ(lt_node_timer_init(&t, xe, p, node0 + 1, pool, &step, 4), LT_OK);
     ASSERT_EQ(lt_node_timer_instances(t), LAYERS);
     lt_space sp;
     lt_space_from_kernel(&sp, lt_kernel_get(LT_K_MATVEC));
@@ -131,5 +134,6 @@ int main(void) {
     test_timer_epilogue();
     test_timer(1);
     test_timer(2);
+    exec_test_free();
     return lt_test_finish();
 }

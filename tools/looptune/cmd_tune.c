@@ -371,7 +371,7 @@ int lt_cmd_tune(int argc, char **argv) {
         }
         lt_step step = {.pos = n == 1 ? DECODE_POS : 0, .n_tokens = n, .tokens = toks};
         lt_params xp;
-        lt_program_exec_params(p, &xp);
+        lt_exec_params(lt_llama_exec(l), &xp);
         int nn = lt_program_n_nodes(p);
         for (int i = 0; i < nn; i++) {
             lt_node_info ni;
@@ -397,7 +397,8 @@ int lt_cmd_tune(int argc, char **argv) {
             row->kernel = k->name;
             snprintf(row->shape, sizeof row->shape, "%s", sig);
             target t = {0};
-            if ((rc = lt_node_timer_init(&t.timer, p, i, pool, &step, xp.v[LT_XP_TILES]))) {
+            if ((rc = lt_node_timer_init(&t.timer, lt_llama_exec(l), p, i, pool, &step,
+                                         xp.v[LT_XP_TILES]))) {
                 free(toks);
                 lt_cli_fail_status(cmd, rc, "cannot time a node");
                 goto done;
