@@ -20,11 +20,16 @@
 
 enum { CHAIN_MAX = 3 };
 
+/* A key of this runtime, and the value set under it if any. Keys are only
+ * ever appended, so an index names one for good. */
 typedef struct {
-    char name[32];
+    char name[32];        /* a kernel, "looped" or "threads" */
     char key[LT_KEY_MAX];
+    bool fallback;        /* only a lookup's fallback: not listed by lt_tuning_key */
+    bool set;             /* v was set (else the defaults are in force) */
     lt_params v;
-} tn_entry;
+    lt_params def;        /* the active ISA's defaults */
+} tn_key;
 
 typedef struct {
     char name[32];
@@ -33,11 +38,17 @@ typedef struct {
     int32_t value;
 } tn_pin;
 
+/* A node of an attached program: the keys its value is looked up by,
+ * resolved once (a finalized program's calls do not change). */
 typedef struct {
-    char name[32];
-    char key[LT_KEY_MAX];
-    bool fallback; /* only a lookup's fallback: not listed by lt_tuning_key */
-} tn_key;
+    int chain[CHAIN_MAX]; /* indices into keys, most specific first */
+    int n_chain;          /* 0: the kernel has no parameters */
+} tn_node;
+
+typedef struct {
+    lt_program *p;
+    tn_node *nodes; /* [lt_program_n_nodes(p)] */
+} tn_prog;
 
 #define LT__TUNING_MAX_PROGRAMS 16
 #define LT__TUNING_MAX_PINS 32
@@ -45,14 +56,13 @@ typedef struct {
 struct lt_tuning {
     const lt_model *m;
     int pool_threads;
-    char step_key[LT_REGIME_COUNT][LT_KEY_MAX]; /* "threads" per regime; [DECODE]: "looped" */
-    tn_entry *set; /* the values set, by (name, key) */
-    int n_set, cap_set;
-    tn_pin pins[LT__TUNING_MAX_PINS];
-    int n_pins;
+    char step_key[LT_REGIME_COUNT][LT_KEY_MAX];
+    int threads_key[LT_REGIME_COUNT], looped_key; /* their indices */
     tn_key *keys; /* every key a program of this runtime has had */
     int n_keys, cap_keys;
-    lt_program *progs[LT__TUNING_MAX_PROGRAMS]; /* attached: built and not freed */
+    tn_pin pins[LT__TUNING_MAX_PINS];
+    int n_pins;
+    tn_prog progs[LT__TUNING_MAX_PROGRAMS]; /* attached: built and not freed */
     int n_progs;
     uint64_t gen;
 };
@@ -99,10 +109,10 @@ static void defaults_of(const lt_param_def *defs, int n, lt_params *out) {
 
 /* ---- lookups ----------------------------------------------------------------------- */
 
-static tn_entry *find_set(const lt_tuning *t, const char *name, const char *key) {
-    for (int i = 0; i < t->n_set; i++)
-        if (!strcmp(t->set[i].name, name) && !strcmp(t->set[i].key, key)) return &t->set[i];
-    return NULL;
+static int find_key(const lt_tuning *t, const char *name, const char *key) {
+    for (int i = 0; i < t->n_keys; i++)
+        if (!strcmp(t->keys[i].name, name) && !strcmp(t->keys[i].key, key)) return i;
+    return -1;
 }
 
 /* The keys a value of name under key is looked up by, most specific first:
@@ -127,17 +137,6 @@ static int key_chain(const char *name, const char *key, char chain[CHAIN_MAX][LT
     return n;
 }
 
-/* The chain of a node, and its kernel's name. */
-static int node_chain(const lt_program *p, int node, char chain[CHAIN_MAX][LT_KEY_MAX],
-                      const char **name) {
-    lt_node_info ni;
-    lt_program_node(p, node, &ni);
-    char key[LT_KEY_MAX];
-    lt_call_key(ni.kernel, lt_program_call(p, node), key, sizeof key);
-    *name = lt_kernel_get(ni.kernel)->name;
-    return key_chain(*name, key, chain);
-}
-
 /* Pins of name that hold for key (every key, or this one) over v. */
 static void overlay_pins(const lt_tuning *t, const char *name, const char *key, lt_params *v) {
     for (int i = 0; i < t->n_pins; i++)
@@ -145,43 +144,48 @@ static void overlay_pins(const lt_tuning *t, const char *name, const char *key, 
             v->v[t->pins[i].index] = t->pins[i].value;
 }
 
-/* The value in force for name under the first key of chain with a value
- * set, else the defaults; pins on top (by the most specific key). */
-static int value_of(const lt_tuning *t, const char *name, char chain[][LT_KEY_MAX], int n_chain,
-                    lt_params *out) {
-    lt_param_def defs[LT_MAX_PARAMS];
-    int nd;
-    int rc = lt_tuning_space(name, t->pool_threads, defs, &nd);
-    if (rc) return rc;
-    const tn_entry *e = NULL;
-    for (int i = 0; i < n_chain && !e; i++) e = find_set(t, name, chain[i]);
-    if (e) *out = e->v;
-    else defaults_of(defs, nd, out);
-    overlay_pins(t, name, chain[0], out);
-    return LT_OK;
-}
-
-static int node_value(const lt_tuning *t, const lt_program *p, int node, lt_params *out) {
-    char chain[CHAIN_MAX][LT_KEY_MAX];
-    const char *name;
-    int n = node_chain(p, node, chain, &name);
-    return value_of(t, name, chain, n, out);
+/* The value in force under the keys chain[0..n) (indices): the first with
+ * a value set, else the first's defaults; pins on top. */
+static void value_of(const lt_tuning *t, const int *chain, int n, lt_params *out) {
+    const tn_key *k0 = &t->keys[chain[0]];
+    *out = k0->def;
+    for (int i = 0; i < n; i++)
+        if (t->keys[chain[i]].set) {
+            *out = t->keys[chain[i]].v;
+            break;
+        }
+    if (t->n_pins) overlay_pins(t, k0->name, k0->key, out);
 }
 
 int lt_tuning_get(const lt_tuning *t, const char *name, const char *key, lt_params *out) {
     char chain[CHAIN_MAX][LT_KEY_MAX];
-    int n = key_chain(name, key, chain);
-    return value_of(t, name, chain, n, out);
+    int idx[CHAIN_MAX], n = 0;
+    const int nc = key_chain(name, key, chain);
+    for (int i = 0; i < nc; i++) {
+        int k = find_key(t, name, chain[i]);
+        if (k >= 0) idx[n++] = k;
+        else if (i == 0) break; /* not a key of this runtime: its defaults */
+    }
+    if (n) {
+        value_of(t, idx, n, out);
+        return LT_OK;
+    }
+    lt_param_def defs[LT_MAX_PARAMS];
+    int nd;
+    int rc = lt_tuning_space(name, t->pool_threads, defs, &nd);
+    if (rc) return rc;
+    defaults_of(defs, nd, out);
+    overlay_pins(t, name, key, out);
+    return LT_OK;
 }
 
 bool lt_tuning_has(const lt_tuning *t, const char *name, const char *key) {
-    return find_set(t, name, key) != NULL;
+    int k = find_key(t, name, key);
+    return k >= 0 && t->keys[k].set;
 }
 
 bool lt_tuning_uses(const lt_tuning *t, const char *name, const char *key) {
-    for (int i = 0; i < t->n_keys; i++)
-        if (!strcmp(t->keys[i].name, name) && !strcmp(t->keys[i].key, key)) return true;
-    return false;
+    return find_key(t, name, key) >= 0;
 }
 
 int lt_tuning_n_keys(const lt_tuning *t) {
@@ -216,15 +220,17 @@ static int check_nodes(const lt_tuning *t, const char *name) {
     const lt_kernel *k = lt_kernel_find(name);
     if (!k) return LT_OK; /* the executor or a thread count: their space is the check */
     for (int j = 0; j < t->n_progs; j++) {
-        const lt_program *p = t->progs[j];
-        for (int i = 0; i < lt_program_n_nodes(p); i++) {
-            lt_node_info ni;
-            lt_program_node(p, i, &ni);
-            if (ni.kernel != k->id) continue;
-            lt_call trial = *lt_program_call(p, i);
-            LT_ASSERT(node_value(t, p, i, &trial.params) == LT_OK);
-            if (lt_call_check(k->id, &trial))
+        const tn_prog *tp = &t->progs[j];
+        for (int i = 0; i < lt_program_n_nodes(tp->p); i++) {
+            const tn_node *tn = &tp->nodes[i];
+            if (!tn->n_chain || strcmp(t->keys[tn->chain[0]].name, name)) continue;
+            lt_call trial = *lt_program_call(tp->p, i);
+            value_of(t, tn->chain, tn->n_chain, &trial.params);
+            if (lt_call_check(k->id, &trial)) {
+                lt_node_info ni;
+                lt_program_node(tp->p, i, &ni);
                 return lt_error(LT_ECONFIG, "node %s: %s", ni.label ? ni.label : "?", lt_errmsg());
+            }
         }
     }
     return LT_OK;
@@ -237,60 +243,41 @@ static int known_name(const lt_tuning *t, const char *name, lt_param_def *defs, 
     return LT_OK;
 }
 
-int lt_tuning_set(lt_tuning *t, const char *name, const char *key, const lt_params *p) {
-    lt_param_def defs[LT_MAX_PARAMS];
-    int nd;
-    int rc = known_name(t, name, defs, &nd);
-    if (rc) return rc;
-    if ((rc = lt_param_defs_validate(name, defs, nd, p))) return rc;
-    if (!key || !lt_tuning_uses(t, name, key))
-        return lt_error(LT_ENOTFOUND, "this model has no %s of shape %s", name, key ? key : "");
-    lt_params v = {{0}};
-    memcpy(v.v, p->v, (size_t)nd * sizeof v.v[0]); /* unused slots stay 0 */
-    tn_entry *e = find_set(t, name, key);
-    tn_entry saved;
-    memset(&saved, 0, sizeof saved);
-    bool existed = e != NULL;
-    if (e) {
-        saved = *e;
-    } else {
-        if (t->n_set == t->cap_set) {
-            int cap = t->cap_set ? 2 * t->cap_set : 16;
-            tn_entry *ne = realloc(t->set, (size_t)cap * sizeof *ne);
-            if (!ne) return lt_error(LT_ENOMEM, "tuning: out of memory");
-            t->set = ne;
-            t->cap_set = cap;
-        }
-        e = &t->set[t->n_set++];
-        snprintf(e->name, sizeof e->name, "%s", name);
-        snprintf(e->key, sizeof e->key, "%s", key);
-    }
-    e->v = v;
-    if ((rc = check_nodes(t, name))) { /* put back what was there */
-        if (existed) *e = saved;
-        else t->n_set--;
+/* Puts (set, v) on key k after checking the calls it reaches; on a refusal
+ * puts back what was there. */
+static int put(lt_tuning *t, int k, bool set, const lt_params *v) {
+    tn_key *e = &t->keys[k];
+    const tn_key saved = *e;
+    e->set = set;
+    if (set) e->v = *v;
+    int rc = check_nodes(t, e->name);
+    if (rc) {
+        *e = saved;
         return rc;
     }
     t->gen++;
     return LT_OK;
 }
 
+int lt_tuning_set(lt_tuning *t, const char *name, const char *key, const lt_params *p) {
+    lt_param_def defs[LT_MAX_PARAMS];
+    int nd;
+    int rc = known_name(t, name, defs, &nd);
+    if (rc) return rc;
+    if ((rc = lt_param_defs_validate(name, defs, nd, p))) return rc;
+    const int k = key ? find_key(t, name, key) : -1;
+    if (k < 0)
+        return lt_error(LT_ENOTFOUND, "this model has no %s of shape %s", name, key ? key : "");
+    lt_params v;
+    memset(&v, 0, sizeof v);
+    memcpy(v.v, p->v, (size_t)nd * sizeof v.v[0]); /* unused slots stay 0 */
+    return put(t, k, true, &v);
+}
+
 int lt_tuning_unset(lt_tuning *t, const char *name, const char *key) {
-    tn_entry *e = find_set(t, name, key);
-    if (!e) return LT_OK;
-    tn_entry saved = *e;
-    int i = (int)(e - t->set);
-    memmove(&t->set[i], &t->set[i + 1], (size_t)(t->n_set - i - 1) * sizeof *t->set);
-    t->n_set--;
-    int rc = check_nodes(t, name); /* the defaults may not fit where a value did */
-    if (rc) {
-        memmove(&t->set[i + 1], &t->set[i], (size_t)(t->n_set - i) * sizeof *t->set);
-        t->set[i] = saved;
-        t->n_set++;
-        return rc;
-    }
-    t->gen++;
-    return LT_OK;
+    const int k = find_key(t, name, key);
+    if (k < 0 || !t->keys[k].set) return LT_OK;
+    return put(t, k, false, NULL); /* the defaults may not fit where a value did */
 }
 
 int lt_tuning_pin(lt_tuning *t, const char *name, const char *key, const char *param,
@@ -341,8 +328,10 @@ int lt__tuning_init(lt_tuning **out, const lt_model *m, int pool_threads) {
     for (int r = 0; r < LT_REGIME_COUNT && !rc; r++) {
         lt_step_shape_format(m, pool_threads, (lt_regime)r, t->step_key[r], LT_KEY_MAX);
         rc = lt__tuning_add_key(t, LT_TUNING_THREADS, t->step_key[r], false);
+        t->threads_key[r] = t->n_keys - 1;
     }
     if (!rc) rc = lt__tuning_add_key(t, LT_TUNING_LOOPED, t->step_key[LT_REGIME_DECODE], false);
+    t->looped_key = t->n_keys - 1;
     if (rc) {
         lt__tuning_free(t);
         return rc;
@@ -353,17 +342,22 @@ int lt__tuning_init(lt_tuning **out, const lt_model *m, int pool_threads) {
 
 void lt__tuning_free(lt_tuning *t) {
     if (!t) return;
-    free(t->set);
+    for (int i = 0; i < t->n_progs; i++) free(t->progs[i].nodes);
     free(t->keys);
     free(t);
 }
 
-int lt__tuning_add_key(lt_tuning *t, const char *name, const char *key, bool fallback) {
-    for (int i = 0; i < t->n_keys; i++)
-        if (!strcmp(t->keys[i].name, name) && !strcmp(t->keys[i].key, key)) {
-            t->keys[i].fallback &= fallback; /* a node's own key is listed */
-            return LT_OK;
-        }
+/* The index of (name, key), added if new. */
+static int add_key(lt_tuning *t, const char *name, const char *key, bool fallback) {
+    int i = find_key(t, name, key);
+    if (i >= 0) {
+        t->keys[i].fallback &= fallback; /* a node's own key is listed */
+        return i;
+    }
+    lt_param_def defs[LT_MAX_PARAMS];
+    int nd;
+    int rc = lt_tuning_space(name, t->pool_threads, defs, &nd);
+    if (rc) return rc;
     if (t->n_keys == t->cap_keys) {
         int cap = t->cap_keys ? 2 * t->cap_keys : 32;
         tn_key *nk = realloc(t->keys, (size_t)cap * sizeof *nk);
@@ -371,59 +365,87 @@ int lt__tuning_add_key(lt_tuning *t, const char *name, const char *key, bool fal
         t->keys = nk;
         t->cap_keys = cap;
     }
-    tn_key *k = &t->keys[t->n_keys++];
+    tn_key *k = &t->keys[t->n_keys];
+    memset(k, 0, sizeof *k);
     snprintf(k->name, sizeof k->name, "%s", name);
     snprintf(k->key, sizeof k->key, "%s", key);
     k->fallback = fallback;
-    return LT_OK;
+    defaults_of(defs, nd, &k->def);
+    return t->n_keys++;
 }
 
-int lt__tuning_learn(lt_tuning *t, const lt_program *p) {
+int lt__tuning_add_key(lt_tuning *t, const char *name, const char *key, bool fallback) {
+    int rc = add_key(t, name, key, fallback);
+    return rc < 0 ? rc : LT_OK;
+}
+
+/* The keys of every node of p with parameters (added if new), into nodes
+ * (may be NULL: only learn them). */
+static int resolve(lt_tuning *t, const lt_program *p, tn_node *nodes) {
     for (int i = 0; i < lt_program_n_nodes(p); i++) {
         lt_node_info ni;
         lt_program_node(p, i, &ni);
-        if (lt_kernel_get(ni.kernel)->n_params == 0) continue;
-        char chain[CHAIN_MAX][LT_KEY_MAX];
-        const char *name;
-        int n = node_chain(p, i, chain, &name);
-        for (int j = 0; j < n; j++) {
-            int rc = lt__tuning_add_key(t, name, chain[j], j > 0);
-            if (rc) return rc;
+        tn_node tn = {.n_chain = 0};
+        const lt_kernel *kd = lt_kernel_get(ni.kernel);
+        if (kd->n_params > 0) {
+            char key[LT_KEY_MAX], chain[CHAIN_MAX][LT_KEY_MAX];
+            lt_call_key(ni.kernel, lt_program_call(p, i), key, sizeof key);
+            const int n = key_chain(kd->name, key, chain);
+            for (int j = 0; j < n; j++) {
+                int k = add_key(t, kd->name, chain[j], j > 0);
+                if (k < 0) return k;
+                tn.chain[tn.n_chain++] = k;
+            }
         }
+        if (nodes) nodes[i] = tn;
     }
     return LT_OK;
 }
 
+int lt__tuning_learn(lt_tuning *t, const lt_program *p) { return resolve(t, p, NULL); }
+
 int lt__tuning_attach(lt_tuning *t, lt_program *p) {
     if (t->n_progs == LT__TUNING_MAX_PROGRAMS)
         return lt_error(LT_ESTATE, "tuning: more than %d programs", LT__TUNING_MAX_PROGRAMS);
-    int rc = lt__tuning_learn(t, p);
-    if (rc) return rc;
-    t->progs[t->n_progs++] = p;
+    const int n = lt_program_n_nodes(p);
+    tn_node *nodes = calloc((size_t)(n ? n : 1), sizeof *nodes);
+    if (!nodes) return lt_error(LT_ENOMEM, "tuning: out of memory");
+    int rc = resolve(t, p, nodes);
+    if (rc) {
+        free(nodes);
+        return rc;
+    }
+    t->progs[t->n_progs++] = (tn_prog){p, nodes};
     lt__tuning_apply(t, p);
     return LT_OK;
 }
 
 void lt__tuning_detach(lt_tuning *t, const lt_program *p) {
     for (int i = 0; i < t->n_progs; i++)
-        if (t->progs[i] == p) {
+        if (t->progs[i].p == p) {
+            free(t->progs[i].nodes);
             t->progs[i] = t->progs[--t->n_progs];
             return;
         }
 }
 
 int lt__tuning_apply(const lt_tuning *t, lt_program *p) {
+    const tn_prog *tp = NULL;
+    for (int i = 0; i < t->n_progs && !tp; i++)
+        if (t->progs[i].p == p) tp = &t->progs[i];
+    LT_ASSERT(tp != NULL); /* only attached programs */
     int changed = 0;
     for (int i = 0; i < lt_program_n_nodes(p); i++) {
-        lt_node_info ni;
-        lt_program_node(p, i, &ni);
-        if (lt_kernel_get(ni.kernel)->n_params == 0) continue;
+        const tn_node *tn = &tp->nodes[i];
+        if (!tn->n_chain) continue;
         lt_params v;
-        LT_ASSERT(node_value(t, p, i, &v) == LT_OK);
-        if (!memcmp(&v, &ni.params, sizeof v)) continue;
+        value_of(t, tn->chain, tn->n_chain, &v);
+        if (!memcmp(&v, &lt_program_call(p, i)->params, sizeof v)) continue;
         /* checked when set on the programs built then; one built since may
          * not take it (a constraint of its call): it keeps what it has */
         if (lt_program_set_params(p, i, &v)) {
+            lt_node_info ni;
+            lt_program_node(p, i, &ni);
             lt_log(LT_LOG_WARN, "tuning: node %s of %s keeps its parameters: %s",
                    ni.label ? ni.label : "?", lt_program_name(p), lt_errmsg());
             continue;
@@ -435,10 +457,10 @@ int lt__tuning_apply(const lt_tuning *t, lt_program *p) {
 
 int lt__tuning_threads(const lt_tuning *t, lt_regime r) {
     lt_params v;
-    LT_ASSERT(lt_tuning_get(t, LT_TUNING_THREADS, t->step_key[r], &v) == LT_OK);
+    value_of(t, &t->threads_key[r], 1, &v);
     return v.v[0];
 }
 
 void lt__tuning_exec_params(const lt_tuning *t, lt_params *out) {
-    LT_ASSERT(lt_tuning_get(t, LT_TUNING_LOOPED, t->step_key[LT_REGIME_DECODE], out) == LT_OK);
+    value_of(t, &t->looped_key, 1, out);
 }
