@@ -11,6 +11,7 @@
 #include "looptune/model.h"
 #include "looptune/program.h"
 #include "sched_test.h"
+#include "model_test.h"
 #include "test.h"
 
 enum { STEPS = 24 };
@@ -60,12 +61,8 @@ static void run(lt_model *m, lt_pool *pool, lt_executor e, float *logits) {
 }
 
 int main(void) {
-    const char *dir = getenv("LT_DATA_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/stories260K.bin", dir ? dir : "tests/data");
-    lt_model *m;
-    ASSERT_EQ(lt_model_open(&m, path, NULL), LT_OK);
-    if (lt_test_failures) return lt_test_finish();
+    lt_model *m = lt_test_stories260k();
+    if (!m) return lt_test_finish();
     const size_t n = (size_t)(STEPS + 3) * (size_t)m->cfg.vocab_size;
     float *a = calloc(n, sizeof(float)), *b = calloc(n, sizeof(float));
 

@@ -9,6 +9,7 @@
 
 #include "looptune/model.h"
 #include "looptune/program.h"
+#include "model_test.h"
 #include "test.h"
 
 /* rows_per_task of the decode program's node labelled label, as its call
@@ -35,12 +36,8 @@ static lt_params with_rpt(lt_tuning *t, const char *key, int32_t rpt) {
 }
 
 int main(void) {
-    const char *dir = getenv("LT_DATA_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/stories260K.bin", dir ? dir : "tests/data");
-    lt_model *m;
-    ASSERT_EQ(lt_model_open(&m, path, NULL), LT_OK);
-    if (lt_test_failures) return lt_test_finish();
+    lt_model *m = lt_test_stories260k();
+    if (!m) return lt_test_finish();
     lt_pool *pool;
     ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
     lt_llama *l;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "looptune/runtime.h"
+#include "model_test.h"
 #include "test.h"
 
 /* A control envelope; params "name=value,..." (NULL: none). */
@@ -89,12 +90,9 @@ static int32_t value(lt_tuning *t, const char *name, const char *key, int i) {
 }
 
 int main(void) {
-    const char *dir = getenv("LT_DATA_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/stories260K.bin", dir ? dir : "tests/data");
     fixture f = {0};
-    ASSERT_EQ(lt_model_open(&f.m, path, NULL), LT_OK);
-    if (lt_test_failures) return lt_test_finish();
+    f.m = lt_test_stories260k();
+    if (!f.m) return lt_test_finish();
     lt_pool *pool;
     ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
     lt_llama_opts lo = {.executor = 1, .ctx_len = 32, .max_batch = 8};

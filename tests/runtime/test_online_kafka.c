@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "looptune/runtime.h"
+#include "model_test.h"
 #include "test.h"
 
 static void send_control(lt_producer *prod, int32_t unroll) {
@@ -58,12 +59,8 @@ int main(void) {
     ASSERT_EQ(lt_producer_open(&prod, &po), LT_OK);
     send_control(prod, 2); /* before the run listens: never applied */
 
-    const char *dir = getenv("LT_DATA_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/stories260K.bin", dir ? dir : "tests/data");
-    lt_model *m;
-    ASSERT_EQ(lt_model_open(&m, path, NULL), LT_OK);
-    if (lt_test_failures) return lt_test_finish();
+    lt_model *m = lt_test_stories260k();
+    if (!m) return lt_test_finish();
     lt_pool *pool;
     ASSERT_EQ(lt_pool_init(&pool, 1), LT_OK);
     lt_llama *l;

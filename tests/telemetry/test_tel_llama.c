@@ -9,6 +9,7 @@
 
 #include "looptune/model.h"
 #include "tel_test.h"
+#include "model_test.h"
 #include "test.h"
 
 typedef struct {
@@ -113,12 +114,8 @@ static void run(lt_model *m, lt_pool *pool, lt_executor ex) {
 }
 
 int main(void) {
-    const char *dir = getenv("LT_DATA_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/stories260K.bin", dir ? dir : "tests/data");
-    lt_model *m;
-    ASSERT_EQ(lt_model_open(&m, path, NULL), LT_OK);
-    if (lt_test_failures) return lt_test_finish();
+    lt_model *m = lt_test_stories260k();
+    if (!m) return lt_test_finish();
     lt_pool *pool;
     ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
     run(m, pool, LT_EXEC_DISPATCH);

@@ -11,18 +11,14 @@
 #include "kafka/kafka_test.h"
 #include "looptune/kafka.h"
 #include "looptune/tune.h"
+#include "store_test.h"
 #include "test.h"
 
 static const char *bootstrap;
 
 static lt_config_entry entry(const char *kernel, const char *shape, const char *host,
                              const char *params, double med, int64_t trials, bool converged) {
-    lt_config_entry e;
-    memset(&e, 0, sizeof e);
-    snprintf(e.kernel, sizeof e.kernel, "%s", kernel);
-    snprintf(e.shape, sizeof e.shape, "%s", shape);
-    snprintf(e.host, sizeof e.host, "%s", host);
-    snprintf(e.params, sizeof e.params, "%s", params);
+    lt_config_entry e = lt_test_entry(kernel, shape, host, params);
     e.median_ns = med;
     e.samples = 16 + trials % 7;
     e.speedup = 1.0 + med / 1e7;

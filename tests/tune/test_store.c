@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "looptune/tune.h"
+#include "store_test.h"
 #include "test.h"
 
 static char dir[512];
@@ -14,12 +15,7 @@ static void path_of(char *buf, size_t n, const char *name) { snprintf(buf, n, "%
 
 static lt_config_entry entry(const char *kernel, const char *shape, const char *host,
                              const char *params, double med) {
-    lt_config_entry e;
-    memset(&e, 0, sizeof e);
-    snprintf(e.kernel, sizeof e.kernel, "%s", kernel);
-    snprintf(e.shape, sizeof e.shape, "%s", shape);
-    snprintf(e.host, sizeof e.host, "%s", host);
-    snprintf(e.params, sizeof e.params, "%s", params);
+    lt_config_entry e = lt_test_entry(kernel, shape, host, params);
     e.median_ns = med;
     e.samples = 40;
     e.speedup = 1.25;

@@ -10,21 +10,9 @@
 
 #include "looptune/model.h"
 #include "looptune/tune.h"
+#include "model_test.h"
+#include "store_test.h"
 #include "test.h"
-
-static lt_config_entry entry(const char *kernel, const char *shape, const char *host,
-                             const char *params) {
-    lt_config_entry e;
-    memset(&e, 0, sizeof e);
-    snprintf(e.kernel, sizeof e.kernel, "%s", kernel);
-    snprintf(e.shape, sizeof e.shape, "%s", shape);
-    snprintf(e.host, sizeof e.host, "%s", host);
-    snprintf(e.params, sizeof e.params, "%s", params);
-    e.median_ns = 1000;
-    e.samples = 10;
-    e.speedup = 1.1;
-    return e;
-}
 
 /* A point of name's space that is not the defaults and that every call of
  * key takes (tried on the runtime, then taken back), as store text. */
@@ -65,12 +53,8 @@ static int check_program(lt_llama *l, int64_t n, lt_kernel_id id, const char *ke
 }
 
 int main(void) {
-    const char *dir = getenv("LT_DATA_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/stories260K.bin", dir ? dir : "tests/data");
-    lt_model *m;
-    ASSERT_EQ(lt_model_open(&m, path, NULL), LT_OK);
-    if (lt_test_failures) return lt_test_finish();
+    lt_model *m = lt_test_stories260k();
+    if (!m) return lt_test_finish();
     lt_pool *pool;
     ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
     lt_llama *l;
@@ -102,13 +86,13 @@ int main(void) {
     lt_store *s;
     ASSERT_EQ(lt_store_open(&s, &be, NULL), LT_OK);
     lt_config_entry es[] = {
-        entry("matvec", mv_key, "hostA", mv_text),
-        entry("matmul", mm_key, "hostA", mm_text),
-        entry(LT_TUNING_LOOPED, step, "hostA", xp_text),
-        entry(LT_TUNING_THREADS, pre_step, "hostA", "threads=1"),
-        entry("matvec", mv_key, "hostB", mv_text),               /* another host */
-        entry("matvec", "f32:9999x7:decode", "hostA", mv_text),  /* a shape the model lacks */
-        entry(LT_TUNING_THREADS, "llama:d1:h1:l1:f32:t2:decode", "hostA", "threads=1"),
+        lt_test_entry("matvec", mv_key, "hostA", mv_text),
+        lt_test_entry("matmul", mm_key, "hostA", mm_text),
+        lt_test_entry(LT_TUNING_LOOPED, step, "hostA", xp_text),
+        lt_test_entry(LT_TUNING_THREADS, pre_step, "hostA", "threads=1"),
+        lt_test_entry("matvec", mv_key, "hostB", mv_text),               /* another host */
+        lt_test_entry("matvec", "f32:9999x7:decode", "hostA", mv_text),  /* a shape the model lacks */
+        lt_test_entry(LT_TUNING_THREADS, "llama:d1:h1:l1:f32:t2:decode", "hostA", "threads=1"),
     };
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) ASSERT_EQ(lt_store_put(s, &es[i]), LT_OK);
     int refused = -1;
