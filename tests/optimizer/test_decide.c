@@ -202,6 +202,8 @@ static void close_window(lt_optimizer *o, sim *s) {
 }
 
 /* One decode step and the boundary after it, as the run side does it. */
+static void close_any(lt_optimizer *o, void *s) { close_window(o, s); }
+
 static void step(lt_optimizer *o, sim *s) {
     for (int i = 0; i < N_NODES; i++) {
         double n = 1.0 + s->noise * (2 * rnd(s) - 1);
@@ -212,20 +214,8 @@ static void step(lt_optimizer *o, sim *s) {
     s->win_steps++;
     s->steps++;
     if (s->ts.trial && trial_sim_on_cand(s->ts.phase)) s->cand_steps++;
-    if (s->ts.trial) {
-        if (trial_sim_phase_done(&s->ts)) {
-            close_window(o, s);
-            trial_sim_next_phase(&s->ts, s->cur, s->inc);
-        }
-    } else if (s->win_steps >= 8) {
-        close_window(o, s);
-    }
-    lt_optimizer_poll(o, 0);
-    for (int k = 0; k < s->n_pend; k++) {
-        close_window(o, s);
-        trial_sim_apply(&s->ts, &s->pend[k], s->cur, s->inc);
-    }
-    s->n_pend = 0;
+    trial_sim_boundary(&s->ts, s->win_steps, o, close_any, s, s->pend, &s->n_pend, s->cur,
+                       s->inc);
 }
 
 static void run_case(double noise, uint64_t seed) {

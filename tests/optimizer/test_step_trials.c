@@ -206,6 +206,8 @@ static void close_window(lt_optimizer *o, sim *s) {
 
 /* One decode step: the nodes' time scales with the thread count's factor;
  * the step is its nodes plus a fixed 500 ns outside them. */
+static void close_any(lt_optimizer *o, void *s) { close_window(o, s); }
+
 static void step(lt_optimizer *o, sim *s) {
     double f = s->cur[K_THREADS].v[0] == 1 ? s->one_thread : 1.0;
     double norm = 2000 * f, mv = s->with_matvec ? 30000 * f : 0;
@@ -216,20 +218,8 @@ static void step(lt_optimizer *o, sim *s) {
     if (st < s->step_min) s->step_min = st;
     if (st > s->step_max) s->step_max = st;
     s->win_steps++;
-    if (s->ts.trial) {
-        if (trial_sim_phase_done(&s->ts)) {
-            close_window(o, s);
-            trial_sim_next_phase(&s->ts, s->cur, s->inc);
-        }
-    } else if (s->win_steps >= 8) {
-        close_window(o, s);
-    }
-    lt_optimizer_poll(o, 0);
-    for (int k = 0; k < s->n_pend; k++) {
-        close_window(o, s);
-        trial_sim_apply(&s->ts, &s->pend[k], s->cur, s->inc);
-    }
-    s->n_pend = 0;
+    trial_sim_boundary(&s->ts, s->win_steps, o, close_any, s, s->pend, &s->n_pend, s->cur,
+                       s->inc);
 }
 
 static void run_case(bool with_matvec, double one_thread, int steps, sim *s,

@@ -70,4 +70,29 @@ static inline void trial_sim_apply(trial_sim *t, const trial_sim_control *c, lt_
     trial_sim_set_phase(t, cur, inc);
 }
 
+/* The end of a decode step that ran win_steps steps of the window in
+ * progress: a phase that ended (or, outside trials, every 8 steps) closes
+ * the window; the optimizer then decides; each control it sent (pend, as
+ * its on_control hook queued them) applies after closing the window it
+ * ends. close_window(user) emits the window. */
+static inline void trial_sim_boundary(trial_sim *t, int win_steps, lt_optimizer *o,
+                                      void (*close_window)(lt_optimizer *, void *), void *user,
+                                      trial_sim_control *pend, int *n_pend, lt_params *cur,
+                                      lt_params *inc) {
+    if (t->trial) {
+        if (trial_sim_phase_done(t)) {
+            close_window(o, user);
+            trial_sim_next_phase(t, cur, inc);
+        }
+    } else if (win_steps >= 8) {
+        close_window(o, user);
+    }
+    lt_optimizer_poll(o, 0);
+    for (int k = 0; k < *n_pend; k++) {
+        close_window(o, user);
+        trial_sim_apply(t, &pend[k], cur, inc);
+    }
+    *n_pend = 0;
+}
+
 #endif
