@@ -1,4 +1,4 @@
-/* Helpers for the non-linear kernel tests: a seeded generator, running one
+/* Helpers for the kernel tests: a seeded generator, running one
  * call as nth sequential thread shares, and checking that the shares write
  * disjoint parts of the output. */
 #ifndef LT_OPS_TEST_H
@@ -80,6 +80,21 @@ static inline void ot_param_point(const lt_kernel *k, int point, lt_params *p) {
     for (int i = 0; i < k->n_params; i++) {
         p->v[i] = k->params[i].values[point % k->params[i].n_values];
         point /= k->params[i].n_values;
+    }
+}
+
+/* A kernel's declared space is well formed: each parameter's values
+ * ascend, and every ISA path's default is one of them. */
+static inline void ot_check_param_defs(const lt_kernel *k) {
+    for (int i = 0; i < k->n_params; i++) {
+        const lt_param_def *d = &k->params[i];
+        for (int j = 1; j < d->n_values; j++) ASSERT_TRUE(d->values[j] > d->values[j - 1]);
+        for (int isa = 0; isa < LT_ISA_COUNT; isa++) {
+            bool has_def = false;
+            for (int j = 0; j < d->n_values; j++)
+                has_def |= d->values[j] == lt_param_default(d, (lt_isa)isa);
+            ASSERT_TRUE(has_def);
+        }
     }
 }
 

@@ -6,6 +6,7 @@
  * simulated by calling each ith in turn); overwrite and accumulate; plus
  * check() and cost(). */
 #include "looptune/kernels.h"
+#include "ops_test.h"
 #include "test.h"
 
 #include <stdint.h>
@@ -299,16 +300,7 @@ static void test_descriptor(void) {
     const lt_kernel *k = lt_kernel_find("matmul");
     ASSERT_TRUE(k == lt_kernel_get(LT_K_MATMUL));
     ASSERT_TRUE(k->n_params >= 2);
-    for (int i = 0; i < k->n_params; i++) {
-        const lt_param_def *d = &k->params[i];
-        for (int j = 1; j < d->n_values; j++) ASSERT_TRUE(d->values[j] > d->values[j - 1]);
-        for (int isa = 0; isa < LT_ISA_COUNT; isa++) { /* every path's default is a value */
-            bool has_def = false;
-            for (int j = 0; j < d->n_values; j++)
-                has_def |= d->values[j] == lt_param_default(d, (lt_isa)isa);
-            ASSERT_TRUE(has_def);
-        }
-    }
+    ot_check_param_defs(k);
     int kb = lt_kernel_param_index(k, "k_block");
     ASSERT_TRUE(kb >= 0);
     for (int j = 0; j < k->params[kb].n_values; j++) ASSERT_EQ(k->params[kb].values[j] % 32, 0);

@@ -12,6 +12,7 @@
  * zero x. */
 #include "kernels/linear.h" /* lt__q8i8_avoid_vnni */
 #include "looptune/kernels.h"
+#include "ops_test.h"
 #include "test.h"
 
 #include <stdint.h>
@@ -370,16 +371,7 @@ static void test_descriptor(void) {
     ASSERT_EQ(lt_kernel_param_index(k, "prefetch"), 3);
     ASSERT_EQ(lt_kernel_param_index(k, "act_int16"), LT_PARAM_ACT_INT16);
     ASSERT_EQ(lt_kernel_param_index(k, "act_int8"), LT_PARAM_ACT_INT8);
-    for (int i = 0; i < k->n_params; i++) {
-        const lt_param_def *d = &k->params[i];
-        for (int j = 1; j < d->n_values; j++) ASSERT_TRUE(d->values[j] > d->values[j - 1]);
-        for (int isa = 0; isa < LT_ISA_COUNT; isa++) { /* every path's default is a value */
-            bool has_def = false;
-            for (int j = 0; j < d->n_values; j++)
-                has_def |= d->values[j] == lt_param_default(d, (lt_isa)isa);
-            ASSERT_TRUE(has_def);
-        }
-    }
+    ot_check_param_defs(k);
     /* k blocks of whole block quadruples (the int8 path pairs blocks) */
     for (int j = 0; j < k->params[2].n_values; j++) ASSERT_EQ(k->params[2].values[j] % 128, 0);
 }
