@@ -289,10 +289,8 @@ int lt_tuning_pin(lt_tuning *t, const char *name, const char *key, const char *p
     int idx = 0;
     while (idx < nd && strcmp(defs[idx].name, param)) idx++;
     if (idx == nd) return lt_error(LT_ECONFIG, "%s has no parameter '%s'", name, param);
-    bool allowed = false;
-    for (int j = 0; j < defs[idx].n_values; j++) allowed |= defs[idx].values[j] == value;
-    if (!allowed)
-        return lt_error(LT_ECONFIG, "%s: %d is not a value of %s", name, value, param);
+    const lt_params one = {{value}}; /* the one parameter, checked as a space of one */
+    if ((rc = lt_param_defs_validate(name, &defs[idx], 1, &one))) return rc;
     if (key && !lt_tuning_uses(t, name, key))
         return lt_error(LT_ENOTFOUND, "this model has no %s of shape %s", name, key);
     tn_pin pin = {.index = idx, .value = value};

@@ -62,14 +62,8 @@ void lt_exec_free(lt_exec *e) {
 lt_executor lt_exec_kind(const lt_exec *e) { return e->kind; }
 
 int lt_exec_set_params(lt_exec *e, const lt_params *v) {
-    const lt_param_def *d = looped_defs();
-    for (int i = 0; i < LT_XP_COUNT; i++) {
-        bool ok = false;
-        for (int j = 0; j < d[i].n_values; j++) ok |= d[i].values[j] == v->v[i];
-        if (!ok)
-            return lt_error(LT_ECONFIG, "looped executor: parameter %s=%d is not an allowed value",
-                            d[i].name, v->v[i]);
-    }
+    int rc = lt_param_defs_validate("looped executor", looped_defs(), LT_XP_COUNT, v);
+    if (rc) return rc;
     bool same = true;
     for (int i = 0; i < LT_XP_COUNT; i++) same &= e->params.v[i] == v->v[i];
     if (same) return LT_OK;
