@@ -134,11 +134,6 @@ void lt_cli_tune_token(lt_cli_tune *t) {
     t->t_last = lt_now_ns(); /* the next step starts after our own work */
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Decode tokens/s of the initial and the tuned parameters, measured the way
  * `bench --compare-executors` does: alternating rounds (A B, B A, ...) over
  * the same positions, so neither the context length nor a slow spell of the
@@ -158,11 +153,8 @@ static void measure(lt_cli_tune *t, double *tps_initial, double *tps_tuned) {
             v[initial ? 0 : 1][r] = MEASURE_TOKENS * 1e9 / (double)(lt_now_ns() - t0);
         }
     lt_online_use_initial(t->online, false);
-    for (int k = 0; k < 2; k++) {
-        double *x = v[k];
-        qsort(x, MEASURE_ROUNDS, sizeof *x, cmp_d);
-        *(k ? tps_tuned : tps_initial) = (x[MEASURE_ROUNDS / 2 - 1] + x[MEASURE_ROUNDS / 2]) / 2;
-    }
+    *tps_initial = lt_median(v[0], MEASURE_ROUNDS);
+    *tps_tuned = lt_median(v[1], MEASURE_ROUNDS);
 }
 
 /* A first trial waits for this many telemetry windows of the run (the
@@ -284,18 +276,14 @@ void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
             }
             if (!nv || !(t->ms[i] > 0)) continue;
             mean /= (double)nv;
-            qsort(v, (size_t)nv, sizeof *v, cmp_d);
             int k = t->explore[i];
-            if (k >= 0 && k < 3) r[k][nr[k]++] = v[nv / 2] / t->ms[i];
+            if (k >= 0 && k < 3) r[k][nr[k]++] = lt_median(v, (int)nv) / t->ms[i];
             sum_base += mean;
             sum_took += t->ms[i];
         }
         double med[3] = {0, 0, 0};
         for (int k = 0; k < 3; k++)
-            if (r[k] && nr[k]) {
-                qsort(r[k], (size_t)nr[k], sizeof *r[k], cmp_d);
-                med[k] = r[k][nr[k] / 2];
-            }
+            if (r[k] && nr[k]) med[k] = lt_median(r[k], (int)nr[k]);
         free(v);
         for (int k = 0; k < 3; k++) free(r[k]);
         if (st.trials && med[1] > 0 && med[2] > 0 && sum_took > 0)
