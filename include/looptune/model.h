@@ -294,6 +294,11 @@ void lt_tuning_key(const lt_tuning *t, int i, const char **name, const char **ke
 /* The step key of regime r ("llama:d288:h768:l6:q8_0:t2:decode"). */
 const char *lt_tuning_step_key(const lt_tuning *t, lt_regime r);
 int lt_tuning_pool_threads(const lt_tuning *t);
+/* Puts the values in force on the nodes of every program built so far now,
+ * between steps (the runtime's next eval would): for a caller that reads
+ * nodes' values before it (telemetry retagging its windows). The executor
+ * and the thread count take theirs at the eval. */
+void lt_tuning_sync(lt_tuning *t);
 /* Counts the changes: programs compare it with what they carry. */
 uint64_t lt_tuning_generation(const lt_tuning *t);
 

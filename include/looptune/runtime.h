@@ -98,6 +98,70 @@ void lt_online_use_initial(lt_online *o, bool initial);
 /* Stops (if not yet) and frees. NULL is a no-op. */
 void lt_online_close(lt_online *o);
 
+/* ---- a tuned run --------------------------------------------------------------------- */
+
+/* A model's runtime with the closed loop around it: warm start from a
+ * config store, the run's telemetry, and online tuning (controls and trials
+ * at token boundaries; on the embedded broker an optimizer in this process
+ * serves it). What a program that links the library needs for both; the
+ * command line only parses flags into these options. */
+typedef enum { LT_RUN_TEL_OFF = 0, LT_RUN_TEL_FILE, LT_RUN_TEL_KAFKA } lt_run_telemetry;
+
+typedef struct {
+    /* warm start: every entry of store for host_class (NULL: this host's,
+     * lt_host_detect) becomes a value in force at open (NULL store: none) */
+    const lt_store *store;
+    const char *host_class;
+    lt_run_telemetry telemetry;
+    const char *tel_path;     /* LT_RUN_TEL_FILE: length-delimited Envelopes */
+    lt_kafka_conn conn;       /* LT_RUN_TEL_KAFKA: brokers NULL = the embedded broker */
+    const char *topic_prefix; /* NULL: "looptune." */
+    lt_tel_opts tel;          /* windows, drain, counters, detail; the rest is set here */
+    const char *model_name;   /* for the run start */
+    /* online tuning (needs LT_RUN_TEL_KAFKA) */
+    bool tune_online;
+    double explore_share;     /* the in-process optimizer's; 0: its default */
+    FILE *log;                /* the run side's lines; NULL: stderr */
+    FILE *optimizer_log;      /* the in-process optimizer's decisions; NULL: stderr */
+} lt_run_opts;
+
+typedef struct lt_run lt_run;
+
+/* Warm-starts l from o->store, brings l's programs up to date, then opens
+ * the telemetry and online tuning o asks for (l and pool must outlive the
+ * run; the store need not). Errors name the problem. */
+int lt_run_open(lt_run **out, lt_llama *l, lt_pool *pool, const lt_run_opts *o);
+/* lt_generate (same arguments) with the run's token boundary: the
+ * telemetry's step end, then controls and trials, then cb (may be NULL).
+ * Several generations may follow each other; telemetry counts their decode
+ * steps. */
+int lt_run_generate(lt_run *r, lt_sampler *s, const int32_t *prompt, int64_t n_prompt,
+                    const lt_gen_opts *go, lt_token_cb cb, void *user, lt_gen_stats *stats);
+
+/* What the run did and holds (pointers live until lt_run_close). */
+typedef struct {
+    int warm_applied, warm_refused; /* store entries made values in force / refused */
+    const char *run_id;             /* the telemetry's */
+    const char *telemetry_where;    /* "kafka topic ... at ..." or "file ..."; NULL: off */
+    const char *brokers;            /* Kafka: the bootstrap servers (the embedded broker's) */
+    const char *control_topic;      /* online tuning: the topic followed */
+    bool embedded;                  /* on the embedded broker */
+    int last_step_kind;             /* the decode step just ended: 0 outside a trial, 1 an
+                                       incumbent phase, 2 a candidate phase */
+    lt_tel *tel;                    /* NULL when off */
+    lt_online *online;              /* NULL without online tuning */
+    struct lt_optimizer *optimizer; /* the in-process one, or NULL */
+} lt_run_state;
+void lt_run_info(const lt_run *r, lt_run_state *out);
+/* Ends the telemetry's last window, stops the in-process optimizer and the
+ * control listener (a trial in progress ends on the incumbent). The values
+ * stay in force; evals afterwards are not observed. Idempotent. */
+void lt_run_end(lt_run *r);
+/* Ends (if not yet) and frees; *tel_stats (may be NULL) gets the
+ * telemetry's final figures. NULL is a no-op. */
+void lt_run_close_stats(lt_run *r, lt_tel_stats *tel_stats);
+void lt_run_close(lt_run *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -453,6 +453,10 @@ int lt__tuning_apply(const lt_tuning *t, lt_program *p) {
     return changed;
 }
 
+void lt_tuning_sync(lt_tuning *t) {
+    for (int i = 0; i < t->n_progs; i++) lt__tuning_apply(t, t->progs[i].p);
+}
+
 int lt__tuning_threads(const lt_tuning *t, lt_regime r) {
     lt_params v;
     value_of(t, &t->threads_key[r], 1, &v);

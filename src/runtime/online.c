@@ -107,6 +107,8 @@ static void set_keys(lt_online *o, const lt_control_cmd *c, const lt_params *p) 
 
 static void retag(lt_online *o, const char *cand, bool on_candidate, uint32_t pair) {
     if (!o->o.tel) return;
+    /* the windows from here on report what the nodes hold: the new values */
+    lt_tuning_sync(o->o.tuning);
     lt_tel_tag tag = {.candidate_id = cand, .on_candidate = on_candidate, .pair = pair};
     lt_tel_retag(o->o.tel, cand ? &tag : NULL);
 }

@@ -103,6 +103,13 @@ int lt_cli_store_backend(const char *cmd, const char *spec, const lt_cli_kafka *
 struct lt_llama;
 int lt_cli_warm_start(const char *cmd, struct lt_llama *l, const char *store_spec,
                       const lt_cli_kafka *kafka, bool off);
+/* Its parts, for run (whose warm start is lt_run_open's): the store of
+ * spec (*out NULL when off or there is none: no warm start), and whether to
+ * say what it gave (*say: named on the command line, or not empty); then
+ * the line. Returns 0, or 1 after printing the error. */
+int lt_cli_store_open(const char *cmd, const char *spec, const lt_cli_kafka *kafka, bool off,
+                      lt_store **out, bool *say);
+void lt_cli_warm_report(const lt_store *s, bool say, int applied, int refused);
 
 /* --param NAME.PARAM=VALUE: a kernel's parameter on every node of it, a
  * looped executor parameter (looped.NAME), or a regime's thread count

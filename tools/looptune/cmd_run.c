@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "looptune/model.h"
 #include "looptune/program.h"
+#include "looptune/runtime.h"
 #include "tel_cli.h"
 #include "tune_online.h"
 
@@ -75,15 +76,12 @@ typedef struct {
     const lt_vocab *vocab;
     bool print_ids;
     int64_t count;
-    lt_cli_tel *tel;  /* NULL: no telemetry */
     lt_cli_tune *tune; /* NULL: no online tuning */
-    int64_t n_prompt;
 } out_state;
 
 static int on_token(void *user, int32_t prev, int32_t tok) {
     out_state *o = user;
-    lt_cli_tel_token(o->tel, o->n_prompt); /* first: a step boundary, before any printing */
-    lt_cli_tune_token(o->tune);            /* parameter changes between steps */
+    lt_cli_tune_token(o->tune); /* the run's boundary has passed: the step's figures */
     if (o->print_ids) {
         printf(o->count ? " %d" : "%d", tok);
     } else if (o->vocab) {
@@ -148,7 +146,6 @@ int lt_cmd_run(int argc, char **argv) {
     bool tune_online = false, tel_given = false;
     float explore_share = 0.25f;
     if (lt_cli_kafka_init(cmd, &kafka)) return 1;
-    tel_opts.kafka = &kafka;
     int exit_code = 1;
     opterr = 0;
     optind = 1;
@@ -275,8 +272,9 @@ int lt_cmd_run(int argc, char **argv) {
     int32_t *ids = NULL;
     int64_t n_ids = 0;
     FILE *dump = NULL;
-    lt_cli_tel *tel = NULL;
+    lt_run *run = NULL;
     lt_cli_tune *tune = NULL;
+    lt_store *store = NULL;
 
     if ((rc = lt_model_open(&m, model_path, tok_path))) {
         lt_cli_fail_status(cmd, rc, "cannot load model");
@@ -336,10 +334,11 @@ int lt_cmd_run(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot build the program");
         goto done;
     }
-    if (lt_cli_warm_start(cmd, l, store_path, &kafka, no_warm) ||
-        lt_cli_param_apply(cmd, l, params, n_params))
+    /* --param pins first: pins lie over anything the warm start sets */
+    bool say_warm;
+    if (lt_cli_param_apply(cmd, l, params, n_params) ||
+        lt_cli_store_open(cmd, store_path, &kafka, no_warm, &store, &say_warm))
         goto done;
-    lt_llama_apply_tuning(l); /* the run start records the values in force */
     if (seed < 0) seed = (int64_t)(lt_now_ns() & 0x7fffffffffffffffull);
     if ((rc = lt_sampler_init(&s, m->cfg.vocab_size, temp, top_p, (uint64_t)seed))) {
         lt_cli_fail_status(cmd, rc, "bad sampler settings");
@@ -349,33 +348,31 @@ int lt_cmd_run(int argc, char **argv) {
         lt_cli_fail(cmd, "cannot create %s", dump_logits);
         goto done;
     }
-    if (tel_opts.mode != LT_CLI_TEL_OFF) {
-        lt_program *decode;
-        if ((rc = lt_llama_program(l, 1, &decode))) {
-            lt_cli_fail_status(cmd, rc, "cannot start telemetry");
-            goto done;
-        }
-        if (tune_online) {
-            lt_cli_tune_opts to = {.llama = l, .decode = decode, .props = kafka.props,
-                                   .prefix = kafka.topic_prefix,
-                                   .explore_share = explore_share, .n_tokens = n_new};
-            if ((rc = lt_cli_tune_init(&tune, &to))) {
-                lt_cli_fail_status(cmd, rc, "cannot start online tuning");
-                goto done;
-            }
-            tel_opts.before_open = lt_cli_tune_before_open;
-            tel_opts.user = tune;
-        }
-        tel_opts.tuning = lt_llama_tuning(l);
-        if ((rc = lt_cli_tel_start(&tel, &tel_opts, decode, pool, model_path,
-                                   lt_dtype_name(m->wtype), lt_executor_name(executor)))) {
-            lt_cli_fail_status(cmd, rc, tune ? "cannot start online tuning" : "cannot start telemetry");
-            goto done;
-        }
-        lt_cli_tune_attach(tune, lt_cli_tel_handle(tel));
+    if (tune_online && (rc = lt_cli_tune_init(&tune, l, n_new))) {
+        lt_cli_fail_status(cmd, rc, "cannot start online tuning");
+        goto done;
     }
-    out_state os = {.vocab = m->vocab, .print_ids = print_ids, .tel = tel, .tune = tune,
-                    .n_prompt = n_ids};
+    lt_run_opts ro = {.store = store, .model_name = model_path, .tune_online = tune_online,
+                      .explore_share = explore_share,
+                      .optimizer_log = tune ? lt_cli_tune_log(tune) : NULL};
+    lt_cli_tel_run_opts(&tel_opts, &kafka, &ro);
+    if ((rc = lt_run_open(&run, l, pool, &ro))) {
+        lt_cli_fail_status(cmd, rc, tune ? "cannot start online tuning" : "cannot start telemetry");
+        goto done;
+    }
+    lt_run_state rs;
+    lt_run_info(run, &rs);
+    lt_cli_warm_report(store, say_warm, rs.warm_applied, rs.warm_refused);
+    lt_store_close(store);
+    store = NULL;
+    if (rs.embedded)
+        fprintf(stderr, "looptune run: --telemetry kafka without --brokers: records go to the "
+                        "embedded in-memory broker at %s, gone when this run ends\n", rs.brokers);
+    if (tune && rs.optimizer)
+        fprintf(stderr, "looptune run: online tuning with an in-process optimizer on the "
+                        "embedded broker\n");
+    lt_cli_tune_attach(tune, run);
+    out_state os = {.vocab = m->vocab, .print_ids = print_ids, .tune = tune};
     if (!print_ids && m->vocab) {
         /* echo the prompt as the model sees it */
         for (int64_t i = 1; i < n_ids; i++) on_token(&(out_state){.vocab = m->vocab}, ids[i - 1], ids[i]);
@@ -383,7 +380,7 @@ int lt_cmd_run(int argc, char **argv) {
     lt_gen_opts go = {.n_new = n_new, .prefill_batch = prefill_batch, .dump_logits = dump,
                       .stop_token = ignore_eos || !m->vocab ? -1 : lt_vocab_eos(m->vocab)};
     lt_gen_stats st;
-    if ((rc = lt_generate(l, s, ids, n_ids, &go, on_token, &os, &st))) {
+    if ((rc = lt_run_generate(run, s, ids, n_ids, &go, on_token, &os, &st))) {
         printf("\n");
         lt_cli_fail_status(cmd, rc, "generation failed");
         goto done;
@@ -419,14 +416,22 @@ int lt_cmd_run(int argc, char **argv) {
             st.prefill_s * 1e3, pre_tps, (long long)n_dec, st.decode_s * 1e3, dec_tps,
             dec_tps ? 1e3 / dec_tps : 0.0, st.eval_s * 1e3, eval_tps, wbytes / 1e6,
             wbytes * dec_tps / 1e9);
-    lt_cli_tune_finish(tune, stderr); /* before the telemetry (and broker) it uses */
+    lt_tel_stats tst;
+    lt_run_info(run, &rs);
+    lt_run_state rs_end = rs; /* its strings outlive the close: copied below */
+    char run_id[64], where[512];
+    snprintf(run_id, sizeof run_id, "%s", rs.run_id);
+    snprintf(where, sizeof where, "%s", rs.telemetry_where ? rs.telemetry_where : "");
+    rs_end.run_id = run_id;
+    rs_end.telemetry_where = rs.telemetry_where ? where : NULL;
+    lt_cli_tune_finish(tune, run, stderr, &tst); /* closes the run */
     tune = NULL;
-    lt_cli_tel_finish(tel, stderr);
-    tel = NULL;
+    run = NULL;
+    lt_cli_tel_report(&rs_end, &tst, stderr);
     exit_code = 0;
 done:
-    lt_cli_tune_finish(tune, NULL);
-    lt_cli_tel_finish(tel, NULL); /* before the program it observes goes */
+    lt_cli_tune_finish(tune, run, NULL, NULL); /* before the programs it observes go */
+    lt_store_close(store);
     if (dump) fclose(dump);
     free(ids);
     lt_sampler_free(s);

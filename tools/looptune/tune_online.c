@@ -1,129 +1,70 @@
-/* `looptune run --tune online`: wiring the closed loop into a run. The run
- * listens on the control topic from before its start record is sent; on
- * the embedded broker an optimizer thread serves it from the same process,
- * so one command shows the whole loop. Every decode step's duration is kept
- * to report throughput before the first change and at the end. */
+/* `looptune run --tune online`: the summary of the closed loop around a run
+ * (lt_run, the runtime's: listener, trials, the in-process optimizer). It
+ * keeps every decode step's duration and kind to report throughput while
+ * tuning, says why no trial started when none did, and measures the
+ * initial against the tuned parameters at the end. */
 #include "tune_online.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "looptune/model.h"
 #include "looptune/optimizer.h"
-#include "looptune/runtime.h"
 
 struct lt_cli_tune {
-    lt_cli_tune_opts o;
-    char prefix[64];
-    lt_online *online;
-    lt_optimizer *opt;
+    lt_llama *llama; /* for the closing measurement */
+    lt_run *run;
     FILE *opt_log; /* the in-process optimizer's decisions, shown at the end */
     char *opt_log_buf;
     size_t opt_log_len;
-    lt_tel *tel;
-    pthread_t opt_thread;
-    bool opt_running;
-    _Atomic bool stop;
-    /* stepping thread */
     uint64_t t_last;
     int64_t n, cap;
-    double *ms;      /* [cap] step durations */
+    double *ms;       /* [cap] step durations */
     uint8_t *explore; /* [cap] the step ran outside a trial (0), in an incumbent (1) or a
                          candidate (2) phase of one */
     int64_t first_change; /* step index of the first kept change, -1 none */
     int64_t last_change;  /* ... and of the last one */
     uint64_t t_first_step, t_last_change;
     int64_t applied_seen;
-    /* for the summary's reason when no trial started */
-    char run_id[64], brokers[256], control[160];
 };
 
-int lt_cli_tune_init(lt_cli_tune **out, const lt_cli_tune_opts *o) {
+int lt_cli_tune_init(lt_cli_tune **out, lt_llama *l, int64_t n_tokens) {
     lt_cli_tune *t = calloc(1, sizeof *t);
     if (!t) return lt_error(LT_ENOMEM, "out of memory");
-    t->o = *o;
-    snprintf(t->prefix, sizeof t->prefix, "%s", o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX);
-    t->cap = o->n_tokens + 2;
+    t->llama = l;
+    t->cap = n_tokens + 2;
     t->ms = calloc((size_t)t->cap, sizeof *t->ms);
     t->explore = calloc((size_t)t->cap, sizeof *t->explore);
     t->first_change = -1;
-    if (!t->ms || !t->explore) {
-        lt_cli_tune_finish(t, NULL);
+    /* its lines would interleave with the generated text: kept for the end */
+    t->opt_log = open_memstream(&t->opt_log_buf, &t->opt_log_len);
+    if (!t->ms || !t->explore || !t->opt_log) {
+        lt_cli_tune_finish(t, NULL, NULL, NULL);
         return lt_error(LT_ENOMEM, "out of memory");
     }
     *out = t;
     return LT_OK;
 }
 
-static void *optimizer_main(void *arg) {
-    lt_cli_tune *t = arg;
-    while (!atomic_load(&t->stop))
-        if (lt_optimizer_poll(t->opt, 100) < 0) {
-            lt_log(LT_LOG_WARN, "in-process optimizer: %s", lt_errmsg());
-            break;
-        }
-    return NULL;
-}
+FILE *lt_cli_tune_log(lt_cli_tune *t) { return t->opt_log; }
 
-int lt_cli_tune_before_open(void *user, const char *brokers, lt_devbroker *dev,
-                            const char *run_id) {
-    lt_cli_tune *t = user;
-    lt_kafka_conn conn = {.brokers = brokers, .props = t->o.props};
-    char *control = t->control;
-    snprintf(control, sizeof t->control, "%s%s", t->prefix,
-             lt_kafka_topic_suffix(LT_TOPIC_CONTROL));
-    snprintf(t->run_id, sizeof t->run_id, "%s", run_id);
-    snprintf(t->brokers, sizeof t->brokers, "%s", brokers);
-    int rc;
-    if (dev) {
-        for (int k = 0; k < LT_TOPIC_COUNT; k++) {
-            char name[160];
-            snprintf(name, sizeof name, "%s%s", t->prefix, lt_kafka_topic_suffix((lt_kafka_topic)k));
-            if ((rc = lt_devbroker_create_topic(dev, name, 1))) return rc;
-        }
-        /* its lines would interleave with the generated text: kept for the end */
-        t->opt_log = open_memstream(&t->opt_log_buf, &t->opt_log_len);
-        lt_optimizer_opts oo = {.conn = conn, .prefix = t->prefix,
-                                .strategy = LT_STRAT_MODEL, .seed = 42,
-                                .explore_share = t->o.explore_share, .log = t->opt_log,
-                                .no_group = true};
-        if ((rc = lt_optimizer_open(&t->opt, &oo))) return rc;
-        if (pthread_create(&t->opt_thread, NULL, optimizer_main, t) != 0)
-            return lt_error(LT_ENOMEM, "cannot start the in-process optimizer");
-        t->opt_running = true;
-        fprintf(stderr, "looptune run: online tuning with an in-process optimizer on the "
-                        "embedded broker\n");
-    } else {
-        lt_kafka_admin *a;
-        if ((rc = lt_kafka_admin_open(&a, &conn))) return rc;
-        rc = lt_kafka_admin_ensure_topics(a, t->prefix, -1, -1, 10000);
-        lt_kafka_admin_close(a);
-        if (rc) return rc;
-    }
-    lt_online_opts on = {.conn = conn, .topic = control, .run_id = run_id,
-                         .tuning = lt_llama_tuning(t->o.llama)};
-    return lt_online_open(&t->online, &on);
-}
-
-void lt_cli_tune_attach(lt_cli_tune *t, lt_tel *tel) {
-    if (!t) return;
-    t->tel = tel;
-    if (t->online) lt_online_attach_tel(t->online, tel);
+void lt_cli_tune_attach(lt_cli_tune *t, lt_run *run) {
+    if (t) t->run = run;
 }
 
 void lt_cli_tune_token(lt_cli_tune *t) {
-    if (!t || !t->online) return;
+    if (!t || !t->run) return;
+    lt_run_state rs;
+    lt_run_info(t->run, &rs);
+    if (!rs.online) return;
     uint64_t now = lt_now_ns();
     if (t->t_last && t->n < t->cap) {
         t->ms[t->n] = (double)(now - t->t_last) / 1e6;
-        t->explore[t->n] = (uint8_t)lt_online_step_kind(t->online);
+        t->explore[t->n] = (uint8_t)rs.last_step_kind;
         t->n++;
     }
-    lt_online_step(t->online);
     lt_online_stats st;
-    lt_online_stats_get(t->online, &st);
+    lt_online_stats_get(rs.online, &st);
     if (!t->t_first_step) t->t_first_step = now;
     if (st.applied > t->applied_seen) {
         t->applied_seen = st.applied;
@@ -140,19 +81,19 @@ void lt_cli_tune_token(lt_cli_tune *t) {
  * machine favours one. Medians over the rounds. */
 enum { MEASURE_ROUNDS = 6, MEASURE_TOKENS = 32 };
 
-static void measure(lt_cli_tune *t, double *tps_initial, double *tps_tuned) {
+static void measure(lt_cli_tune *t, lt_online *online, double *tps_initial, double *tps_tuned) {
     double v[2][MEASURE_ROUNDS];
     int32_t tok = 1;
     for (int r = 0; r < MEASURE_ROUNDS; r++)
         for (int k = 0; k < 2; k++) {
             bool initial = (k == 0) == (r % 2 == 0);
-            lt_online_use_initial(t->online, initial);
+            lt_online_use_initial(online, initial);
             uint64_t t0 = lt_now_ns();
             for (int j = 0; j < MEASURE_TOKENS; j++)
-                if (lt_llama_eval(t->o.llama, &tok, 1, j)) return;
+                if (lt_llama_eval(t->llama, &tok, 1, j)) return;
             v[initial ? 0 : 1][r] = MEASURE_TOKENS * 1e9 / (double)(lt_now_ns() - t0);
         }
-    lt_online_use_initial(t->online, false);
+    lt_online_use_initial(online, false);
     *tps_initial = lt_median(v[0], MEASURE_ROUNDS);
     *tps_tuned = lt_median(v[1], MEASURE_ROUNDS);
 }
@@ -164,8 +105,9 @@ enum { FIRST_TRIAL_WINDOWS = 3 };
 /* Why a run started no trial: a short tag for the summary line and a
  * sentence with the figures. windows: those the run closed while decoding.
  * Call after the in-process optimizer's thread has stopped. */
-static void no_trial_reason(const lt_cli_tune *t, const lt_online_stats *st, int64_t windows,
-                            char *tag, size_t ntag, char *why, size_t nwhy) {
+static void no_trial_reason(const lt_cli_tune *t, const lt_run_state *rs,
+                            const lt_online_stats *st, int64_t windows, char *tag, size_t ntag,
+                            char *why, size_t nwhy) {
     double ms = t->t_last > t->t_first_step ? (double)(t->t_last - t->t_first_step) / 1e6 : 0;
     if (windows < FIRST_TRIAL_WINDOWS) {
         snprintf(tag, ntag, "too few telemetry windows");
@@ -175,10 +117,10 @@ static void no_trial_reason(const lt_cli_tune *t, const lt_online_stats *st, int
                  windows == 1 ? "" : "s", FIRST_TRIAL_WINDOWS);
         return;
     }
-    if (t->opt) {
+    if (rs->optimizer) {
         lt_optimizer_run_info in;
         const char *hint = "decode more tokens (-n)";
-        if (lt_optimizer_run_info_get(t->opt, t->run_id, &in) != LT_OK) {
+        if (lt_optimizer_run_info_get(rs->optimizer, rs->run_id, &in) != LT_OK) {
             snprintf(tag, ntag, "run too short");
             snprintf(why, nwhy, "the decode ended after %.0f ms, before the optimizer had the "
                      "run's start: %s", ms, hint);
@@ -217,8 +159,8 @@ static void no_trial_reason(const lt_cli_tune *t, const lt_online_stats *st, int
         snprintf(tag, ntag, "no optimizer reachable");
         snprintf(why, nwhy, "no control for this run arrived on %s at %s in its %.0f ms of "
                  "decode: is `looptune optimizer --brokers %s` running? (a first trial also "
-                 "needs %d telemetry windows and a few seconds of decode)", t->control,
-                 t->brokers, ms, t->brokers, FIRST_TRIAL_WINDOWS);
+                 "needs %d telemetry windows and a few seconds of decode)", rs->control_topic,
+                 rs->brokers, ms, rs->brokers, FIRST_TRIAL_WINDOWS);
         return;
     }
     snprintf(tag, ntag, "no trial offered");
@@ -227,21 +169,20 @@ static void no_trial_reason(const lt_cli_tune *t, const lt_online_stats *st, int
              (long long)st->rejected);
 }
 
-void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
-    if (!t) return;
-    lt_online_stats st = {0};
-    int64_t windows = t->tel ? lt_tel_windows_closed(t->tel) : 0; /* while decoding */
-    if (t->tel) lt_tel_end(t->tel); /* the closing measurement is not a decode step */
-    atomic_store(&t->stop, true);
-    if (t->opt_running) pthread_join(t->opt_thread, NULL);
-    t->opt_running = false;
-    if (t->online) {
-        lt_online_stop(t->online);
-        lt_online_stats_get(t->online, &st);
+void lt_cli_tune_finish(lt_cli_tune *t, lt_run *run, FILE *f, lt_tel_stats *tel_stats) {
+    if (!t) {
+        lt_run_close_stats(run, tel_stats);
+        return;
     }
-    if (f && t->online) {
+    lt_online_stats st = {0};
+    lt_run_state rs = {0};
+    if (run) lt_run_info(run, &rs);
+    int64_t windows = rs.tel ? lt_tel_windows_closed(rs.tel) : 0; /* while decoding */
+    if (run) lt_run_end(run); /* the closing measurement is not a decode step */
+    if (rs.online) lt_online_stats_get(rs.online, &st);
+    if (f && rs.online) {
         char tag[64] = "", why[1024] = "";
-        if (!st.trials) no_trial_reason(t, &st, windows, tag, sizeof tag, why, sizeof why);
+        if (!st.trials) no_trial_reason(t, &rs, &st, windows, tag, sizeof tag, why, sizeof why);
         fprintf(f, "  online tuning: %lld trials%s%s%s, %lld changes applied, %lld controls "
                    "rejected; %lld of %lld decode steps (%.1f%%) ran candidates\n",
                 (long long)st.trials, tag[0] ? " (" : "", tag, tag[0] ? ")" : "",
@@ -296,21 +237,20 @@ void lt_cli_tune_finish(lt_cli_tune *t, FILE *f) {
             fprintf(f, "  changes applied from step %lld to step %lld (the last %.2f s into the "
                        "decode)\n", (long long)t->first_change, (long long)t->last_change,
                     (double)(t->t_last_change - t->t_first_step) / 1e9);
-        bool changed = lt_online_report(t->online, f) > 0;
+        bool changed = lt_online_report(rs.online, f) > 0;
         if (!changed) {
             fprintf(f, "  no parameter changed\n");
-        } else if (t->o.llama) {
+        } else {
             double a = 0, b = 0;
-            measure(t, &a, &b);
+            measure(t, rs.online, &a, &b);
             if (a > 0 && b > 0)
                 fprintf(f, "  decode with the initial parameters %.1f tokens/s, with the tuned ones "
                            "%.1f tokens/s (%.3fx; interleaved, %d rounds of positions 0..%d)\n",
                         a, b, b / a, MEASURE_ROUNDS, MEASURE_TOKENS - 1);
         }
     }
-    lt_online_close(t->online);
-    if (f && t->opt) lt_optimizer_report(t->opt, t->opt_log);
-    lt_optimizer_close(t->opt);
+    if (f && rs.optimizer) lt_optimizer_report(rs.optimizer, t->opt_log);
+    lt_run_close_stats(run, tel_stats); /* before the log its optimizer writes to */
     if (t->opt_log) {
         fclose(t->opt_log);
         if (f && t->opt_log_len) fprintf(f, "  in-process optimizer:\n%s", t->opt_log_buf);

@@ -1,38 +1,28 @@
-/* Online tuning for `looptune run --tune online`: the control listener on
- * the decode program, the in-process optimizer when the broker is the
- * embedded one, per-step timing for the before/after figures, the summary. */
+/* The summary of `looptune run --tune online`: per-step timing for the
+ * throughput while tuning, the reason when no trial started, the initial
+ * against the tuned parameters, the in-process optimizer's decisions. The
+ * loop itself is the runtime's (lt_run). */
 #ifndef LT_TUNE_ONLINE_CLI_H
 #define LT_TUNE_ONLINE_CLI_H
 
 #include <stdio.h>
 
-#include "looptune/kafka.h"
-#include "looptune/program.h"
-#include "looptune/telemetry.h"
-
-struct lt_llama;
-typedef struct {
-    struct lt_llama *llama; /* for the closing measurement */
-    lt_program *decode;
-    lt_kafka_props *props; /* -X / --kafka-config (borrowed) */
-    const char *prefix;    /* NULL: "looptune." */
-    double explore_share;  /* the in-process optimizer's */
-    int64_t n_tokens;      /* decode steps planned (sizes the timing log) */
-} lt_cli_tune_opts;
+#include "looptune/runtime.h"
 
 typedef struct lt_cli_tune lt_cli_tune;
 
-int lt_cli_tune_init(lt_cli_tune **out, const lt_cli_tune_opts *o);
-/* lt_cli_tel_opts.before_open: topics, the in-process optimizer (embedded
- * broker only), the control listener. */
-int lt_cli_tune_before_open(void *user, const char *brokers, lt_devbroker *dev,
-                            const char *run_id);
-void lt_cli_tune_attach(lt_cli_tune *t, lt_tel *tel);
-/* After every sampled token, after the telemetry's step end. NULL: no-op. */
+/* n_tokens: decode steps planned (sizes the timing log). */
+int lt_cli_tune_init(lt_cli_tune **out, lt_llama *l, int64_t n_tokens);
+/* Where the in-process optimizer writes (lt_run_opts.optimizer_log). */
+FILE *lt_cli_tune_log(lt_cli_tune *t);
+/* The run it summarises, once open. NULL t: no-op. */
+void lt_cli_tune_attach(lt_cli_tune *t, lt_run *run);
+/* After every sampled token (the run's boundary has passed). NULL: no-op. */
 void lt_cli_tune_token(lt_cli_tune *t);
-/* Stops listening and the in-process optimizer; with f, measures the initial
- * against the tuned parameters (interleaved, same positions) and prints the
- * summary. Frees. NULL is a no-op. */
-void lt_cli_tune_finish(lt_cli_tune *t, FILE *f);
+/* Ends run (lt_run_end), with f prints the summary and measures the initial
+ * against the tuned parameters (interleaved, same positions), then closes
+ * run (*tel_stats: its telemetry's figures; may be NULL) and frees t. With
+ * t NULL it only closes run. */
+void lt_cli_tune_finish(lt_cli_tune *t, lt_run *run, FILE *f, lt_tel_stats *tel_stats);
 
 #endif
