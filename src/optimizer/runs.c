@@ -252,14 +252,18 @@ int lt_optimizer_run_info_get(lt_optimizer *o, const char *run_id, lt_optimizer_
 }
 
 void lt_optimizer_report(lt_optimizer *o, FILE *f) {
-    fprintf(f, "%-9s %-34s %-10s %8s %6s  %s\n", "kernel", "shape", "state", "speedup", "trials",
+    int w = 34; /* the shape column fits the longest key (a model's step key is long) */
+    for (int i = 0; i < o->n_recs; i++) {
+        int len = (int)strlen(o->recs[i].config_shape);
+        if (len > w) w = len;
+    }
+    fprintf(f, "%-9s %-*s %-10s %8s %6s  %s\n", "kernel", w, "shape", "state", "speedup", "trials",
             "best parameters");
     for (int i = 0; i < o->n_recs; i++) {
         lt__rec *R = &o->recs[i];
         char pb[160];
         lt_space_format(&R->space, R->have_best ? &R->best : &R->defaults, pb, sizeof pb);
-        fprintf(f, "%-9s %-34s %-10s %7.3fx %6d  %s\n", R->kernel,
-                R->config_shape,
+        fprintf(f, "%-9s %-*s %-10s %7.3fx %6d  %s\n", R->kernel, w, R->config_shape,
                 R->converged ? "done" : R->trials ? "exploring" : "waiting", R->speedup, R->trials,
                 pb);
     }
