@@ -261,10 +261,6 @@ typedef struct lt_tuning lt_tuning;
 #define LT_TUNING_THREADS "threads" /* a regime's thread count: parameter "threads" */
 
 lt_tuning *lt_llama_tuning(lt_llama *l);
-/* Brings every program built so far up to date with the context now, as
- * each eval does for its program: for a caller that reads the programs'
- * values before the first eval (a run start's record of them). */
-void lt_llama_apply_tuning(lt_llama *l);
 /* The declared space of name (a kernel, LT_TUNING_LOOPED or
  * LT_TUNING_THREADS on a pool of pool_threads; <= 0: every count known) into
  * defs; LT_ENOTFOUND for an unknown name. */
@@ -296,8 +292,9 @@ const char *lt_tuning_step_key(const lt_tuning *t, lt_regime r);
 int lt_tuning_pool_threads(const lt_tuning *t);
 /* Puts the values in force on the nodes of every program built so far now,
  * between steps (the runtime's next eval would): for a caller that reads
- * nodes' values before it (telemetry retagging its windows). The executor
- * and the thread count take theirs at the eval. */
+ * the nodes' values before it (a run start's record of them, telemetry
+ * retagging its windows). The executor and the thread count take theirs at
+ * the eval. */
 void lt_tuning_sync(lt_tuning *t);
 /* Counts the changes: programs compare it with what they carry. */
 uint64_t lt_tuning_generation(const lt_tuning *t);

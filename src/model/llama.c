@@ -289,11 +289,6 @@ static void bring_up_to_date(lt_llama *l, int slot) {
     }
 }
 
-void lt_llama_apply_tuning(lt_llama *l) {
-    for (int i = 0; i < LT_LLAMA_PROGRAM_CACHE; i++)
-        if (l->progs[i].p) bring_up_to_date(l, i);
-}
-
 int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
     if (n < 1 || n > l->opts.max_batch)
         return lt_error(LT_EINVAL, "batch of %lld tokens (allowed 1..%lld)", (long long)n,

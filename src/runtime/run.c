@@ -204,7 +204,7 @@ int lt_run_open(lt_run **out, lt_llama *l, lt_pool *pool, const lt_run_opts *o) 
         }
         r->warm_applied = lt_store_warm_start(o->store, lt_llama_tuning(l), host, &r->warm_refused);
     }
-    lt_llama_apply_tuning(l); /* the run start records the values in force */
+    lt_tuning_sync(lt_llama_tuning(l)); /* the run start records what the nodes hold */
     int rc = o->telemetry == LT_RUN_TEL_OFF ? LT_OK : open_telemetry(r, pool);
     if (rc) {
         lt_run_close(r);
