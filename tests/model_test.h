@@ -18,4 +18,16 @@ static inline lt_model *lt_test_stories260k(void) {
     return m;
 }
 
+/* A runtime of m with the looped executor on a new pool of nth threads
+ * (*pool; free both), ctx_len and max_batch as lt_llama_opts has them (0:
+ * the defaults); NULL after a failed check. */
+static inline lt_llama *lt_test_llama(lt_model *m, int nth, int64_t ctx_len, int64_t max_batch,
+                                      lt_pool **pool) {
+    lt_llama *l = NULL;
+    ASSERT_EQ(lt_pool_init(pool, nth), LT_OK);
+    lt_llama_opts o = {.executor = 1, .ctx_len = ctx_len, .max_batch = max_batch};
+    ASSERT_EQ(lt_llama_init(&l, m, *pool, &o), LT_OK);
+    return l;
+}
+
 #endif

@@ -39,10 +39,8 @@ int main(void) {
     lt_model *m = lt_test_stories260k();
     if (!m) return lt_test_finish();
     lt_pool *pool;
-    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
-    lt_llama *l;
-    lt_llama_opts o = {.executor = 1, .ctx_len = 32, .max_batch = 4};
-    ASSERT_EQ(lt_llama_init(&l, m, pool, &o), LT_OK);
+    lt_llama *l = lt_test_llama(m, 2, 32, 4, &pool);
+    if (!l) return lt_test_finish();
     lt_tuning *t = lt_llama_tuning(l);
     int32_t tok = 1;
     int64_t pos = 0;

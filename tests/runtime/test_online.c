@@ -94,9 +94,8 @@ int main(void) {
     f.m = lt_test_stories260k();
     if (!f.m) return lt_test_finish();
     lt_pool *pool;
-    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
-    lt_llama_opts lo = {.executor = 1, .ctx_len = 32, .max_batch = 8};
-    ASSERT_EQ(lt_llama_init(&f.l, f.m, pool, &lo), LT_OK);
+    f.l = lt_test_llama(f.m, 2, 32, 8, &pool);
+    if (!f.l) return lt_test_finish();
     int32_t prompt[8] = {1, 403, 407, 261, 300, 301, 302, 303};
     ASSERT_EQ(lt_llama_eval(f.l, prompt, 8, 0), LT_OK);
     step(&f);

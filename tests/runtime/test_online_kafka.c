@@ -62,10 +62,8 @@ int main(void) {
     lt_model *m = lt_test_stories260k();
     if (!m) return lt_test_finish();
     lt_pool *pool;
-    ASSERT_EQ(lt_pool_init(&pool, 1), LT_OK);
-    lt_llama *l;
-    lt_llama_opts lo = {.executor = 1, .ctx_len = 16, .max_batch = 4};
-    ASSERT_EQ(lt_llama_init(&l, m, pool, &lo), LT_OK);
+    lt_llama *l = lt_test_llama(m, 1, 16, 4, &pool);
+    if (!l) return lt_test_finish();
     lt_tuning *t = lt_llama_tuning(l);
     FILE *devnull = fopen("/dev/null", "w");
     lt_online *o;

@@ -17,10 +17,8 @@ int main(void) {
     lt_model *m = lt_test_stories260k();
     if (!m) return lt_test_finish();
     lt_pool *pool;
-    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
-    lt_llama *l;
-    lt_llama_opts lo = {.executor = 1};
-    ASSERT_EQ(lt_llama_init(&l, m, pool, &lo), LT_OK);
+    lt_llama *l = lt_test_llama(m, 2, 0, 0, &pool);
+    if (!l) return lt_test_finish();
     lt_tuning *t = lt_llama_tuning(l);
 
     /* a store file holding a value for the classifier's shape on this host */

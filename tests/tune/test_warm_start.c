@@ -56,10 +56,8 @@ int main(void) {
     lt_model *m = lt_test_stories260k();
     if (!m) return lt_test_finish();
     lt_pool *pool;
-    ASSERT_EQ(lt_pool_init(&pool, 2), LT_OK);
-    lt_llama *l;
-    lt_llama_opts o = {.executor = 1, .ctx_len = 64, .max_batch = 8};
-    ASSERT_EQ(lt_llama_init(&l, m, pool, &o), LT_OK);
+    lt_llama *l = lt_test_llama(m, 2, 64, 8, &pool);
+    if (!l) return lt_test_finish();
     lt_tuning *t = lt_llama_tuning(l);
 
     /* the keys: one matvec and one matmul shape, the executor, prefill's threads */
@@ -132,6 +130,7 @@ int main(void) {
     /* another runtime of the same model and the same store: the same values,
      * its programs built in another order (prefill first) */
     lt_llama *l2;
+    lt_llama_opts o = {.executor = 1, .ctx_len = 64, .max_batch = 8};
     ASSERT_EQ(lt_llama_init(&l2, m, pool, &o), LT_OK);
     ASSERT_EQ(lt_store_warm_start(s, lt_llama_tuning(l2), "hostA", NULL), 4);
     ASSERT_EQ(lt_llama_eval(l2, toks, 5, 0), LT_OK);
