@@ -309,12 +309,19 @@ typedef struct {
 
 /* Called for every generated token; a non-zero return stops generation. */
 typedef int (*lt_token_cb)(void *user, int32_t prev, int32_t token);
+/* Called after every prefill batch: n prompt tokens at positions pos..,
+ * evaluated from t_begin_ns to t_end_ns (lt_now_ns). Between evals, so it
+ * may change the tuning context (the next eval brings it in). */
+typedef void (*lt_prefill_cb)(void *user, int64_t pos, int64_t n, uint64_t t_begin_ns,
+                              uint64_t t_end_ns);
 
 typedef struct {
     int64_t n_new;          /* tokens to generate */
     int64_t prefill_batch;  /* prompt batch size (0 = as large as allowed) */
     int32_t stop_token;     /* generation stops after this token (-1: never) */
     FILE *dump_logits;      /* if set: float32 rows for every position fed */
+    lt_prefill_cb on_prefill; /* may be NULL */
+    void *prefill_user;
 } lt_gen_opts;
 
 /* Processes the prompt in batches, then samples n_new tokens one at a time.

@@ -69,6 +69,7 @@ typedef struct {
     int64_t applied;   /* incumbent changes (a control that changes nothing is not one) */
     int64_t trials;    /* trials started */
     int64_t trial_tokens, candidate_tokens; /* decode steps inside trials / on candidates */
+    int64_t trial_prefills;                 /* prefill steps inside trials of a prefill key */
 } lt_online_stats;
 
 /* Starts listening (from the control topic's end, taken now: call before the
@@ -78,6 +79,10 @@ int lt_online_open(lt_online **out, const lt_online_opts *o);
  * what arrived and advances a trial's phases. Cheap when nothing arrived (one
  * atomic load). */
 void lt_online_step(lt_online *o);
+/* After a prefill step (and its lt_tel_prefill), on the stepping thread: a
+ * trial of a prefill step's value (the prefill thread count) has a phase
+ * per prefill step, so it advances here, not at token boundaries. */
+void lt_online_prefill(lt_online *o);
 /* Hands a control in directly (as if read from the topic); for tests. */
 void lt_online_submit(lt_online *o, const void *value, size_t len);
 void lt_online_stats_get(lt_online *o, lt_online_stats *out);

@@ -124,7 +124,11 @@ typedef struct {
  * critical_ns their sum, no bytes or FLOPs, the window's tag and counters.
  * Quantiles are nearest-rank: q-th of n sorted values is element
  * ceil(q n) - 1 (median: q = 0.5). A window never spans an lt_tel_retag: it
- * ran one configuration, the one node->params and the tag describe. */
+ * ran one configuration, the one node->params and the tag describe.
+ * A prefill step (lt_tel_prefill, with lt_tel_opts.prefill_shape) is a
+ * window of its own, in a count of its own (window): kernel
+ * LT_TEL_STEP_KERNEL, shape the prefill key, count 1, steps = the prompt
+ * tokens it evaluated, its wall time, the tag in force; no counters. */
 typedef struct {
     const char *run_id;
     uint64_t window;              /* index from 0 */
@@ -260,6 +264,9 @@ typedef struct {
      * pool's threads, decode) (copied; NULL: no step window): every window
      * closes with a record over the whole steps (see lt_tel_kernel_window). */
     const char *step_shape;
+    /* The key of its prefill steps, lt_step_shape_format(..., prefill)
+     * (copied; NULL: lt_tel_prefill emits nothing). */
+    const char *prefill_shape;
     int64_t window_tokens;  /* a window closes after this many steps; 0: 32 */
     int64_t window_ms;      /* ... or once it lasted this long; 0: 1000 */
     int64_t drain_ms;       /* the drain thread's period; 0: 200 */
@@ -299,6 +306,11 @@ void lt_tel_begin(lt_tel *t);
 void lt_tel_step_end(lt_tel *t, const lt_step *step);
 /* Stops observing (removes the observer) and closes the last window. */
 void lt_tel_end(lt_tel *t);
+/* A prefill step evaluated n_tokens prompt tokens from t_begin_ns to
+ * t_end_ns (lt_now_ns): one "step" window of the prefill key, with the tag
+ * in force now (the last lt_tel_retag's). On the stepping thread, between
+ * steps, observing or not. Nothing without lt_tel_opts.prefill_shape. */
+void lt_tel_prefill(lt_tel *t, int64_t n_tokens, uint64_t t_begin_ns, uint64_t t_end_ns);
 /* Windows closed so far, each with at least one step (by their step count
  * or duration, a retag, lt_tel_end). On the stepping thread. */
 int64_t lt_tel_windows_closed(const lt_tel *t);

@@ -33,9 +33,12 @@ int lt_generate(lt_llama *l, lt_sampler *s, const int32_t *prompt, int64_t n_pro
     double t0 = lt_now_s();
     for (int64_t pos = 0; pos < n_prompt; pos += batch) {
         int64_t n = n_prompt - pos < batch ? n_prompt - pos : batch;
+        const uint64_t tb = lt_now_ns();
         int rc = lt_llama_eval(l, prompt + pos, n, pos);
+        const uint64_t te = lt_now_ns();
         if (!rc) rc = dump_logits(l, o->dump_logits);
         if (rc) return rc;
+        if (o->on_prefill) o->on_prefill(o->prefill_user, pos, n, tb, te);
     }
     double t1 = lt_now_s();
     st->prefill_s = t1 - t0;

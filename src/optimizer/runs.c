@@ -170,7 +170,7 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
     for (size_t i = 0; i < n; i++) {
         const Looptune__KernelParams *kp = rs->kernels[i];
         /* a node, or a whole-step tunable (no node: measured by the "step"
-         * windows, which are of decode steps only) */
+         * windows of its key, decode or prefill) */
         const bool step = kp->kernel && lt__opt_step_kernel(kp->kernel);
         int node = -1;
         if (!step) {
@@ -180,7 +180,8 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
         }
         const char *cs = kp->config_shape && *kp->config_shape ? kp->config_shape : kp->shape;
         if (!kp->kernel || !cs || !*cs) continue;
-        if (step && !ends_with(cs, ":decode")) continue; /* a prefill key: never measured */
+        const bool prefill = step && ends_with(cs, ":prefill");
+        if (step && !prefill && !ends_with(cs, ":decode")) continue; /* no regime of ours */
         int rec = lt__opt_find_rec(o, kp->kernel, cs, r->host_class);
         if (rec < 0) rec = lt__opt_add_rec(o, kp->kernel, cs, r->host_class, (int)rs->threads);
         if (rec < 0) continue; /* not a tunable kernel */
@@ -198,6 +199,7 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
             u = r->n_units++;
             r->units[u].rec = rec;
             r->units[u].step = step;
+            r->units[u].prefill = prefill;
             r->units[u].incumbent = p;
             r->units[u].win_index = UINT64_MAX;
         }

@@ -32,11 +32,14 @@ typedef struct {
 } lt__rec;
 
 /* One (kernel, shape) of one run: its nodes' aggregate; or one whole-step
- * tunable of the run (step: the looped executor's parameters or the decode
- * steps' thread count, no node), measured by the "step" windows. */
+ * tunable of the run (step: the looped executor's parameters or a regime's
+ * thread count, no node), measured by the "step" windows of its key. A
+ * prefill step's tunable (prefill) has a phase per prefill step and costs
+ * per prompt token; the decode windows during its trials ran the
+ * incumbents and count as such. */
 typedef struct {
     int rec;
-    bool step;
+    bool step, prefill;
     int n_nodes;             /* 0 for a whole-step unit */
     lt_params incumbent;
     double ns, steps;        /* untagged windows: sum of total_ns, steps per node (step: of the steps) */
@@ -56,6 +59,7 @@ typedef struct {
     int *node_unit;     /* [n_nodes] */
     int n_nodes;
     uint64_t steps, cand_steps;
+    uint64_t prefills, cand_prefills; /* prefill steps, and those on a candidate */
     double time_ns, loss_ns;
     int trials_charged;   /* trials whose cost is in loss_ns */
     int64_t windows_seen; /* window indexes seen for this run (the first may be partial) */

@@ -386,6 +386,15 @@ static void start_trial(lt_optimizer *o, int ri, int k, const lt_params *p, int 
  * run's bottleneck kernels keep their first turns. */
 #define LT__STEP_PRIORITY 0.05
 
+/* No decode trial fits the budget: from when one does, cand <= share x
+ * (steps + 2PW). */
+static void wait_budget(const lt_optimizer *o, lt__run *r, int P, int W, double cand) {
+    wait_on(r, LT_OPT_WAIT_BUDGET, "a trial of %d pairs of %d-step phases fits the "
+            "exploration budget (%.0f%% of the decode steps) from %.0f decode steps on; it "
+            "had seen %llu", P, W, 100.0 * o->o.explore_share,
+            ceil(cand / o->o.explore_share - 2.0 * P * W), (unsigned long long)r->steps);
+}
+
 /* Starts the next trial of run ri if its budget allows; else notes why not. */
 void lt__opt_maybe_start(lt_optimizer *o, int ri) {
     lt__run *r = &o->runs[ri];
@@ -411,12 +420,16 @@ void lt__opt_maybe_start(lt_optimizer *o, int ri) {
     int P = o->o.trial_pairs, W = phase_steps(o, r);
     double cand = (double)r->cand_steps + (double)P * W;
     double total = (double)r->steps + 2.0 * P * W;
-    if (cand > o->o.explore_share * total) {
-        /* the steps it takes: cand <= share x (steps + 2PW) */
-        wait_on(r, LT_OPT_WAIT_BUDGET, "a trial of %d pairs of %d-step phases fits the "
-                "exploration budget (%.0f%% of the decode steps) from %.0f decode steps on; it "
-                "had seen %llu", P, W, 100.0 * o->o.explore_share,
-                ceil(cand / o->o.explore_share - 2.0 * P * W), (unsigned long long)r->steps);
+    /* a prefill step's tunable has a budget of the prefill steps: a phase
+     * is one of them */
+    const bool decode_ok = cand <= o->o.explore_share * total;
+    const bool prefill_ok = (double)r->cand_prefills + P <=
+                            o->o.explore_share * ((double)r->prefills + 2.0 * P);
+    bool prefill_left = false;
+    for (int k = 0; k < r->n_units; k++)
+        prefill_left |= r->units[k].prefill && !o->recs[r->units[k].rec].converged;
+    if (!decode_ok && !(prefill_ok && prefill_left)) {
+        wait_budget(o, r, P, W, cand);
         return;
     }
     /* the next trial must fit too: expect it to cost what the run's trials
@@ -443,6 +456,11 @@ void lt__opt_maybe_start(lt_optimizer *o, int ri) {
     if (r->extend) { /* the second look at a promising candidate comes first */
         lt__unit *xu = &r->units[r->ext_unit];
         lt__rec *R = &o->recs[xu->rec];
+        if (!(xu->prefill ? prefill_ok : decode_ok)) {
+            wait_on(r, LT_OPT_WAIT_BUDGET, "the candidate it measures again waits for the "
+                    "exploration budget of the %s steps", xu->prefill ? "prefill" : "decode");
+            return;
+        }
         if (R->busy_run >= 0) {
             wait_on(r, LT_OPT_WAIT_OTHER, "the candidate it measures again is in a trial on "
                     "another run");
@@ -459,7 +477,7 @@ void lt__opt_maybe_start(lt_optimizer *o, int ri) {
             R->since_kept++;
         } else {
             r->extending = true;
-            start_trial(o, ri, r->ext_unit, &r->ext_params, P, W);
+            start_trial(o, ri, r->ext_unit, &r->ext_params, P, xu->prefill ? 1 : W);
             return;
         }
     }
@@ -470,7 +488,8 @@ void lt__opt_maybe_start(lt_optimizer *o, int ri) {
         lt__rec *R = &o->recs[u->rec];
         n_done += R->converged;
         n_busy += !R->converged && R->busy_run >= 0;
-        if (R->converged || R->busy_run >= 0 || u->windows < 2 * (u->step ? 1 : u->n_nodes))
+        if (R->converged || R->busy_run >= 0 || u->windows < 2 * (u->step ? 1 : u->n_nodes) ||
+            !(u->prefill ? prefill_ok : decode_ok))
             continue;
         double pri;
         if (u->step) {
@@ -489,7 +508,8 @@ void lt__opt_maybe_start(lt_optimizer *o, int ri) {
         }
     }
     if (best < 0) {
-        if (n_done == r->n_units)
+        if (!decode_ok) wait_budget(o, r, P, W, cand); /* the prefill tunables wait too */
+        else if (n_done == r->n_units)
             wait_on(r, LT_OPT_WAIT_DONE, "every kernel of the run has finished exploring");
         else if (n_done + n_busy == r->n_units)
             wait_on(r, LT_OPT_WAIT_OTHER, "its kernels left to explore are in trials on other "
@@ -520,8 +540,12 @@ void lt__opt_maybe_start(lt_optimizer *o, int ri) {
         wait_on(r, LT_OPT_WAIT_OTHER, "%s %s: space exhausted", R->kernel, R->config_shape);
         return;
     }
-    start_trial(o, ri, best, &p, P, W);
+    start_trial(o, ri, best, &p, P, u->prefill ? 1 : W);
 }
+
+/* How long a prefill trial's phase may wait for its prefill step: the
+ * run's next prompt. */
+#define LT__PREFILL_PHASE_NS 10000000000ull
 
 static bool trial_complete(const lt__run *r) {
     for (int i = 0; i < r->pairs; i++)
@@ -565,9 +589,12 @@ void lt__opt_timers(lt_optimizer *o) {
         lt__run *r = &o->runs[i];
         if (!r->ended && wall_ns() <= r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) live++;
         if (!r->trial) continue;
-        /* a trial takes 2 x pairs x phase steps; allow for slow steps and the pipeline */
+        /* a trial takes 2 x pairs x phase steps; allow for slow steps and the
+         * pipeline, and a prefill phase for the run's next prompt */
+        const uint64_t per_step = r->units[r->t_unit].prefill ? LT__PREFILL_PHASE_NS
+                                                              : 200000000ull;
         uint64_t limit = 10000000000ull + (uint64_t)r->pairs * (uint64_t)r->phase_tokens *
-                                              200000000ull;
+                                              per_step;
         if (now - r->t_started > limit) lt__opt_decide(o, i, "timed out");
     }
     o->st.runs_live = live;

@@ -2,9 +2,9 @@
  * time, its units' untagged statistics (the incumbent's cost, bytes, FLOPs,
  * a finished record's drift) or, tagged, into the pairs of the trial in
  * flight. A node's window feeds its kernel's unit; the "step" window (the
- * whole decode steps) feeds the run's whole-step units ("looped",
- * "threads") and is no part of the run's node time. What the pairs decide
- * is in trials.c. */
+ * whole decode steps, or one prefill step) feeds the run's whole-step units
+ * of its key ("looped", "threads") and is no part of the run's node time.
+ * What the pairs decide is in trials.c. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,24 +62,38 @@ static void fold_untagged(lt_optimizer *o, lt__unit *u, uint64_t window, double 
     u->win_steps += steps;
 }
 
-/* The "step" window of run ri: count decode steps, total_ns their wall
- * time, for the whole-step units keyed by its shape. */
+static bool is_prefill_key(const char *key) {
+    size_t n = strlen(key), m = sizeof ":prefill" - 1;
+    return n >= m && !strcmp(key + n - m, ":prefill");
+}
+
+/* Whether run r's trial in flight is of a prefill step's tunable: the
+ * decode steps during it ran the incumbents, whatever their tag says. */
+static bool prefill_trial(const lt__run *r) { return r->trial && r->units[r->t_unit].prefill; }
+
+/* The "step" window of run ri: count steps (of a prefill window: its prompt
+ * tokens), total_ns their wall time, for the whole-step units keyed by its
+ * shape. */
 static void step_window(lt_optimizer *o, int ri, const Looptune__KernelWindow *w) {
     lt__run *r = &o->runs[ri];
     double total = w->total_ns ? (double)w->total_ns : (double)w->median_ns * (double)w->count;
-    double steps = (double)w->count;
+    double steps = w->steps ? (double)w->steps : (double)w->count;
     const char *key = w->shape ? w->shape : "";
-    if (w->candidate_id && *w->candidate_id) {
+    const bool prefill = is_prefill_key(key);
+    if (prefill) r->prefills++;
+    if (w->candidate_id && *w->candidate_id && (prefill || !prefill_trial(r))) {
         if (!r->trial || strcmp(w->candidate_id, r->cand)) return;
         r->saw_tagged = true;
+        if (prefill && w->on_candidate) r->cand_prefills++;
         const lt__unit *t = &r->units[r->t_unit];
         if (t->step && !strcmp(o->recs[t->rec].config_shape, key) &&
             w->pair < (uint32_t)r->pairs && steps > 0)
             add_pair(o, ri, w, total, steps);
         return;
     }
-    /* the run is back untagged */
-    if (r->trial && r->saw_tagged) lt__opt_decide(o, ri, "ended early");
+    /* the run is back untagged (in the trial's regime) */
+    if (r->trial && r->saw_tagged && prefill == prefill_trial(r))
+        lt__opt_decide(o, ri, "ended early");
     if (!(steps > 0)) return;
     for (int k = 0; k < r->n_units; k++)
         if (r->units[k].step && !strcmp(o->recs[r->units[k].rec].config_shape, key))
@@ -112,7 +126,7 @@ void lt__opt_window(lt_optimizer *o, const Looptune__KernelWindow *w, uint64_t t
         if (w->on_candidate) r->cand_steps += (uint64_t)steps;
     }
     int ui = r->node_unit[node];
-    bool tagged = w->candidate_id && *w->candidate_id;
+    bool tagged = w->candidate_id && *w->candidate_id && !prefill_trial(r);
     /* the run's whole step time, one sample per untagged window */
     if (w->window != r->win_index) {
         if (!r->win_tagged && r->win_steps > 0) {
@@ -146,7 +160,7 @@ void lt__opt_window(lt_optimizer *o, const Looptune__KernelWindow *w, uint64_t t
         return;
     }
     /* the run is back untagged */
-    if (r->trial && r->saw_tagged) lt__opt_decide(o, ri, "ended early");
+    if (r->trial && r->saw_tagged && !prefill_trial(r)) lt__opt_decide(o, ri, "ended early");
     if (ui >= 0) {
         lt__unit *u = &r->units[ui];
         u->bytes += w->bytes * (double)w->count;

@@ -3,7 +3,8 @@
  * stepping thread, at token boundaries, validates what was queued against
  * the program and applies it: a new incumbent, or a trial that it runs by
  * itself (phases A B, B A, A B, ... of phase_tokens steps, each tagged in the
- * telemetry) and ends on the incumbent. Every change is a value of the
+ * telemetry; of prefill steps when the trial is of a prefill key's value)
+ * and ends on the incumbent. Every change is a value of the
  * runtime's tuning context (a kernel's shape key, the looped executor, a
  * regime's thread count), which the runtime brings to its programs at the
  * next eval. Validation and changes run on the stepping thread, between
@@ -40,6 +41,7 @@ struct lt_online {
 
     /* stepping thread */
     bool in_trial;
+    bool trial_prefill; /* its phases are prefill steps */
     lt_control_cmd trial;
     lt_params *saved;     /* [n_keys] incumbent values of the trial's keys */
     bool *had;            /* [n_keys] ... and whether they were set (else defaults) */
@@ -193,10 +195,13 @@ static void apply_one(lt_online *o, const void *value, size_t len) {
         return;
     }
     o->trial = cmd;
+    o->trial_prefill = false;
+    const char *prefill_key = lt_tuning_step_key(o->o.tuning, LT_REGIME_PREFILL);
     for (int i = 0; i < cmd.n_keys; i++) {
         const char *name, *key;
         const int k = cmd.keys[i];
         key_at(o, k, &name, &key);
+        o->trial_prefill |= !strcmp(key, prefill_key);
         LT_ASSERT(lt_tuning_get(o->o.tuning, name, key, &o->saved[k]) == LT_OK);
         o->had[k] = lt_tuning_has(o->o.tuning, name, key);
     }
@@ -206,14 +211,25 @@ static void apply_one(lt_online *o, const void *value, size_t len) {
     enter_phase(o);
 }
 
+/* A step of the trial's regime ended: the phase may be over. */
+static void advance(lt_online *o) {
+    if (++o->phase_steps >= o->trial.phase_tokens) {
+        if (++o->phase >= 2 * o->trial.trial_pairs) end_trial(o);
+        else enter_phase(o);
+    }
+}
+
+void lt_online_prefill(lt_online *o) {
+    if (!o->in_trial || !o->trial_prefill) return;
+    o->st.trial_prefills++;
+    advance(o);
+}
+
 void lt_online_step(lt_online *o) {
-    if (o->in_trial) {
+    if (o->in_trial && !o->trial_prefill) {
         o->st.trial_tokens++;
         if (phase_on_candidate(o->phase)) o->st.candidate_tokens++;
-        if (++o->phase_steps >= o->trial.phase_tokens) {
-            if (++o->phase >= 2 * o->trial.trial_pairs) end_trial(o);
-            else enter_phase(o);
-        }
+        advance(o);
     }
     if (!atomic_load_explicit(&o->pending, memory_order_acquire)) return;
     pthread_mutex_lock(&o->mu);
@@ -271,7 +287,8 @@ void lt_online_stats_get(lt_online *o, lt_online_stats *out) { *out = o->st; }
 void lt_online_attach_tel(lt_online *o, lt_tel *tel) { o->o.tel = tel; }
 
 int lt_online_step_kind(const lt_online *o) {
-    return !o->in_trial ? 0 : phase_on_candidate(o->phase) ? 2 : 1;
+    /* a decode step in a prefill trial ran the incumbents */
+    return !o->in_trial || o->trial_prefill ? 0 : phase_on_candidate(o->phase) ? 2 : 1;
 }
 
 int lt_online_report(lt_online *o, FILE *f) {

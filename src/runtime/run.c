@@ -55,15 +55,17 @@ static void ensure_topic(const lt_kafka_conn *conn, const char *topic) {
     lt_kafka_admin_close(a);
 }
 
-/* The decode steps' tunables with their values in force: the looped
- * executor's (when it runs), the thread count (when there is a choice). */
+/* The whole steps' tunables with their values in force: the looped
+ * executor's (when it runs the decode steps), each regime's thread count
+ * (when there is a choice). */
 static int step_entries(lt_tuning *t, bool looped, lt_tel_node_desc *out) {
-    static const char *const names[2] = {LT_TUNING_LOOPED, LT_TUNING_THREADS};
+    static const char *const names[3] = {LT_TUNING_LOOPED, LT_TUNING_THREADS, LT_TUNING_THREADS};
+    static const lt_regime regimes[3] = {LT_REGIME_DECODE, LT_REGIME_DECODE, LT_REGIME_PREFILL};
     int n = 0;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         if (k == 0 && !looped) continue;
-        if (k == 1 && lt_tuning_pool_threads(t) < 2) continue;
-        const char *key = lt_tuning_step_key(t, LT_REGIME_DECODE);
+        if (k > 0 && lt_tuning_pool_threads(t) < 2) continue;
+        const char *key = lt_tuning_step_key(t, regimes[k]);
         lt_param_def defs[LT_MAX_PARAMS];
         int nd;
         lt_params v;
@@ -174,10 +176,11 @@ static int open_telemetry(lt_run *r, lt_pool *pool) {
     lt_host_detect(&hd);
     to.host_class = hd.host_class;
     if (o->telemetry == LT_RUN_TEL_KAFKA) to.open_flush_ms = 3000; /* connect before decoding */
-    lt_tel_node_desc steps[2];
+    lt_tel_node_desc steps[3];
     to.n_step_entries = step_entries(lt_llama_tuning(r->l), looped, steps);
     to.step_entries = steps;
     to.step_shape = lt_tuning_step_key(lt_llama_tuning(r->l), LT_REGIME_DECODE);
+    to.prefill_shape = lt_tuning_step_key(lt_llama_tuning(r->l), LT_REGIME_PREFILL);
     if ((rc = lt_tel_open(&r->tel, &to))) return rc; /* closes the sink on failure */
     if (r->online) lt_online_attach_tel(r->online, r->tel);
     return LT_OK;
@@ -220,6 +223,8 @@ typedef struct {
     lt_run *r;
     lt_token_cb cb;
     void *user;
+    lt_prefill_cb prefill;
+    void *prefill_user;
 } chain;
 
 /* The token boundary: the step that just ran ends in the telemetry, then
@@ -244,16 +249,27 @@ static int on_token(void *arg, int32_t prev, int32_t token) {
     return c->cb ? c->cb(c->user, prev, token) : 0;
 }
 
+/* After a prefill batch: its window, then a prefill trial's phase. */
+static void on_prefill(void *arg, int64_t pos, int64_t n, uint64_t t_begin, uint64_t t_end) {
+    chain *c = arg;
+    if (c->r->tel) lt_tel_prefill(c->r->tel, n, t_begin, t_end);
+    if (c->r->online) lt_online_prefill(c->r->online);
+    if (c->prefill) c->prefill(c->prefill_user, pos, n, t_begin, t_end);
+}
+
 int lt_run_generate(lt_run *r, lt_sampler *s, const int32_t *prompt, int64_t n_prompt,
                     const lt_gen_opts *go, lt_token_cb cb, void *user, lt_gen_stats *stats) {
     if (r->ended) return lt_error(LT_ESTATE, "the run has ended");
-    chain c = {r, cb, user};
+    chain c = {r, cb, user, go->on_prefill, go->prefill_user};
+    lt_gen_opts o = *go;
+    o.on_prefill = on_prefill;
+    o.prefill_user = &c;
     r->n_prompt = n_prompt;
     /* telemetry counts decode steps across generations; a new one starts
      * with a prompt, not a decode step */
     if (r->tel && r->tokens > 0) lt_tel_end(r->tel);
     r->tokens = 0;
-    return lt_generate(r->l, s, prompt, n_prompt, go, on_token, &c, stats);
+    return lt_generate(r->l, s, prompt, n_prompt, &o, on_token, &c, stats);
 }
 
 /* ---- what it did -------------------------------------------------------------------- */

@@ -49,6 +49,9 @@ struct lt__tel_agg {
     uint64_t cap_dur;
     lt_tel_node_desc step_desc; /* the "step" window's: node -1, label "", shape step_key */
     char step_key[128];
+    lt_tel_node_desc prefill_desc; /* the same for prefill steps, shape prefill_key */
+    char prefill_key[128];
+    uint64_t prefill_window;       /* prefill steps emitted */
     bool warned;
     lt__tel_agg_counts st;
 };
@@ -98,6 +101,13 @@ int lt__tel_agg_init(lt__tel_agg **out, const lt__tel_agg_opts *o) {
         a->step_desc = (lt_tel_node_desc){.node = -1, .label = "", .kernel = LT_TEL_STEP_KERNEL,
                                           .shape = a->step_key};
         a->o.step_shape = a->step_key;
+    }
+    if (o->prefill_shape) {
+        snprintf(a->prefill_key, sizeof a->prefill_key, "%s", o->prefill_shape);
+        a->prefill_desc = (lt_tel_node_desc){.node = -1, .label = "",
+                                             .kernel = LT_TEL_STEP_KERNEL,
+                                             .shape = a->prefill_key};
+        a->o.prefill_shape = a->prefill_key;
     }
     a->cap = 64;
     a->rows = malloc(a->cap * sizeof *a->rows);
@@ -182,6 +192,26 @@ static void queue_snap(lt__tel_agg *a, lt__tel_snap *snap, uint64_t start) {
     a->pend_tail = snap;
 }
 
+static const lt__tel_snap *snap_at(const lt__tel_agg *a, uint64_t step);
+
+/* A prefill step: its own window, tagged as the decode step that would
+ * come next (a retag before it has queued its snapshot at that step). */
+static void prefill_window(lt__tel_agg *a, const lt__tel_stepmsg *m) {
+    if (!a->o.prefill_shape) return;
+    const lt__tel_snap *s = snap_at(a, m->seq);
+    uint64_t d = m->t_end_ns - m->t_begin_ns;
+    lt_tel_record rec = {.kind = LT_TEL_KERNEL_WINDOW};
+    lt_tel_kernel_window *w = &rec.u.window;
+    *w = (lt_tel_kernel_window){
+        .run_id = a->o.run_id, .window = a->prefill_window++, .t_start_ns = m->t_begin_ns,
+        .t_end_ns = m->t_end_ns, .steps = (uint64_t)m->n_tokens, .node = &a->prefill_desc,
+        .candidate_id = s ? s->candidate_id : "", .on_candidate = s && s->on_candidate,
+        .pair = s ? s->pair : 0, .available = a->o.available};
+    w->count = 1;
+    w->min_ns = w->median_ns = w->p90_ns = w->max_ns = w->total_ns = w->critical_ns = d;
+    lt__tel_agg_emit(a, &rec);
+}
+
 void lt__tel_agg_step(lt__tel_agg *a, const lt__tel_stepmsg *m) {
     LT_ASSERT(m->seq >= a->next);
     LT_ASSERT(!(m->flags & LT__STEP_RETAG) || (m->flags & LT__STEP_NONE));
@@ -193,6 +223,7 @@ void lt__tel_agg_step(lt__tel_agg *a, const lt__tel_stepmsg *m) {
         if (m->flags & LT__STEP_COUNTERS) attach_counters(a, m);
         if (m->flags & LT__STEP_CLOSE) push_close(a, m->seq);
         if ((m->flags & LT__STEP_RETAG) && m->snap) queue_snap(a, m->snap, m->seq);
+        if (m->flags & LT__STEP_PREFILL) prefill_window(a, m);
         return;
     }
     a->next = m->seq + 1;

@@ -232,7 +232,8 @@ int lt_tel_open(lt_tel **out, const lt_tel_opts *opts) {
     lt__tel_agg_opts ao = {.program = opts->program, .nodes = &t->nodes, .nth = t->nth,
                            .run_id = t->run_id, .detail = opts->detail,
                            .available = t->available, .sink = &t->o.sink,
-                           .step_shape = opts->step_shape};
+                           .step_shape = opts->step_shape,
+                           .prefill_shape = opts->prefill_shape};
     if ((rc = lt__tel_agg_init(&t->agg, &ao))) goto fail;
 
     /* the run's header records, before the drain thread exists */
@@ -355,6 +356,15 @@ void lt_tel_end(lt_tel *t) {
                          .t_begin_ns = t->t_step_begin, .t_end_ns = t->t_step_begin};
     send_wait(t, &m);
     t->carry_flags = 0;
+}
+
+void lt_tel_prefill(lt_tel *t, int64_t n_tokens, uint64_t t_begin_ns, uint64_t t_end_ns) {
+    if (!t->o.prefill_shape || n_tokens < 1) return;
+    /* in step order with the retags: the drain gives it the tag in force */
+    lt__tel_stepmsg m = {.seq = t->seq, .flags = LT__STEP_NONE | LT__STEP_PREFILL,
+                         .n_tokens = n_tokens, .t_begin_ns = t_begin_ns,
+                         .t_end_ns = t_end_ns > t_begin_ns ? t_end_ns : t_begin_ns};
+    if (!send_wait(t, &m)) t->steps_lost++;
 }
 
 int lt_tel_retag(lt_tel *t, const lt_tel_tag *tag) {

@@ -46,6 +46,7 @@ enum {
     LT__STEP_COUNTERS = 2u, /* ctr/ctr_wall_ns carry counter deltas */
     LT__STEP_NONE = 4u,     /* no step: only closes the window (the end of the run, a retag) */
     LT__STEP_RETAG = 8u,    /* with NONE: snap applies from step seq on */
+    LT__STEP_PREFILL = 16u, /* with NONE: a prefill step of n_tokens, t_begin..t_end */
 };
 typedef struct {
     uint64_t seq;       /* step index from 0 (NONE: the next step) */
@@ -102,6 +103,7 @@ typedef struct {
     lt_tel_sink *sink;      /* where records go */
     const char *step_shape; /* the decode step's key: a "step" window per window; NULL: none
                              * (copied by lt__tel_agg_init) */
+    const char *prefill_shape; /* the prefill step's key (copied); NULL: prefill steps dropped */
 } lt__tel_agg_opts;
 
 typedef struct {

@@ -145,23 +145,38 @@ static void test_window_run(void) {
     const int n_nodes = count_nodes(rs);
     /* stories15M: embed, 6 layers of 8 nodes, classifier (the norms and the
      * gate are the matvecs' prologues, rope and the cache stores their
-     * epilogues); then the looped executor and the decode thread count */
+     * epilogues); then the looped executor and each regime's thread count */
     ASSERT_EQ(n_nodes, 1 + 6 * 8 + 1);
-    ASSERT_EQ(rs->n_kernels, (size_t)n_nodes + 2);
+    ASSERT_EQ(rs->n_kernels, (size_t)n_nodes + 3);
     ASSERT_STREQ(rs->kernels[n_nodes]->kernel, "looped");
     ASSERT_STREQ(rs->kernels[n_nodes + 1]->kernel, "threads");
-    /* a window per node and one over whole steps */
-    ASSERT_EQ(n, 3 + (size_t)s.windows * (size_t)(n_nodes + 1));
+    ASSERT_STREQ(rs->kernels[n_nodes + 2]->kernel, "threads");
+    ASSERT_TRUE(strstr(rs->kernels[n_nodes + 2]->shape, ":prefill") != NULL);
+    /* a window per node and one over whole steps, and the prompt's prefill step */
+    ASSERT_EQ(n, 3 + (size_t)s.windows * (size_t)(n_nodes + 1) + 1);
 
     /* windows: one record per node per window, each node once per step */
     long long *count = calloc((size_t)n_nodes, sizeof *count);
     long long per_window[16] = {0};
+    int prefill_windows = 0;
     double weight_bytes = 0;
     for (size_t i = 2; i + 1 < n; i++) {
         ASSERT_EQ(envs[i]->payload_case, LOOPTUNE__ENVELOPE__PAYLOAD_KERNEL_WINDOW);
         if (envs[i]->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_KERNEL_WINDOW) continue;
         const Looptune__KernelWindow *w = envs[i]->kernel_window;
         ASSERT_STREQ(w->run_id, s.run_id);
+        if (!strcmp(w->kernel, "step") && strstr(w->shape, ":prefill")) {
+            /* the prefill of the 3-token prompt: a window of its own, the
+             * prefill thread count's key */
+            prefill_windows++;
+            ASSERT_STREQ(w->shape, rs->kernels[n_nodes + 2]->shape);
+            ASSERT_EQ(w->window, 0);
+            ASSERT_EQ(w->count, 1);
+            ASSERT_EQ(w->steps, 3);
+            ASSERT_TRUE(w->total_ns > 0 && w->total_ns == w->median_ns);
+            ASSERT_STREQ(w->candidate_id, "");
+            continue;
+        }
         ASSERT_TRUE(w->window < 16);
         if (w->window < 16) per_window[w->window]++;
         long long left = STEPS - (long long)w->window * WINDOW;
@@ -191,6 +206,7 @@ static void test_window_run(void) {
         }
     }
     for (int k = 0; k < n_nodes; k++) ASSERT_EQ(count[k], STEPS);
+    ASSERT_EQ(prefill_windows, 1);
     /* every node's window and the one over whole steps */
     for (long long wi = 0; wi < s.windows; wi++) ASSERT_EQ(per_window[wi], n_nodes + 1);
     free(count);

@@ -52,12 +52,13 @@ int main(void) {
     /* embedded broker: said so, every record delivered: host, run start,
      * 3 windows (8 + 8 + 4 steps) of 42 nodes (the embedding, 5 layers of 8, the
      * classifier: norms and the gate are matvec prologues, rope and the cache
-     * stores their epilogues) and one over whole steps, run end */
+     * stores their epilogues) and one over whole steps, the prompt's prefill
+     * step, run end */
     ASSERT_EQ(run((const char *[]){"--telemetry", "kafka", NULL}, &ms, &err), 0);
     ASSERT_TRUE(err && strstr(err, "embedded in-memory broker"));
     ASSERT_TRUE(parse(err, &t));
     ASSERT_EQ(t.windows, 3);
-    ASSERT_EQ(t.emitted, 3 + 3 * (42 + 1));
+    ASSERT_EQ(t.emitted, 3 + 3 * (42 + 1) + 1);
     ASSERT_EQ(t.dropped, 0);
     ASSERT_EQ(t.failures, 0);
     free(err);
@@ -66,7 +67,7 @@ int main(void) {
     ASSERT_EQ(run((const char *[]){"--telemetry", "kafka", "--brokers", "127.0.0.1:1", NULL}, &ms,
                   &err), 0);
     ASSERT_TRUE(parse(err, &t));
-    ASSERT_EQ(t.emitted, 3 + 3 * (42 + 1));
+    ASSERT_EQ(t.emitted, 3 + 3 * (42 + 1) + 1);
     ASSERT_EQ(t.failures, t.emitted);
     ASSERT_TRUE(ms < 30000);
     printf("unreachable broker: run took %.1f s\n", ms / 1e3);

@@ -65,11 +65,13 @@ def main():
         assert kinds[0] == "host" and kinds[1] == "run_start" and kinds[-1] == "run_end", kinds[:3]
         assert set(kinds[2:-1]) == {"kernel_window"}, set(kinds[2:-1])
         start, end = envs[1].run_start, envs[-1].run_end
-        # the nodes, then the whole-step tunables (node ""): looped, threads
+        # the nodes, then the whole-step tunables (node ""): looped, each
+        # regime's thread count
         nodes = [k.node for k in start.kernels if k.node]
         steps_of = [k for k in start.kernels if not k.node]
         assert len(set(nodes)) == len(nodes), "node labels are not unique"
-        assert [k.kernel for k in steps_of] == ["looped", "threads"], steps_of
+        assert [k.kernel for k in steps_of] == ["looped", "threads", "threads"], steps_of
+        assert [k.shape.rsplit(":", 1)[1] for k in steps_of] == ["decode", "decode", "prefill"]
         assert start.kernels[len(nodes)].node == "", "the tunables follow the nodes"
         assert start.run_id == run_id and end.run_id == run_id
         assert start.host.triad_gb_s > 0 and start.host.peak_gflops > 0
@@ -79,9 +81,16 @@ def main():
         key_of = {k.node: k.shape for k in start.kernels}
         assert all(k.config_shape == k.shape for k in start.kernels), "two keys for one node"
         per_window = {}
+        prefills = 0
         for e in envs[2:-1]:
             w = e.kernel_window
             assert w.run_id == run_id
+            if w.kernel == "step" and w.shape == steps_of[2].shape:
+                # the prompt's prefill step: a window of its own, per prompt token
+                assert w.node == "" and w.count == 1 and w.steps == 3 and w.window == 0, w
+                assert w.total_ns == w.median_ns > 0, w
+                prefills += 1
+                continue
             per_window[w.window] = per_window.get(w.window, 0) + 1
             if w.kernel == "step":  # one per window over whole steps, the tunables' key
                 assert w.node == "" and w.shape == steps_of[0].shape, w
@@ -105,6 +114,7 @@ def main():
                 assert abs(w.flops * w.count / w.gflops - w.total_ns) <= 1e-6 * w.total_ns
             assert w.candidate_id == "" and not w.on_candidate and w.pair == 0, w
         assert all(c == STEPS for c in counts.values()), counts
+        assert prefills == 1, prefills
         assert per_window == {i: len(nodes) + 1 for i in range(windows)}, per_window
 
         tail = subprocess.run([binary, "tail", topic, "--from-beginning", "--brokers", servers,
@@ -120,7 +130,9 @@ def main():
             if e.WhichOneof("payload") == "kernel_window":
                 # proto3 JSON leaves zeros out: a window's steps and total_ns are never zero
                 w = json.loads(line)["kernel_window"]
-                assert int(w["steps"]) == WINDOW and int(w["total_ns"]) > 0, line
+                prefill = w["shape"] == steps_of[2].shape  # its steps: the prompt's tokens
+                assert int(w["steps"]) == (3 if prefill else WINDOW), line
+                assert int(w["total_ns"]) > 0, line
     print(f"run {run_id}: {emitted} records decoded with the .proto alone; {windows} windows of "
           f"{len(nodes)} nodes, every node counted {STEPS} times")
 

@@ -18,10 +18,11 @@ typedef struct {
     lt_params params;
     char cand[64];
     int unit;
+    bool prefill; /* of a prefill step's value: phases of prefill steps */
 } trial_sim_control;
 
 typedef struct {
-    bool trial;
+    bool trial, prefill;
     int unit, phase, phase_steps, pairs, ptok;
     lt_params cand;
     char cand_id[64];
@@ -61,6 +62,7 @@ static inline void trial_sim_apply(trial_sim *t, const trial_sim_control *c, lt_
         return;
     }
     t->trial = true;
+    t->prefill = c->prefill;
     t->unit = u;
     t->cand = c->params;
     snprintf(t->cand_id, sizeof t->cand_id, "%s", c->cand);
@@ -70,16 +72,29 @@ static inline void trial_sim_apply(trial_sim *t, const trial_sim_control *c, lt_
     trial_sim_set_phase(t, cur, inc);
 }
 
+/* The optimizer decides, and what it sent applies in order. */
+static inline void trial_sim_deliver(trial_sim *t, lt_optimizer *o,
+                                     void (*close_window)(lt_optimizer *, void *), void *user,
+                                     trial_sim_control *pend, int *n_pend, lt_params *cur,
+                                     lt_params *inc) {
+    lt_optimizer_poll(o, 0);
+    for (int k = 0; k < *n_pend; k++) {
+        close_window(o, user);
+        trial_sim_apply(t, &pend[k], cur, inc);
+    }
+    *n_pend = 0;
+}
+
 /* The end of a decode step that ran win_steps steps of the window in
- * progress: a phase that ended (or, outside trials, every 8 steps) closes
- * the window; the optimizer then decides; each control it sent (pend, as
- * its on_control hook queued them) applies after closing the window it
- * ends. close_window(user) emits the window. */
+ * progress: a phase that ended (or, outside trials of decode values, every
+ * 8 steps) closes the window; the optimizer then decides; each control it
+ * sent (pend, as its on_control hook queued them) applies after closing
+ * the window it ends. close_window(user) emits the window. */
 static inline void trial_sim_boundary(trial_sim *t, int win_steps, lt_optimizer *o,
                                       void (*close_window)(lt_optimizer *, void *), void *user,
                                       trial_sim_control *pend, int *n_pend, lt_params *cur,
                                       lt_params *inc) {
-    if (t->trial) {
+    if (t->trial && !t->prefill) {
         if (trial_sim_phase_done(t)) {
             close_window(o, user);
             trial_sim_next_phase(t, cur, inc);
@@ -87,12 +102,18 @@ static inline void trial_sim_boundary(trial_sim *t, int win_steps, lt_optimizer 
     } else if (win_steps >= 8) {
         close_window(o, user);
     }
-    lt_optimizer_poll(o, 0);
-    for (int k = 0; k < *n_pend; k++) {
-        close_window(o, user);
-        trial_sim_apply(t, &pend[k], cur, inc);
-    }
-    *n_pend = 0;
+    trial_sim_deliver(t, o, close_window, user, pend, n_pend, cur, inc);
+}
+
+/* A prefill step ran (the caller closed the decode window before it and
+ * emitted the prefill's own window): a prefill trial's phase ends with it;
+ * then the optimizer's controls apply, as at a decode step's end. */
+static inline void trial_sim_prefill(trial_sim *t, lt_optimizer *o,
+                                     void (*close_window)(lt_optimizer *, void *), void *user,
+                                     trial_sim_control *pend, int *n_pend, lt_params *cur,
+                                     lt_params *inc) {
+    if (t->trial && t->prefill && trial_sim_phase_done(t)) trial_sim_next_phase(t, cur, inc);
+    trial_sim_deliver(t, o, close_window, user, pend, n_pend, cur, inc);
 }
 
 #endif

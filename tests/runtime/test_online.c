@@ -4,7 +4,8 @@
  * next eval; a trial alternates A B, B A phases of the given length and ends
  * on the incumbent; controls of the decode thread count and of the looped
  * executor are values like a kernel's, and a later control puts the old
- * values back; the logits are the same under every configuration;
+ * values back; a trial of the prefill thread count has a phase per prefill
+ * step (lt_online_prefill) and leaves the decode steps on the incumbents; the logits are the same under every configuration;
  * malformed controls, controls for another run and values outside the space
  * are refused and change nothing. */
 #include <stdlib.h>
@@ -184,6 +185,39 @@ int main(void) {
     ASSERT_EQ(st.trials, 1);
     ASSERT_EQ(st.trial_tokens, 12);
     ASSERT_EQ(st.candidate_tokens, 6);
+
+    /* a trial of the prefill thread count, 2 pairs of 1 prefill step (A B |
+     * B A): its phases are prefill steps, the decode steps between them run
+     * the incumbents and count for no trial; the prompt's logits are the
+     * same under both */
+    const char *prefill_key = lt_tuning_step_key(t, LT_REGIME_PREFILL);
+    const int64_t V = f.m->cfg.vocab_size;
+    float *pre_ref = malloc((size_t)V * sizeof(float));
+    ASSERT_EQ(lt_llama_eval(f.l, prompt, 8, 0), LT_OK);
+    memcpy(pre_ref, lt_llama_logits(f.l, NULL), (size_t)V * sizeof(float));
+    control(o, "", "threads", prefill_key, "threads=1", 2, 1);
+    lt_online_step(o);
+    const int expect_pb[4] = {0, 1, 1, 0};
+    for (int k = 0; k < 4; k++) {
+        for (int d = 0; d < 3; d++) { /* decode steps: no phase ends */
+            ASSERT_EQ(lt_llama_threads(f.l, true), expect_pb[k] ? 1 : 2);
+            ASSERT_EQ(lt_llama_threads(f.l, false), 2);
+            ASSERT_EQ(lt_online_step_kind(o), 0);
+            step(&f);
+            lt_online_step(o);
+        }
+        ASSERT_EQ(lt_llama_eval(f.l, prompt, 8, 0), LT_OK); /* the prefill step */
+        ASSERT_TRUE(!memcmp(lt_llama_logits(f.l, NULL), pre_ref, (size_t)V * sizeof(float)));
+        lt_online_prefill(o);
+    }
+    ASSERT_EQ(lt_llama_threads(f.l, true), 2); /* back on the incumbent */
+    lt_online_prefill(o);                      /* outside a trial: nothing */
+    ASSERT_EQ(lt_llama_threads(f.l, true), 2);
+    free(pre_ref);
+    lt_online_stats_get(o, &st);
+    ASSERT_EQ(st.trials, 2);
+    ASSERT_EQ(st.trial_prefills, 4);
+    ASSERT_EQ(st.trial_tokens, 12); /* the decode steps of the first trial only */
 
     /* the looped executor: a new incumbent, then the old values back */
     lt_params xp0;

@@ -2,7 +2,8 @@
  * command-line code: given a config store in a file and the embedded broker,
  * it gets the warm start (the stored value is in force from the first token)
  * and online tuning (the in-process optimizer's trials run at its token
- * boundaries, and its telemetry reaches the optimizer). */
+ * boundaries, and its telemetry reaches the optimizer), the prefill steps'
+ * thread count included (a phase per prompt). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,6 +13,11 @@
 #include "model_test.h"
 #include "test.h"
 #include "tune/store_test.h"
+
+static void count_prefill(void *user, int64_t pos, int64_t n, uint64_t t_begin, uint64_t t_end) {
+    ASSERT_TRUE(pos == 0 && n == 2 && t_end >= t_begin);
+    (*(int *)user)++;
+}
 
 int main(void) {
     lt_model *m = lt_test_stories260k();
@@ -86,6 +92,26 @@ int main(void) {
     }
     ASSERT_TRUE(st.trials >= 1);
     ASSERT_TRUE(st.received >= 1 && st.rejected == 0);
+
+    /* more generations until a trial of the prefill steps' thread count has
+     * run its phases, one per prompt (bounded); the caller's own prefill
+     * callback still sees every prefill batch */
+    go.n_new = 40;
+    go.on_prefill = count_prefill;
+    int prefills = 0;
+    go.prefill_user = &prefills;
+    int more = 0;
+    const uint64_t t1 = lt_now_ns();
+    while (st.trial_prefills < 2 && lt_now_ns() - t1 < 90ull * 1000000000ull) {
+        lt_gen_stats gs;
+        ASSERT_EQ(lt_run_generate(run, smp, prompt, 2, &go, NULL, NULL, &gs), LT_OK);
+        lt_online_stats_get(rs.online, &st);
+        more++;
+    }
+    ASSERT_EQ(prefills, more);
+    ASSERT_TRUE(st.trial_prefills >= 2);
+    printf("%d more generations: %lld prefill steps in trials\n", more,
+           (long long)st.trial_prefills);
     lt_run_end(run);
     lt_optimizer_run_info ri;
     ASSERT_EQ(lt_optimizer_run_info_get(rs.optimizer, rs.run_id, &ri), LT_OK);

@@ -16,9 +16,10 @@ typedef struct {
     lt_tel_sink sink;
 } fixture;
 
-/* step_shape: the decode step key, for a "step" window per window (NULL: none) */
-static void setup_keyed(fixture *f, lt_tel_detail detail, uint32_t available,
-                        const char *step_shape) {
+/* step_shape: the decode step key, for a "step" window per window (NULL: none);
+ * prefill_shape: the prefill step key, for a window per prefill step */
+static void setup_keys(fixture *f, lt_tel_detail detail, uint32_t available,
+                       const char *step_shape, const char *prefill_shape) {
     memset(f, 0, sizeof *f);
     f->p = syn_program(0);
     ASSERT_TRUE(f->p != NULL);
@@ -26,8 +27,13 @@ static void setup_keyed(fixture *f, lt_tel_detail detail, uint32_t available,
     f->sink = mem_sink_of(&f->ms);
     lt__tel_agg_opts o = {.program = f->p, .nodes = &f->nodes, .nth = 2, .run_id = "run-x",
                           .detail = detail, .available = available, .sink = &f->sink,
-                          .step_shape = step_shape};
+                          .step_shape = step_shape, .prefill_shape = prefill_shape};
     ASSERT_EQ(lt__tel_agg_init(&f->agg, &o), LT_OK);
+}
+
+static void setup_keyed(fixture *f, lt_tel_detail detail, uint32_t available,
+                        const char *step_shape) {
+    setup_keys(f, detail, available, step_shape, NULL);
 }
 
 static void setup(fixture *f, lt_tel_detail detail, uint32_t available) {
@@ -525,8 +531,75 @@ static void test_step_window(void) {
     teardown(&f);
 }
 
+/* A prefill step is a window of its own, in its own count: kernel "step",
+ * the prefill key, count 1, steps = its tokens, its wall time, the tag in
+ * force when it ran (a retag before it counts, one after it does not); the
+ * decode windows around it are untouched. Without a prefill key: nothing. */
+static void prefill_msg(fixture *f, uint64_t seq, int64_t tokens, uint64_t tb, uint64_t te) {
+    lt__tel_stepmsg m = {.seq = seq, .flags = LT__STEP_NONE | LT__STEP_PREFILL,
+                         .n_tokens = tokens, .t_begin_ns = tb, .t_end_ns = te};
+    lt__tel_agg_step(f->agg, &m);
+}
+
+static const mem_rec *find_prefill(const mem_sink *s, uint64_t window) {
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].kind == LT_TEL_KERNEL_WINDOW && s->v[i].w.window == window &&
+            !strcmp(s->v[i].shape, "llama:d288:h768:l6:q8_0:t2:prefill"))
+            return &s->v[i];
+    return NULL;
+}
+
+static void test_prefill_window(void) {
+    fixture f;
+    char pkey[64] = "llama:d288:h768:l6:q8_0:t2:prefill";
+    setup_keys(&f, LT_TEL_DETAIL_WINDOW, 0, "llama:d288:h768:l6:q8_0:t2:decode", pkey);
+    pkey[0] = 'X'; /* copied */
+    prefill_msg(&f, 0, 37, 100, 5100); /* before any decode step, untagged */
+    step(&f, 0, 5100, 6000, LT__STEP_CLOSE, 0, 0, 0);
+    rec(&f, 0, 0, 0, 5200, 5300, 0);
+    lt_tel_tag tag = {.candidate_id = "c9", .on_candidate = true, .pair = 1};
+    lt__tel_stepmsg m = {.seq = 1, .flags = LT__STEP_NONE | LT__STEP_CLOSE | LT__STEP_RETAG,
+                         .snap = lt__tel_snap_new(f.p, &tag)};
+    ASSERT_TRUE(m.snap != NULL);
+    lt__tel_agg_step(f.agg, &m);
+    prefill_msg(&f, 1, 8, 7000, 7800); /* after the retag: the candidate's */
+    lt__tel_agg_flush(f.agg);
+    const mem_rec *p0 = find_prefill(&f.ms, 0), *p1 = find_prefill(&f.ms, 1);
+    ASSERT_TRUE(p0 != NULL && p1 != NULL);
+    if (p0 && p1) {
+        ASSERT_STREQ(p0->kernel, LT_TEL_STEP_KERNEL);
+        ASSERT_EQ(p0->node, -1);
+        ASSERT_EQ(p0->w.count, 1);
+        ASSERT_EQ(p0->w.steps, 37);
+        ASSERT_EQ(p0->w.total_ns, 5000);
+        ASSERT_EQ(p0->w.median_ns, 5000);
+        ASSERT_EQ(p0->w.t_start_ns, 100);
+        ASSERT_STREQ(p0->candidate_id, "");
+        ASSERT_EQ(p1->w.steps, 8);
+        ASSERT_EQ(p1->w.total_ns, 800);
+        ASSERT_STREQ(p1->candidate_id, "c9");
+        ASSERT_TRUE(p1->w.on_candidate);
+        ASSERT_EQ(p1->w.pair, 1);
+    }
+    /* one decode window (node 0 and its step record), as without prefills */
+    int decode_steps = 0;
+    for (size_t i = 0; i < f.ms.n; i++)
+        decode_steps += f.ms.v[i].kind == LT_TEL_KERNEL_WINDOW &&
+                        !strcmp(f.ms.v[i].shape, "llama:d288:h768:l6:q8_0:t2:decode");
+    ASSERT_EQ(decode_steps, 1);
+    ASSERT_EQ(mem_count(&f.ms, LT_TEL_KERNEL_WINDOW), 4); /* 2 prefill, node 0, step */
+    teardown(&f);
+
+    setup_keyed(&f, LT_TEL_DETAIL_WINDOW, 0, "llama:d288:h768:l6:q8_0:t2:decode");
+    prefill_msg(&f, 0, 37, 100, 5100);
+    lt__tel_agg_flush(f.agg);
+    ASSERT_EQ(mem_count(&f.ms, LT_TEL_KERNEL_WINDOW), 0);
+    teardown(&f);
+}
+
 int main(void) {
     test_step_window();
+    test_prefill_window();
     test_hand_computed();
     test_contention_task_clock();
     test_quantiles();
