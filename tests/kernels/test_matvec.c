@@ -751,7 +751,7 @@ static void test_epilogue(lt_isa isa) {
     lt_params_default(k, &p);
     lt_call c;
     make_call(&c, &f, y, 0, &p);
-    c.ia[2] = 4;
+    c.ia[2] = 16; /* no such bit */
     ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
     c.ia[2] = LT_MV_POST_ROPE;
     c.fa[1] = 10000.0f;
