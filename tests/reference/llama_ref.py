@@ -274,6 +274,12 @@ def model_to_gguf(model, path, ggml_type=GGML_F32, version=3, alignment=GGUF_DEF
                   extra_kvs=(), tie_output=True):
     """Writes model as a GGUF file of its architecture: projections and embedding as ggml_type,
     norms, biases and rope_freqs f32."""
+    kvs, tensors = model_gguf_parts(model, ggml_type, extra_kvs, tie_output)
+    write_gguf(path, kvs, tensors, version=version, alignment=alignment)
+
+
+def model_gguf_parts(model, ggml_type=GGML_F32, extra_kvs=(), tie_output=True):
+    """(kvs, tensors) of model_to_gguf, for write_gguf: lists a test may edit first."""
     c = model.cfg
     a = c.arch
     kvs = [("general.architecture", T_STRING, a),
@@ -305,7 +311,7 @@ def model_to_gguf(model, path, ggml_type=GGML_F32, version=3, alignment=GGUF_DEF
     tensors.append(ten("output_norm.weight", model.out_norm, GGML_F32))
     if not tie_output or model.w_out is not model.tok_emb:
         tensors.append(ten("output.weight", model.w_out, ggml_type))
-    write_gguf(path, kvs, tensors, version=version, alignment=alignment)
+    return kvs, tensors
 
 
 # ---- the forward pass -----------------------------------------------------------------------
