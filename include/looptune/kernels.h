@@ -24,7 +24,7 @@ typedef enum {
     LT_KERNEL_COUNT
 } lt_kernel_id;
 
-#define LT_MAX_OPERANDS 6
+#define LT_MAX_OPERANDS 8
 #define LT_MAX_PARAMS 8
 #define LT_MAX_PARAM_VALUES 16
 
@@ -56,7 +56,15 @@ typedef enum { LT_MV_PRE_NONE = 0, LT_MV_PRE_RMSNORM = 1, LT_MV_PRE_SWIGLU = 2 }
 enum {
     LT_MV_POST_ROPE = 1,  /* rotate y as ROPE does: head_dim ia[3], base fa[1] */
     LT_MV_POST_STORE = 2, /* copy y into row step->pos of the cache op4 */
+    LT_MV_POST_BIAS = 4,  /* first y += op5, as ADD does (a projection's bias) */
+    LT_MV_POST_NEOX = 8,  /* with ROPE: LT_ROPE_NEOX pairs (halves of a head) */
 };
+/* ROPE ia[1]: which elements of a head of head_dim hd rotate together.
+ * NORM pairs (x[2i], x[2i+1]) (llama2.c, GGUF llama: llama.cpp's
+ * LLAMA_ROPE_TYPE_NORM); NEOX pairs (x[i], x[i + hd/2]) (GPT-NeoX, HF's
+ * rotate_half, GGUF qwen2: LLAMA_ROPE_TYPE_NEOX). Pair i turns by the same
+ * angle in both. */
+typedef enum { LT_ROPE_NORM = 0, LT_ROPE_NEOX = 1 } lt_rope_mode;
 /* The widest x a matvec with a prologue takes (its out-of-memory path holds
  * x' on the stack). */
 #define LT_MV_PRE_MAX_COLS 16384
@@ -72,18 +80,26 @@ enum {
  *           x' = silu(x) * op3 up[cols]. The same bits as the RMSNORM or SWIGLU
  *           kernel into a buffer, then the matvec.
  *           ia[2]: the epilogue on each thread's rows of y (LT_MV_POST_*):
- *           ROPE rotates them in place as a ROPE node with head_dim ia[3] and
- *           base fa[1] would (one token at step->pos); STORE then copies them
- *           into row step->pos of op4, a cache (ne = {rows, seq_len}) f32, as a
- *           KV_STORE node would. op3 is unused (-1 / NULL) without a prologue.
+ *           BIAS first adds op5 b[rows] f32 as an ADD node would; ROPE
+ *           rotates them in place as a ROPE node with head_dim ia[3], base
+ *           fa[1], mode NEOX if the NEOX bit is set (else NORM) and the
+ *           frequency factors op6 (or NULL) would (one token at step->pos);
+ *           STORE then copies them into row step->pos of op4, a cache (ne =
+ *           {rows, seq_len}) f32, as a KV_STORE node would. With a NEOX rope a
+ *           task holds whole heads (rows_per_task rounds up to a multiple of
+ *           head_dim), so the thread that computed a pair's rows rotates it.
+ *           op3 is unused (-1 / NULL) without a prologue.
  * MATMUL    op0 Y[n][rows], op1 W (ne = {cols, rows}) any dtype, op2 X[n][cols].
  *           ia[0] = 1: accumulate.
  * RMSNORM   op0 y[n][d], op1 x[n][d], op2 w[d] f32. fa[0] = eps.
  *           y = x / sqrt(mean(x^2) + eps) * w. y may equal x.
  * ROPE      op0 q[n][heads*hd] in place, op1 k[n][kv_heads*hd] in place or NULL.
- *           ia[0] = head_dim, fa[0] = base (theta). Token t is at step->pos + t.
- *           Pairs (x[2i], x[2i+1]) of each head rotate by angle
- *           pos * base^(-2i/head_dim) (llama2.c / GGUF llama convention).
+ *           ia[0] = head_dim, ia[1] = lt_rope_mode, fa[0] = base (theta), op2
+ *           factors[head_dim/2] f32 or NULL. Token t is at step->pos + t.
+ *           Pair i of each head (lt_rope_mode says which two elements)
+ *           rotates by angle pos * base^(-2i/head_dim) / factors[i] (the
+ *           factors as llama.cpp applies a rope_freqs tensor: Llama 3's
+ *           scaling).
  * KV_STORE  op0 cache (ne = {kv_dim, seq_len}) f32, op1 src[n][kv_dim].
  *           Row t of src goes to cache row step->pos + t.
  * ATTENTION op0 out[n][heads*hd], op1 q[n][heads*hd], op2 kcache, op3 vcache
@@ -93,7 +109,8 @@ enum {
  *           query head h reads kv head h / (heads / kv_heads); scale 1/sqrt(hd).
  * SOFTMAX   op0 x[n][len] in place, row-wise.
  * SWIGLU    op0 out[n][f], op1 gate[n][f], op2 up[n][f]: out = silu(gate) * up.
- * ADD       op0 y[n][d], op1 a[n][d], op2 b[n][d]: y = a + b (y may alias a or b).
+ * ADD       op0 y[n][d], op1 a[n][d], op2 b[n][d] or b[1][d] (one row added to
+ *           every row: a bias): y = a + b (y may alias a or b).
  * EMBED     op0 out[n][dim] f32, op1 table (ne = {dim, vocab}) any dtype.
  *           Row t = table row step->tokens[t]. */
 typedef struct {

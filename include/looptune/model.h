@@ -115,6 +115,16 @@ int32_t lt_sampler_sample(lt_sampler *s, float *logits); /* logits may be modifi
 
 /* ---- Llama model ----------------------------------------------------------- */
 
+/* The decoder architectures looptune runs (GGUF general.architecture), as
+ * llama.cpp reads them: llama (Llama 1-3, Mistral, TinyLlama, SmolLM2: NORM
+ * rope) and qwen2 (q, k, v biases, NEOX rope). */
+typedef enum { LT_ARCH_LLAMA = 0, LT_ARCH_QWEN2, LT_ARCH_COUNT } lt_arch;
+const char *lt_arch_name(lt_arch a); /* "llama", "qwen2" */
+/* By name; LT_ENOTFOUND (with the names known in the message) otherwise. */
+int lt_arch_parse(const char *name, size_t len, lt_arch *out);
+/* The arch's rope pairs: llama.cpp's LLAMA_ROPE_TYPE_NORM / _NEOX. */
+lt_rope_mode lt_arch_rope_mode(lt_arch a);
+
 typedef struct {
     int64_t dim;        /* model width */
     int64_t hidden_dim; /* FFN width */
@@ -125,7 +135,14 @@ typedef struct {
     int64_t seq_len;    /* context length */
     float rms_eps;
     float rope_base;
+    lt_arch arch;       /* LT_ARCH_LLAMA (0) unless the file says otherwise */
 } lt_llama_config;
+
+/* The context a runtime allocates when not told: the model's, at most this
+ * (llama.cpp's default too; Llama 3.x and Qwen2 train 32-128K, whose KV cache
+ * would take gigabytes). */
+#define LT_DEFAULT_CTX_MAX 4096
+int64_t lt_llama_default_ctx(const lt_llama_config *c); /* min(seq_len, LT_DEFAULT_CTX_MAX) */
 
 typedef struct {
     lt_tensor attn_norm; /* {dim} f32 */
@@ -137,6 +154,10 @@ typedef struct {
     lt_tensor w_gate;    /* {dim, hidden_dim}  (llama2.c w1) */
     lt_tensor w_down;    /* {hidden_dim, dim}  (llama2.c w2) */
     lt_tensor w_up;      /* {dim, hidden_dim}  (llama2.c w3) */
+    /* Biases of the q, k, v projections, added before the rope (qwen2; any
+     * llama file may carry them): {n_heads*head_dim}, {kv_dim}, {kv_dim} f32;
+     * data NULL when the file has none. */
+    lt_tensor bq, bk, bv;
 } lt_llama_layer;
 
 typedef struct lt_model {
@@ -144,6 +165,9 @@ typedef struct lt_model {
     lt_tensor tok_embd;    /* {dim, vocab} */
     lt_tensor output_norm; /* {dim} f32 */
     lt_tensor output;      /* {dim, vocab}; shares data with tok_embd when tied */
+    /* rope_freqs.weight: {head_dim/2} f32, each pair's rope angle divided by
+     * its factor (Llama 3's frequency scaling); data NULL when absent. */
+    lt_tensor rope_freqs;
     lt_llama_layer *layers; /* [n_layers] */
     lt_vocab *vocab;       /* NULL when the file carries none */
     lt_dtype wtype;        /* dtype of the projection weights */
@@ -175,15 +199,36 @@ size_t lt_model_weight_bytes_per_token(const lt_model *m);
 
 /* ---- random-weight model generator ------------------------------------------ */
 
-/* Fills cfg for a preset: stories260K, stories15M, stories110M, 1B. */
-int lt_modelgen_preset(const char *name, lt_llama_config *cfg);
+/* Llama 3's rope scaling (Meta's rope_scaling config): the factors
+ * rope_freqs.weight carries, as llama.cpp's converter computes them. */
+typedef struct {
+    float factor;           /* 0: no scaling, no rope_freqs tensor */
+    float low_freq_factor, high_freq_factor;
+    int64_t original_context; /* original_max_position_embeddings */
+} lt_rope_scaling;
+/* Fills factors[head_dim/2] for rope base `base` (the converter's formula on
+ * float32 frequencies, in double). LT_EINVAL for a scaling that is not well
+ * formed. */
+int lt_rope_scaling_factors(const lt_rope_scaling *s, float base, int64_t head_dim,
+                            float *factors);
+
+/* A preset's shape and what it carries (lt_modelgen_preset_opts fills all). */
 typedef struct {
     lt_llama_config cfg;
     lt_dtype dtype;          /* projection and embedding dtype */
     uint64_t seed;
     const char *vocab_path;  /* llama2.c tokenizer.bin to embed, or NULL: synthetic */
+    bool tied;               /* no output.weight: the classifier is token_embd */
+    lt_rope_scaling rope_scaling; /* factor > 0: write rope_freqs.weight */
 } lt_modelgen_opts;
-/* Writes a GGUF Llama model that llama.cpp loads, deterministic for a seed. */
+/* Fills cfg for a preset: stories260K, stories15M, stories110M, 1B,
+ * smollm2-135M, qwen2-0.5B, llama3.2-1B. */
+int lt_modelgen_preset(const char *name, lt_llama_config *cfg);
+/* The same, with the preset's output tying and rope scaling (opts->dtype,
+ * seed and vocab_path are left as they are). */
+int lt_modelgen_preset_opts(const char *name, lt_modelgen_opts *opts);
+/* Writes a GGUF model of cfg.arch that llama.cpp loads, deterministic for a
+ * seed (qwen2: with q, k, v biases). */
 int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path);
 
 
@@ -195,7 +240,7 @@ typedef struct lt_llama lt_llama;
 
 typedef struct {
     int64_t max_batch;  /* largest prefill batch (default min(seq_len, 256)) */
-    int64_t ctx_len;    /* KV cache length (default and maximum: the model's seq_len) */
+    int64_t ctx_len;    /* KV cache length (maximum: the model's seq_len; 0: lt_llama_default_ctx) */
     bool all_logits;    /* prefill computes logits for every token, not only the last */
     int executor;       /* lt_executor: 0 dispatch, 1 looped */
     bool no_loop_pass;  /* skip the kernel-looping pass (programs stay flat) */

@@ -3,7 +3,7 @@
  * in place, numerically stable: exp(x - max) / sum).
  *
  * ADD and SWIGLU share the n x d elements as contiguous runs, so even one
- * token's row is split; each element is read and written by one thread, so
+ * token's row is split (ADD's b may be one row, added to every row: a bias); each element is read and written by one thread, so
  * y may equal an input. SOFTMAX works in place and needs a whole row's max
  * and sum before it writes, so it shares whole rows. The portable primitives
  * here are the scalar reference; the same primitive table serves ATTENTION's
@@ -26,7 +26,8 @@ static void binary_drive(const lt_call *c, int ith, int nth, binary_fn fn) {
     lt__split(n * d, LT__SPLIT_UNIT, ith, active, &lo, &hi);
     for (int64_t f = lo; f < hi;) {
         int64_t r = f / d, c0 = f % d, c1 = c0 + (hi - f) < d ? c0 + (hi - f) : d;
-        fn(lt__row_f32(y, r) + c0, lt__row_f32(a, r) + c0, lt__row_f32(b, r) + c0, c1 - c0);
+        const int64_t rb = b->ne[1] == 1 ? 0 : r; /* one row of b: added to every row */
+        fn(lt__row_f32(y, r) + c0, lt__row_f32(a, r) + c0, lt__row_f32(b, rb) + c0, c1 - c0);
         f += c1 - c0;
     }
 }
@@ -86,8 +87,10 @@ static void softmax_cost(const lt_call *c, const lt_step *s, double *bytes, doub
     *flops = 5.0 * e; /* max, subtract, exp (counted as 1), sum, scale */
 }
 
-/* y, a, b: same shape; y may be a or b exactly but must not partially overlap. */
-static int binary_check(const lt_call *c, const char *kernel, const char *na, const char *nb) {
+/* y, a, b: same shape (b of one row too, when broadcast); y may be a or b
+ * exactly but must not partially overlap. */
+static int binary_check(const lt_call *c, const char *kernel, const char *na, const char *nb,
+                        bool broadcast) {
     const lt_tensor *y = c->op[0];
     int rc;
     if ((rc = lt__check_f32_rows(y, kernel, "out")) != LT_OK) return rc;
@@ -95,19 +98,21 @@ static int binary_check(const lt_call *c, const char *kernel, const char *na, co
         const lt_tensor *t = c->op[i];
         const char *name = i == 1 ? na : nb;
         if ((rc = lt__check_f32_rows(t, kernel, name)) != LT_OK) return rc;
-        if (t->ne[0] != y->ne[0] || t->ne[1] != y->ne[1])
+        const bool one_row = broadcast && i == 2 && t->ne[1] == 1;
+        if (t->ne[0] != y->ne[0] || (t->ne[1] != y->ne[1] && !one_row))
             return lt_error(LT_EINVAL, "%s: %s is %lldx%lld but out is %lldx%lld", kernel, name,
                             (long long)t->ne[1], (long long)t->ne[0], (long long)y->ne[1],
                             (long long)y->ne[0]);
-        if (lt__overlap(y, t) && (y->data != t->data || y->nb[1] != t->nb[1]))
+        if (lt__overlap(y, t) && (y->data != t->data || y->nb[1] != t->nb[1] ||
+                                  t->ne[1] != y->ne[1]))
             return lt_error(LT_EINVAL, "%s: out partially overlaps %s (only equality is allowed)",
                             kernel, name);
     }
     return LT_OK;
 }
 
-static int add_check(const lt_call *c) { return binary_check(c, "add", "a", "b"); }
-static int swiglu_check(const lt_call *c) { return binary_check(c, "swiglu", "gate", "up"); }
+static int add_check(const lt_call *c) { return binary_check(c, "add", "a", "b", true); }
+static int swiglu_check(const lt_call *c) { return binary_check(c, "swiglu", "gate", "up", false); }
 static int softmax_check(const lt_call *c) { return lt__check_f32_rows(c->op[0], "softmax", "x"); }
 
 /* ---- portable primitives (the scalar reference) ---------------------------- */

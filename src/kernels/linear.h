@@ -43,6 +43,23 @@ static inline void lt__linear_split(int64_t rows, int64_t per, int ith, int nth,
     *r1 = t1 * per < rows ? t1 * per : rows;
 }
 
+/* Rows of one task of a matvec (the split unit of lt__linear_split):
+ * rows_per_task, rounded up to a multiple of head_dim when the epilogue has
+ * a NEOX rope, so every pair (x[i], x[i + hd/2]) of a head lies in one task
+ * and the thread that computed both rows rotates them. */
+static inline int64_t lt__mv_task_rows(const lt_call *call) {
+    const int64_t per = call->params.v[LT__MV_ROWS_PER_TASK];
+    const int64_t neox = LT_MV_POST_ROPE | LT_MV_POST_NEOX, hd = call->ia[3];
+    if ((call->ia[2] & neox) != neox || hd <= 0 || per <= 0) return per;
+    int64_t a = per, b = hd; /* lcm(per, hd) */
+    while (b) {
+        const int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return per / a * hd;
+}
+
 /* Per-thread scratch of at least `bytes`, 64-byte aligned, grown on demand
  * and owned by the calling thread (freed when it exits). The pointer stays
  * valid until the next call on the same thread. NULL if out of memory. */

@@ -29,7 +29,7 @@ static void matvec_portable_x(const lt_call *call, const lt_step *step, int ith,
     const int64_t rows = W->ne[1], cols = W->ne[0];
     const bool acc = call->ia[0] != 0;
     int64_t r0, r1;
-    lt__linear_split(rows, call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
+    lt__linear_split(rows, lt__mv_task_rows(call), ith, nth, &r0, &r1);
     const int64_t chunk = 32; /* a multiple of every dtype's block */
     float w[32];
     for (int64_t r = r0; r < r1; r++) {
@@ -77,7 +77,7 @@ static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int it
     float *y = call->op[0]->data;
     const bool acc = call->ia[0] != 0;
     int64_t r0, r1;
-    lt__linear_split(W->ne[1], call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
+    lt__linear_split(W->ne[1], lt__mv_task_rows(call), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         float s = q8_dot_i16(lt_tensor_row(W, r), W->layout, xq, xs, W->ne[0] / LT_QK8_0);
         y[r] = acc ? y[r] + s : s;
@@ -122,7 +122,7 @@ bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int 
     float *y = call->op[0]->data;
     const bool acc = call->ia[0] != 0;
     int64_t r0, r1;
-    lt__linear_split(W->ne[1], call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
+    lt__linear_split(W->ne[1], lt__mv_task_rows(call), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         float s = q8_dot_i8(lt_tensor_row(W, r), W->layout, xq, xs, W->ne[0] / LT_QK8_0);
         y[r] = acc ? y[r] + s : s;
@@ -137,10 +137,23 @@ static bool is_f32_vector(const lt_tensor *t, int64_t n) {
 
 static int check_epilogue(const lt_call *call) {
     const int64_t post = call->ia[2], rows = call->op[1]->ne[1];
-    if (post & ~(int64_t)(LT_MV_POST_ROPE | LT_MV_POST_STORE))
-        return lt_error(LT_EINVAL, "matvec: ia[2] (epilogue) must be a combination of %d (rope) "
-                                   "and %d (store), got %lld",
-                        LT_MV_POST_ROPE, LT_MV_POST_STORE, (long long)post);
+    if (post & ~(int64_t)(LT_MV_POST_ROPE | LT_MV_POST_STORE | LT_MV_POST_BIAS |
+                          LT_MV_POST_NEOX))
+        return lt_error(LT_EINVAL, "matvec: ia[2] (epilogue) must be a combination of %d (rope), "
+                                   "%d (store), %d (bias) and %d (neox), got %lld",
+                        LT_MV_POST_ROPE, LT_MV_POST_STORE, LT_MV_POST_BIAS, LT_MV_POST_NEOX,
+                        (long long)post);
+    if ((post & LT_MV_POST_NEOX) && !(post & LT_MV_POST_ROPE))
+        return lt_error(LT_EINVAL, "matvec: the neox bit of ia[2] needs the rope epilogue");
+    if (post & LT_MV_POST_BIAS) {
+        const lt_tensor *b = call->op[5];
+        if (!b || !is_f32_vector(b, rows))
+            return lt_error(LT_EINVAL, "matvec: the bias epilogue needs op5, a contiguous f32 "
+                                       "vector of %lld rows", (long long)rows);
+        if (lt__overlap(b, call->op[0])) return lt_error(LT_EINVAL, "matvec: the bias overlaps y");
+    } else if (call->op[5]) {
+        return lt_error(LT_EINVAL, "matvec: a bias (op5) without the bias epilogue");
+    }
     if (post & LT_MV_POST_ROPE) {
         const int64_t hd = call->ia[3];
         if (hd < 2 || hd % 2 != 0 || hd > LT__MAX_HEAD_DIM || rows % hd != 0)
@@ -150,6 +163,10 @@ static int check_epilogue(const lt_call *call) {
         if (!(call->fa[1] > 0.0f) || isinf(call->fa[1]))
             return lt_error(LT_EINVAL, "matvec: the rope epilogue's base %g must be finite and > 0",
                             (double)call->fa[1]);
+        int rc = lt__rope_check_factors(call->op[6], hd, "matvec");
+        if (rc != LT_OK) return rc;
+    } else if (call->op[6]) {
+        return lt_error(LT_EINVAL, "matvec: rope factors (op6) without the rope epilogue");
     }
     if (post & LT_MV_POST_STORE) {
         const lt_tensor *cache = call->op[4];
@@ -162,9 +179,9 @@ static int check_epilogue(const lt_call *call) {
         /* byte extents: W's rows are of its own dtype, not f32 */
         const char *c0 = cache->data;
         const char *c1 = c0 + (size_t)(cache->ne[1] - 1) * cache->nb[1] + (size_t)rows * 4;
-        for (int o = 0; o < 4; o++) {
+        for (int o = 0; o < LT_MAX_OPERANDS; o++) {
             const lt_tensor *t = call->op[o];
-            if (!t || !t->data) continue;
+            if (o == 4 || !t || !t->data) continue;
             const char *t0 = t->data, *t1 = t0 + lt_tensor_span(t);
             if (c0 < t1 && t0 < c1)
                 return lt_error(LT_EINVAL, "matvec: the cache overlaps operand %d", o);
@@ -228,8 +245,10 @@ static void matvec_cost(const lt_call *call, const lt_step *step, double *bytes,
     double wbytes = rows * (double)lt_dtype_row_bytes(W->dtype, W->ne[0]);
     *bytes = wbytes + 4.0 * cols * (call->ia[1] ? 2.0 : 1.0) +
              4.0 * rows * (call->ia[0] ? 2.0 : 1.0) +
-             4.0 * rows * ((call->ia[2] & LT_MV_POST_STORE) ? 1.0 : 0.0);
-    *flops = 2.0 * rows * cols + 3.0 * rows * ((call->ia[2] & LT_MV_POST_ROPE) ? 1.0 : 0.0);
+             4.0 * rows * ((call->ia[2] & LT_MV_POST_STORE) ? 1.0 : 0.0) +
+             4.0 * rows * ((call->ia[2] & LT_MV_POST_BIAS) ? 1.0 : 0.0);
+    *flops = 2.0 * rows * cols + 3.0 * rows * ((call->ia[2] & LT_MV_POST_ROPE) ? 1.0 : 0.0) +
+             rows * ((call->ia[2] & LT_MV_POST_BIAS) ? 1.0 : 0.0);
 }
 
 void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_fn table[4][2],
@@ -245,8 +264,8 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
     LT_ASSERT(per > 0 && per <= LT__MV_MAX_ROWS_PER_TASK && unroll >= 1 && unroll <= 8);
     if (kb <= 0 || kb >= cols) kb = cols;
 
-    int64_t r0, r1;
-    lt__linear_split(rows, per, ith, nth, &r0, &r1);
+    int64_t r0, r1; /* whole tasks: multiples of per */
+    lt__linear_split(rows, lt__mv_task_rows(call), ith, nth, &r0, &r1);
     const size_t ld = W->nb[1];
     const char *base = W->data;
     alignas(64) float part[LT__MV_MAX_ROWS_PER_TASK * 32];
@@ -357,7 +376,7 @@ ENTRY(avx512, LT_ISA_AVX512)
  *   on the test models, bench/peers/q8_0_logits_error.py); the reference
  *   tests bound them at 0.04 (tests/reference/lt_harness.py). */
 static int64_t matvec_units(const lt_call *call) {
-    const int64_t per = call->params.v[LT__MV_ROWS_PER_TASK];
+    const int64_t per = lt__mv_task_rows(call);
     return (call->op[1]->ne[1] + per - 1) / per;
 }
 
@@ -365,8 +384,7 @@ static int64_t matvec_units(const lt_call *call) {
 static bool matvec_task_cols(const lt_call *call, int op, int task, int n_tasks, int64_t *c0,
                              int64_t *c1) {
     if (op != 0 && !(op == 4 && (call->ia[2] & LT_MV_POST_STORE))) return false;
-    lt__linear_split(call->op[1]->ne[1], call->params.v[LT__MV_ROWS_PER_TASK], task, n_tasks, c0,
-                     c1);
+    lt__linear_split(call->op[1]->ne[1], lt__mv_task_rows(call), task, n_tasks, c0, c1);
     return true;
 }
 

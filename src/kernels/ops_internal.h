@@ -109,18 +109,26 @@ typedef struct {
     void (*scale_mul)(float *y, const float *x, const float *w, float r, int64_t n);
 } lt__norm_ops;
 
-/* rope. rotate applies one head's rotation in place over n = head_dim
- * floats: x[2i], x[2i+1] -> x[2i]*c[2i] + x[2i+1]*s[2i],
- * x[2i+1]*c[2i+1] + x[2i]*s[2i+1], with the tables from lt__rope_table
- * (c holds cos twice per pair, s holds -sin then +sin). */
+/* rope. rotate applies the NORM rotation in place over n (even) floats of a
+ * head: x[2i], x[2i+1] -> x[2i]*c[2i] + x[2i+1]*s[2i],
+ * x[2i+1]*c[2i+1] + x[2i]*s[2i+1], with the tables from lt__rope_tables
+ * (c holds cos at both elements of a pair, s holds -sin then +sin); n may
+ * be a part of a head that starts on a pair. rotate_neox applies the NEOX
+ * rotation over one whole head of n floats, h = n/2: x[i], x[i+h] ->
+ * x[i]*c[i] + x[i+h]*s[i], x[i+h]*c[i+h] + x[i]*s[i+h]. */
 typedef struct {
     void (*rotate)(float *x, const float *c, const float *s, int64_t n);
+    void (*rotate_neox)(float *x, const float *c, const float *s, int64_t n);
 } lt__rope_ops;
 
-/* The rotation tables of one head at position p (head_dim hd, base), built
- * by the same scalar code for every ISA and kept per thread until the next
- * call with another (hd, base, p): valid until then. */
-void lt__rope_tables(int64_t hd, float base, int64_t p, const float **c, const float **s);
+/* The rotation tables of one head at position p (head_dim hd, base, mode,
+ * factors[hd/2] or NULL), laid out for the mode's pairs, built by the same
+ * scalar code for every ISA and kept per thread until the next call with
+ * other arguments: valid until then. */
+void lt__rope_tables(int64_t hd, float base, lt_rope_mode mode, const float *factors, int64_t p,
+                     const float **c, const float **s);
+/* Checks a rope factors operand (NULL is fine): f32 {hd/2}. */
+int lt__rope_check_factors(const lt_tensor *f, int64_t hd, const char *kernel);
 
 /* Element-wise and row-reduction primitives over [0, n):
  * add y = a + b; swiglu y = a * sigmoid(a) * b (y may alias a or b);

@@ -1,13 +1,16 @@
-/* ROPE: rotary position embedding of q (and k) in place, llama2.c / GGUF
- * llama convention: in each head of head_dim floats, the pair (x[2i],
- * x[2i+1]) of token t rotates by the angle p * freq_i with p = step->pos + t
- * and, computed in float exactly as llama2.c does,
+/* ROPE: rotary position embedding of q (and k) in place. Pair i of a head
+ * of head_dim floats (mode NORM: x[2i], x[2i+1], the llama2.c / GGUF llama
+ * convention; mode NEOX: x[i], x[i + head_dim/2], GGUF qwen2's) of token t
+ * rotates by the angle p * freq_i with p = step->pos + t and, computed in
+ * float exactly as llama2.c does,
  *     freq_i = 1.0f / powf(base, (float)(2*i) / (float)head_dim)
- *     val    = (float)p * freq_i,  cos = cosf(val), sin = sinf(val)
- *     x[2i]   <- x[2i] * cos - x[2i+1] * sin
- *     x[2i+1] <- x[2i] * sin + x[2i+1] * cos
- * Every ISA builds these angle tables with the same scalar code, so the ISA
- * paths differ only in the rotation's rounding (FMA).
+ *     val    = (float)p * freq_i,  then val / factors[i] with factors (op2)
+ *     cos = cosf(val), sin = sinf(val)
+ *     a <- a * cos - b * sin,  b <- a * sin + b * cos   (the pair (a, b))
+ * The factors are llama.cpp's rope_freqs tensor (Llama 3's frequency
+ * scaling), which divides each pair's angle. Every ISA builds these angle
+ * tables with the same scalar code, so the ISA paths differ only in the
+ * rotation's rounding (FMA).
  *
  * Threads share the (token, head) pairs of q then k, as contiguous runs; a
  * thread builds the table of each token it meets. */
@@ -16,34 +19,50 @@
 #include <math.h>
 #include <string.h>
 
-/* Tables for position p over one head: c[2i] = c[2i+1] = cos, s[2i] = -sin,
- * s[2i+1] = +sin, so rotate() is x*c + swap_pairs(x)*s. */
-static void rope_table(float *c, float *s, int64_t hd, float base, int64_t p) {
-    for (int64_t i = 0; i < hd / 2; i++) {
+/* Tables for position p over one head, so a rotation is x*c + partner(x)*s:
+ * pair i's cos in c at both its elements, -sin at its first element and
+ * +sin at its second (NORM: elements 2i, 2i+1; NEOX: i, i + hd/2). */
+static void rope_table(float *c, float *s, int64_t hd, float base, lt_rope_mode mode,
+                       const float *factors, int64_t p) {
+    const int64_t h = hd / 2;
+    for (int64_t i = 0; i < h; i++) {
         float freq = 1.0f / powf(base, (float)(2 * i) / (float)hd);
         float val = (float)p * freq;
+        if (factors) val /= factors[i];
         float fc = cosf(val), fs = sinf(val);
-        c[2 * i] = fc;
-        c[2 * i + 1] = fc;
-        s[2 * i] = -fs;
-        s[2 * i + 1] = fs;
+        const int64_t a = mode == LT_ROPE_NEOX ? i : 2 * i, b = mode == LT_ROPE_NEOX ? i + h : a + 1;
+        c[a] = fc;
+        c[b] = fc;
+        s[a] = -fs;
+        s[b] = fs;
     }
 }
 
 /* The last tables a thread built: every rope of a decode step (q and k of
  * each layer, and a projection's epilogue on each of its tasks) is at the
- * same position, and a table costs hd/2 powf, cosf and sinf. */
+ * same position, and a table costs hd/2 powf, cosf and sinf. The factors
+ * are compared by value (a copy), so a caller may reuse their memory. */
 static _Thread_local struct {
     int64_t hd, p;
     float base;
+    lt_rope_mode mode;
+    bool has_factors;
+    float factors[LT__MAX_HEAD_DIM / 2];
     float c[LT__MAX_HEAD_DIM], s[LT__MAX_HEAD_DIM];
 } tl_table;
 
-void lt__rope_tables(int64_t hd, float base, int64_t p, const float **c, const float **s) {
+void lt__rope_tables(int64_t hd, float base, lt_rope_mode mode, const float *factors, int64_t p,
+                     const float **c, const float **s) {
     LT_ASSERT(hd > 0 && hd % 2 == 0 && hd <= LT__MAX_HEAD_DIM);
-    if (tl_table.hd != hd || tl_table.p != p || memcmp(&tl_table.base, &base, sizeof base)) {
+    const size_t fbytes = (size_t)(hd / 2) * sizeof(float);
+    if (tl_table.hd != hd || tl_table.p != p || memcmp(&tl_table.base, &base, sizeof base) ||
+        tl_table.mode != mode || tl_table.has_factors != (factors != NULL) ||
+        (factors && memcmp(tl_table.factors, factors, fbytes))) {
         tl_table.hd = 0; /* invalid while it is rebuilt */
-        rope_table(tl_table.c, tl_table.s, hd, base, p);
+        rope_table(tl_table.c, tl_table.s, hd, base, mode, factors, p);
+        if (factors) memcpy(tl_table.factors, factors, fbytes);
+        tl_table.has_factors = factors != NULL;
+        tl_table.mode = mode;
         tl_table.base = base;
         tl_table.p = p;
         tl_table.hd = hd;
@@ -57,17 +76,21 @@ static void rope_drive(const lt_call *call, const lt_step *step, int ith, int nt
     const lt_tensor *q = call->op[0], *k = call->op[1];
     const int64_t hd = call->ia[0], n = q->ne[1];
     const int64_t hq = q->ne[0] / hd, hk = k ? k->ne[0] / hd : 0, per = hq + hk;
+    const lt_rope_mode mode = (lt_rope_mode)call->ia[1];
+    const float *factors = call->op[2] ? call->op[2]->data : NULL;
+    void (*rotate)(float *, const float *, const float *, int64_t) =
+        mode == LT_ROPE_NEOX ? ops->rotate_neox : ops->rotate;
     const float *c = NULL, *s = NULL;
     int64_t lo, hi, t_table = -1;
     lt__split(n * per, 1, ith, nth, &lo, &hi);
     for (int64_t u = lo; u < hi; u++) {
         int64_t t = u / per, h = u % per;
         if (t != t_table) {
-            lt__rope_tables(hd, call->fa[0], step->pos + t, &c, &s);
+            lt__rope_tables(hd, call->fa[0], mode, factors, step->pos + t, &c, &s);
             t_table = t;
         }
         float *x = h < hq ? lt__row_f32(q, t) + h * hd : lt__row_f32(k, t) + (h - hq) * hd;
-        ops->rotate(x, c, s, hd);
+        rotate(x, c, s, hd);
     }
 }
 
@@ -112,7 +135,10 @@ static int rope_check(const lt_call *c) {
     if (k && lt__overlap(q, k)) return lt_error(LT_EINVAL, "rope: q and k overlap");
     if (!(c->fa[0] > 0.0f) || isinf(c->fa[0]))
         return lt_error(LT_EINVAL, "rope: base %g must be finite and > 0", (double)c->fa[0]);
-    return LT_OK;
+    if (c->ia[1] != LT_ROPE_NORM && c->ia[1] != LT_ROPE_NEOX)
+        return lt_error(LT_EINVAL, "rope: ia[1] (mode) must be %d (norm) or %d (neox), got %lld",
+                        LT_ROPE_NORM, LT_ROPE_NEOX, (long long)c->ia[1]);
+    return lt__rope_check_factors(c->op[2], hd, "rope");
 }
 
 /* ---- portable primitive (the scalar reference) ----------------------------- */
@@ -125,7 +151,27 @@ static void rotate_portable(float *x, const float *c, const float *s, int64_t n)
     }
 }
 
-const lt__rope_ops lt__rope_portable = {rotate_portable};
+static void rotate_neox_portable(float *x, const float *c, const float *s, int64_t n) {
+    const int64_t h = n / 2;
+    for (int64_t i = 0; i < h; i++) {
+        float a = x[i], b = x[i + h];
+        x[i] = a * c[i] + b * s[i];
+        x[i + h] = b * c[i + h] + a * s[i + h];
+    }
+}
+
+const lt__rope_ops lt__rope_portable = {rotate_portable, rotate_neox_portable};
+
+int lt__rope_check_factors(const lt_tensor *f, int64_t hd, const char *kernel) {
+    if (!f) return LT_OK;
+    int rc = lt__check_f32_rows(f, kernel, "rope factors");
+    if (rc != LT_OK) return rc;
+    if (f->ne[0] != hd / 2 || f->ne[1] != 1)
+        return lt_error(LT_EINVAL, "%s: rope factors have shape {%lld, %lld}, expected {%lld} "
+                        "(one per pair of a head of %lld)", kernel, (long long)f->ne[0],
+                        (long long)f->ne[1], (long long)(hd / 2), (long long)hd);
+    return LT_OK;
+}
 
 const lt_kernel lt__k_rope = {
     .name = "rope",

@@ -83,6 +83,9 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
     CHECK(emb = ext(p, "token_embd", LT_BUF_WEIGHT, &m->tok_embd));
     CHECK(out_norm = ext(p, "output_norm", LT_BUF_WEIGHT, &m->output_norm));
     CHECK(cls = ext(p, "output", LT_BUF_WEIGHT, &m->output));
+    int rope_freqs = -1; /* Llama 3's per-pair divisors of the rope angle */
+    if (m->rope_freqs.data) CHECK(rope_freqs = ext(p, "rope_freqs", LT_BUF_WEIGHT, &m->rope_freqs));
+    const lt_rope_mode rope_mode = lt_arch_rope_mode(c->arch);
 
     /* x = embedding rows of the step's tokens */
     CHECK(lt_program_add_node(p, LT_K_EMBED, (int[]){x, emb}, 2, NULL, NULL, "embed"));
@@ -98,6 +101,15 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
             snprintf(name, sizeof name, "blk.%lld.%s", (long long)L, wn[i]);
             CHECK(wid[i] = ext(p, name, LT_BUF_WEIGHT, wt[i]));
         }
+        /* the q, k, v biases the file carries (-1: none) */
+        int bid[3] = {-1, -1, -1};
+        const lt_tensor *bt[3] = {&w->bq, &w->bk, &w->bv};
+        static const char *const bn[3] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
+        for (int i = 0; i < 3; i++) {
+            if (!bt[i]->data) continue;
+            snprintf(name, sizeof name, "blk.%lld.%s", (long long)L, bn[i]);
+            CHECK(bid[i] = ext(p, name, LT_BUF_WEIGHT, bt[i]));
+        }
         lt_tensor kc, vc;
         lt_tensor_init(&kc, LT_F32, kv_dim, ctx, 1, 1, l->kcache + L * ctx * kv_dim);
         lt_tensor_init(&vc, LT_F32, kv_dim, ctx, 1, 1, l->vcache + L * ctx * kv_dim);
@@ -108,13 +120,21 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
         CHECK(vcid = ext(p, name, LT_BUF_STATE, &vc));
 
 #define LBL(s) (snprintf(label, sizeof label, "blk.%lld.%s", (long long)L, s), label)
-        /* attention block: xb = rmsnorm(x); q, k, v projections; rope; cache */
+        /* attention block: xb = rmsnorm(x); q, k, v projections (+ biases);
+         * rope (the arch's pairs, Llama 3's factors); cache */
         CHECK(lt_program_add_node(p, LT_K_RMSNORM, (int[]){xb, x, wid[0]}, 3, NULL,
                                   (float[]){c->rms_eps, 0, 0, 0}, LBL("attn_norm")));
         CHECK(linear(p, n, q, wid[1], xb, false, LBL("q")));
         CHECK(linear(p, n, k, wid[2], xb, false, LBL("k")));
         CHECK(linear(p, n, v, wid[3], xb, false, LBL("v")));
-        CHECK(lt_program_add_node(p, LT_K_ROPE, (int[]){q, k}, 2, (int64_t[]){hd, 0, 0, 0},
+        const int qkv[3] = {q, k, v};
+        static const char *const bl[3] = {"q_bias", "k_bias", "v_bias"};
+        for (int i = 0; i < 3; i++)
+            if (bid[i] >= 0)
+                CHECK(lt_program_add_node(p, LT_K_ADD, (int[]){qkv[i], qkv[i], bid[i]}, 3, NULL,
+                                          NULL, LBL(bl[i])));
+        CHECK(lt_program_add_node(p, LT_K_ROPE, (int[]){q, k, rope_freqs}, rope_freqs >= 0 ? 3 : 2,
+                                  (int64_t[]){hd, rope_mode, 0, 0},
                                   (float[]){c->rope_base, 0, 0, 0}, LBL("rope")));
         CHECK(lt_program_add_node(p, LT_K_KV_STORE, (int[]){kcid, k}, 2, NULL, NULL, LBL("k_store")));
         CHECK(lt_program_add_node(p, LT_K_KV_STORE, (int[]){vcid, v}, 2, NULL, NULL, LBL("v_store")));
@@ -226,7 +246,8 @@ int lt_llama_init(lt_llama **out, const lt_model *m, lt_pool *pool, const lt_lla
     l->m = m;
     l->pool = pool;
     if (opts) l->opts = *opts;
-    if (l->opts.ctx_len <= 0 || l->opts.ctx_len > c->seq_len) l->opts.ctx_len = c->seq_len;
+    if (l->opts.ctx_len <= 0) l->opts.ctx_len = lt_llama_default_ctx(c);
+    if (l->opts.ctx_len > c->seq_len) l->opts.ctx_len = c->seq_len;
     if (l->opts.max_batch <= 0) l->opts.max_batch = 256;
     if (l->opts.max_batch > l->opts.ctx_len) l->opts.max_batch = l->opts.ctx_len;
     int64_t kv_dim = c->n_kv_heads * (c->dim / c->n_heads);

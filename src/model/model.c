@@ -1,6 +1,8 @@
-/* lt_model_open/close: detects the file format, maps a GGUF Llama model
- * (names, shapes and dtypes checked against the config), attaches the
- * vocabulary, and counts the weight bytes one decoded token reads. */
+/* lt_model_open/close: detects the file format, maps a GGUF model of the
+ * llama or qwen2 architecture (its keys under the arch's prefix; names,
+ * shapes and dtypes checked against the config; every tensor accounted
+ * for), attaches the vocabulary, and counts the weight bytes one decoded
+ * token reads. */
 #include "model/model_internal.h"
 
 #include <errno.h>
@@ -45,6 +47,8 @@ int lt__llama_config_check(const lt_llama_config *c, const char *what) {
     if ((c->dim / c->n_heads) % 2 != 0)
         return lt_error(LT_EFORMAT, "%s: head_dim %lld is odd (rope rotates pairs)", what,
                         (long long)(c->dim / c->n_heads));
+    if ((unsigned)c->arch >= LT_ARCH_COUNT)
+        return lt_error(LT_EFORMAT, "%s: architecture %d unknown", what, (int)c->arch);
     if (!(c->rms_eps > 0.0f) || !isfinite(c->rms_eps))
         return lt_error(LT_EFORMAT, "%s: rms_eps %g is not a positive number", what,
                         (double)c->rms_eps);
@@ -135,6 +139,27 @@ static int bind_norm(lt_model *m, const char *name, float **next, lt_tensor *out
     return LT_OK;
 }
 
+/* "<arch>.<suffix>": the arch's metadata key. */
+static const char *akey(char *buf, size_t n, lt_arch a, const char *suffix) {
+    snprintf(buf, n, "%s.%s", lt_arch_name(a), suffix);
+    return buf;
+}
+
+/* A key that must equal head_dim when present (llama.cpp's llama and qwen2
+ * graphs assert it). */
+static int meta_head_dim(const lt_gguf *g, lt_arch a, const char *suffix, int64_t hd,
+                         const char *why) {
+    char key[96];
+    int64_t v;
+    int st = meta_i64(g, akey(key, sizeof key, a, suffix), hd, false, &v);
+    if (st) return st;
+    if (v != hd)
+        return lt_error(LT_EUNSUPPORTED, "%s: %s is %lld but head_dim (embedding_length / "
+                        "head_count) is %lld: %s", lt__gguf_path(g), key, (long long)v,
+                        (long long)hd, why);
+    return LT_OK;
+}
+
 static int gguf_config(const lt_gguf *g, lt_llama_config *c) {
     const char *path = lt__gguf_path(g);
     const char *arch;
@@ -143,37 +168,91 @@ static int gguf_config(const lt_gguf *g, lt_llama_config *c) {
     if (st == LT_ENOTFOUND)
         return lt_error(LT_EFORMAT, "%s: missing metadata key 'general.architecture'", path);
     if (st) return st;
-    if (len != 5 || memcmp(arch, "llama", 5) != 0)
-        return lt_error(LT_EUNSUPPORTED, "%s: general.architecture is '%.*s', expected 'llama'",
-                        path, (int)(len > 64 ? 64 : len), arch);
-    int64_t rope_dims;
-    if ((st = meta_i64(g, "llama.embedding_length", 0, true, &c->dim)) ||
-        (st = meta_i64(g, "llama.feed_forward_length", 0, true, &c->hidden_dim)) ||
-        (st = meta_i64(g, "llama.block_count", 0, true, &c->n_layers)) ||
-        (st = meta_i64(g, "llama.attention.head_count", 0, true, &c->n_heads)) ||
-        (st = meta_i64(g, "llama.attention.head_count_kv", c->n_heads, false, &c->n_kv_heads)) ||
-        (st = meta_i64(g, "llama.context_length", 0, true, &c->seq_len)) ||
-        (st = meta_f32(g, "llama.attention.layer_norm_rms_epsilon", GGUF_DEFAULT_RMS_EPS,
-                       &c->rms_eps)) ||
-        (st = meta_f32(g, "llama.rope.freq_base", GGUF_DEFAULT_ROPE_BASE, &c->rope_base)))
+    if (lt_arch_parse(arch, len, &c->arch))
+        return lt_error(LT_EUNSUPPORTED, "%s: general.architecture is '%.*s' (looptune runs "
+                        "llama and qwen2)", path, (int)(len > 64 ? 64 : len), arch);
+    const lt_arch a = c->arch;
+    char k[8][96];
+    if ((st = meta_i64(g, akey(k[0], 96, a, "embedding_length"), 0, true, &c->dim)) ||
+        (st = meta_i64(g, akey(k[1], 96, a, "feed_forward_length"), 0, true, &c->hidden_dim)) ||
+        (st = meta_i64(g, akey(k[2], 96, a, "block_count"), 0, true, &c->n_layers)) ||
+        (st = meta_i64(g, akey(k[3], 96, a, "attention.head_count"), 0, true, &c->n_heads)) ||
+        (st = meta_i64(g, akey(k[4], 96, a, "attention.head_count_kv"), c->n_heads, false,
+                       &c->n_kv_heads)) ||
+        (st = meta_i64(g, akey(k[5], 96, a, "context_length"), 0, true, &c->seq_len)) ||
+        (st = meta_f32(g, akey(k[6], 96, a, "attention.layer_norm_rms_epsilon"),
+                       GGUF_DEFAULT_RMS_EPS, &c->rms_eps)) ||
+        (st = meta_f32(g, akey(k[7], 96, a, "rope.freq_base"), GGUF_DEFAULT_ROPE_BASE,
+                       &c->rope_base)))
         return st;
     /* vocab_size comes from token_embd; a provisional value passes the check */
     const lt_gguf_tensor *emb = lt_gguf_find_tensor(g, "token_embd.weight");
     if (!emb) return lt_error(LT_EFORMAT, "%s: missing tensor 'token_embd.weight'", path);
     c->vocab_size = emb->ne[1];
     if ((st = lt__llama_config_check(c, path))) return st;
-    if ((st = meta_i64(g, "llama.rope.dimension_count", c->dim / c->n_heads, false, &rope_dims)))
+    const int64_t hd = c->dim / c->n_heads;
+    if ((st = meta_head_dim(g, a, "rope.dimension_count", hd,
+                            "partial rotary embeddings are not supported (llama.cpp's llama and "
+                            "qwen2 graphs rotate whole heads)")) ||
+        (st = meta_head_dim(g, a, "attention.key_length", hd,
+                            "heads of another width are not supported")) ||
+        (st = meta_head_dim(g, a, "attention.value_length", hd,
+                            "heads of another width are not supported")))
         return st;
-    if (rope_dims != c->dim / c->n_heads)
-        return lt_error(LT_EUNSUPPORTED, "%s: llama.rope.dimension_count %lld differs from "
-                        "head_dim %lld (partial rope is not supported)", path,
-                        (long long)rope_dims, (long long)(c->dim / c->n_heads));
     int64_t nv;
-    if ((st = meta_i64(g, "llama.vocab_size", c->vocab_size, false, &nv))) return st;
+    if ((st = meta_i64(g, akey(k[0], 96, a, "vocab_size"), c->vocab_size, false, &nv))) return st;
     if (nv != c->vocab_size)
-        return lt_error(LT_EFORMAT, "%s: llama.vocab_size %lld disagrees with token_embd.weight "
-                        "(%lld rows)", path, (long long)nv, (long long)c->vocab_size);
+        return lt_error(LT_EFORMAT, "%s: %s %lld disagrees with token_embd.weight (%lld rows)",
+                        path, k[0], (long long)nv, (long long)c->vocab_size);
     return LT_OK;
+}
+
+/* An optional 1-D f32 copy of tensor `name` with n elements (any float
+ * dtype in the file) at *next: out's data stays NULL when the file has none. */
+static int bind_vec(lt_model *m, const char *name, int64_t n, float **next, lt_tensor *out) {
+    lt__model_priv *p = m->priv;
+    const lt_gguf_tensor *t = lt_gguf_find_tensor(p->gguf, name);
+    lt_tensor_init(out, LT_F32, n, 1, 1, 1, NULL);
+    if (!t) return LT_OK;
+    int st = bind(p->gguf, name, n, 0, &t);
+    if (st) return st;
+    if (lt_dtype_block(t->dtype) != 1)
+        return lt_error(LT_EUNSUPPORTED, "%s: tensor '%s' is %s; a vector must be f32, f16 or "
+                        "bf16", lt__gguf_path(p->gguf), name, lt_dtype_name(t->dtype));
+    out->data = lt__norm_copy(*next, t->data, t->dtype, n);
+    *next += n;
+    return LT_OK;
+}
+
+/* rope_freqs.weight divides each pair's angle: every factor must be a
+ * positive finite number. */
+static int check_rope_freqs(const lt_model *m) {
+    const float *f = m->rope_freqs.data;
+    if (!f) return LT_OK;
+    for (int64_t i = 0; i < m->rope_freqs.ne[0]; i++)
+        if (!(f[i] > 0.0f) || !isfinite(f[i]))
+            return lt_error(LT_EFORMAT, "%s: tensor 'rope_freqs.weight' element %lld is %g "
+                            "(factors divide rope frequencies: positive and finite)",
+                            lt__gguf_path(((lt__model_priv *)m->priv)->gguf), (long long)i,
+                            (double)f[i]);
+    return LT_OK;
+}
+
+/* Every tensor of the file must be one the model uses: llama.cpp refuses a
+ * file with others too, and a tensor left out (a bias, a fused qkv) would
+ * change what the model computes. `used` counts those bound. */
+static int check_no_other_tensors(const lt_gguf *g, const bool *used) {
+    for (int64_t i = 0; i < lt_gguf_n_tensors(g); i++)
+        if (!used[i])
+            return lt_error(LT_EUNSUPPORTED, "%s: tensor '%s' is not one a %s model uses",
+                            lt__gguf_path(g), lt_gguf_tensor_at(g, i)->name,
+                            "llama or qwen2");
+    return LT_OK;
+}
+
+static void mark_used(const lt_gguf *g, const char *name, bool *used) {
+    const lt_gguf_tensor *t = lt_gguf_find_tensor(g, name);
+    if (t) used[t - lt_gguf_tensor_at(g, 0)] = true;
 }
 
 int lt__gguf_model_load(lt_model *m, const char *path) {
@@ -184,7 +263,7 @@ int lt__gguf_model_load(lt_model *m, const char *path) {
     lt_llama_config *c = &m->cfg;
     if ((st = gguf_config(g, c))) return st;
     int64_t dim = c->dim, hid = c->hidden_dim, L = c->n_layers;
-    int64_t q_dim = dim, kv_dim = dim / c->n_heads * c->n_kv_heads;
+    int64_t q_dim = dim, kv_dim = dim / c->n_heads * c->n_kv_heads, hd = dim / c->n_heads;
 
     const lt_gguf_tensor *t;
     if ((st = bind(g, "token_embd.weight", dim, c->vocab_size, &t))) return st;
@@ -197,16 +276,27 @@ int lt__gguf_model_load(lt_model *m, const char *path) {
     }
 
     m->layers = calloc((size_t)L, sizeof *m->layers);
-    p->norms = malloc((size_t)(2 * L + 1) * (size_t)dim * sizeof(float));
-    if (!m->layers || !p->norms) return lt_error(LT_ENOMEM, "%s: out of memory", path);
+    /* f32 copies: norms, biases and the rope factors */
+    const size_t n_f32 = (size_t)((2 * L + 1) * dim + L * (q_dim + 2 * kv_dim) + hd / 2);
+    p->norms = malloc(n_f32 * sizeof(float));
+    bool *used = calloc((size_t)lt_gguf_n_tensors(g) + 1, sizeof *used);
+    if (!m->layers || !p->norms || !used) {
+        free(used);
+        return lt_error(LT_ENOMEM, "%s: out of memory", path);
+    }
     float *next = p->norms;
-    if ((st = bind_norm(m, "output_norm.weight", &next, &m->output_norm))) return st;
+    st = bind_norm(m, "output_norm.weight", &next, &m->output_norm);
+    if (!st) st = bind_vec(m, "rope_freqs.weight", hd / 2, &next, &m->rope_freqs);
+    if (!st) st = check_rope_freqs(m);
     char name[64];
     snprintf(name, sizeof name, "blk.0.attn_q.weight");
-    if (!(t = lt_gguf_find_tensor(g, name)))
-        return lt_error(LT_EFORMAT, "%s: missing tensor '%s'", path, name);
-    m->wtype = t->dtype;
-    for (int64_t l = 0; l < L; l++) {
+    if (!st && !(t = lt_gguf_find_tensor(g, name)))
+        st = lt_error(LT_EFORMAT, "%s: missing tensor '%s'", path, name);
+    if (!st) m->wtype = t->dtype;
+    const char *const top[] = {"token_embd.weight", "output.weight", "output_norm.weight",
+                               "rope_freqs.weight"};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) mark_used(g, top[i], used);
+    for (int64_t l = 0; l < L && !st; l++) {
         lt_llama_layer *y = &m->layers[l];
         const struct {
             const char *suffix;
@@ -218,15 +308,32 @@ int lt__gguf_model_load(lt_model *m, const char *path) {
             {"ffn_gate", dim, hid, &y->w_gate},    {"ffn_down", hid, dim, &y->w_down},
             {"ffn_up", dim, hid, &y->w_up},
         };
+        const struct {
+            const char *suffix;
+            int64_t n;
+            lt_tensor *out;
+        } bias[] = {{"attn_q", q_dim, &y->bq}, {"attn_k", kv_dim, &y->bk},
+                    {"attn_v", kv_dim, &y->bv}};
         snprintf(name, sizeof name, "blk.%lld.attn_norm.weight", (long long)l);
-        if ((st = bind_norm(m, name, &next, &y->attn_norm))) return st;
+        mark_used(g, name, used);
+        if ((st = bind_norm(m, name, &next, &y->attn_norm))) break;
         snprintf(name, sizeof name, "blk.%lld.ffn_norm.weight", (long long)l);
-        if ((st = bind_norm(m, name, &next, &y->ffn_norm))) return st;
-        for (size_t k = 0; k < sizeof proj / sizeof proj[0]; k++) {
+        mark_used(g, name, used);
+        if ((st = bind_norm(m, name, &next, &y->ffn_norm))) break;
+        for (size_t k = 0; k < sizeof proj / sizeof proj[0] && !st; k++) {
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)l, proj[k].suffix);
-            if ((st = bind_proj(m, name, proj[k].ne0, proj[k].ne1, proj[k].out))) return st;
+            mark_used(g, name, used);
+            st = bind_proj(m, name, proj[k].ne0, proj[k].ne1, proj[k].out);
+        }
+        for (size_t k = 0; k < sizeof bias / sizeof bias[0] && !st; k++) {
+            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)l, bias[k].suffix);
+            mark_used(g, name, used);
+            st = bind_vec(m, name, bias[k].n, &next, bias[k].out);
         }
     }
+    if (!st) st = check_no_other_tensors(g, used);
+    free(used);
+    if (st) return st;
     snprintf(m->format, sizeof m->format, "gguf");
     return LT_OK;
 }
@@ -308,7 +415,10 @@ size_t lt_model_weight_bytes_per_token(const lt_model *m) {
         const lt_tensor *t[] = {&y->attn_norm, &y->wq, &y->wk,     &y->wv,    &y->wo,
                                 &y->ffn_norm,  &y->w_gate, &y->w_down, &y->w_up};
         for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) b += lt_tensor_nbytes(t[k]);
+        const lt_tensor *bias[] = {&y->bq, &y->bk, &y->bv};
+        for (size_t k = 0; k < 3; k++) b += bias[k]->data ? lt_tensor_nbytes(bias[k]) : 0;
     }
+    b += m->rope_freqs.data ? lt_tensor_nbytes(&m->rope_freqs) : 0;
     b += lt_tensor_nbytes(&m->output_norm) + lt_tensor_nbytes(&m->output);
     b += lt_dtype_row_bytes(m->tok_embd.dtype, m->cfg.dim); /* one embedding row */
     return b;

@@ -56,7 +56,7 @@ typedef struct {
     lt_gguf *gguf;     /* GGUF files: the open file */
     void *map;         /* llama2.c files: the mapping */
     size_t map_bytes;
-    float *norms;      /* owned f32 copies of every norm weight */
+    float *norms;      /* owned f32 copies of every norm weight, bias and rope factor */
     void *resident;    /* lt_model_make_resident: the huge-page copy of the weights */
     size_t resident_bytes;
     char page_note[160]; /* why the resident copy has no huge pages; "" if it has */

@@ -1,7 +1,9 @@
-/* Random-weight Llama model generator: named presets with llama2.c's
- * TinyStories shapes (and a 1B), weights drawn from a seeded counter-based
- * generator so any row is reproducible on its own, streamed to a GGUF file
- * that llama.cpp loads. */
+/* Random-weight model generator (llama and qwen2): named presets with
+ * llama2.c's TinyStories shapes, a 1B and the shapes of SmolLM2, Qwen2 and
+ * Llama 3.2, weights drawn from a seeded counter-based generator so any row
+ * is reproducible on its own, streamed to a GGUF file that llama.cpp loads
+ * (qwen2 with q, k, v biases; untied or tied classifier; Llama 3's
+ * rope_freqs.weight from its rope scaling). */
 #include "model/model_internal.h"
 
 #include <math.h>
@@ -14,32 +16,58 @@
 #define BOS_ID 1
 #define EOS_ID 2
 #define UNK_ID 0
+#define BIAS_STD 0.5f /* q, k, v biases: large enough to move every logit */
+#define LT_MODELGEN_MAX_HEAD_DIM 512
 
 typedef struct {
     const char *name;
     int64_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
+    lt_arch arch;
+    float rope_base, rms_eps;
+    bool tied;
+    lt_rope_scaling scaling;
 } preset;
 
+/* The TinyStories shapes of llama2.c, a 1B, and the published configs
+ * (config.json) of SmolLM2-135M, Qwen2.5-0.5B and Llama-3.2-1B: widths,
+ * heads, vocabulary, context, rope theta, epsilon, tied embeddings and
+ * Llama 3.2's rope_scaling (factor 32, low 1, high 4, original 8192). */
 static const preset presets[] = {
-    {"stories260K", 64, 172, 5, 8, 4, 512, 512},
-    {"stories15M", 288, 768, 6, 6, 6, 32000, 256},
-    {"stories110M", 768, 2048, 12, 12, 12, 32000, 1024},
-    {"1B", 2048, 5632, 16, 32, 8, 32000, 2048},
+    {"stories260K", 64, 172, 5, 8, 4, 512, 512, LT_ARCH_LLAMA, ROPE_BASE, RMS_EPS, false, {0, 0, 0, 0}},
+    {"stories15M", 288, 768, 6, 6, 6, 32000, 256, LT_ARCH_LLAMA, ROPE_BASE, RMS_EPS, false, {0, 0, 0, 0}},
+    {"stories110M", 768, 2048, 12, 12, 12, 32000, 1024, LT_ARCH_LLAMA, ROPE_BASE, RMS_EPS, false,
+     {0, 0, 0, 0}},
+    {"1B", 2048, 5632, 16, 32, 8, 32000, 2048, LT_ARCH_LLAMA, ROPE_BASE, RMS_EPS, false, {0, 0, 0, 0}},
+    {"smollm2-135M", 576, 1536, 30, 9, 3, 49152, 8192, LT_ARCH_LLAMA, 100000.0f, 1e-5f, true,
+     {0, 0, 0, 0}},
+    {"qwen2-0.5B", 896, 4864, 24, 14, 2, 151936, 32768, LT_ARCH_QWEN2, 1000000.0f, 1e-6f, true,
+     {0, 0, 0, 0}},
+    {"llama3.2-1B", 2048, 8192, 16, 32, 8, 128256, 131072, LT_ARCH_LLAMA, 500000.0f, 1e-5f, true,
+     {32.0f, 1.0f, 4.0f, 8192}},
 };
 
-int lt_modelgen_preset(const char *name, lt_llama_config *cfg) {
+int lt_modelgen_preset_opts(const char *name, lt_modelgen_opts *o) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         const preset *p = &presets[i];
         if (strcmp(name, p->name) != 0) continue;
-        *cfg = (lt_llama_config){.dim = p->dim, .hidden_dim = p->hidden_dim,
-                                 .n_layers = p->n_layers, .n_heads = p->n_heads,
-                                 .n_kv_heads = p->n_kv_heads, .vocab_size = p->vocab_size,
-                                 .seq_len = p->seq_len, .rms_eps = RMS_EPS,
-                                 .rope_base = ROPE_BASE};
+        o->cfg = (lt_llama_config){.dim = p->dim, .hidden_dim = p->hidden_dim,
+                                   .n_layers = p->n_layers, .n_heads = p->n_heads,
+                                   .n_kv_heads = p->n_kv_heads, .vocab_size = p->vocab_size,
+                                   .seq_len = p->seq_len, .rms_eps = p->rms_eps,
+                                   .rope_base = p->rope_base, .arch = p->arch};
+        o->tied = p->tied;
+        o->rope_scaling = p->scaling;
         return LT_OK;
     }
     return lt_error(LT_EINVAL, "unknown model preset '%s' (expected stories260K, stories15M, "
-                    "stories110M or 1B)", name);
+                    "stories110M, 1B, smollm2-135M, qwen2-0.5B or llama3.2-1B)", name);
+}
+
+int lt_modelgen_preset(const char *name, lt_llama_config *cfg) {
+    lt_modelgen_opts o = {0};
+    int st = lt_modelgen_preset_opts(name, &o);
+    if (st == LT_OK) *cfg = o.cfg;
+    return st;
 }
 
 /* ---- weights ---------------------------------------------------------------- */
@@ -92,24 +120,29 @@ static uint32_t file_type(lt_dtype t) {
 static int write_meta(lt_gguf_writer *w, const lt_modelgen_opts *o, const lt__vocab_arrays *v) {
     const lt_llama_config *c = &o->cfg;
     char name[96];
-    snprintf(name, sizeof name, "looptune random llama d%lld l%lld %s seed %llu",
-             (long long)c->dim, (long long)c->n_layers, lt_dtype_name(o->dtype),
+    snprintf(name, sizeof name, "looptune random %s d%lld l%lld %s seed %llu",
+             lt_arch_name(c->arch), (long long)c->dim, (long long)c->n_layers,
+             lt_dtype_name(o->dtype),
              (unsigned long long)o->seed);
+    const lt_arch a = c->arch;
+    char k[96];
+#define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", lt_arch_name(a), suffix), k)
     int st = LT_OK;
-    if (!st) st = lt_gguf_writer_str(w, "general.architecture", "llama");
+    if (!st) st = lt_gguf_writer_str(w, "general.architecture", lt_arch_name(a));
     if (!st) st = lt_gguf_writer_str(w, "general.name", name);
     if (!st) st = lt_gguf_writer_u32(w, "general.file_type", file_type(o->dtype));
-    if (!st) st = lt_gguf_writer_u32(w, "llama.vocab_size", (uint32_t)c->vocab_size);
-    if (!st) st = lt_gguf_writer_u32(w, "llama.context_length", (uint32_t)c->seq_len);
-    if (!st) st = lt_gguf_writer_u32(w, "llama.embedding_length", (uint32_t)c->dim);
-    if (!st) st = lt_gguf_writer_u32(w, "llama.block_count", (uint32_t)c->n_layers);
-    if (!st) st = lt_gguf_writer_u32(w, "llama.feed_forward_length", (uint32_t)c->hidden_dim);
+    if (!st) st = lt_gguf_writer_u32(w, KEY("vocab_size"), (uint32_t)c->vocab_size);
+    if (!st) st = lt_gguf_writer_u32(w, KEY("context_length"), (uint32_t)c->seq_len);
+    if (!st) st = lt_gguf_writer_u32(w, KEY("embedding_length"), (uint32_t)c->dim);
+    if (!st) st = lt_gguf_writer_u32(w, KEY("block_count"), (uint32_t)c->n_layers);
+    if (!st) st = lt_gguf_writer_u32(w, KEY("feed_forward_length"), (uint32_t)c->hidden_dim);
     if (!st)
-        st = lt_gguf_writer_u32(w, "llama.rope.dimension_count", (uint32_t)(c->dim / c->n_heads));
-    if (!st) st = lt_gguf_writer_u32(w, "llama.attention.head_count", (uint32_t)c->n_heads);
-    if (!st) st = lt_gguf_writer_u32(w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
-    if (!st) st = lt_gguf_writer_f32(w, "llama.attention.layer_norm_rms_epsilon", c->rms_eps);
-    if (!st) st = lt_gguf_writer_f32(w, "llama.rope.freq_base", c->rope_base);
+        st = lt_gguf_writer_u32(w, KEY("rope.dimension_count"), (uint32_t)(c->dim / c->n_heads));
+    if (!st) st = lt_gguf_writer_u32(w, KEY("attention.head_count"), (uint32_t)c->n_heads);
+    if (!st) st = lt_gguf_writer_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    if (!st) st = lt_gguf_writer_f32(w, KEY("attention.layer_norm_rms_epsilon"), c->rms_eps);
+    if (!st) st = lt_gguf_writer_f32(w, KEY("rope.freq_base"), c->rope_base);
+#undef KEY
     if (!st) st = lt_gguf_writer_str(w, "tokenizer.ggml.model", "llama");
     if (!st)
         st = lt_gguf_writer_arr_str(w, "tokenizer.ggml.tokens", v->n,
@@ -138,6 +171,13 @@ static int check_opts(const lt_modelgen_opts *o) {
                         (long long)(c->dim % blk ? c->dim : c->hidden_dim));
     if (c->vocab_size > INT32_MAX || c->seq_len > UINT32_MAX)
         return lt_error(LT_EINVAL, "modelgen: sizes do not fit GGUF's u32 metadata");
+    if (o->rope_scaling.factor != 0.0f) {
+        float f[LT_MODELGEN_MAX_HEAD_DIM / 2];
+        if (c->dim / c->n_heads > LT_MODELGEN_MAX_HEAD_DIM)
+            return lt_error(LT_EINVAL, "modelgen: head_dim %lld above %d",
+                            (long long)(c->dim / c->n_heads), LT_MODELGEN_MAX_HEAD_DIM);
+        return lt_rope_scaling_factors(&o->rope_scaling, c->rope_base, c->dim / c->n_heads, f);
+    }
     return LT_OK;
 }
 
@@ -173,7 +213,7 @@ int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path) {
     int64_t dim = c->dim, hid = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
     int64_t kv_dim = dim / c->n_heads * c->n_kv_heads;
     plan p = {.seed = opts->seed};
-    p.gens = calloc((size_t)(3 + 9 * L), sizeof *p.gens);
+    p.gens = calloc((size_t)(3 + 12 * L), sizeof *p.gens);
     p.row = malloc((size_t)(dim > hid ? dim : hid) * sizeof *p.row);
     if (!p.gens || !p.row) st = lt_error(LT_ENOMEM, "%s: out of memory", path);
     if (!st) st = lt_gguf_writer_open(&p.w, path);
@@ -185,7 +225,16 @@ int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path) {
     float s_dim = 1.0f / sqrtf((float)dim), s_hid = 1.0f / sqrtf((float)hid);
     if (!st) st = declare(&p, "token_embd.weight", dt, 2, dim, V, 0.0f, 1.0f);
     if (!st) st = declare(&p, "output_norm.weight", LT_F32, 1, dim, 1, 1.0f, NORM_STD);
-    if (!st) st = declare(&p, "output.weight", dt, 2, dim, V, 0.0f, s_dim);
+    if (!st && !opts->tied) st = declare(&p, "output.weight", dt, 2, dim, V, 0.0f, s_dim);
+    const int64_t hd = dim / c->n_heads;
+    float factors[LT_MODELGEN_MAX_HEAD_DIM / 2];
+    if (!st && opts->rope_scaling.factor != 0.0f) {
+        st = lt_rope_scaling_factors(&opts->rope_scaling, c->rope_base, hd, factors);
+        if (!st)
+            st = lt_gguf_writer_tensor(p.w, "rope_freqs.weight", LT_F32, 1,
+                                       (const int64_t[]){hd / 2, 1}, factors);
+    }
+    const bool biases = c->arch == LT_ARCH_QWEN2;
     for (int64_t l = 0; l < L && !st; l++) {
         const struct {
             const char *suffix;
@@ -208,6 +257,11 @@ int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path) {
             char name[64];
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)l, t[i].suffix);
             st = declare(&p, name, t[i].dt, t[i].nd, t[i].e0, t[i].e1, t[i].center, t[i].std);
+        }
+        for (int i = 1; i <= 3 && biases && !st; i++) { /* attn_q, attn_k, attn_v */
+            char name[64];
+            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)l, t[i].suffix);
+            st = declare(&p, name, LT_F32, 1, t[i].e1, 1, 0.0f, BIAS_STD);
         }
     }
     /* close streams every tensor to the file through gen_fill */

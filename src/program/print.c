@@ -40,8 +40,11 @@ static void print_node(FILE *f, const lt_program *p, int i, const char *indent, 
     for (int a = 0; a < nfa; a++) fprintf(f, "%s%g", a ? "," : " fa=", (double)n->fa[a]);
     if (n->kernel == LT_K_MATVEC && n->ia[1] != LT_MV_PRE_NONE)
         fprintf(f, " (x = %s)", n->ia[1] == LT_MV_PRE_RMSNORM ? "rmsnorm(x, op3)" : "silu(x) * op3");
+    if (n->kernel == LT_K_MATVEC && (n->ia[2] & LT_MV_POST_BIAS))
+        fprintf(f, " (then y += op5)");
     if (n->kernel == LT_K_MATVEC && (n->ia[2] & LT_MV_POST_ROPE))
-        fprintf(f, " (then rope)");
+        fprintf(f, " (then rope%s%s)", (n->ia[2] & LT_MV_POST_NEOX) ? " neox" : "",
+                n->n_ops > 6 && n->ops[6] >= 0 ? " / op6" : "");
     if (n->kernel == LT_K_MATVEC && (n->ia[2] & LT_MV_POST_STORE))
         fprintf(f, " (then y -> op4[pos])");
     for (int a = 0; a < k->n_params; a++)

@@ -1,4 +1,4 @@
-/* ADD, SWIGLU and SOFTMAX against double-precision references, on every ISA
+/* ADD (also of a one-row bias), SWIGLU and SOFTMAX against double-precision references, on every ISA
  * path the CPU has, nth = 1..3 and every min_chunk value; shares must write
  * disjoint, covering parts of the output; in-place forms too. */
 #include "ops_test.h"
@@ -71,6 +71,49 @@ static void test_binary(lt_kernel_id id, ref_fn ref, double rel_tol) {
             }
         }
         free(y); free(a); free(b); free(ya); free(r); free(counts);
+    }
+}
+
+/* ADD of a one-row b (a bias) to every row: exact against the float sum of
+ * each element, every ISA, split and min_chunk, in place over a too. */
+static void test_add_broadcast(void) {
+    const lt_kernel *k = lt_kernel_get(LT_K_ADD);
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+        const int64_t d = dims[di], n = rows[ri], ne = n * d;
+        float *y = malloc((size_t)ne * 4), *a = malloc((size_t)ne * 4), *b = malloc((size_t)d * 4);
+        float *ya = malloc((size_t)ne * 4);
+        int *counts = malloc((size_t)ne * sizeof *counts);
+        ot_seed((uint64_t)(d * 17 + n + 99));
+        ot_fill(a, ne, -10, 10);
+        ot_fill(b, d, -3, 3);
+        lt_tensor t[3];
+        lt_tensor_init(&t[0], LT_F32, d, n, 1, 1, y);
+        lt_tensor_init(&t[1], LT_F32, d, n, 1, 1, a);
+        lt_tensor_init(&t[2], LT_F32, d, 1, 1, 1, b);
+        lt_call c = {.op = {&t[0], &t[1], &t[2]}};
+        lt_params_default(k, &c.params);
+        ASSERT_EQ(lt_call_check(LT_K_ADD, &c), LT_OK);
+        for (int isa = 0; isa < ot_isa_count(); isa++)
+        for (int point = 0; point < ot_param_points(k); point++)
+        for (int nth = 1; nth <= 3; nth++) {
+            ot_param_point(k, point, &c.params);
+            c.op[0] = &t[0];
+            ASSERT_EQ(ot_run_disjoint(ot_fn(LT_K_ADD, isa), &c, NULL, nth, ne, counts), 0);
+            ASSERT_EQ(ot_not_once(counts, ne), 0);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < ne; i++) bad += y[i] != (float)((double)a[i] + b[i % d]);
+            ASSERT_EQ(bad, 0);
+            memcpy(ya, a, (size_t)ne * 4);
+            lt_tensor tin;
+            lt_tensor_init(&tin, LT_F32, d, n, 1, 1, ya);
+            lt_call ci = c;
+            ci.op[0] = ci.op[1] = &tin;
+            ASSERT_EQ(lt_call_check(LT_K_ADD, &ci), LT_OK);
+            ot_run(ot_fn(LT_K_ADD, isa), &ci, NULL, nth);
+            ASSERT_EQ(memcmp(ya, y, (size_t)ne * 4), 0);
+        }
+        free(y); free(a); free(b); free(ya); free(counts);
     }
 }
 
@@ -183,6 +226,14 @@ static void test_check_rejects(void) {
     ASSERT_EQ(lt_call_check(LT_K_ADD, &c), LT_OK);
     lt_tensor_init(&t[2], LT_F32, 16, 3, 1, 1, b); /* b has fewer rows */
     ASSERT_EQ(lt_call_check(LT_K_ADD, &c), LT_EINVAL);
+    lt_tensor_init(&t[2], LT_F32, 16, 1, 1, 1, b); /* one row: a bias for every row */
+    ASSERT_EQ(lt_call_check(LT_K_ADD, &c), LT_OK);
+    lt_tensor_init(&t[1], LT_F32, 16, 1, 1, 1, a); /* but a must have y's rows */
+    ASSERT_EQ(lt_call_check(LT_K_ADD, &c), LT_EINVAL);
+    lt_tensor_init(&t[1], LT_F32, 16, 4, 1, 1, a);
+    set_binary(&c, t, y, a, b, 4, 16, LT_K_SWIGLU);
+    lt_tensor_init(&t[2], LT_F32, 16, 1, 1, 1, b); /* SWIGLU does not broadcast */
+    ASSERT_EQ(lt_call_check(LT_K_SWIGLU, &c), LT_EINVAL);
     set_binary(&c, t, y, a, b, 4, 16, LT_K_SWIGLU);
     ASSERT_EQ(lt_call_check(LT_K_SWIGLU, &c), LT_OK);
     lt_tensor_init(&t[1], LT_BF16, 16, 4, 1, 1, a); /* gate not f32 */
@@ -200,6 +251,7 @@ static void test_check_rejects(void) {
 int main(void) {
     test_binary(LT_K_ADD, ref_add, 0.0);       /* one float rounding: exact */
     test_binary(LT_K_SWIGLU, ref_swiglu, 1e-6); /* exp within a few ulp: 1e-6 relative */
+    test_add_broadcast();
     test_softmax();
     test_softmax_uniform();
     test_vector_exp();

@@ -673,11 +673,13 @@ static void test_prologue(lt_isa isa) {
     fixture_free(&f);
 }
 
-/* The epilogue: a matvec that rotates (and stores) its rows computes, bit for
- * bit, the plain matvec followed by the ROPE kernel and the KV_STORE kernel
- * of the same ISA, for every activation mode, thread split and row grouping
- * (tasks that end inside a head), at position 0 and later ones; cache rows
- * other than the position's stay untouched; bad epilogues are refused. */
+/* The epilogue: a matvec that adds a bias, rotates (NORM or NEOX pairs, with
+ * or without frequency factors) and stores its rows computes, bit for bit,
+ * the plain matvec followed by the ADD, ROPE and KV_STORE kernels of the
+ * same ISA, for every activation mode, thread split and row grouping (tasks
+ * that end inside a head; NEOX rounds them up to whole heads), at position
+ * 0 and later ones; cache rows other than the position's stay untouched;
+ * bad epilogues are refused. */
 static void test_epilogue(lt_isa isa) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     static const lt_dtype dts[] = {LT_F32, LT_Q8_0};
@@ -696,9 +698,21 @@ static void test_epilogue(lt_isa isa) {
                 lt_tensor_init(&tyref, LT_F32, R, 1, 1, 1, yref);
                 lt_tensor_init(&tcref, LT_F32, R, SEQ, 1, 1, cref);
                 lt_tensor_init(&tcache, LT_F32, R, SEQ, 1, 1, cache);
+                float bias[RMAX], factors[RMAX / 2];
+                ot_seed((uint64_t)(R * 7 + hd));
+                ot_fill(bias, R, -2, 2);
+                for (int64_t i = 0; i < hd / 2; i++) factors[i] = 1.0f + (float)(i % 5) * 3.5f;
+                lt_tensor tbias, tfac;
+                lt_tensor_init(&tbias, LT_F32, R, 1, 1, 1, bias);
+                lt_tensor_init(&tfac, LT_F32, hd / 2, 1, 1, 1, factors);
+                /* rope, store, both; each with a bias; NEOX pairs; factors on the last ones */
+                static const int posts[] = {1, 2, 3, 4, 5, 6, 7, 9, 11, 13, 15, 15, 11};
+                const int np = (int)(sizeof posts / sizeof posts[0]);
                 for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
                     for (int64_t pos = 0; pos < SEQ; pos += 3)
-                        for (int post = 1; post <= 3; post++) {
+                        for (int pi = 0; pi < np; pi++) {
+                            const int post = posts[pi];
+                            const bool with_f = pi >= np - 3 && (post & LT_MV_POST_ROPE);
                             lt_params p;
                             lt_params_default(k, &p);
                             p.v[LT_PARAM_ACT_INT16] = act == 1;
@@ -711,8 +725,17 @@ static void test_epilogue(lt_isa isa) {
                             make_call(&c, &f, yref, 0, &p);
                             c.op[0] = &tyref;
                             lt_kernel_fn_for(k, isa)(&c, &st, 0, 1);
+                            if (post & LT_MV_POST_BIAS) {
+                                lt_call ac = {.op = {&tyref, &tyref, &tbias}};
+                                lt_params_default(lt_kernel_get(LT_K_ADD), &ac.params);
+                                ASSERT_EQ(lt_call_check(LT_K_ADD, &ac), LT_OK);
+                                lt_kernel_fn_for(lt_kernel_get(LT_K_ADD), isa)(&ac, &st, 0, 1);
+                            }
                             if (post & LT_MV_POST_ROPE) {
-                                lt_call rc = {.op = {&tyref}, .ia = {hd}, .fa = {10000.0f}};
+                                lt_call rc = {.op = {&tyref, NULL, with_f ? &tfac : NULL},
+                                              .ia = {hd, (post & LT_MV_POST_NEOX) ? LT_ROPE_NEOX
+                                                                                  : LT_ROPE_NORM},
+                                              .fa = {10000.0f}};
                                 ASSERT_EQ(lt_call_check(LT_K_ROPE, &rc), LT_OK);
                                 lt_kernel_fn_for(lt_kernel_get(LT_K_ROPE), isa)(&rc, &st, 0, 1);
                             }
@@ -725,6 +748,8 @@ static void test_epilogue(lt_isa isa) {
                             for (int nth = 1; nth <= 3; nth++) {
                                 make_call(&c, &f, y, 0, &p);
                                 c.op[4] = &tcache;
+                                c.op[5] = (post & LT_MV_POST_BIAS) ? &tbias : NULL;
+                                c.op[6] = with_f ? &tfac : NULL;
                                 c.ia[2] = post;
                                 c.ia[3] = hd;
                                 c.fa[1] = 10000.0f;
@@ -751,7 +776,7 @@ static void test_epilogue(lt_isa isa) {
     lt_params_default(k, &p);
     lt_call c;
     make_call(&c, &f, y, 0, &p);
-    c.ia[2] = 4;
+    c.ia[2] = 16; /* no such bit */
     ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
     c.ia[2] = LT_MV_POST_ROPE;
     c.fa[1] = 10000.0f;
@@ -777,6 +802,35 @@ static void test_epilogue(lt_isa isa) {
     c.op[4] = &tnull; /* no data: refused, never run */
     ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
     c.op[4] = &tc;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+    /* a bias needs its vector (op5, one per row) and op5 the bit; NEOX and
+     * factors need the rope, and factors one per pair */
+    float bias[16], fac[8];
+    lt_tensor tb, tb_short, tf, tf_long;
+    lt_tensor_init(&tb, LT_F32, 16, 1, 1, 1, bias);
+    lt_tensor_init(&tb_short, LT_F32, 8, 1, 1, 1, bias);
+    lt_tensor_init(&tf, LT_F32, 4, 1, 1, 1, fac);
+    lt_tensor_init(&tf_long, LT_F32, 8, 1, 1, 1, fac);
+    c.ia[2] = LT_MV_POST_BIAS;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.op[5] = &tb_short;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.op[5] = &tb;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+    c.ia[2] = 0;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL); /* op5 without the bit */
+    c.op[5] = NULL;
+    c.ia[2] = LT_MV_POST_NEOX;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.ia[2] = LT_MV_POST_NEOX | LT_MV_POST_ROPE; /* head_dim 8 */
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+    c.op[6] = &tf_long;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL);
+    c.op[6] = &tf;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+    c.ia[2] = LT_MV_POST_STORE;
+    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_EINVAL); /* factors without the rope */
+    c.op[6] = NULL;
     ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
     /* the store writes op4 and does not read it (dependencies derive from this) */
     ASSERT_TRUE(lt_kernel_writes(LT_K_MATVEC, &c, 4));

@@ -1,7 +1,8 @@
-/* lt_model_open on GGUF Llama files: config from metadata (with defaults),
- * tensors bound by name and shape for every dtype, tied classifier, norms
- * converted to f32, the GGUF vocabulary; stories260K converted to GGUF
- * reads back identical; and each malformed model is rejected by name. */
+/* lt_model_open on GGUF llama and qwen2 files: config from metadata under
+ * the arch's prefix (with defaults), tensors bound by name and shape for
+ * every dtype, tied classifier, norms, biases and rope factors converted to
+ * f32, the GGUF vocabulary; stories260K converted to GGUF reads back
+ * identical; and each malformed model is rejected by name. */
 #include "looptune/model.h"
 #include "test.h"
 
@@ -22,6 +23,11 @@ typedef struct {
     const char *tok_model;
     uint32_t rope_dims; /* 0: not written */
     uint32_t vocab_meta; /* 0: not written */
+    bool biases;         /* blk.N.attn_{q,k,v}.bias */
+    int64_t n_freqs;     /* rope_freqs.weight of n_freqs elements (0: none) */
+    float freq1;         /* element 1 of rope_freqs (0: the default value) */
+    const char *extra_tensor; /* a tensor no model uses */
+    bool base_as_string; /* <arch>.rope.freq_base written as a string */
 } mspec;
 
 static mspec base(void) {
@@ -37,7 +43,10 @@ static float val(int k, int64_t i) { return sinf((float)(k * 1000 + i) * 0.37f) 
 static void put_tensor(lt_gguf_writer *w, const mspec *s, const char *name, int k, lt_dtype dt,
                        int nd, int64_t ne0, int64_t ne1) {
     if (s->skip_tensor && strcmp(name, s->skip_tensor) == 0) return;
-    if (s->bad_shape_tensor && strcmp(name, s->bad_shape_tensor) == 0) ne1 /= 2;
+    if (s->bad_shape_tensor && strcmp(name, s->bad_shape_tensor) == 0) {
+        if (nd == 1) ne0 /= 2;
+        else ne1 /= 2;
+    }
     if (s->odd_dtype_tensor && strcmp(name, s->odd_dtype_tensor) == 0) dt = LT_F16;
     float *f = malloc((size_t)(ne0 * ne1) * sizeof *f);
     void *q = malloc(lt_dtype_row_bytes(dt, ne0) * (size_t)ne1);
@@ -53,24 +62,34 @@ static void u32_unless_skipped(lt_gguf_writer *w, const mspec *s, const char *ke
     if (!s->skip_key || strcmp(key, s->skip_key) != 0) ASSERT_EQ(lt_gguf_writer_u32(w, key, v), 0);
 }
 
+/* "<arch>.<suffix>" of the spec's architecture. */
+static const char *K(const mspec *s, const char *suffix) {
+    static char buf[4][96];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(buf[i], sizeof buf[i], "%s.%s", s->arch, suffix);
+    return buf[i];
+}
+
 static void write_model(const mspec *s, const char *path) {
     lt_gguf_writer *w;
     ASSERT_EQ(lt_gguf_writer_open(&w, path), LT_OK);
     lt_gguf_writer_str(w, "general.architecture", s->arch);
-    u32_unless_skipped(w, s, "llama.embedding_length", (uint32_t)s->dim);
-    u32_unless_skipped(w, s, "llama.feed_forward_length", (uint32_t)s->hidden);
-    u32_unless_skipped(w, s, "llama.block_count", (uint32_t)s->layers);
-    u32_unless_skipped(w, s, "llama.attention.head_count",
+    u32_unless_skipped(w, s, K(s, "embedding_length"), (uint32_t)s->dim);
+    u32_unless_skipped(w, s, K(s, "feed_forward_length"), (uint32_t)s->hidden);
+    u32_unless_skipped(w, s, K(s, "block_count"), (uint32_t)s->layers);
+    u32_unless_skipped(w, s, K(s, "attention.head_count"),
                        s->head_count_meta ? s->head_count_meta : (uint32_t)s->heads);
-    u32_unless_skipped(w, s, "llama.context_length", 128);
-    if (s->write_kv_heads) lt_gguf_writer_u32(w, "llama.attention.head_count_kv",
+    u32_unless_skipped(w, s, K(s, "context_length"), 128);
+    if (s->write_kv_heads) lt_gguf_writer_u32(w, K(s, "attention.head_count_kv"),
                                               (uint32_t)s->kv_heads);
     if (s->write_eps_rope) {
-        lt_gguf_writer_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-6f);
-        lt_gguf_writer_f32(w, "llama.rope.freq_base", 500000.0f);
+        lt_gguf_writer_f32(w, K(s, "attention.layer_norm_rms_epsilon"), 1e-6f);
+        if (s->base_as_string) lt_gguf_writer_str(w, K(s, "rope.freq_base"), "500000");
+        else lt_gguf_writer_f32(w, K(s, "rope.freq_base"), 500000.0f);
     }
-    if (s->rope_dims) lt_gguf_writer_u32(w, "llama.rope.dimension_count", s->rope_dims);
-    if (s->vocab_meta) lt_gguf_writer_u32(w, "llama.vocab_size", s->vocab_meta);
+    if (s->rope_dims) lt_gguf_writer_u32(w, K(s, "rope.dimension_count"), s->rope_dims);
+    if (s->vocab_meta) lt_gguf_writer_u32(w, K(s, "vocab_size"), s->vocab_meta);
     if (s->n_tokens) {
         /* <unk> <s> </s>, byte tokens, then "▁" + letters */
         char **p = malloc((size_t)s->n_tokens * sizeof *p);
@@ -97,6 +116,14 @@ static void write_model(const mspec *s, const char *path) {
     put_tensor(w, s, "token_embd.weight", 0, s->wtype, 2, D, s->vocab);
     put_tensor(w, s, "output_norm.weight", 1, s->norm_dtype, 1, D, 1);
     if (!s->tied) put_tensor(w, s, "output.weight", 2, s->wtype, 2, D, s->vocab);
+    if (s->n_freqs) {
+        float f[64];
+        for (int64_t i = 0; i < s->n_freqs; i++) f[i] = 1.0f + (float)i * 0.5f;
+        if (s->freq1 != 0.0f) f[1] = s->freq1;
+        ASSERT_EQ(lt_gguf_writer_tensor(w, "rope_freqs.weight", LT_F32, 1,
+                                        (const int64_t[]){s->n_freqs, 1}, f), LT_OK);
+    }
+    if (s->extra_tensor) put_tensor(w, s, s->extra_tensor, 90, LT_F32, 1, D, 1);
     for (int l = 0; l < s->layers; l++) {
         const struct {
             const char *n;
@@ -110,6 +137,11 @@ static void write_model(const mspec *s, const char *path) {
             snprintf(name, sizeof name, "blk.%d.%s.weight", l, t[i].n);
             put_tensor(w, s, name, 3 + l * 9 + i, t[i].nd == 1 ? s->norm_dtype : s->wtype,
                        t[i].nd, t[i].e0, t[i].e1);
+        }
+        for (int i = 0; i < 3 && s->biases; i++) { /* q, k, v biases: tensors 60 + 3l + i */
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s.bias", l, t[1 + i].n);
+            put_tensor(w, s, name, 60 + 3 * l + i, LT_F32, 1, t[1 + i].e1, 1);
         }
     }
     ASSERT_EQ(lt_gguf_writer_close(w), LT_OK);
@@ -223,6 +255,62 @@ static void test_defaults_and_tied(void) {
     remove(path);
 }
 
+/* qwen2: its keys, q/k/v biases (f32 copies, values as written; put_tensor
+ * adds 1 to 1-D tensors), NEOX rope; a llama file may carry biases too, and
+ * rope_freqs.weight binds as f32 {head_dim/2}. */
+static void test_qwen2_and_extras(void) {
+    mspec s = base();
+    s.arch = "qwen2";
+    s.biases = true;
+    s.tied = true;
+    char path[600];
+    model_path(path, sizeof path, "qwen2");
+    write_model(&s, path);
+    lt_model *m;
+    ASSERT_EQ(lt_model_open(&m, path, NULL), LT_OK);
+    if (m) {
+        ASSERT_EQ(m->cfg.arch, LT_ARCH_QWEN2);
+        ASSERT_EQ(lt_arch_rope_mode(m->cfg.arch), LT_ROPE_NEOX);
+        ASSERT_EQ(m->cfg.dim, 64);
+        ASSERT_EQ(m->cfg.n_kv_heads, 2);
+        ASSERT_NEAR(m->cfg.rope_base, 500000, 0);
+        ASSERT_TRUE(m->output.data == m->tok_embd.data);
+        ASSERT_TRUE(m->rope_freqs.data == NULL);
+        ASSERT_EQ(m->layers[1].bq.ne[0], 64);
+        ASSERT_EQ(m->layers[1].bk.ne[0], 32);
+        ASSERT_EQ(m->layers[0].bv.dtype, LT_F32);
+        ASSERT_NEAR(((float *)m->layers[1].bq.data)[5], val(60 + 3 + 0, 5) + 1.0f, 0);
+        ASSERT_NEAR(((float *)m->layers[0].bk.data)[31], val(60 + 1, 31) + 1.0f, 0);
+        ASSERT_NEAR(((float *)m->layers[1].bv.data)[0], val(60 + 3 + 2, 0) + 1.0f, 0);
+        lt_model_close(m);
+    }
+    remove(path);
+    s = base();
+    s.n_freqs = 8;
+    s.biases = true;
+    model_path(path, sizeof path, "ropefreqs");
+    write_model(&s, path);
+    ASSERT_EQ(lt_model_open(&m, path, NULL), LT_OK);
+    if (m) {
+        ASSERT_EQ(m->cfg.arch, LT_ARCH_LLAMA);
+        ASSERT_EQ(lt_arch_rope_mode(m->cfg.arch), LT_ROPE_NORM);
+        ASSERT_TRUE(m->rope_freqs.data != NULL);
+        ASSERT_EQ(m->rope_freqs.ne[0], 8);
+        ASSERT_NEAR(((float *)m->rope_freqs.data)[7], 4.5f, 0);
+        ASSERT_TRUE(m->layers[0].bq.data != NULL);
+        lt_model_close(m);
+    }
+    remove(path);
+}
+
+/* The default context: the model's, capped at LT_DEFAULT_CTX_MAX. */
+static void test_default_ctx(void) {
+    lt_llama_config c = {.seq_len = 131072};
+    ASSERT_EQ(lt_llama_default_ctx(&c), LT_DEFAULT_CTX_MAX);
+    c.seq_len = 512;
+    ASSERT_EQ(lt_llama_default_ctx(&c), 512);
+}
+
 static void expect_fail(const char *name, const mspec *s, int status, const char *want) {
     char path[600];
     model_path(path, sizeof path, name);
@@ -255,7 +343,8 @@ static void test_bad_models(void) {
     expect_fail("shape_out", &s, LT_EFORMAT, "tensor 'output.weight' has shape {64, 150");
     s = base();
     s.arch = "gpt2";
-    expect_fail("arch", &s, LT_EUNSUPPORTED, "general.architecture is 'gpt2', expected 'llama'");
+    expect_fail("arch", &s, LT_EUNSUPPORTED, "general.architecture is 'gpt2' (looptune runs "
+                                             "llama and qwen2)");
     s = base();
     s.skip_key = "llama.block_count";
     expect_fail("nokey", &s, LT_EFORMAT, "missing metadata key 'llama.block_count'");
@@ -272,8 +361,9 @@ static void test_bad_models(void) {
     expect_fail("tokmodel", &s, LT_EUNSUPPORTED, "tokenizer.ggml.model 'gpt2' is not supported");
     s = base();
     s.rope_dims = 8;
-    expect_fail("ropedims", &s, LT_EUNSUPPORTED, "llama.rope.dimension_count 8 differs from "
-                                                 "head_dim 16");
+    expect_fail("ropedims", &s, LT_EUNSUPPORTED, "llama.rope.dimension_count is 8 but head_dim "
+                                                 "(embedding_length / head_count) is 16: "
+                                                 "partial rotary");
     s = base();
     s.vocab_meta = 301;
     expect_fail("vocabmeta", &s, LT_EFORMAT, "llama.vocab_size 301 disagrees");
@@ -287,6 +377,40 @@ static void test_bad_models(void) {
     s = base();
     s.skip_key = "llama.embedding_length";
     expect_fail("nodim", &s, LT_EFORMAT, "missing metadata key 'llama.embedding_length'");
+    /* qwen2: its own prefix; a missing projection, a bias of the wrong shape */
+    s = base();
+    s.arch = "qwen2";
+    s.biases = true;
+    s.skip_key = "qwen2.block_count";
+    expect_fail("qwen2_nokey", &s, LT_EFORMAT, "missing metadata key 'qwen2.block_count'");
+    s = base();
+    s.arch = "qwen2";
+    s.biases = true;
+    s.skip_tensor = "blk.1.attn_k.weight";
+    expect_fail("qwen2_missing", &s, LT_EFORMAT, "missing tensor 'blk.1.attn_k.weight'");
+    s = base();
+    s.arch = "qwen2";
+    s.biases = true;
+    s.bad_shape_tensor = "blk.0.attn_k.bias";
+    expect_fail("bias_shape", &s, LT_EFORMAT,
+                "tensor 'blk.0.attn_k.bias' has shape {16, 1, 1, 1}, expected {32, 1}");
+    /* rope_freqs: one factor per pair of a head (8 for head_dim 16), each > 0 */
+    s = base();
+    s.n_freqs = 16;
+    expect_fail("freqs_len", &s, LT_EFORMAT,
+                "tensor 'rope_freqs.weight' has shape {16, 1, 1, 1}, expected {8, 1}");
+    s = base();
+    s.n_freqs = 8;
+    s.freq1 = -2.0f;
+    expect_fail("freqs_neg", &s, LT_EFORMAT, "'rope_freqs.weight' element 1 is -2");
+    /* a tensor no model uses; a key of the wrong type */
+    s = base();
+    s.extra_tensor = "blk.0.attn_output.bias";
+    expect_fail("extra", &s, LT_EUNSUPPORTED,
+                "tensor 'blk.0.attn_output.bias' is not one a llama or qwen2 model uses");
+    s = base();
+    s.base_as_string = true;
+    expect_fail("keytype", &s, LT_EFORMAT, "key 'llama.rope.freq_base' has type string");
 }
 
 /* stories260K (llama2.c) written as GGUF reads back with identical tensors. */
@@ -430,6 +554,8 @@ int main(void) {
     test_valid(LT_BF16);
     test_valid(LT_Q8_0);
     test_defaults_and_tied();
+    test_qwen2_and_extras();
+    test_default_ctx();
     test_bad_models();
     test_llama2c_to_gguf();
     test_tokenizer_override();

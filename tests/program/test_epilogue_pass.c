@@ -18,6 +18,7 @@ enum { D = 64, KD = 32, HD = 16, SEQ = 6, LAYERS = 3, STEPS = 4, SCRATCH_ROWS = 
 
 static float WQ[LAYERS][D * D], WK[LAYERS][KD * D], WV[LAYERS][KD * D], WO[LAYERS][D * D];
 static float U[D], Z[D];
+static float BQ[LAYERS][D], BK[LAYERS][KD], BV[LAYERS][KD], FACTORS[HD / 2];
 
 typedef struct {
     lt_program *p;
@@ -181,6 +182,95 @@ static void test_layers_fuse(void) {
     lt_program_free(b->p);
     free(a);
     free(b);
+}
+
+/* A qwen2-like layer: q, k, v biases (ADD of a one-row weight), a NEOX rope
+ * with frequency factors, the stores. The biases fold into the matvecs
+ * before the rope, the rope carries its mode and factors, and the program
+ * computes the same bits on both executors and 1-3 threads. */
+static void bias_layer(prog *g, int l, int bq, int bk, int bv, int factors) {
+    mv(g, g->q, g->wq[l], g->x, false);
+    mv(g, g->k, g->wk[l], g->x, false);
+    mv(g, g->v, g->wv[l], g->x, false);
+    add(g, g->q, g->q, bq);
+    add(g, g->k, g->k, bk);
+    add(g, g->v, g->v, bv);
+    ASSERT_TRUE(lt_program_add_node(g->p, LT_K_ROPE, (int[]){g->q, g->k, factors}, 3,
+                                    (int64_t[]){HD, LT_ROPE_NEOX, 0, 0},
+                                    (float[]){10000.0f, 0, 0, 0}, "rope") >= 0);
+    store(g, g->kc[l], g->k);
+    store(g, g->vc[l], g->v);
+    attention(g, l);
+    mv(g, g->x, g->wo[l], g->att, true);
+}
+
+static void bias_layers(prog *g) {
+    int f = buffer(g, "factors", LT_BUF_WEIGHT, HD / 2, 1, FACTORS);
+    for (int l = 0; l < LAYERS; l++) {
+        char name[16];
+        snprintf(name, sizeof name, "bq%d", l);
+        int bq = buffer(g, name, LT_BUF_WEIGHT, D, 1, BQ[l]);
+        snprintf(name, sizeof name, "bk%d", l);
+        int bk = buffer(g, name, LT_BUF_WEIGHT, KD, 1, BK[l]);
+        snprintf(name, sizeof name, "bv%d", l);
+        int bv = buffer(g, name, LT_BUF_WEIGHT, KD, 1, BV[l]);
+        bias_layer(g, l, bq, bk, bv, f);
+    }
+}
+
+static void test_biases_and_neox_fuse(void) {
+    prog *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    init(a);
+    init(b);
+    bias_layers(a);
+    bias_layers(b);
+    ASSERT_EQ(lt_pass_fuse_epilogues(b->p), 6 * LAYERS);
+    ASSERT_EQ(count_kernel(b->p, LT_K_ADD), 1); /* the init node's: u + z, z not a bias of mv */
+    ASSERT_EQ(lt_pass_kernel_looping(b->p), 1);
+    lt_loop_info L;
+    lt_program_loop(b->p, 0, &L);
+    ASSERT_EQ(L.n_iter, LAYERS);
+    ASSERT_EQ(lt_program_finalize(a->p), LT_OK);
+    ASSERT_EQ(lt_program_finalize(b->p), LT_OK);
+    const lt_call *q = lt_program_call(b->p, 1), *k = lt_program_call(b->p, 2);
+    ASSERT_EQ(q->ia[2], LT_MV_POST_BIAS | LT_MV_POST_ROPE | LT_MV_POST_NEOX);
+    ASSERT_EQ(k->ia[2], LT_MV_POST_BIAS | LT_MV_POST_ROPE | LT_MV_POST_NEOX | LT_MV_POST_STORE);
+    ASSERT_EQ(lt_program_call(b->p, 3)->ia[2], LT_MV_POST_BIAS | LT_MV_POST_STORE);
+    ASSERT_TRUE(q->op[5]->data == BQ[0] && q->op[6]->data == FACTORS);
+    ASSERT_TRUE(k->op[4]->data == b->kcache[0] && k->op[5]->data == BK[0]);
+    static float ref[OUT_FLOATS], got[OUT_FLOATS];
+    for (int nth = 1; nth <= 3; nth++) {
+        lt_pool *pool;
+        ASSERT_EQ(lt_pool_init(&pool, nth), LT_OK);
+        run(a, pool, LT_EXEC_DISPATCH, ref);
+        for (int e = 0; e < 2; e++) {
+            memset(got, 0, sizeof got);
+            run(b, pool, (lt_executor)e, got);
+            ASSERT_TRUE(memcmp(ref, got, sizeof ref) == 0);
+        }
+        lt_pool_free(pool);
+    }
+    lt_program_free(a->p);
+    lt_program_free(b->p);
+    free(a);
+    free(b);
+}
+
+/* A bias ADD stays a node when something reads y before it, or when it
+ * adds to a view of y. */
+static void q_read_before_bias(prog *g) {
+    int bq = buffer(g, "bq", LT_BUF_WEIGHT, D, 1, BQ[0]);
+    mv(g, g->q, g->wq[0], g->x, false);
+    mv(g, g->att, g->wo[0], g->q, false); /* reads q unbiased */
+    add(g, g->q, g->q, bq);
+    mv(g, g->x, g->wo[0], g->att, true);
+    mv(g, g->x, g->wo[0], g->q, true);
+}
+static void bias_of_a_view(prog *g) {
+    int bh = buffer(g, "bh", LT_BUF_WEIGHT, KD, 1, BQ[0]);
+    mv(g, g->q, g->wq[0], g->x, false);
+    add(g, g->q_half, g->q_half, bh);
+    mv(g, g->x, g->wo[0], g->q, true);
 }
 
 /* Builds a program by f twice, fuses one, checks both compute the same bits
@@ -352,6 +442,8 @@ static void test_conditions(void) {
     ASSERT_EQ(fused_in(cache_read_between), 2); /* the rope and k's store */
     ASSERT_EQ(fused_in(cache_written_between), 1); /* k's first store */
     ASSERT_EQ(fused_in(q_only), 3);
+    ASSERT_EQ(fused_in(q_read_before_bias), 0);
+    ASSERT_EQ(fused_in(bias_of_a_view), 0);
 }
 
 /* A two-token rope and store (a prefill step) stay: their producers are not
@@ -379,7 +471,15 @@ int main(void) {
             }
     }
     for (int i = 0; i < D; i++) U[i] = (float)((i * 5) % 13) / 6.0f - 1.0f;
+    for (int l = 0; l < LAYERS; l++)
+        for (int i = 0; i < D; i++) {
+            BQ[l][i] = (float)((i * 7 + l) % 11) / 5.0f - 1.0f;
+            if (i < KD) BK[l][i] = (float)((i * 3 + l) % 7) / 3.0f - 1.0f;
+            if (i < KD) BV[l][i] = (float)((i + 2 * l) % 5) / 2.0f - 1.0f;
+        }
+    for (int i = 0; i < HD / 2; i++) FACTORS[i] = 1.0f + 4.0f * (float)i;
     test_layers_fuse();
+    test_biases_and_neox_fuse();
     test_conditions();
     test_pass_order();
     test_two_rows();

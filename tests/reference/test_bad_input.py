@@ -1,7 +1,8 @@
 """Bad-input test: the looptune CLI must reject damaged model files and bad arguments with a
 non-zero exit (not a signal), and exactly one line on stderr that names the problem. Damaged
 GGUF files are made by patching a small generated model at field offsets found with the
-reference's own GGUF parser; damaged llama2.c files from stories260K.bin. A seeded fuzz pass
+reference's own GGUF parser; damaged llama2.c files from stories260K.bin; llama and qwen2
+files written by the reference with one thing wrong (architecture, tensors, shapes, key types). A seeded fuzz pass
 damages the GGUF header region at random: no crash, hang or multi-line error allowed."""
 
 import os
@@ -162,6 +163,70 @@ def gguf_cases(ck, wd, good):
              edits=[(emb.value_pos, struct.pack(width, 96))])
 
 
+def arch_cases(ck, wd):
+    """Files the reference writes from a small qwen2 model (biases, rope_freqs), each changed
+    in one place: an unknown architecture, a missing required tensor, a bias of the wrong
+    shape, rope_freqs of the wrong length or with a factor of 0, a tensor no model uses, a key
+    of the wrong type, llama keys in a qwen2 file. The unchanged file runs."""
+    rng = np.random.default_rng(9)
+    m = R.random_model(rng, 64, 96, 2, 4, 2, 512, 64, arch="qwen2",
+                       rope_freqs=rng.uniform(1.0, 8.0, 8))
+    kvs0, tensors0 = R.model_gguf_parts(m)
+
+    def write(kvs, tensors):
+        path = next_name(wd, "gguf")
+        R.write_gguf(path, kvs, tensors)
+        return path
+
+    def kv_set(kvs, key, vtype, value):
+        return [(key, vtype, value) if kv[0] == key else kv for kv in kvs]
+
+    def tensor_set(tensors, name, arr=None, drop=False):
+        out = []
+        for t in tensors:
+            if t[0] != name:
+                out.append(t)
+            elif not drop:
+                out.append((name, R.GGML_F32, tuple(reversed(arr.shape)),
+                            R.quantize(R.GGML_F32, arr)))
+        return out
+
+    def extra(tensors, name, n):
+        arr = np.ones(n)
+        return tensors + [(name, R.GGML_F32, (n,), R.quantize(R.GGML_F32, arr))]
+
+    good = write(kvs0, tensors0)
+    p = H.run_cli(run_args(good))
+    ck.check(p.returncode == 0, "arch: the unchanged qwen2 file runs", H.describe_failure(p))
+    cases = [
+        ("unknown_arch", kv_set(kvs0, "general.architecture", R.T_STRING, "mamba"), tensors0,
+         [r"architecture", r"not supported|llama and qwen2|unsupported"], ["mamba"]),
+        ("missing_tensor", kvs0, tensor_set(tensors0, "blk.1.attn_v.weight", drop=True),
+         [r"missing"], ["blk.1.attn_v.weight"]),
+        ("missing_norm", kvs0, tensor_set(tensors0, "output_norm.weight", drop=True),
+         [r"missing"], ["output_norm.weight"]),
+        ("bias_shape", kvs0, tensor_set(tensors0, "blk.0.attn_k.bias", np.zeros(64)),
+         [r"shape"], ["blk.0.attn_k.bias", "32"]),
+        ("rope_freqs_length", kvs0, tensor_set(tensors0, "rope_freqs.weight", np.ones(16)),
+         [r"shape"], ["rope_freqs.weight", "16", "8"]),
+        ("rope_freqs_zero", kvs0,
+         tensor_set(tensors0, "rope_freqs.weight", np.array([1.0, 2, 0, 4, 5, 6, 7, 8])),
+         [r"positive|> ?0"], ["rope_freqs.weight"]),
+        ("unused_tensor", kvs0, extra(tensors0, "blk.0.attn_output.bias", 64),
+         [r"not one .* uses|unused|unexpected|unknown"], ["blk.0.attn_output.bias"]),
+        ("key_type", kv_set(kvs0, "qwen2.rope.freq_base", R.T_STRING, "1e6"), tensors0,
+         [r"type"], ["qwen2.rope.freq_base"]),
+        ("llama_keys_in_qwen2", [(k.replace("qwen2.", "llama."), t, v) for k, t, v in kvs0],
+         tensors0, [r"missing"], ["qwen2."]),
+        ("partial_rotary", kv_set(kvs0, "qwen2.rope.dimension_count", R.T_U32, 8), tensors0,
+         [r"partial|rotary"], ["qwen2.rope.dimension_count"]),
+    ]
+    for name, kvs, tensors, patterns, must in cases:
+        path = write(kvs, tensors)
+        expect_error(ck, "arch " + name, run_args(path), patterns,
+                     (os.path.basename(path),) + tuple(must))
+
+
 def fuzz_cases(ck, wd, good, trials=150):
     """Random damage to the header, metadata and tensor infos (seeded, so reproducible): the
     CLI may accept the file or reject it, but never crash, hang, or print more than one line
@@ -306,6 +371,7 @@ def main():
         p = H.run_cli(run_args(good))
         ck.check(p.returncode == 0, "the unpatched model runs", H.describe_failure(p))
         gguf_cases(ck, wd, good)
+        arch_cases(ck, wd)
         fuzz_cases(ck, wd, good)
         cli_cases(ck, good)
     src = os.path.join(H.env_path("LT_DATA_DIR"), "stories260K.bin")

@@ -1,5 +1,5 @@
-/* looptune model-gen: writes a random-weight Llama GGUF of a preset or an
- * explicit shape. */
+/* looptune model-gen: writes a random-weight llama or qwen2 GGUF of a
+ * preset or an explicit shape. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,17 +11,24 @@ static const char *const modelgen_help =
     "usage: looptune model-gen (--preset NAME | --dim D --hidden H --layers L --heads NH\n"
     "                          [--kv-heads NKV] --vocab V [--seq-len S]) [options] -o FILE\n"
     "\n"
-    "Writes a random-weight Llama model as GGUF (llama.cpp loads it too), deterministic\n"
-    "for a seed.\n"
+    "Writes a random-weight llama or qwen2 model as GGUF (llama.cpp loads it too),\n"
+    "deterministic for a seed.\n"
     "\n"
     "  --preset NAME     stories260K, stories15M (dim 288, 6 layers), stories110M (dim 768,\n"
-    "                    12 layers), 1B (dim 2048, 16 layers, 32 heads, 8 KV heads)\n"
+    "                    12 layers), 1B (dim 2048, 16 layers, 32 heads, 8 KV heads), and the\n"
+    "                    published shapes of smollm2-135M, qwen2-0.5B, llama3.2-1B (tied,\n"
+    "                    their rope theta; llama3.2-1B with its rope scaling)\n"
+    "  --arch A          llama (default) or qwen2 (q, k, v biases, NEOX rope)\n"
+    "  --tied, --untied  classifier tied to token_embd (no output.weight) or its own\n"
+    "                    (default: untied; a preset's own)\n"
+    "  --rope-scaling F,LO,HI,CTX  Llama 3 scaling: factor, low_freq_factor,\n"
+    "                    high_freq_factor, original context; writes rope_freqs.weight\n"
     "  --dim, --hidden, --layers, --heads, --kv-heads, --vocab, --seq-len   explicit shape\n"
     "  --dtype T         f32, f16, bf16 or q8_0 (default f32); q8_0 needs widths % 32 == 0\n"
     "  --seed S          random seed (default 1)\n"
     "  --vocab-file F    embed this llama2.c tokenizer.bin (e.g. the Llama 2 vocabulary);\n"
     "                    default: a synthetic vocabulary under which any text tokenizes\n"
-    "  --rope-base X     rope theta (default 10000)\n"
+    "  --rope-base X     rope theta (default 10000, or the preset's)\n"
     "  -o, --output F    output file\n"
     "  -h, --help        this help\n";
 
@@ -30,10 +37,12 @@ int lt_cmd_modelgen(int argc, char **argv) {
     const char *preset = NULL, *out = NULL;
     lt_modelgen_opts o = {.dtype = LT_F32, .seed = 1};
     lt_llama_config shape = {0};
-    float rope_base = 10000.0f;
+    float rope_base = 0.0f; /* 0: not given */
+    const char *arch = NULL, *scaling = NULL;
+    int tied = -1; /* -1: not given */
     bool explicit_shape = false;
     enum { O_PRESET = 256, O_DIM, O_HID, O_LAY, O_HEADS, O_KV, O_VOCAB, O_SEQ, O_DTYPE, O_SEED,
-           O_VF, O_ROPE };
+           O_VF, O_ROPE, O_ARCH, O_TIED, O_UNTIED, O_SCALING };
     static const struct option opts[] = {
         {"preset", required_argument, 0, O_PRESET}, {"dim", required_argument, 0, O_DIM},
         {"hidden", required_argument, 0, O_HID},    {"layers", required_argument, 0, O_LAY},
@@ -41,6 +50,9 @@ int lt_cmd_modelgen(int argc, char **argv) {
         {"vocab", required_argument, 0, O_VOCAB},   {"seq-len", required_argument, 0, O_SEQ},
         {"dtype", required_argument, 0, O_DTYPE},   {"seed", required_argument, 0, O_SEED},
         {"vocab-file", required_argument, 0, O_VF}, {"rope-base", required_argument, 0, O_ROPE},
+        {"arch", required_argument, 0, O_ARCH},     {"tied", no_argument, 0, O_TIED},
+        {"untied", no_argument, 0, O_UNTIED},
+        {"rope-scaling", required_argument, 0, O_SCALING},
         {"output", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static const struct {
@@ -88,6 +100,10 @@ int lt_cmd_modelgen(int argc, char **argv) {
             if (!lt_cli_parse_f32(optarg, 1.0f, 1e9f, &rope_base))
                 return lt_cli_fail(cmd, "bad --rope-base '%s'", optarg);
             break;
+        case O_ARCH: arch = optarg; break;
+        case O_TIED: tied = 1; break;
+        case O_UNTIED: tied = 0; break;
+        case O_SCALING: scaling = optarg; break;
         case 'o': out = optarg; break;
         case 'h': fputs(modelgen_help, stdout); return 0;
         default: return lt_cli_bad_option(cmd, c, argv[optind - 1]);
@@ -97,21 +113,36 @@ int lt_cmd_modelgen(int argc, char **argv) {
     if (!out) return lt_cli_fail(cmd, "no output file: give -o FILE");
     if (preset && explicit_shape) return lt_cli_fail(cmd, "give either --preset or an explicit shape");
     if (preset) {
-        if (lt_modelgen_preset(preset, &o.cfg))
-            return lt_cli_fail(cmd, "unknown preset '%s' (stories260K, stories15M, stories110M, 1B)", preset);
+        if (lt_modelgen_preset_opts(preset, &o)) return lt_cli_fail(cmd, "%s", lt_errmsg());
     } else {
         if (!shape.dim || !shape.hidden_dim || !shape.n_layers || !shape.n_heads || !shape.vocab_size)
             return lt_cli_fail(cmd, "explicit shape needs --dim, --hidden, --layers, --heads and --vocab");
         if (!shape.n_kv_heads) shape.n_kv_heads = shape.n_heads;
         if (!shape.seq_len) shape.seq_len = 256;
         shape.rms_eps = 1e-5f;
+        shape.rope_base = 10000.0f;
         o.cfg = shape;
     }
-    o.cfg.rope_base = rope_base;
+    if (rope_base != 0.0f) o.cfg.rope_base = rope_base;
+    if (arch && lt_arch_parse(arch, strlen(arch), &o.cfg.arch))
+        return lt_cli_fail(cmd, "bad --arch '%s': expected llama or qwen2", arch);
+    if (tied >= 0) o.tied = tied == 1;
+    if (scaling) {
+        lt_rope_scaling *r = &o.rope_scaling;
+        char tail;
+        long long ctx;
+        if (sscanf(scaling, "%f,%f,%f,%lld%c", &r->factor, &r->low_freq_factor,
+                   &r->high_freq_factor, &ctx, &tail) != 4)
+            return lt_cli_fail(cmd, "bad --rope-scaling '%s': expected FACTOR,LOW,HIGH,CTX "
+                               "(e.g. 32,1,4,8192)", scaling);
+        r->original_context = ctx;
+        if (lt_rope_scaling_factors(r, 10000.0f, 2, (float[1]){0}))
+            return lt_cli_fail(cmd, "bad --rope-scaling '%s': %s", scaling, lt_errmsg());
+    }
     int rc = lt_modelgen_write(&o, out);
     if (rc) return lt_cli_fail_status(cmd, rc, out);
-    fprintf(stderr, "looptune model-gen: wrote %s (dim %lld, %lld layers, %lld/%lld heads, ffn %lld, vocab %lld, %s)\n",
-            out, (long long)o.cfg.dim, (long long)o.cfg.n_layers, (long long)o.cfg.n_heads,
+    fprintf(stderr, "looptune model-gen: wrote %s (%s, dim %lld, %lld layers, %lld/%lld heads, ffn %lld, vocab %lld, %s)\n",
+            out, lt_arch_name(o.cfg.arch), (long long)o.cfg.dim, (long long)o.cfg.n_layers, (long long)o.cfg.n_heads,
             (long long)o.cfg.n_kv_heads, (long long)o.cfg.hidden_dim, (long long)o.cfg.vocab_size,
             lt_dtype_name(o.dtype));
     return 0;

@@ -27,7 +27,7 @@ static const char *const run_help =
     "      --temp X            temperature, 0 = greedy (default 0.8)\n"
     "      --top-p P           nucleus sampling threshold in (0,1] (default 0.9)\n"
     "      --seed S            sampler seed (default: from the clock)\n"
-    "      --ctx N             context length to allocate (default: the model's)\n"
+    "      --ctx N             context length to allocate (default: the model's, at most 4096)\n"
     "      --prefill-batch B   prompt tokens per batch (default: whole prompt, up to 256)\n"
     "      --ignore-eos        keep generating after the end-of-sequence token\n"
     "      --print-ids         print generated token ids instead of text\n"
@@ -315,7 +315,7 @@ int lt_cmd_run(int argc, char **argv) {
                     (long long)model_ctx);
         goto done;
     }
-    int64_t ctx_len = ctx ? ctx : model_ctx;
+    int64_t ctx_len = ctx ? ctx : lt_llama_default_ctx(&m->cfg);
     if (n_ids + n_new - 1 > ctx_len) {
         lt_cli_fail(cmd, "prompt (%lld tokens) + -n %lld exceeds the context length %lld",
                     (long long)n_ids, (long long)n_new, (long long)ctx_len);
