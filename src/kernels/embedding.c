@@ -66,6 +66,9 @@ static int embed_check(const lt_call *c) {
     if (!table) return lt_error(LT_EINVAL, "embed: operand table is missing");
     if ((unsigned)table->dtype >= LT_DTYPE_COUNT)
         return lt_error(LT_EINVAL, "embed: table has unknown dtype %d", (int)table->dtype);
+    if (lt_dtype_is_quant(table->dtype) && table->dtype != LT_Q8_0)
+        return lt_error(LT_EUNSUPPORTED, "embed: table is %s, which has no kernel yet",
+                        lt_dtype_name(table->dtype));
     if (table->layout != LT_LAYOUT_PLAIN)
         return lt_error(LT_EINVAL, "embed: the table must be in its dtype's plain layout");
     if (table->ne[0] != out->ne[0] || table->ne[1] < 1 || table->ne[2] != 1 || table->ne[3] != 1)

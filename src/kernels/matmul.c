@@ -148,6 +148,9 @@ static int matmul_check(const lt_call *call) {
                                    "%lld, %lld}",
                         (long long)cols, (long long)rows, (long long)W->ne[2],
                         (long long)W->ne[3]);
+    if (lt_dtype_is_quant(W->dtype) && W->dtype != LT_Q8_0)
+        return lt_error(LT_EUNSUPPORTED, "matmul: W is %s, which has no kernel yet",
+                        lt_dtype_name(W->dtype));
     int lrc = lt__check_layout(W, "matmul");
     if (lrc != LT_OK) return lrc;
     int64_t align = W->dtype == LT_Q8_0 ? LT_QK8_0 : 1;
