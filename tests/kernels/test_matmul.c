@@ -241,7 +241,7 @@ static void test_sweep(void) {
     static const shape shapes[] = {{1, 1, 32},   {2, 2, 48},    {13, 37, 528},
                                    {7, 70, 2080}, {130, 33, 64}, {3, 530, 96},
                                    {5, 9, 172},   {2, 3, 7}};
-    for (int dt = 0; dt <= LT_Q8_0; dt++) {
+    for (int dt = 0; dt <= LT_Q8_0; dt++) /* q4_0 .. q6_k: test_qdot.c */ {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int64_t cols = shapes[s].cols;
             if (dt == LT_Q8_0) cols = (cols + 31) / 32 * 32;
