@@ -170,7 +170,25 @@ uint16_t lt_f32_to_bf16(float f); /* round to nearest even, NaN kept NaN */
 
 /* ---- dtypes -------------------------------------------------------------- */
 
-typedef enum { LT_F32 = 0, LT_F16, LT_BF16, LT_Q8_0, LT_DTYPE_COUNT } lt_dtype;
+/* The weight dtypes: float, and ggml's quantisation types in its block
+ * layouts (the legacy types in blocks of 32, the K-quants in super-blocks of
+ * 256). Activations are always f32. */
+typedef enum {
+    LT_F32 = 0,
+    LT_F16,
+    LT_BF16,
+    LT_Q8_0,
+    LT_Q4_0,
+    LT_Q4_1,
+    LT_Q5_0,
+    LT_Q5_1,
+    LT_Q2_K,
+    LT_Q3_K,
+    LT_Q4_K,
+    LT_Q5_K,
+    LT_Q6_K,
+    LT_DTYPE_COUNT
+} lt_dtype;
 
 /* q8_0, llama.cpp's block layout (GGML type 8): value = d * qs[i]. */
 #define LT_QK8_0 32
@@ -179,16 +197,87 @@ typedef struct {
     int8_t qs[LT_QK8_0];    /* quants */
 } lt_block_q8_0;            /* 34 bytes, no padding */
 
-const char *lt_dtype_name(lt_dtype t);             /* "f32" "f16" "bf16" "q8_0" */
-int lt_dtype_parse(const char *s, lt_dtype *out);  /* LT_EINVAL on unknown */
-int64_t lt_dtype_block(lt_dtype t);                /* elements per block: 1 or 32 */
-size_t lt_dtype_block_bytes(lt_dtype t);           /* bytes per block: 4, 2, 2, 34 */
+/* The legacy types (ggml types 2, 3, 6, 7): 32 elements a block. In every
+ * one of them byte j of qs holds element j in its low nibble and element
+ * j + 16 in its high one; qh bit j is the fifth bit of element j. */
+#define LT_QK4 32
+typedef struct {
+    uint16_t d;          /* scale, IEEE half: value = d * (q - 8) */
+    uint8_t qs[16];
+} lt_block_q4_0;         /* 18 bytes */
+typedef struct {
+    uint16_t d, m;       /* scale and minimum, halves: value = d * q + m */
+    uint8_t qs[16];
+} lt_block_q4_1;         /* 20 bytes */
+typedef struct {
+    uint16_t d;          /* value = d * (q - 16), q of 5 bits */
+    uint8_t qh[4];
+    uint8_t qs[16];
+} lt_block_q5_0;         /* 22 bytes */
+typedef struct {
+    uint16_t d, m;       /* value = d * q + m, q of 5 bits */
+    uint8_t qh[4];
+    uint8_t qs[16];
+} lt_block_q5_1;         /* 24 bytes */
+
+/* The K-quants (ggml types 10-14): super-blocks of LT_QK_K elements cut in
+ * sub-blocks of 16 or 32, each with a 4-8 bit scale (and minimum) that
+ * multiplies the super-block's half-precision d (and dmin). The bit packing
+ * of each is written out in src/core/quant_k.c. */
+#define LT_QK_K 256
+typedef struct {
+    uint8_t scales[16];  /* per 16: scale (low nibble), minimum (high) */
+    uint8_t qs[64];      /* 2-bit quants */
+    uint16_t d, dmin;
+} lt_block_q2_k;         /* 84 bytes: value = d * sc * q - dmin * m */
+typedef struct {
+    uint8_t hmask[32];   /* the third bit, set = no -4 offset */
+    uint8_t qs[64];      /* low 2 bits */
+    uint8_t scales[12];  /* 16 six-bit scales, offset by 32 */
+    uint16_t d;
+} lt_block_q3_k;         /* 110 bytes: value = d * (sc - 32) * q, q in [-4, 3] */
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];  /* 8 six-bit scales and 8 six-bit minimums */
+    uint8_t qs[128];     /* 4-bit quants */
+} lt_block_q4_k;         /* 144 bytes: value = d * sc * q - dmin * m, per 32 */
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];      /* fifth bits */
+    uint8_t qs[128];
+} lt_block_q5_k;         /* 176 bytes */
+typedef struct {
+    uint8_t ql[128];     /* low 4 bits */
+    uint8_t qh[64];      /* high 2 bits */
+    int8_t scales[16];   /* per 16 */
+    uint16_t d;
+} lt_block_q6_k;         /* 210 bytes: value = d * sc * (q - 32) */
+
+/* "f32" "f16" "bf16" "q8_0" "q4_0" "q4_1" "q5_0" "q5_1" "q2_k" ... "q6_k" */
+const char *lt_dtype_name(lt_dtype t);
+/* Any of those names, in either case ("Q4_K" too). LT_EINVAL on unknown. */
+int lt_dtype_parse(const char *s, lt_dtype *out);
+int64_t lt_dtype_block(lt_dtype t);                /* elements per block: 1, 32 or 256 */
+size_t lt_dtype_block_bytes(lt_dtype t);           /* bytes per block: 4, 2, 2, 34, 18, ... */
+/* Whether t is one of ggml's quantised types (q8_0 and every later one). */
+static inline bool lt_dtype_is_quant(lt_dtype t) { return t >= LT_Q8_0; }
 /* Bytes of a row of n elements; n must be a multiple of lt_dtype_block. */
 size_t lt_dtype_row_bytes(lt_dtype t, int64_t n);
 
-/* Row conversion (portable, not for hot paths). n multiple of the block. */
+/* Row conversion (portable, not for hot paths). n multiple of the block.
+ * lt_row_to_f32 gives the bits of ggml's dequantisation; lt_row_from_f32
+ * quantises by the method of ggml's reference quantisers (legacy types:
+ * the absmax or min/max scale; K-quants: their scale search, without an
+ * importance matrix). */
 void lt_row_to_f32(lt_dtype t, const void *src, float *dst, int64_t n);
 void lt_row_from_f32(lt_dtype t, const float *src, void *dst, int64_t n);
+
+/* The unpacked sub-block scales and minimums of a q4_k / q5_k super-block
+ * (6 bits each, 8 of each): sc[j], m[j] for sub-block j of 32. */
+void lt_qk_scale_min(const uint8_t scales[12], uint8_t sc[8], uint8_t m[8]);
+/* The 16 signed scales (6 bits less 32, in [-32, 31]) of a q3_k super-block. */
+void lt_q3k_scales(const uint8_t scales[12], int8_t sc[16]);
 
 /* ---- q8_0 split layout ---------------------------------------------------
  * The same quants and scales as q8_0, in the same bytes per row, laid out

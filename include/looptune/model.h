@@ -24,7 +24,16 @@ typedef enum {
 /* GGML tensor type numbers for the dtypes looptune reads. */
 #define LT_GGML_F32 0
 #define LT_GGML_F16 1
+#define LT_GGML_Q4_0 2
+#define LT_GGML_Q4_1 3
+#define LT_GGML_Q5_0 6
+#define LT_GGML_Q5_1 7
 #define LT_GGML_Q8_0 8
+#define LT_GGML_Q2_K 10
+#define LT_GGML_Q3_K 11
+#define LT_GGML_Q4_K 12
+#define LT_GGML_Q5_K 13
+#define LT_GGML_Q6_K 14
 #define LT_GGML_BF16 30
 
 typedef struct lt_gguf lt_gguf; /* an opened, validated, mmapped GGUF file */
@@ -54,6 +63,19 @@ int lt_gguf_get_str(const lt_gguf *g, const char *key, const char **s, size_t *l
 int lt_gguf_get_arr(const lt_gguf *g, const char *key, lt_gguf_type *type, int64_t *n,
                     const void **data);
 int lt_gguf_arr_str(const lt_gguf *g, const char *key, int64_t i, const char **s, size_t *len);
+/* Metadata pair i (0 <= i < lt_gguf_n_kv, file order) as the file encodes
+ * it, for copying into another file (lt_gguf_writer_raw): the key (key_len
+ * bytes, not NUL-terminated), the type and the value's bytes after the type.
+ * Pointers into the mapping, valid until lt_gguf_close. */
+typedef struct {
+    const char *key;
+    size_t key_len;
+    lt_gguf_type type;
+    const void *raw;
+    size_t raw_len;
+} lt_gguf_kv_raw;
+int64_t lt_gguf_n_kv(const lt_gguf *g);
+int lt_gguf_kv_raw_at(const lt_gguf *g, int64_t i, lt_gguf_kv_raw *out); /* LT_ERANGE */
 int64_t lt_gguf_n_tensors(const lt_gguf *g);
 const lt_gguf_tensor *lt_gguf_tensor_at(const lt_gguf *g, int64_t i);
 const lt_gguf_tensor *lt_gguf_find_tensor(const lt_gguf *g, const char *name); /* NULL */
@@ -71,6 +93,9 @@ int lt_gguf_writer_arr_f32(lt_gguf_writer *w, const char *key, int64_t n, const 
 int lt_gguf_writer_arr_i32(lt_gguf_writer *w, const char *key, int64_t n, const int32_t *v);
 int lt_gguf_writer_tensor(lt_gguf_writer *w, const char *name, lt_dtype dtype, int n_dims,
                           const int64_t *ne, const void *data);
+/* A pair read by lt_gguf_kv_raw_at, copied as it is (the reader validated
+ * its encoding). */
+int lt_gguf_writer_raw(lt_gguf_writer *w, const lt_gguf_kv_raw *kv);
 int lt_gguf_writer_close(lt_gguf_writer *w); /* writes; frees w even on error */
 void lt_gguf_writer_abort(lt_gguf_writer *w); /* frees without writing */
 
@@ -231,6 +256,43 @@ int lt_modelgen_preset_opts(const char *name, lt_modelgen_opts *opts);
  * seed (qwen2: with q, k, v biases). */
 int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path);
 
+
+/* ---- quantising a model file (src/model/quantize.c) ------------------------------ */
+
+/* llama.cpp's general.file_type (LLAMA_FTYPE_*) of a file of one type; a
+ * K-quant alone counts as its _S mix. */
+uint32_t lt_file_type(lt_dtype t);
+
+/* What lt_quantize_file makes: every weight matrix in `type` (mix 0), or a
+ * llama.cpp mix (mix > 0, type its base: q3_k_m q3_k, q4_k_m q4_k, q5_k_m
+ * q5_k) with llama.cpp's type per tensor (output q6_k, some attn_v and
+ * ffn_down layers q6_k or q5_k, ...). */
+typedef struct {
+    lt_dtype type;
+    int mix;
+} lt_quant_target;
+/* A type name ("q4_k") or a mix name ("q4_k_m", either case). LT_EINVAL
+ * naming the choices otherwise. */
+int lt_quant_target_parse(const char *s, lt_quant_target *out);
+const char *lt_quant_target_name(const lt_quant_target *t);
+uint32_t lt_quant_target_file_type(const lt_quant_target *t);
+
+typedef struct {
+    lt_quant_target target;
+    /* Called once per tensor when its rows are written (i of n, in file
+     * order), may be NULL. */
+    void (*progress)(void *ctx, int64_t i, int64_t n, const lt_gguf_tensor *t, lt_dtype to);
+    void *progress_ctx;
+} lt_quantize_opts;
+
+/* Writes `out`: in's metadata (general.file_type and
+ * general.quantization_version set for the target) and tensors, the weight
+ * matrices (2-d or more, named *weight, not norms) in the target's types,
+ * the others as they are. A width the chosen type's block does not divide
+ * takes llama.cpp's fallback (q4_0, q5_0, q5_1, q8_0, or f16). Inputs are
+ * f32, f16, bf16 or q8_0 (any type may be dequantised to a float type).
+ * Nothing is left at `out` on failure. */
+int lt_quantize_file(const char *in, const char *out, const lt_quantize_opts *opts);
 
 /* ---- Llama runtime: the decoder as a program ---------------------------------- */
 

@@ -1,8 +1,10 @@
-/* Dtypes, q8_0 blocks, row conversion and tensor descriptors. */
-#include "looptune/core.h"
+/* Dtypes, q8_0 blocks, row conversion and tensor descriptors. The other
+ * quantisation types' blocks live in quant_legacy.c and quant_k.c. */
+#include "core/quant_internal.h"
 
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 _Static_assert(sizeof(lt_block_q8_0) == 34, "q8_0 block must match llama.cpp's 34 bytes");
 
@@ -15,6 +17,15 @@ static const struct {
     [LT_F16] = {"f16", 1, 2},
     [LT_BF16] = {"bf16", 1, 2},
     [LT_Q8_0] = {"q8_0", LT_QK8_0, sizeof(lt_block_q8_0)},
+    [LT_Q4_0] = {"q4_0", LT_QK4, sizeof(lt_block_q4_0)},
+    [LT_Q4_1] = {"q4_1", LT_QK4, sizeof(lt_block_q4_1)},
+    [LT_Q5_0] = {"q5_0", LT_QK4, sizeof(lt_block_q5_0)},
+    [LT_Q5_1] = {"q5_1", LT_QK4, sizeof(lt_block_q5_1)},
+    [LT_Q2_K] = {"q2_k", LT_QK_K, sizeof(lt_block_q2_k)},
+    [LT_Q3_K] = {"q3_k", LT_QK_K, sizeof(lt_block_q3_k)},
+    [LT_Q4_K] = {"q4_k", LT_QK_K, sizeof(lt_block_q4_k)},
+    [LT_Q5_K] = {"q5_k", LT_QK_K, sizeof(lt_block_q5_k)},
+    [LT_Q6_K] = {"q6_k", LT_QK_K, sizeof(lt_block_q6_k)},
 };
 _Static_assert(sizeof lt__dtypes / sizeof lt__dtypes[0] == LT_DTYPE_COUNT, "dtype table");
 
@@ -24,12 +35,13 @@ const char *lt_dtype_name(lt_dtype t) {
 
 int lt_dtype_parse(const char *s, lt_dtype *out) {
     for (int i = 0; i < LT_DTYPE_COUNT; i++) {
-        if (strcmp(s, lt__dtypes[i].name) == 0) {
+        if (strcasecmp(s, lt__dtypes[i].name) == 0) {
             *out = (lt_dtype)i;
             return LT_OK;
         }
     }
-    return lt_error(LT_EINVAL, "unknown dtype '%s' (expected f32, f16, bf16 or q8_0)", s);
+    return lt_error(LT_EINVAL, "unknown dtype '%s' (expected f32, f16, bf16, q8_0, q4_0, q4_1, "
+                               "q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k)", s);
 }
 
 int64_t lt_dtype_block(lt_dtype t) { return lt__dtypes[t].block; }
@@ -56,6 +68,15 @@ void lt_row_to_f32(lt_dtype t, const void *src, float *dst, int64_t n) {
         }
         break;
     }
+    case LT_Q4_0:
+    case LT_Q4_1:
+    case LT_Q5_0:
+    case LT_Q5_1: lt__dequant_legacy(t, src, dst, n); break;
+    case LT_Q2_K:
+    case LT_Q3_K:
+    case LT_Q4_K:
+    case LT_Q5_K:
+    case LT_Q6_K: lt__dequant_k(t, src, dst, n); break;
     default: LT_ASSERT(!"bad dtype");
     }
 }
@@ -85,6 +106,15 @@ void lt_row_from_f32(lt_dtype t, const float *src, void *dst, int64_t n) {
         for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = lt_f32_to_bf16(src[i]);
         break;
     case LT_Q8_0: quantize_row_q8_0(src, dst, n); break;
+    case LT_Q4_0:
+    case LT_Q4_1:
+    case LT_Q5_0:
+    case LT_Q5_1: lt__quant_legacy(t, src, dst, n); break;
+    case LT_Q2_K:
+    case LT_Q3_K:
+    case LT_Q4_K:
+    case LT_Q5_K:
+    case LT_Q6_K: lt__quant_k(t, src, dst, n); break;
     default: LT_ASSERT(!"bad dtype");
     }
 }

@@ -1,7 +1,7 @@
 /* EMBED: row t of the output is the token-embedding table's row
- * step->tokens[t], dequantised to f32 (table dtype f32, f16, bf16 or q8_0).
- * Conversion is exact for f16/bf16 and d * q for q8_0, so every ISA gives
- * bit-identical rows. Threads share the n x dim output elements as
+ * step->tokens[t], dequantised to f32 (table of any dtype). Conversion is
+ * exact for f16/bf16, d * q for q8_0 and lt_row_to_f32's for the other
+ * quantisation types, so every ISA gives bit-identical rows. Threads share the n x dim output elements as
  * contiguous runs in 32-element units (one q8_0 block), so a single token's
  * row is split too. */
 #include "kernels/ops_internal.h"
@@ -9,6 +9,22 @@
 #include <string.h>
 
 enum { P_MIN_CHUNK };
+
+/* Columns [c0, c1) of a q4_0 .. q6_k row as f32, dequantised a block at a
+ * time by the one portable dequantisation (shares are 32-aligned, so a
+ * share starts and ends inside a K-quant's super-block of 256): the same
+ * bits on every ISA. */
+static void quant_cols(lt_dtype t, const void *row, int64_t c0, int64_t c1, float *y) {
+    const int64_t blk = lt_dtype_block(t);
+    const size_t bb = lt_dtype_block_bytes(t);
+    float tmp[LT_QK_K];
+    LT_ASSERT(blk <= LT_QK_K);
+    for (int64_t b = c0 / blk; b * blk < c1; b++) {
+        lt_row_to_f32(t, (const char *)row + (size_t)b * bb, tmp, blk);
+        const int64_t lo = b * blk > c0 ? b * blk : c0, hi = (b + 1) * blk < c1 ? (b + 1) * blk : c1;
+        memcpy(y + (lo - c0), tmp + (lo - b * blk), (size_t)(hi - lo) * sizeof *y);
+    }
+}
 
 static void embed_drive(const lt_call *c, const lt_step *step, int ith, int nth,
                         const lt__embed_ops *ops) {
@@ -33,7 +49,7 @@ static void embed_drive(const lt_call *c, const lt_step *step, int ith, int nth,
             /* dim % 32 == 0 and shares are 32-aligned, so c0 starts a block */
             ops->q8_0(y, (const lt_block_q8_0 *)src + c0 / LT_QK8_0, c1 - c0);
             break;
-        default: LT_ASSERT(!"embed: bad table dtype");
+        default: quant_cols(table->dtype, src, c0, c1, y); break;
         }
         f += c1 - c0;
     }
@@ -56,7 +72,8 @@ static void embed_cost(const lt_call *c, const lt_step *s, double *bytes, double
     const lt_tensor *table = c->op[1];
     double n = (double)c->op[0]->ne[1], dim = (double)c->op[0]->ne[0];
     *bytes = n * (double)lt_dtype_row_bytes(table->dtype, table->ne[0]) + 4.0 * n * dim;
-    *flops = table->dtype == LT_Q8_0 ? n * dim : 0.0; /* d * q; conversions are not FLOPs */
+    /* d * q (and + m); conversions are not FLOPs */
+    *flops = lt_dtype_is_quant(table->dtype) ? n * dim : 0.0;
 }
 
 static int embed_check(const lt_call *c) {

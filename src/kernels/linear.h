@@ -96,10 +96,16 @@ static inline int64_t lt__q8_chunk(bool split, int64_t b, int64_t b1) {
 
 /* Elements [k, k + n) of W's row at row (k a multiple of 32, n <= 32, within
  * one block for q8_0) as f32, in either layout: the portable references'
- * dequantisation. */
+ * dequantisation (a K-quant's whole super-block is dequantised for it). */
 static inline void lt__row_chunk_f32(const lt_tensor *W, const char *row, int64_t k, int64_t n,
                                      float *w) {
-    if (W->layout == LT_LAYOUT_Q8_SPLIT) {
+    const int64_t blk = lt_dtype_block(W->dtype);
+    if (blk > 32) {
+        float sb[LT_QK_K];
+        LT_ASSERT(blk <= LT_QK_K);
+        lt_row_to_f32(W->dtype, row + lt_dtype_row_bytes(W->dtype, k / blk * blk), sb, blk);
+        for (int64_t j = 0; j < n; j++) w[j] = sb[k % blk + j];
+    } else if (W->layout == LT_LAYOUT_Q8_SPLIT) {
         float d;
         const int8_t *q = lt__q8_block(row, W->layout, W->ne[0] / LT_QK8_0, k / LT_QK8_0, &d);
         for (int64_t j = 0; j < n; j++) w[j] = d * (float)q[j];
@@ -310,6 +316,12 @@ bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int
                           const float *x);
 /* Tests set it to run the AVX-512BW lanes on a CPU with VNNI. */
 extern bool lt__q8i8_avoid_vnni;
+/* q4_0 .. q6_k W (matvec_q.c, every ISA's path for them): matvec rows of
+ * thread ith, and matmul output columns of thread ith (tasks of 16 W rows);
+ * false, nothing written, if the quantised x cannot be allocated. */
+bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth,
+                      const float *x);
+bool lt__matmul_quant(const lt_call *call, int ith, int nth);
 /* The portable act_int8 = 1 path (matvec.c), same contract. */
 bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth,
                          const float *x);

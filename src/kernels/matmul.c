@@ -4,6 +4,7 @@
  * matmul_avx512.c) share. */
 #include "kernels/linear.h"
 #include "kernels/ops_internal.h"
+#include "kernels/qdot.h"
 
 #include <pthread.h>
 
@@ -99,8 +100,11 @@ void lt__matmul_drive(const lt_call *call, int ith, int nth, int64_t panel_rows,
     }
 }
 
+/* q4_0 .. q6_k: integer dots with x quantised per block (matvec_q.c), the
+ * f32 sums only if that scratch cannot be allocated. */
 static void matmul_portable(const lt_call *call, const lt_step *step, int ith, int nth) {
     (void)step;
+    if (lt__qtype_of(call->op[1]->dtype) && lt__matmul_quant(call, ith, nth)) return;
     int64_t r0, r1;
     lt__linear_split(call->op[1]->ne[1], 16, ith, nth, &r0, &r1);
     lt__matmul_ref_rows(call, r0, r1);
@@ -150,7 +154,7 @@ static int matmul_check(const lt_call *call) {
                         (long long)W->ne[3]);
     int lrc = lt__check_layout(W, "matmul");
     if (lrc != LT_OK) return lrc;
-    int64_t align = W->dtype == LT_Q8_0 ? LT_QK8_0 : 1;
+    const int64_t align = lt_dtype_block(W->dtype);
     if (cols % align != 0)
         return lt_error(LT_EINVAL, "matmul: W (%s) has %lld columns, not a multiple of %lld",
                         lt_dtype_name(W->dtype), (long long)cols, (long long)align);
@@ -186,12 +190,15 @@ static void matmul_cost(const lt_call *call, const lt_step *step, double *bytes,
  * portable path, which computes the same sums. */
 #if LT_HAVE_X86
 static void matmul_avx2_any(const lt_call *call, const lt_step *step, int ith, int nth) {
-    if (call->op[1]->ne[0] % 16) matmul_portable(call, step, ith, nth);
+    /* q4_0 .. q6_k have no vector path yet: the portable one's bits */
+    if (call->op[1]->ne[0] % 16 || lt__qtype_of(call->op[1]->dtype))
+        matmul_portable(call, step, ith, nth);
     else lt__matmul_avx2(call, step, ith, nth);
 }
 
 static void matmul_avx512_any(const lt_call *call, const lt_step *step, int ith, int nth) {
-    if (call->op[1]->ne[0] % 16) matmul_portable(call, step, ith, nth);
+    if (call->op[1]->ne[0] % 16 || lt__qtype_of(call->op[1]->dtype))
+        matmul_portable(call, step, ith, nth);
     else lt__matmul_avx512(call, step, ith, nth);
 }
 #endif

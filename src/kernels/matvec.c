@@ -3,6 +3,7 @@
  * The AVX2 / AVX-512 paths live in matvec_avx2.c / matvec_avx512.c. */
 #include "kernels/linear.h"
 #include "kernels/ops_internal.h"
+#include "kernels/qdot.h"
 
 #include <stdalign.h>
 
@@ -15,11 +16,14 @@ static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int it
  * and summed in float, rows split over threads exactly as the ISA paths do.
  * unroll, k_block and prefetch do not change what it computes. For q8_0 W
  * with act_int8 = 1 (or else act_int16 = 1) it computes the integer-dot sums
- * of linear.h instead. */
+ * of linear.h instead, and for q4_0 .. q6_k those of qdot.h (matvec_q.c;
+ * the f32 sums only if the quantised x cannot be allocated). */
 static void matvec_portable_x(const lt_call *call, const lt_step *step, int ith, int nth,
                               const float *x) {
     const lt_tensor *W = call->op[1];
-    if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8]) {
+    if (lt__qtype_of(W->dtype)) {
+        if (lt__matvec_quant(call, step, ith, nth, x)) return;
+    } else if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8]) {
         if (lt__matvec_q8i8_ref(call, step, ith, nth, x)) return;
     } else if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT16] &&
                matvec_portable_i16(call, step, ith, nth, x)) {
@@ -203,7 +207,7 @@ static int matvec_check(const lt_call *call) {
                         (long long)W->ne[3]);
     int lrc = lt__check_layout(W, "matvec");
     if (lrc != LT_OK) return lrc;
-    int64_t align = W->dtype == LT_Q8_0 ? LT_QK8_0 : 1;
+    const int64_t align = lt_dtype_block(W->dtype); /* whole blocks: 32, or 256 for K-quants */
     if (cols % align != 0)
         return lt_error(LT_EINVAL, "matvec: W (%s) has %lld columns, not a multiple of %lld",
                         lt_dtype_name(W->dtype), (long long)cols, (long long)align);
@@ -296,13 +300,16 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
 #if LT_HAVE_X86
 static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *x) {
-    if (call->op[1]->ne[0] % 16) matvec_portable_x(call, step, ith, nth, x);
+    /* q4_0 .. q6_k have no vector path yet: the portable one's bits */
+    if (call->op[1]->ne[0] % 16 || lt__qtype_of(call->op[1]->dtype))
+        matvec_portable_x(call, step, ith, nth, x);
     else lt__matvec_avx2(call, step, ith, nth, x);
 }
 
 static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, int nth,
                             const float *x) {
-    if (call->op[1]->ne[0] % 16) matvec_portable_x(call, step, ith, nth, x);
+    if (call->op[1]->ne[0] % 16 || lt__qtype_of(call->op[1]->dtype))
+        matvec_portable_x(call, step, ith, nth, x);
     else lt__matvec_avx512(call, step, ith, nth, x);
 }
 #endif

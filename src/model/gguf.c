@@ -32,6 +32,8 @@ typedef struct {
     int64_t arr_n;         /* ARRAY: element count */
     void *arr_copy;        /* ARRAY of scalars: owned, aligned copy */
     size_t *arr_str_off;   /* ARRAY of STRING: file offset of each element's length */
+    const uint8_t *raw;    /* the value as the file encodes it (after the type) ... */
+    size_t raw_len;        /* ... and its length, for copying it to another file */
 } gguf_kv;
 
 struct lt_gguf {
@@ -77,7 +79,10 @@ const char *lt__gguf_type_name(lt_gguf_type t) {
 int lt__dtype_to_ggml(lt_dtype t) {
     static const int ggml[] = {
         [LT_F32] = LT_GGML_F32, [LT_F16] = LT_GGML_F16, [LT_BF16] = LT_GGML_BF16,
-        [LT_Q8_0] = LT_GGML_Q8_0,
+        [LT_Q8_0] = LT_GGML_Q8_0, [LT_Q4_0] = LT_GGML_Q4_0, [LT_Q4_1] = LT_GGML_Q4_1,
+        [LT_Q5_0] = LT_GGML_Q5_0, [LT_Q5_1] = LT_GGML_Q5_1, [LT_Q2_K] = LT_GGML_Q2_K,
+        [LT_Q3_K] = LT_GGML_Q3_K, [LT_Q4_K] = LT_GGML_Q4_K, [LT_Q5_K] = LT_GGML_Q5_K,
+        [LT_Q6_K] = LT_GGML_Q6_K,
     };
     _Static_assert(sizeof ggml / sizeof ggml[0] == LT_DTYPE_COUNT, "ggml type table");
     LT_ASSERT((unsigned)t < LT_DTYPE_COUNT);
@@ -205,17 +210,21 @@ static int parse_kv(cursor *c, int64_t i, gguf_kv *kv) {
     if (type >= LT_GGUF_TYPE_COUNT)
         return lt_error(LT_EFORMAT, "%s: %s: unknown value type %u", c->path, item, type);
     kv->type = (lt_gguf_type)type;
+    const size_t start = c->pos;
     if (type == LT_GGUF_STRING) {
         const char *s;
         if ((st = rd_str(c, item, &s, &kv->str_len))) return st;
         kv->val = (const uint8_t *)s;
-        return LT_OK;
+    } else if (type == LT_GGUF_ARRAY) {
+        if ((st = parse_array(c, kv, item))) return st;
+    } else {
+        size_t sz = lt__gguf_type_size(kv->type);
+        if (cur_left(c) < sz) return truncated(c, item, sz);
+        kv->val = c->p + c->pos;
+        c->pos += sz;
     }
-    if (type == LT_GGUF_ARRAY) return parse_array(c, kv, item);
-    size_t sz = lt__gguf_type_size(kv->type);
-    if (cur_left(c) < sz) return truncated(c, item, sz);
-    kv->val = c->p + c->pos;
-    c->pos += sz;
+    kv->raw = c->p + start;
+    kv->raw_len = c->pos - start;
     return LT_OK;
 }
 
@@ -307,7 +316,7 @@ static int parse_tensor_info(lt_gguf *g, cursor *c, int64_t i, uint64_t *offset)
     if (!lt__ggml_to_dtype(type, &t->dtype))
         return lt_error(LT_EUNSUPPORTED,
                         "%s: %s: ggml type %u (%s) not supported (looptune reads f32, f16, "
-                        "bf16, q8_0)",
+                        "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k)",
                         c->path, item, type, ggml_type_name(type));
     if (t->ne[0] % lt_dtype_block(t->dtype) != 0)
         return lt_error(LT_EFORMAT, "%s: %s: ne[0] = %lld is not a multiple of the %s block (%lld)",
@@ -319,6 +328,9 @@ static int parse_tensor_info(lt_gguf *g, cursor *c, int64_t i, uint64_t *offset)
     return rd_u64(c, item, offset);
 }
 
+/* Rows of a tensor: every dimension but the first. */
+static int64_t lt_tensor_rows(const lt_gguf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
 /* Places tensors in the data section: aligned, inside the file. */
 static int place_tensor(lt_gguf *g, int64_t i, uint64_t off) {
     lt_gguf_tensor *t = &g->tensors[i];
@@ -328,8 +340,10 @@ static int place_tensor(lt_gguf *g, int64_t i, uint64_t off) {
                         "alignment %zu", g->path, t->name, (unsigned long long)off, g->alignment);
     if (off > data_bytes || t->nbytes > data_bytes - off)
         return lt_error(LT_EFORMAT, "%s: tensor '%.80s': data at offset %llu (+%zu bytes) past "
-                        "end of file (data section holds %zu bytes)", g->path, t->name,
-                        (unsigned long long)off, t->nbytes, data_bytes);
+                        "end of file (data section holds %zu bytes): truncated, or not the size "
+                        "of %s %lld x %lld", g->path, t->name, (unsigned long long)off,
+                        t->nbytes, data_bytes, lt_dtype_name(t->dtype), (long long)t->ne[0],
+                        (long long)(lt_tensor_rows(t)));
     /* kernels read f32 as float and f16/bf16/q8_0 as uint16: natural alignment */
     size_t natural = t->dtype == LT_F32 ? 4 : 2;
     if ((g->data_off + off) % natural != 0)
@@ -337,6 +351,39 @@ static int place_tensor(lt_gguf *g, int64_t i, uint64_t off) {
                         g->path, t->name, (unsigned long long)off, lt_dtype_name(t->dtype));
     t->data = g->map + g->data_off + off;
     return LT_OK;
+}
+
+/* No tensor's bytes (the size its type and shape give) run into the next
+ * tensor's: the size a writer meant differs from the one it declared. */
+typedef struct {
+    uint64_t off;
+    int64_t i;
+} placed;
+
+static int cmp_placed(const void *a, const void *b) {
+    uint64_t x = ((const placed *)a)->off, y = ((const placed *)b)->off;
+    return x < y ? -1 : x > y;
+}
+
+static int check_no_overlap(const lt_gguf *g, const uint64_t *offsets) {
+    if (g->n_tensors < 2) return LT_OK;
+    placed *p = malloc((size_t)g->n_tensors * sizeof *p);
+    if (!p) return lt_error(LT_ENOMEM, "%s: out of memory", g->path);
+    for (int64_t i = 0; i < g->n_tensors; i++) p[i] = (placed){offsets[i], i};
+    qsort(p, (size_t)g->n_tensors, sizeof *p, cmp_placed);
+    int st = LT_OK;
+    for (int64_t k = 0; k + 1 < g->n_tensors && st == LT_OK; k++) {
+        const lt_gguf_tensor *a = &g->tensors[p[k].i], *b = &g->tensors[p[k + 1].i];
+        if (p[k].off + a->nbytes > p[k + 1].off)
+            st = lt_error(LT_EFORMAT, "%s: tensor '%.80s': %zu bytes (%s %lld x %lld) at offset "
+                          "%llu run into tensor '%.80s' at offset %llu: its byte size does not "
+                          "match its type and shape", g->path, a->name, a->nbytes,
+                          lt_dtype_name(a->dtype), (long long)a->ne[0],
+                          (long long)lt_tensor_rows(a), (unsigned long long)p[k].off, b->name,
+                          (unsigned long long)p[k + 1].off);
+    }
+    free(p);
+    return st;
 }
 
 /* ---- open / close -------------------------------------------------------------- */
@@ -437,6 +484,7 @@ static int parse(lt_gguf *g) {
         for (int64_t i = 0; i < g->n_tensors && st == LT_OK; i++)
             st = place_tensor(g, i, offsets[i]);
     }
+    if (st == LT_OK) st = check_no_overlap(g, offsets);
     free(offsets);
     if (st) return st;
     if (!(g->t_order = sorted_order(g, g->n_tensors, t_order_cmp)))
@@ -584,6 +632,17 @@ int lt_gguf_arr_str(const lt_gguf *g, const char *key, int64_t i, const char **s
     memcpy(&l, g->map + kv->arr_str_off[i], 8); /* bounds checked at open */
     *s = (const char *)g->map + kv->arr_str_off[i] + 8;
     *len = (size_t)l;
+    return LT_OK;
+}
+
+int64_t lt_gguf_n_kv(const lt_gguf *g) { return g->n_kv; }
+
+int lt_gguf_kv_raw_at(const lt_gguf *g, int64_t i, lt_gguf_kv_raw *out) {
+    if (i < 0 || i >= g->n_kv) return lt_error(LT_ERANGE, "%s: no metadata pair %lld", g->path,
+                                               (long long)i);
+    const gguf_kv *kv = &g->kv[i];
+    *out = (lt_gguf_kv_raw){.key = kv->key, .key_len = kv->key_len, .type = kv->type,
+                            .raw = kv->raw, .raw_len = kv->raw_len};
     return LT_OK;
 }
 

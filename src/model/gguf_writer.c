@@ -183,6 +183,19 @@ int lt_gguf_writer_arr_str(lt_gguf_writer *w, const char *key, int64_t n,
     return st;
 }
 
+int lt_gguf_writer_raw(lt_gguf_writer *w, const lt_gguf_kv_raw *kv) {
+    if (w->status) return w->status;
+    if ((unsigned)kv->type >= LT_GGUF_TYPE_COUNT || kv->key_len == 0 ||
+        memchr(kv->key, 0, kv->key_len))
+        return fail(w, lt_error(LT_EINVAL, "%s: a copied metadata pair has a bad key or type",
+                                w->path));
+    char *key = strndup(kv->key, kv->key_len);
+    if (!key) return fail(w, lt_error(LT_ENOMEM, "%s: out of memory", w->path));
+    int st = begin_kv(w, key, kv->type);
+    free(key);
+    return st ? st : put(w, &w->meta, kv->raw, kv->raw_len);
+}
+
 int lt_gguf_writer_arr_f32(lt_gguf_writer *w, const char *key, int64_t n, const float *v) {
     return lt__gguf_writer_arr(w, key, LT_GGUF_F32, n, v);
 }

@@ -110,12 +110,6 @@ static int gen_fill(void *ctx, int64_t row0, int64_t nrows, void *dst) {
 
 /* ---- metadata ------------------------------------------------------------------ */
 
-static uint32_t file_type(lt_dtype t) {
-    /* llama.cpp's LLAMA_FTYPE: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_BF16 */
-    static const uint32_t ft[] = {[LT_F32] = 0, [LT_F16] = 1, [LT_BF16] = 32, [LT_Q8_0] = 7};
-    _Static_assert(sizeof ft / sizeof ft[0] == LT_DTYPE_COUNT, "file types");
-    return ft[t];
-}
 
 static int write_meta(lt_gguf_writer *w, const lt_modelgen_opts *o, const lt__vocab_arrays *v) {
     const lt_llama_config *c = &o->cfg;
@@ -130,7 +124,7 @@ static int write_meta(lt_gguf_writer *w, const lt_modelgen_opts *o, const lt__vo
     int st = LT_OK;
     if (!st) st = lt_gguf_writer_str(w, "general.architecture", lt_arch_name(a));
     if (!st) st = lt_gguf_writer_str(w, "general.name", name);
-    if (!st) st = lt_gguf_writer_u32(w, "general.file_type", file_type(o->dtype));
+    if (!st) st = lt_gguf_writer_u32(w, "general.file_type", lt_file_type(o->dtype));
     if (!st) st = lt_gguf_writer_u32(w, KEY("vocab_size"), (uint32_t)c->vocab_size);
     if (!st) st = lt_gguf_writer_u32(w, KEY("context_length"), (uint32_t)c->seq_len);
     if (!st) st = lt_gguf_writer_u32(w, KEY("embedding_length"), (uint32_t)c->dim);

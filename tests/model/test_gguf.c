@@ -518,8 +518,12 @@ static void test_bad_tensors(void) {
     s.a_ne[1] = 1ull << 63;
     expect_fail("ne63", &s, LT_EFORMAT, "element count overflows");
     s = base_spec();
-    s.a_type = 2;
-    expect_fail("q4_0", &s, LT_EUNSUPPORTED, "tensor 'a': ggml type 2 (q4_0) not supported");
+    s.a_type = 9; /* q8_1: ggml's activation blocks, never a weight type looptune reads */
+    expect_fail("q8_1", &s, LT_EUNSUPPORTED, "tensor 'a': ggml type 9 (q8_1) not supported");
+    s.a_type = LT_GGML_Q4_K; /* ne[0] = 4 is no q4_k super-block */
+    expect_fail("q4kblk", &s, LT_EFORMAT, "ne[0] = 4 is not a multiple of the q4_k block (256)");
+    s.a_type = LT_GGML_Q5_0;
+    expect_fail("q50blk", &s, LT_EFORMAT, "ne[0] = 4 is not a multiple of the q5_0 block (32)");
     s.a_type = 99;
     expect_fail("t99", &s, LT_EUNSUPPORTED, "tensor 'a': ggml type 99 (unknown) not supported");
     s = base_spec();
@@ -534,6 +538,11 @@ static void test_bad_tensors(void) {
     s.b_off = 36;
     expect_fail("misalign", &s, LT_EFORMAT, "tensor 'b': offset 36 is not a multiple of the "
                                             "alignment 32");
+    s = base_spec();
+    s.a_ne[0] = 8; /* 64 bytes of f32 declared where the file holds 32 before b */
+    expect_fail("overrun", &s, LT_EFORMAT, "tensor 'a': 64 bytes (f32 8 x 2) at offset 0 run "
+                                           "into tensor 'b' at offset 32: its byte size does not "
+                                           "match its type and shape");
     s = base_spec();
     s.b_name = "a";
     expect_fail("duptensor", &s, LT_EFORMAT, "duplicate tensor 'a'");

@@ -27,6 +27,7 @@ int lt_cli_bad_option(const char *cmd, int opt, const char *arg0);
 int lt_cmd_run(int argc, char **argv);
 int lt_cmd_bench(int argc, char **argv);
 int lt_cmd_modelgen(int argc, char **argv);
+int lt_cmd_quantize(int argc, char **argv);
 int lt_cmd_broker(int argc, char **argv);
 int lt_cmd_tail(int argc, char **argv);
 int lt_cmd_top(int argc, char **argv);

@@ -33,6 +33,7 @@ static const struct {
     {"bench", lt_cmd_bench, "decode benchmark with the machine's memory bandwidth as the ceiling"},
     {"tune", lt_cmd_tune, "search kernel and executor parameters; best ones go to the config store"},
     {"model-gen", lt_cmd_modelgen, "write a random-weight Llama model (GGUF) of a preset shape"},
+    {"quantize", lt_cmd_quantize, "rewrite a GGUF model's weights in a quantisation type or mix"},
     {"broker", lt_cmd_broker, "run the embedded development Kafka broker (in memory)"},
     {"tail", lt_cmd_tail, "print the looptune records of a Kafka topic as JSON lines"},
     {"optimizer", lt_cmd_optimizer, "the online optimizer service: telemetry in, better parameters out"},

@@ -1,0 +1,120 @@
+/* matvec and matmul for the quantisation types with integer dots (q4_0 ..
+ * q6_k, qdot.h): x quantised per block once per thread and node step (the
+ * cache below), then each row's dot in qdot.h's order. This is every ISA's
+ * path for these types for now: the AVX2 and AVX-512 entries call it, so all
+ * give the same bits. Parameters: rows_per_task (the task split, as for
+ * every matvec) and prefetch (bytes of the row ahead, touched per block);
+ * unroll, k_block and the act_* modes do not change it. */
+#include "kernels/linear.h"
+#include "kernels/qdot.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static const lt__qtype qtypes[LT_DTYPE_COUNT] = {
+    [LT_Q4_0] = {32, sizeof(lt__xq32), lt__xq32_quant, lt__qdot_q4_0},
+    [LT_Q4_1] = {32, sizeof(lt__xq32), lt__xq32_quant, lt__qdot_q4_1},
+    [LT_Q5_0] = {32, sizeof(lt__xq32), lt__xq32_quant, lt__qdot_q5_0},
+    [LT_Q5_1] = {32, sizeof(lt__xq32), lt__xq32_quant, lt__qdot_q5_1},
+    [LT_Q2_K] = {LT_QK_K, sizeof(lt__xqk), lt__xqk_quant, lt__qdot_q2_k},
+    [LT_Q3_K] = {LT_QK_K, sizeof(lt__xqk), lt__xqk_quant, lt__qdot_q3_k},
+    [LT_Q4_K] = {LT_QK_K, sizeof(lt__xqk), lt__xqk_quant, lt__qdot_q4_k},
+    [LT_Q5_K] = {LT_QK_K, sizeof(lt__xqk), lt__xqk_quant, lt__qdot_q5_k},
+    [LT_Q6_K] = {LT_QK_K, sizeof(lt__xqk), lt__xqk_quant, lt__qdot_q6_k},
+};
+
+const lt__qtype *lt__qtype_of(lt_dtype t) {
+    return (unsigned)t < LT_DTYPE_COUNT && qtypes[t].dot ? &qtypes[t] : NULL;
+}
+
+/* ---- the per-thread cache of quantised x ------------------------------------- */
+
+typedef struct {
+    const lt_call *call; /* key: the node, its x, the execution (0: nothing) and the quantiser */
+    const float *x;
+    uint64_t seq;
+    lt__xquant_fn quant;
+    char *buf;
+    size_t cap;
+} xq_cache;
+
+static _Thread_local xq_cache tl_c;
+static pthread_key_t c_key; /* its destructor frees a thread's buffer at exit */
+static pthread_once_t c_once = PTHREAD_ONCE_INIT;
+static void c_free(void *p) { lt_aligned_free(p); }
+static void c_make_key(void) { LT_ASSERT(pthread_key_create(&c_key, c_free) == 0); }
+
+/* x (cols floats) quantised for qt, this thread's copy for (call, x,
+ * step->seq): valid until this thread's next call. NULL if out of memory. */
+static const void *xq_get(const lt_call *call, const lt_step *step, const float *x, int64_t cols,
+                          const lt__qtype *qt) {
+    xq_cache *c = &tl_c;
+    const uint64_t seq = step ? step->seq : 0;
+    if (seq != 0 && c->seq == seq && c->call == call && c->x == x && c->quant == qt->quant)
+        return c->buf;
+    if (!lt__tl_reserve(&c->buf, &c->cap, (size_t)(cols / qt->block) * qt->xq_bytes, &c_once,
+                        &c_key, c_make_key)) {
+        c->seq = 0;
+        return NULL;
+    }
+    qt->quant(x, cols, c->buf);
+    *c = (xq_cache){call, x, seq, qt->quant, c->buf, c->cap};
+    return c->buf;
+}
+
+/* ---- matvec ------------------------------------------------------------------- */
+
+/* The dot of one row, with the row's bytes `pf` ahead touched first. */
+static inline float row_dot(const lt__qtype *qt, const char *row, size_t row_bytes,
+                            const void *xq, int64_t nb, size_t pf) {
+    if (pf)
+        for (size_t o = 0; o < row_bytes; o += LT_CACHE_LINE) __builtin_prefetch(row + o + pf);
+    return qt->dot(row, xq, nb);
+}
+
+bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth, const float *x) {
+    const lt_tensor *W = call->op[1];
+    const lt__qtype *qt = lt__qtype_of(W->dtype);
+    LT_ASSERT(qt);
+    const int64_t rows = W->ne[1], cols = W->ne[0], nb = cols / qt->block;
+    const void *xq = xq_get(call, step, x, cols, qt);
+    if (!xq) return false;
+    float *y = call->op[0]->data;
+    const bool acc = call->ia[0] != 0;
+    const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
+    const size_t rb = lt_dtype_row_bytes(W->dtype, cols);
+    int64_t r0, r1;
+    lt__linear_split(rows, call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float s = row_dot(qt, lt_tensor_row(W, r), rb, xq, nb, pf);
+        y[r] = acc ? y[r] + s : s;
+    }
+    return true;
+}
+
+/* ---- matmul --------------------------------------------------------------------- */
+
+bool lt__matmul_quant(const lt_call *call, int ith, int nth) {
+    const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
+    const lt__qtype *qt = lt__qtype_of(W->dtype);
+    LT_ASSERT(qt);
+    const int64_t rows = W->ne[1], cols = W->ne[0], n = Y->ne[1], nb = cols / qt->block;
+    int64_t r0, r1;
+    lt__linear_split(rows, 16, ith, nth, &r0, &r1);
+    if (r0 >= r1) return true;
+    /* every token's x quantised into this thread's scratch */
+    const size_t xb = (size_t)nb * qt->xq_bytes;
+    char *xq = (char *)lt__linear_scratch(xb * (size_t)n);
+    if (!xq) return false;
+    for (int64_t i = 0; i < n; i++) qt->quant(lt_tensor_row(X, i), cols, xq + (size_t)i * xb);
+    const bool acc = call->ia[0] != 0;
+    for (int64_t j = r0; j < r1; j++) {
+        const char *row = lt_tensor_row(W, j);
+        for (int64_t i = 0; i < n; i++) {
+            float *y = (float *)lt_tensor_row(Y, i) + j;
+            const float s = qt->dot(row, xq + (size_t)i * xb, nb);
+            *y = acc ? *y + s : s;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,142 @@
+/* The K-quants' integer dots (q2_k .. q6_k with activations in lt__xqk
+ * blocks) and that activation quantiser, portably; the arithmetic order is
+ * qdot.h's. Where each level lives is written out in src/core/quant_k.c. */
+#include "kernels/qdot.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* round to nearest, ties to even (ggml's nearest_int; |x| <= 127 here) */
+static inline int nearest(float x) { return (int)lrintf(x); }
+
+void lt__xqk_quant(const float *x, int64_t n, void *out) {
+    lt__xqk *y = out;
+    for (int64_t b = 0; b < n / LT_QK_K; b++) {
+        const float *xb = x + LT_QK_K * b;
+        float amax = 0.0f, max = 0.0f;
+        bool finite = true;
+        for (int j = 0; j < LT_QK_K; j++) {
+            const float a = fabsf(xb[j]);
+            finite &= a <= FLT_MAX;
+            if (a > amax) {
+                amax = a;
+                max = xb[j];
+            }
+        }
+        const float iscale = -127.0f / max;
+        memset(y[b].bsums, 0, sizeof y[b].bsums);
+        if (!finite || !(fabsf(iscale) <= FLT_MAX)) {
+            y[b].d = finite ? 0.0f : NAN;
+            memset(y[b].qs, 0, sizeof y[b].qs);
+            continue;
+        }
+        for (int j = 0; j < LT_QK_K; j++) {
+            const int v = nearest(iscale * xb[j]);
+            y[b].qs[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            y[b].bsums[j / 16] = (int16_t)(y[b].bsums[j / 16] + y[b].qs[j]);
+        }
+        y[b].d = 1.0f / iscale;
+    }
+}
+
+/* sum over the 16 or 32 elements [e0, e0 + n) of level * q_x */
+static inline int32_t dot_range(const int8_t *lv, const int8_t *qx, int e0, int n) {
+    int32_t s = 0;
+    for (int e = e0; e < e0 + n; e++) s += (int32_t)lv[e] * qx[e];
+    return s;
+}
+
+static inline int low2(const uint8_t *qs, int e) { return qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32)) & 3; }
+static inline int low4(const uint8_t *qs, int e) {
+    const uint8_t v = qs[32 * (e / 64) + e % 32];
+    return e % 64 < 32 ? v & 0x0f : v >> 4;
+}
+
+float lt__qdot_q2_k(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q2_k *w = row;
+    const lt__xqk *x = xq;
+    float acc = 0.0f;
+    int8_t lv[LT_QK_K];
+    for (int64_t b = 0; b < nb; b++) {
+        for (int e = 0; e < LT_QK_K; e++) lv[e] = (int8_t)low2(w[b].qs, e);
+        int32_t S = 0, M = 0;
+        for (int j = 0; j < 16; j++) {
+            S += (w[b].scales[j] & 0x0f) * dot_range(lv, x[b].qs, 16 * j, 16);
+            M += (w[b].scales[j] >> 4) * x[b].bsums[j];
+        }
+        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)S, acc);
+        acc = fmaf(-(lt_f16_to_f32(w[b].dmin) * x[b].d), (float)M, acc);
+    }
+    return acc;
+}
+
+float lt__qdot_q3_k(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q3_k *w = row;
+    const lt__xqk *x = xq;
+    float acc = 0.0f;
+    int8_t lv[LT_QK_K], sc[16];
+    for (int64_t b = 0; b < nb; b++) {
+        for (int e = 0; e < LT_QK_K; e++)
+            lv[e] = (int8_t)(low2(w[b].qs, e) - (w[b].hmask[e % 32] >> (e / 32) & 1 ? 0 : 4));
+        lt_q3k_scales(w[b].scales, sc);
+        int32_t S = 0;
+        for (int j = 0; j < 16; j++) S += sc[j] * dot_range(lv, x[b].qs, 16 * j, 16);
+        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)S, acc);
+    }
+    return acc;
+}
+
+/* q4_k (qh NULL) and q5_k */
+static float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
+                     const uint8_t *qs, const lt__xqk *x, float acc) {
+    int8_t lv[LT_QK_K];
+    uint8_t sc[8], m[8];
+    for (int e = 0; e < LT_QK_K; e++)
+        lv[e] = (int8_t)(low4(qs, e) + (qh && (qh[e % 32] >> (e / 32) & 1) ? 16 : 0));
+    lt_qk_scale_min(scales, sc, m);
+    int32_t S = 0, M = 0;
+    for (int j = 0; j < 8; j++) {
+        S += sc[j] * dot_range(lv, x->qs, 32 * j, 32);
+        M += m[j] * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
+    }
+    acc = fmaf(lt_f16_to_f32(dh) * x->d, (float)S, acc);
+    return fmaf(-(lt_f16_to_f32(dminh) * x->d), (float)M, acc);
+}
+
+float lt__qdot_q4_k(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q4_k *w = row;
+    const lt__xqk *x = xq;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++)
+        acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, NULL, w[b].qs, &x[b], acc);
+    return acc;
+}
+
+float lt__qdot_q5_k(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q5_k *w = row;
+    const lt__xqk *x = xq;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++)
+        acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, w[b].qh, w[b].qs, &x[b], acc);
+    return acc;
+}
+
+float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q6_k *w = row;
+    const lt__xqk *x = xq;
+    float acc = 0.0f;
+    int8_t lv[LT_QK_K];
+    for (int64_t b = 0; b < nb; b++) {
+        for (int e = 0; e < LT_QK_K; e++) {
+            const int h = e / 128, g = (e % 128) / 32, l = e % 32;
+            const uint8_t v = w[b].ql[64 * h + 32 * (g % 2) + l];
+            const int lo = g >= 2 ? v >> 4 : v & 0x0f, hi = w[b].qh[32 * h + l] >> (2 * g) & 3;
+            lv[e] = (int8_t)((lo | hi << 4) - 32);
+        }
+        int32_t S = 0;
+        for (int j = 0; j < 16; j++) S += w[b].scales[j] * dot_range(lv, x[b].qs, 16 * j, 16);
+        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)S, acc);
+    }
+    return acc;
+}

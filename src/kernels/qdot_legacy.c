@@ -1,0 +1,103 @@
+/* The legacy types' integer dots (q4_0, q4_1, q5_0, q5_1 with activations
+ * in lt__xq32 blocks) and that activation quantiser, portably; the
+ * arithmetic order is qdot.h's. */
+#include "kernels/qdot.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+void lt__xq32_quant(const float *x, int64_t n, void *out) {
+    lt__xq32 *y = out;
+    for (int64_t b = 0; b < n / 32; b++) {
+        const float *xb = x + 32 * b;
+        float amax = 0.0f;
+        bool finite = true;
+        for (int j = 0; j < 32; j++) {
+            const float a = fabsf(xb[j]);
+            finite &= a <= FLT_MAX; /* false for NaN and infinity */
+            amax = a > amax ? a : amax;
+        }
+        const float inv = 127.0f / amax;
+        if (!finite || !(inv <= FLT_MAX)) { /* NaN / infinity, or zero (or nearly) */
+            y[b].d = y[b].s = finite ? 0.0f : NAN;
+            memset(y[b].qs, 0, sizeof y[b].qs);
+            continue;
+        }
+        y[b].d = amax / 127.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) {
+            long v = lrintf(xb[j] * inv); /* |v| <= 127: |xb[j] * inv| <= 127 (1 + 2^-24) */
+            y[b].qs[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            sum += y[b].qs[j];
+        }
+        y[b].s = y[b].d * (float)sum;
+    }
+}
+
+/* The 32 levels of a block, element j from the low nibble of qs[j] (j < 16)
+ * or the high nibble of qs[j - 16], the fifth bit (if qh) from bit j of qh. */
+static inline void levels(const uint8_t qs[16], const uint8_t *qh, int off, int8_t q[32]) {
+    uint32_t h = 0;
+    if (qh) memcpy(&h, qh, 4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)((qs[j] & 0x0f) + (int)(h >> j & 1u) * 16 - off);
+        q[j + 16] = (int8_t)((qs[j] >> 4) + (int)(h >> (j + 16) & 1u) * 16 - off);
+    }
+}
+
+static inline int32_t dot32(const int8_t *a, const int8_t *b) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; j++) s += (int32_t)a[j] * b[j];
+    return s;
+}
+
+float lt__qdot_q4_0(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q4_0 *w = row;
+    const lt__xq32 *x = xq;
+    float acc = 0.0f;
+    int8_t q[32];
+    for (int64_t b = 0; b < nb; b++) {
+        levels(w[b].qs, NULL, 8, q);
+        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)dot32(q, x[b].qs), acc);
+    }
+    return acc;
+}
+
+float lt__qdot_q5_0(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q5_0 *w = row;
+    const lt__xq32 *x = xq;
+    float acc = 0.0f;
+    int8_t q[32];
+    for (int64_t b = 0; b < nb; b++) {
+        levels(w[b].qs, w[b].qh, 16, q);
+        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)dot32(q, x[b].qs), acc);
+    }
+    return acc;
+}
+
+float lt__qdot_q4_1(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q4_1 *w = row;
+    const lt__xq32 *x = xq;
+    float acc = 0.0f;
+    int8_t q[32];
+    for (int64_t b = 0; b < nb; b++) {
+        levels(w[b].qs, NULL, 0, q);
+        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)dot32(q, x[b].qs), acc);
+        acc = fmaf(lt_f16_to_f32(w[b].m), x[b].s, acc);
+    }
+    return acc;
+}
+
+float lt__qdot_q5_1(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q5_1 *w = row;
+    const lt__xq32 *x = xq;
+    float acc = 0.0f;
+    int8_t q[32];
+    for (int64_t b = 0; b < nb; b++) {
+        levels(w[b].qs, w[b].qh, 0, q);
+        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)dot32(q, x[b].qs), acc);
+        acc = fmaf(lt_f16_to_f32(w[b].m), x[b].s, acc);
+    }
+    return acc;
+}

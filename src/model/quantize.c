@@ -1,0 +1,223 @@
+/* Quantising a GGUF model file (looptune quantize): every weight matrix
+ * rewritten in a type, or in one of llama.cpp's mixes (q4_k_m, q5_k_m,
+ * q3_k_m) with llama.cpp's choice of type per tensor; norms and other 1-d
+ * tensors copied; the metadata copied, with general.file_type set as
+ * llama.cpp sets it. Rows stream from the input's mapping to the output a
+ * chunk at a time, so a model never sits in memory twice. */
+#include "model/model_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- targets: a type alone, or a mix ------------------------------------------ */
+
+static const struct {
+    const char *name;
+    lt_dtype base;      /* the type of the tensors the mix does not single out */
+    uint32_t file_type; /* llama.cpp's LLAMA_FTYPE_MOSTLY_* */
+} mixes[] = {
+    {"q3_k_m", LT_Q3_K, 12},
+    {"q4_k_m", LT_Q4_K, 15},
+    {"q5_k_m", LT_Q5_K, 17},
+};
+#define N_MIXES ((int)(sizeof mixes / sizeof mixes[0]))
+
+uint32_t lt_file_type(lt_dtype t) {
+    /* LLAMA_FTYPE: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_BF16, MOSTLY_Q4_0 ...;
+     * a K-quant alone is the mix that uses it most (_S) */
+    static const uint32_t ft[] = {[LT_F32] = 0,   [LT_F16] = 1,   [LT_BF16] = 32, [LT_Q8_0] = 7,
+                                  [LT_Q4_0] = 2,  [LT_Q4_1] = 3,  [LT_Q5_0] = 8,  [LT_Q5_1] = 9,
+                                  [LT_Q2_K] = 10, [LT_Q3_K] = 11, [LT_Q4_K] = 14, [LT_Q5_K] = 16,
+                                  [LT_Q6_K] = 18};
+    _Static_assert(sizeof ft / sizeof ft[0] == LT_DTYPE_COUNT, "file types");
+    LT_ASSERT((unsigned)t < LT_DTYPE_COUNT);
+    return ft[t];
+}
+
+int lt_quant_target_parse(const char *s, lt_quant_target *out) {
+    for (int i = 0; i < N_MIXES; i++) {
+        if (strcasecmp(s, mixes[i].name) == 0) {
+            *out = (lt_quant_target){.type = mixes[i].base, .mix = i + 1};
+            return LT_OK;
+        }
+    }
+    lt_dtype t;
+    if (lt_dtype_parse(s, &t) != LT_OK)
+        return lt_error(LT_EINVAL, "unknown type '%s' (expected f32, f16, bf16, q8_0, q4_0, q4_1, "
+                                   "q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, or a mix: q3_k_m, "
+                                   "q4_k_m, q5_k_m)", s);
+    *out = (lt_quant_target){.type = t, .mix = 0};
+    return LT_OK;
+}
+
+const char *lt_quant_target_name(const lt_quant_target *t) {
+    return t->mix ? mixes[t->mix - 1].name : lt_dtype_name(t->type);
+}
+
+uint32_t lt_quant_target_file_type(const lt_quant_target *t) {
+    return t->mix ? mixes[t->mix - 1].file_type : lt_file_type(t->type);
+}
+
+/* ---- which tensor gets which type ---------------------------------------------- */
+
+static bool ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && strcmp(s + n - m, tail) == 0;
+}
+
+/* A weight matrix llama.cpp quantises: 2-d or more, named *weight, no norm. */
+static bool quantisable(const lt_gguf_tensor *t) {
+    return t->n_dims >= 2 && ends_with(t->name, "weight") && !strstr(t->name, "_norm.weight");
+}
+
+/* llama.cpp's layers that get more bits: the first and last eighth and
+ * every third one between. */
+static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+/* What the reader of a mix counts as it walks the tensors in file order. */
+typedef struct {
+    int64_t n_attn_v, n_ffn_down, i_attn_v, i_ffn_down;
+    bool has_output;
+} mix_state;
+
+/* The type llama.cpp's llama_tensor_get_type gives a Llama tensor under the
+ * mix (LLAMA_FTYPE_MOSTLY_Q3_K_M / Q4_K_M / Q5_K_M, one expert, no
+ * importance matrix). */
+static lt_dtype mix_type(int mix, const lt_gguf_tensor *t, mix_state *s) {
+    const lt_dtype base = mixes[mix - 1].base;
+    const bool output = strcmp(t->name, "output.weight") == 0 ||
+                        (!s->has_output && strcmp(t->name, "token_embd.weight") == 0);
+    if (output) return t->ne[0] % LT_QK_K ? LT_Q8_0 : LT_Q6_K;
+    if (strstr(t->name, "attn_v.weight")) {
+        const int64_t i = s->i_attn_v++;
+        if (base == LT_Q3_K) return i < 2 ? LT_Q5_K : LT_Q4_K;
+        return more_bits(i, s->n_attn_v) ? LT_Q6_K : base;
+    }
+    if (strstr(t->name, "ffn_down")) {
+        const int64_t i = s->i_ffn_down++;
+        if (base == LT_Q3_K) return i < s->n_ffn_down / 16 ? LT_Q5_K : LT_Q4_K;
+        return more_bits(i, s->n_ffn_down) ? LT_Q6_K : base;
+    }
+    if (strstr(t->name, "attn_output.weight") && base == LT_Q3_K) return LT_Q4_K;
+    return base;
+}
+
+/* llama.cpp's type for a width the chosen type's block does not divide:
+ * a type of blocks of 32 close in size (q4_0 stands in for llama.cpp's
+ * iq4_nl), else f16. */
+static lt_dtype fallback(lt_dtype want, int64_t ne0) {
+    if (ne0 % lt_dtype_block(want) == 0) return want;
+    lt_dtype alt = LT_F16;
+    switch (want) {
+    case LT_Q2_K:
+    case LT_Q3_K: alt = LT_Q4_0; break;
+    case LT_Q4_K: alt = LT_Q5_0; break;
+    case LT_Q5_K: alt = LT_Q5_1; break;
+    case LT_Q6_K: alt = LT_Q8_0; break;
+    default: break;
+    }
+    return ne0 % lt_dtype_block(alt) == 0 ? alt : LT_F16;
+}
+
+/* ---- streaming a tensor's rows ------------------------------------------------------ */
+
+typedef struct {
+    const lt_gguf_tensor *src;
+    lt_dtype to;
+    float *f32; /* one row */
+    const lt_quantize_opts *opts;
+    int64_t index, count; /* the tensor's place in the file, for progress */
+} convert_ctx;
+
+static int convert_rows(void *vctx, int64_t row0, int64_t nrows, void *dst) {
+    convert_ctx *c = vctx;
+    const int64_t ne0 = c->src->ne[0];
+    const size_t in_rb = lt_dtype_row_bytes(c->src->dtype, ne0);
+    const size_t out_rb = lt_dtype_row_bytes(c->to, ne0);
+    const char *in = (const char *)c->src->data + (size_t)row0 * in_rb;
+    if (c->to == c->src->dtype) {
+        memcpy(dst, in, (size_t)nrows * in_rb);
+    } else {
+        for (int64_t r = 0; r < nrows; r++) {
+            lt_row_to_f32(c->src->dtype, in + (size_t)r * in_rb, c->f32, ne0);
+            lt_row_from_f32(c->to, c->f32, (char *)dst + (size_t)r * out_rb, ne0);
+        }
+    }
+    const int64_t rows = c->src->ne[1] * c->src->ne[2] * c->src->ne[3];
+    if (row0 + nrows == rows && c->opts->progress)
+        c->opts->progress(c->opts->progress_ctx, c->index, c->count, c->src, c->to);
+    return LT_OK;
+}
+
+/* ---- the file ------------------------------------------------------------------------ */
+
+static bool is_float(lt_dtype t) { return t == LT_F32 || t == LT_F16 || t == LT_BF16; }
+
+int lt_quantize_file(const char *in, const char *out, const lt_quantize_opts *o) {
+    const lt_quant_target *tg = &o->target;
+    if ((unsigned)tg->type >= LT_DTYPE_COUNT || tg->mix < 0 || tg->mix > N_MIXES)
+        return lt_error(LT_EINVAL, "quantize: bad target");
+    if (strcmp(in, out) == 0)
+        return lt_error(LT_EINVAL, "quantize: %s: the output must be another file", out);
+    lt_gguf *g = NULL;
+    int st = lt_gguf_open(&g, in);
+    if (st) return st;
+    const int64_t n = lt_gguf_n_tensors(g);
+
+    /* the types first, so every problem shows before anything is written */
+    mix_state ms = {.has_output = lt_gguf_find_tensor(g, "output.weight") != NULL};
+    for (int64_t i = 0; i < n; i++) {
+        const char *name = lt_gguf_tensor_at(g, i)->name;
+        ms.n_attn_v += strstr(name, "attn_v.weight") != NULL;
+        ms.n_ffn_down += strstr(name, "ffn_down") != NULL;
+    }
+    lt_dtype *to = calloc((size_t)(n ? n : 1), sizeof *to);
+    convert_ctx *ctx = calloc((size_t)(n ? n : 1), sizeof *ctx);
+    int64_t max_ne0 = 1;
+    if (!to || !ctx) st = lt_error(LT_ENOMEM, "quantize: out of memory");
+    for (int64_t i = 0; i < n && !st; i++) {
+        const lt_gguf_tensor *t = lt_gguf_tensor_at(g, i);
+        lt_dtype want = t->dtype;
+        if (quantisable(t)) want = tg->mix ? mix_type(tg->mix, t, &ms) : tg->type;
+        to[i] = fallback(want, t->ne[0]);
+        if (to[i] != t->dtype && !is_float(t->dtype) && t->dtype != LT_Q8_0 && !is_float(to[i]))
+            st = lt_error(LT_EUNSUPPORTED, "quantize: %s: tensor '%s' is %s: looptune quantises "
+                          "from f32, f16, bf16 or q8_0 (or dequantises to a float type)", in,
+                          t->name, lt_dtype_name(t->dtype));
+        if (t->ne[0] > max_ne0) max_ne0 = t->ne[0];
+    }
+    float *row = st ? NULL : malloc((size_t)max_ne0 * sizeof *row);
+    if (!st && !row) st = lt_error(LT_ENOMEM, "quantize: out of memory");
+
+    lt_gguf_writer *w = NULL;
+    if (!st) st = lt_gguf_writer_open(&w, out);
+    for (int64_t i = 0; i < lt_gguf_n_kv(g) && !st; i++) {
+        lt_gguf_kv_raw kv;
+        st = lt_gguf_kv_raw_at(g, i, &kv);
+        /* the writer sets its own alignment; the file type is the target's */
+        static const char *const own[] = {"general.alignment", "general.file_type",
+                                          "general.quantization_version"};
+        bool skip = false;
+        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
+            skip |= kv.key_len == strlen(own[k]) && memcmp(kv.key, own[k], kv.key_len) == 0;
+        if (!st && !skip) st = lt_gguf_writer_raw(w, &kv);
+    }
+    if (!st) st = lt_gguf_writer_u32(w, "general.file_type", lt_quant_target_file_type(tg));
+    if (!st) st = lt_gguf_writer_u32(w, "general.quantization_version", 2); /* ggml's QK_K layouts */
+    for (int64_t i = 0; i < n && !st; i++) {
+        const lt_gguf_tensor *t = lt_gguf_tensor_at(g, i);
+        ctx[i] = (convert_ctx){.src = t, .to = to[i], .f32 = row, .opts = o, .index = i, .count = n};
+        st = lt__gguf_writer_tensor_fill(w, t->name, to[i], t->n_dims, t->ne, convert_rows,
+                                         &ctx[i]);
+    }
+    if (w) {
+        if (st) lt_gguf_writer_abort(w);
+        else st = lt_gguf_writer_close(w);
+    }
+    free(row);
+    free(ctx);
+    free(to);
+    lt_gguf_close(g);
+    return st;
+}

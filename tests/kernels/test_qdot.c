@@ -1,0 +1,332 @@
+/* matvec, matmul and embed for q4_0, q4_1, q5_0, q5_1 and q2_k .. q6_k, on
+ * every ISA path this CPU has (they run the portable integer dots for now:
+ * the checks that they agree bit for bit are the ones a vector path must
+ * then pass):
+ * - against a double reference over the lt_row_to_f32-dequantised weights
+ *   and the exact x, within the bound of x's per-block quantisation
+ *   (qdot.h: steps max|x_b| / 127 over blocks of 32 or 256);
+ * - against the quantised-activation math computed here from qdot.h's
+ *   recipe (x quantised per block, then sum w * d_x * q_x in double), within
+ *   float rounding only: a wrong scale, minimum, bsum or level shows there;
+ * - bit for bit across ISAs, every point of matvec's and matmul's parameter
+ *   spaces (on a small shape; defaults on the larger ones), nth = 1, 2, 3 and
+ *   between matmul's tokens and matvec, overwrite and accumulate;
+ * - embed rows equal to lt_row_to_f32's, every ISA, nth, min_chunk;
+ * - check(): widths that are not whole blocks, the split layout. */
+#include "kernels/linear.h"
+#include "looptune/kernels.h"
+#include "ops_test.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const lt_dtype TYPES[] = {LT_Q4_0, LT_Q4_1, LT_Q5_0, LT_Q5_1, LT_Q2_K,
+                                 LT_Q3_K, LT_Q4_K, LT_Q5_K, LT_Q6_K};
+#define NTYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
+
+/* Float rounding of the kernel's sums relative to sum |terms|: a few
+ * roundings per block over at most ~50 blocks stay below 1e-6; one wrong
+ * block of 50 is 2e-2. */
+#define ROUND_TOL 1e-5
+
+typedef struct {
+    lt_dtype t;
+    int64_t rows, cols;
+    void *w;      /* quantised rows */
+    float *wf;    /* [rows][cols] dequantised */
+    float *x;     /* [cols] */
+    lt_tensor tw, tx, ty;
+    float *y;
+} fixture;
+
+static void fixture_init(fixture *f, lt_dtype t, int64_t rows, int64_t cols, uint64_t seed) {
+    memset(f, 0, sizeof *f);
+    f->t = t;
+    f->rows = rows;
+    f->cols = cols;
+    const size_t rb = lt_dtype_row_bytes(t, cols);
+    f->w = lt_aligned_alloc(64, rb * (size_t)rows);
+    f->wf = malloc(sizeof(float) * (size_t)(rows * cols));
+    f->x = lt_aligned_alloc(64, sizeof(float) * (size_t)cols);
+    f->y = lt_aligned_alloc(64, sizeof(float) * (size_t)rows);
+    ot_seed(seed);
+    float *tmp = malloc(sizeof(float) * (size_t)cols);
+    for (int64_t r = 0; r < rows; r++) {
+        ot_fill(tmp, cols, -1.0, 1.0);
+        if (r % 7 == 3) tmp[r % cols] = 9.0f; /* an outlier in some rows */
+        lt_row_from_f32(t, tmp, (char *)f->w + rb * (size_t)r, cols);
+        lt_row_to_f32(t, (char *)f->w + rb * (size_t)r, f->wf + r * cols, cols);
+    }
+    free(tmp);
+    ot_fill(f->x, cols, -2.0, 2.0);
+    for (int64_t k = 0; k < cols && k < 32; k++) f->x[k] = 0.0f; /* a zero block (legacy) */
+    if (cols > 300) f->x[300] = 25.0f; /* one large activation */
+    lt_tensor_init(&f->tw, t, cols, rows, 1, 1, f->w);
+    lt_tensor_init(&f->tx, LT_F32, cols, 1, 1, 1, f->x);
+    lt_tensor_init(&f->ty, LT_F32, rows, 1, 1, 1, f->y);
+}
+
+static void fixture_free(fixture *f) {
+    lt_aligned_free(f->w);
+    free(f->wf);
+    lt_aligned_free(f->x);
+    lt_aligned_free(f->y);
+}
+
+/* x quantised by qdot.h's recipe, independently of the kernels: x_hat =
+ * d_b * q, for blocks of 32 (legacy) or 256 (K-quants). */
+static void quantise_x(lt_dtype t, const float *x, int64_t n, double *xh, double *step) {
+    const int64_t blk = lt_dtype_block(t);
+    for (int64_t b = 0; b < n / blk; b++) {
+        const float *xb = x + b * blk;
+        float amax = 0.0f, v = 0.0f;
+        for (int64_t j = 0; j < blk; j++)
+            if (fabsf(xb[j]) > amax) {
+                amax = fabsf(xb[j]);
+                v = xb[j];
+            }
+        step[b] = amax / 127.0;
+        for (int64_t j = 0; j < blk; j++) {
+            if (amax == 0.0f) {
+                xh[b * blk + j] = 0.0;
+            } else if (blk == 32) {
+                float d = amax / 127.0f, q = rintf(xb[j] * (127.0f / amax));
+                xh[b * blk + j] = (double)d * q;
+            } else {
+                float is = -127.0f / v, q = rintf(is * xb[j]);
+                if (q > 127) q = 127;
+                xh[b * blk + j] = (double)(1.0f / is) * q;
+            }
+        }
+    }
+}
+
+static lt_call matvec_call(fixture *f, bool acc) {
+    lt_call c = {0};
+    c.op[0] = &f->ty;
+    c.op[1] = &f->tw;
+    c.op[2] = &f->tx;
+    c.ia[0] = acc;
+    lt_params_default(lt_kernel_get(LT_K_MATVEC), &c.params);
+    return c;
+}
+
+/* y against both references (y0: what y held before an accumulating call). */
+static void check_refs(const fixture *f, const float *y, const float *y0, const char *what) {
+    const int64_t blk = lt_dtype_block(f->t), nblk = f->cols / blk;
+    double *xh = malloc(sizeof(double) * (size_t)f->cols), *step = malloc(sizeof(double) * (size_t)nblk);
+    quantise_x(f->t, f->x, f->cols, xh, step);
+    int bad = 0;
+    for (int64_t r = 0; r < f->rows; r++) {
+        const float *w = f->wf + r * f->cols;
+        double ref = y0 ? y0[r] : 0.0, ref2 = ref, mag = fabs(ref), mag2 = fabs(ref), qb = 0.0;
+        for (int64_t b = 0; b < nblk; b++) {
+            double sw = 0.0;
+            for (int64_t j = b * blk; j < (b + 1) * blk; j++) {
+                ref += (double)w[j] * f->x[j];
+                ref2 += (double)w[j] * xh[j];
+                mag += fabs((double)w[j] * f->x[j]);
+                mag2 += fabs((double)w[j] * xh[j]);
+                sw += fabs((double)w[j]);
+            }
+            qb += step[b] * 0.5 * (1.0 + 1.0 / 64) * sw; /* half a step per element, plus rounding */
+        }
+        const double e1 = fabs(y[r] - ref), e2 = fabs(y[r] - ref2);
+        if (!(e1 <= qb + ROUND_TOL * mag) || !(e2 <= ROUND_TOL * mag2 + 1e-30)) {
+            if (bad++ < 3)
+                LT__FAIL("%s %s row %lld: y %.9g, exact-x ref %.9g (bound %.3g), quantised-x ref "
+                         "%.9g (bound %.3g)", what, lt_dtype_name(f->t), (long long)r, y[r], ref,
+                         qb + ROUND_TOL * mag, ref2, ROUND_TOL * mag2);
+        }
+    }
+    ASSERT_EQ(bad, 0);
+    free(xh);
+    free(step);
+}
+
+/* matvec: every ISA and thread count at the defaults, every point of the
+ * space when `sweep`; every result the portable 1-thread bits. */
+static void test_matvec(lt_dtype t, int64_t rows, int64_t cols, bool sweep) {
+    fixture f;
+    fixture_init(&f, t, rows, cols, (uint64_t)(t * 1000 + rows + cols));
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    float *want = malloc(sizeof(float) * (size_t)rows), *y0 = malloc(sizeof(float) * (size_t)rows);
+    for (int acc = 0; acc < 2; acc++) {
+        ot_fill(y0, rows, -1.0, 1.0);
+        lt_call c = matvec_call(&f, acc);
+        ASSERT_EQ(k->check(&c), LT_OK);
+        memcpy(f.y, y0, sizeof(float) * (size_t)rows);
+        ot_run(ot_fn(LT_K_MATVEC, LT_ISA_PORTABLE), &c, &(lt_step){.n_tokens = 1}, 1);
+        memcpy(want, f.y, sizeof(float) * (size_t)rows);
+        check_refs(&f, want, acc ? y0 : NULL, acc ? "matvec (accumulate)" : "matvec");
+        const int points = sweep ? ot_param_points(k) : 1;
+        int differ = 0;
+        for (int isa = 0; isa < ot_isa_count(); isa++) {
+            for (int p = 0; p < points; p++) {
+                if (sweep) ot_param_point(k, p, &c.params);
+                ASSERT_EQ(k->check(&c), LT_OK);
+                for (int nth = 1; nth <= 3; nth++) {
+                    memcpy(f.y, y0, sizeof(float) * (size_t)rows);
+                    ot_run(ot_fn(LT_K_MATVEC, isa), &c, &(lt_step){.n_tokens = 1, .seq = 0}, nth);
+                    if (memcmp(f.y, want, sizeof(float) * (size_t)rows) && differ++ < 3)
+                        LT__FAIL("matvec %s %lldx%lld: %s, point %d, nth %d: other bits",
+                                 lt_dtype_name(t), (long long)rows, (long long)cols,
+                                 lt_isa_name((lt_isa)isa), p, nth);
+                }
+            }
+        }
+        ASSERT_EQ(differ, 0);
+    }
+    free(want);
+    free(y0);
+    fixture_free(&f);
+}
+
+/* matmul: each token's outputs are matvec's bits for that token's x, on
+ * every ISA, nth and (sweep) point of matmul's space. */
+static void test_matmul(lt_dtype t, int64_t rows, int64_t cols, int64_t n, bool sweep) {
+    fixture f;
+    fixture_init(&f, t, rows, cols, (uint64_t)(t * 7 + rows));
+    float *X = lt_aligned_alloc(64, sizeof(float) * (size_t)(n * cols));
+    float *Y = lt_aligned_alloc(64, sizeof(float) * (size_t)(n * rows));
+    float *want = malloc(sizeof(float) * (size_t)(n * rows));
+    ot_fill(X, n * cols, -1.5, 1.5);
+    lt_call mv = matvec_call(&f, false);
+    for (int64_t i = 0; i < n; i++) { /* the matvec bits of each token */
+        memcpy(f.x, X + i * cols, sizeof(float) * (size_t)cols);
+        ot_run(ot_fn(LT_K_MATVEC, LT_ISA_PORTABLE), &mv, &(lt_step){.n_tokens = 1}, 1);
+        check_refs(&f, f.y, NULL, "matvec for matmul");
+        for (int64_t j = 0; j < rows; j++) want[i * rows + j] = f.y[j];
+    }
+    lt_tensor tX, tY;
+    lt_tensor_init(&tX, LT_F32, cols, n, 1, 1, X);
+    lt_tensor_init(&tY, LT_F32, rows, n, 1, 1, Y);
+    lt_call c = {0};
+    c.op[0] = &tY;
+    c.op[1] = &f.tw;
+    c.op[2] = &tX;
+    const lt_kernel *k = lt_kernel_get(LT_K_MATMUL);
+    lt_params_default(k, &c.params);
+    const int points = sweep ? ot_param_points(k) : 1;
+    int differ = 0;
+    for (int isa = 0; isa < ot_isa_count(); isa++) {
+        for (int p = 0; p < points; p++) {
+            if (sweep) ot_param_point(k, p, &c.params);
+            ASSERT_EQ(k->check(&c), LT_OK);
+            for (int nth = 1; nth <= 3; nth++) {
+                memset(Y, 0xff, sizeof(float) * (size_t)(n * rows));
+                ot_run(ot_fn(LT_K_MATMUL, isa), &c, &(lt_step){.n_tokens = n}, nth);
+                if (memcmp(Y, want, sizeof(float) * (size_t)(n * rows)) && differ++ < 3)
+                    LT__FAIL("matmul %s %lldx%lld n %lld: %s, point %d, nth %d: not matvec's bits",
+                             lt_dtype_name(t), (long long)rows, (long long)cols, (long long)n,
+                             lt_isa_name((lt_isa)isa), p, nth);
+            }
+        }
+    }
+    ASSERT_EQ(differ, 0);
+    /* accumulate adds the same products */
+    c.ia[0] = 1;
+    lt_params_default(k, &c.params);
+    for (int64_t i = 0; i < n * rows; i++) Y[i] = 1.0f;
+    ot_run(ot_fn(LT_K_MATMUL, LT_ISA_PORTABLE), &c, &(lt_step){.n_tokens = n}, 2);
+    int bad = 0;
+    for (int64_t i = 0; i < n * rows; i++) bad += Y[i] != 1.0f + want[i];
+    ASSERT_EQ(bad, 0);
+    lt_aligned_free(X);
+    lt_aligned_free(Y);
+    free(want);
+    fixture_free(&f);
+}
+
+/* embed: rows equal lt_row_to_f32's, every ISA, nth and min_chunk. */
+static void test_embed(lt_dtype t) {
+    const int64_t dim = 512, vocab = 9, n = 5;
+    fixture f;
+    fixture_init(&f, t, vocab, dim, 99);
+    float *out = lt_aligned_alloc(64, sizeof(float) * (size_t)(n * dim));
+    lt_tensor to;
+    lt_tensor_init(&to, LT_F32, dim, n, 1, 1, out);
+    const int32_t tokens[5] = {3, 0, 8, 3, 5};
+    lt_call c = {0};
+    c.op[0] = &to;
+    c.op[1] = &f.tw;
+    const lt_kernel *k = lt_kernel_get(LT_K_EMBED);
+    int differ = 0;
+    for (int isa = 0; isa < ot_isa_count(); isa++) {
+        for (int p = 0; p < ot_param_points(k); p++) {
+            ot_param_point(k, p, &c.params);
+            ASSERT_EQ(k->check(&c), LT_OK);
+            for (int nth = 1; nth <= 3; nth++) {
+                memset(out, 0xff, sizeof(float) * (size_t)(n * dim));
+                ot_run(ot_fn(LT_K_EMBED, isa), &c,
+                       &(lt_step){.n_tokens = n, .tokens = tokens}, nth);
+                for (int64_t i = 0; i < n; i++)
+                    if (memcmp(out + i * dim, f.wf + tokens[i] * dim, sizeof(float) * (size_t)dim) &&
+                        differ++ < 3)
+                        LT__FAIL("embed %s: %s, point %d, nth %d, token %lld", lt_dtype_name(t),
+                                 lt_isa_name((lt_isa)isa), p, nth, (long long)i);
+            }
+        }
+    }
+    ASSERT_EQ(differ, 0);
+    lt_aligned_free(out);
+    fixture_free(&f);
+}
+
+/* NaN in x turns y NaN, as the f32 sums would; an all-zero x gives zeros. */
+static void test_special_x(lt_dtype t) {
+    const int64_t cols = lt_dtype_block(t) * 2;
+    fixture f;
+    fixture_init(&f, t, 4, cols, 5);
+    lt_call c = matvec_call(&f, false);
+    memset(f.x, 0, sizeof(float) * (size_t)cols);
+    ot_run(ot_fn(LT_K_MATVEC, LT_ISA_PORTABLE), &c, &(lt_step){.n_tokens = 1}, 1);
+    for (int r = 0; r < 4; r++) ASSERT_TRUE(f.y[r] == 0.0f);
+    f.x[cols - 1] = NAN;
+    ot_run(ot_fn(LT_K_MATVEC, LT_ISA_PORTABLE), &c, &(lt_step){.n_tokens = 1}, 1);
+    for (int r = 0; r < 4; r++) ASSERT_TRUE(isnan(f.y[r]));
+    fixture_free(&f);
+}
+
+/* The constraints: whole blocks, the plain layout. */
+static void test_check(lt_dtype t) {
+    const int64_t blk = lt_dtype_block(t);
+    fixture f;
+    fixture_init(&f, t, 3, blk * 2, 1);
+    lt_call c = matvec_call(&f, false);
+    lt_tensor bad;
+    lt_tensor_init(&bad, t, blk * 2 - 16, 3, 1, 1, f.w); /* not whole blocks */
+    lt_tensor x2;
+    lt_tensor_init(&x2, LT_F32, blk * 2 - 16, 1, 1, 1, f.x);
+    c.op[1] = &bad;
+    c.op[2] = &x2;
+    ASSERT_EQ(lt_kernel_get(LT_K_MATVEC)->check(&c), LT_EINVAL);
+    ASSERT_TRUE(strstr(lt_errmsg(), "not a multiple") != NULL);
+    c.op[1] = &f.tw;
+    c.op[2] = &f.tx;
+    f.tw.layout = LT_LAYOUT_Q8_SPLIT;
+    ASSERT_EQ(lt_kernel_get(LT_K_MATVEC)->check(&c), LT_EINVAL);
+    ASSERT_EQ(lt_kernel_get(LT_K_MATMUL)->check(&c), LT_EINVAL);
+    f.tw.layout = LT_LAYOUT_PLAIN;
+    ASSERT_EQ(lt_kernel_get(LT_K_MATVEC)->check(&c), LT_OK);
+    fixture_free(&f);
+}
+
+int main(void) {
+    const bool emu = lt_test_emulated();
+    for (int i = 0; i < NTYPES; i++) {
+        const lt_dtype t = TYPES[i];
+        const int64_t blk = lt_dtype_block(t);
+        test_matvec(t, 5, blk * 2, true);               /* the whole space */
+        test_matvec(t, 37, blk == 32 ? 96 : 512, false); /* odd rows, a few blocks */
+        if (!emu) test_matvec(t, 300, blk == 32 ? 2048 : 2816, false);
+        test_matmul(t, 5, blk * 2, 3, true);
+        test_matmul(t, 33, blk == 32 ? 160 : 768, 7, false);
+        test_embed(t);
+        test_special_x(t);
+        test_check(t);
+    }
+    return lt_test_finish();
+}
