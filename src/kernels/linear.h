@@ -316,12 +316,13 @@ bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int
                           const float *x);
 /* Tests set it to run the AVX-512BW lanes on a CPU with VNNI. */
 extern bool lt__q8i8_avoid_vnni;
-/* q4_0 .. q6_k W (matvec_q.c, every ISA's path for them): matvec rows of
- * thread ith, and matmul output columns of thread ith (tasks of 16 W rows);
+/* q4_0 .. q6_k W (matvec_q.c, every ISA's driver for them, with isa's
+ * dots: lt__qdot_of): matvec rows of thread ith, and matmul output columns
+ * of thread ith (tasks of 16 W rows);
  * false, nothing written, if the quantised x cannot be allocated. */
 bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth,
-                      const float *x);
-bool lt__matmul_quant(const lt_call *call, int ith, int nth);
+                      const float *x, lt_isa isa);
+bool lt__matmul_quant(const lt_call *call, int ith, int nth, lt_isa isa);
 /* The portable act_int8 = 1 path (matvec.c), same contract. */
 bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth,
                          const float *x);

@@ -22,7 +22,7 @@ static void matvec_portable_x(const lt_call *call, const lt_step *step, int ith,
                               const float *x) {
     const lt_tensor *W = call->op[1];
     if (lt__qtype_of(W->dtype)) {
-        if (lt__matvec_quant(call, step, ith, nth, x)) return;
+        if (lt__matvec_quant(call, step, ith, nth, x, LT_ISA_PORTABLE)) return;
     } else if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8]) {
         if (lt__matvec_q8i8_ref(call, step, ith, nth, x)) return;
     } else if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT16] &&
@@ -300,7 +300,10 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
 #if LT_HAVE_X86
 static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *x) {
-    /* q4_0 .. q6_k have no vector path yet: the portable one's bits */
+    /* q4_0 .. q6_k: the quantised driver with this ISA's dots */
+    if (lt__qtype_of(call->op[1]->dtype) &&
+        lt__matvec_quant(call, step, ith, nth, x, LT_ISA_AVX2))
+        return;
     if (call->op[1]->ne[0] % 16 || lt__qtype_of(call->op[1]->dtype))
         matvec_portable_x(call, step, ith, nth, x);
     else lt__matvec_avx2(call, step, ith, nth, x);
@@ -308,6 +311,9 @@ static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int
 
 static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, int nth,
                             const float *x) {
+    if (lt__qtype_of(call->op[1]->dtype) &&
+        lt__matvec_quant(call, step, ith, nth, x, LT_ISA_AVX512))
+        return;
     if (call->op[1]->ne[0] % 16 || lt__qtype_of(call->op[1]->dtype))
         matvec_portable_x(call, step, ith, nth, x);
     else lt__matvec_avx512(call, step, ith, nth, x);

@@ -1,8 +1,7 @@
 /* matvec and matmul for the quantisation types with integer dots (q4_0 ..
  * q6_k, qdot.h): x quantised per block once per thread and node step (the
- * cache below), then each row's dot in qdot.h's order. This is every ISA's
- * path for these types for now: the AVX2 and AVX-512 entries call it, so all
- * give the same bits. Parameters: rows_per_task (the task split, as for
+ * cache below), then each row's dot in qdot.h's order, by the ISA's dot
+ * where it has one (lt__qdot_of): every ISA gives the same bits. Parameters: rows_per_task (the task split, as for
  * every matvec) and prefetch (bytes of the row ahead, touched per block);
  * unroll, k_block and the act_* modes do not change it. */
 #include "kernels/linear.h"
@@ -25,6 +24,16 @@ static const lt__qtype qtypes[LT_DTYPE_COUNT] = {
 
 const lt__qtype *lt__qtype_of(lt_dtype t) {
     return (unsigned)t < LT_DTYPE_COUNT && qtypes[t].dot ? &qtypes[t] : NULL;
+}
+
+lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa) {
+    lt__qdot_fn f = NULL;
+#if LT_HAVE_X86
+    if (isa >= LT_ISA_AVX2) f = lt__qdot_avx2_of(t);
+#else
+    (void)isa;
+#endif
+    return f ? f : qtypes[t].dot;
 }
 
 /* ---- the per-thread cache of quantised x ------------------------------------- */
@@ -65,17 +74,19 @@ static const void *xq_get(const lt_call *call, const lt_step *step, const float 
 /* ---- matvec ------------------------------------------------------------------- */
 
 /* The dot of one row, with the row's bytes `pf` ahead touched first. */
-static inline float row_dot(const lt__qtype *qt, const char *row, size_t row_bytes,
-                            const void *xq, int64_t nb, size_t pf) {
+static inline float row_dot(lt__qdot_fn dot, const char *row, size_t row_bytes, const void *xq,
+                            int64_t nb, size_t pf) {
     if (pf)
         for (size_t o = 0; o < row_bytes; o += LT_CACHE_LINE) __builtin_prefetch(row + o + pf);
-    return qt->dot(row, xq, nb);
+    return dot(row, xq, nb);
 }
 
-bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth, const float *x) {
+bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth, const float *x,
+                      lt_isa isa) {
     const lt_tensor *W = call->op[1];
     const lt__qtype *qt = lt__qtype_of(W->dtype);
     LT_ASSERT(qt);
+    const lt__qdot_fn dot = lt__qdot_of(W->dtype, isa);
     const int64_t rows = W->ne[1], cols = W->ne[0], nb = cols / qt->block;
     const void *xq = xq_get(call, step, x, cols, qt);
     if (!xq) return false;
@@ -86,7 +97,7 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
     int64_t r0, r1;
     lt__linear_split(rows, call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        const float s = row_dot(qt, lt_tensor_row(W, r), rb, xq, nb, pf);
+        const float s = row_dot(dot, lt_tensor_row(W, r), rb, xq, nb, pf);
         y[r] = acc ? y[r] + s : s;
     }
     return true;
@@ -94,10 +105,11 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
 
 /* ---- matmul --------------------------------------------------------------------- */
 
-bool lt__matmul_quant(const lt_call *call, int ith, int nth) {
+bool lt__matmul_quant(const lt_call *call, int ith, int nth, lt_isa isa) {
     const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
     const lt__qtype *qt = lt__qtype_of(W->dtype);
     LT_ASSERT(qt);
+    const lt__qdot_fn dot = lt__qdot_of(W->dtype, isa);
     const int64_t rows = W->ne[1], cols = W->ne[0], n = Y->ne[1], nb = cols / qt->block;
     int64_t r0, r1;
     lt__linear_split(rows, 16, ith, nth, &r0, &r1);
@@ -112,7 +124,7 @@ bool lt__matmul_quant(const lt_call *call, int ith, int nth) {
         const char *row = lt_tensor_row(W, j);
         for (int64_t i = 0; i < n; i++) {
             float *y = (float *)lt_tensor_row(Y, i) + j;
-            const float s = qt->dot(row, xq + (size_t)i * xb, nb);
+            const float s = dot(row, xq + (size_t)i * xb, nb);
             *y = acc ? *y + s : s;
         }
     }

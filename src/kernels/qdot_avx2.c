@@ -1,0 +1,118 @@
+/* AVX2 integer dots of q4_0, q4_k and q6_k with activations quantised per
+ * block (qdot.h): each block's integer sums in vector registers (exact in
+ * int32, so any order gives the portable sums), then qdot.h's float steps
+ * one block after the other, as the portable path takes them: the same
+ * bits. vpmaddubsw multiplies unsigned levels (or |level|) by signed x:
+ * 2 x 63 x 127 at most, never saturating. */
+#include "kernels/qdot.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+static inline int32_t hsum8(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float half(uint16_t h) { return _cvtsh_ss(h); }
+
+/* q4_0: 32 levels q - 8 from 16 bytes (low nibbles are elements 0..15, high
+ * nibbles 16..31), dotted by |a| x sign(x, a). */
+static float qdot_q4_0(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q4_0 *w = row;
+    const lt__xq32 *x = xq;
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m256i eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m128i q = _mm_loadu_si128((const __m128i *)w[b].qs);
+        const __m256i lv = _mm256_sub_epi8(
+            _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4)), eight);
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(lv, lv), _mm256_sign_epi8(xv, lv));
+        const int32_t S = hsum8(_mm256_madd_epi16(p, ones));
+        acc = fmaf(half(w[b].d) * x[b].d, (float)S, acc);
+    }
+    return acc;
+}
+
+/* q4_k: four 32-byte groups, each the low nibbles of sub-block 2j and the
+ * high ones of 2j + 1; every sub-block's pair sums times its scale. */
+static float qdot_q4_k(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q4_k *w = row;
+    const lt__xqk *x = xq;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t sc[8], m[8];
+        lt_qk_scale_min(w[b].scales, sc, m);
+        __m256i s32 = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * j));
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j));
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j + 32));
+            const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0);
+            const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1);
+            s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * j])));
+            s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * j + 1])));
+        }
+        int32_t M = 0;
+        for (int j = 0; j < 8; j++) M += m[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(s32), acc);
+        acc = fmaf(-(half(w[b].dmin) * x[b].d), (float)M, acc);
+    }
+    return acc;
+}
+
+/* q6_k: levels lo | hi << 4 (0..63) dotted unsigned, then 32 x the block's
+ * x sums taken back: sum sc (lv - 32) x = sum sc lv x - 32 sum sc bsum.
+ * Half h, group g: low nibbles of ql[64h + 32(g % 2) ..] (g < 2) or high
+ * ones, bits 2g of qh[32h ..]; each 32-level group spans scales 8h + 2g and
+ * the next (vpmaddubsw's lanes 0..7 and 8..15). */
+static float qdot_q6_k(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q6_k *w = row;
+    const lt__xqk *x = xq;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i s32 = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
+            const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+            /* bits 2g, 2g + 1 of qh moved to 4, 5 (what crosses a byte is masked off) */
+            const __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h),
+                                   _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h),
+                                   _mm256_and_si256(qh, m2h),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h)};
+            for (int g = 0; g < 4; g++) {
+                const int k = 8 * h + 2 * g;
+                const __m256i xv =
+                    _mm256_loadu_si256((const __m256i *)(x[b].qs + 128 * h + 32 * g));
+                const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo[g], hi[g]), xv);
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(w[b].scales[k + 1]),
+                                                     _mm_set1_epi16(w[b].scales[k]));
+                s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, scv));
+            }
+        }
+        int32_t back = 0;
+        for (int k = 0; k < 16; k++) back += w[b].scales[k] * x[b].bsums[k];
+        const int32_t S = hsum8(s32) - 32 * back;
+        acc = fmaf(half(w[b].d) * x[b].d, (float)S, acc);
+    }
+    return acc;
+}
+
+lt__qdot_fn lt__qdot_avx2_of(lt_dtype t) {
+    switch (t) {
+    case LT_Q4_0: return qdot_q4_0;
+    case LT_Q4_K: return qdot_q4_k;
+    case LT_Q6_K: return qdot_q6_k;
+    default: return NULL;
+    }
+}
