@@ -274,8 +274,19 @@ void lt_row_to_f32(lt_dtype t, const void *src, float *dst, int64_t n);
 void lt_row_from_f32(lt_dtype t, const float *src, void *dst, int64_t n);
 
 /* The unpacked sub-block scales and minimums of a q4_k / q5_k super-block
- * (6 bits each, 8 of each): sc[j], m[j] for sub-block j of 32. */
-void lt_qk_scale_min(const uint8_t scales[12], uint8_t sc[8], uint8_t m[8]);
+ * (6 bits each, 8 of each): sc[j], m[j] for sub-block j of 32. Bytes 0-3
+ * hold scales 0-3 (6 bits) and the top 2 bits of scales 4-7; bytes 4-7 the
+ * same for the minimums; bytes 8-11 the low 4 bits of scale (low nibble)
+ * and minimum (high nibble) 4-7. Inline: the integer dots take it per
+ * super-block. */
+static inline void lt_qk_scale_min(const uint8_t s[12], uint8_t sc[8], uint8_t m[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        m[j] = s[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((s[j + 8] & 0x0f) | (s[j] >> 6) << 4);
+        m[j + 4] = (uint8_t)((s[j + 8] >> 4) | (s[j + 4] >> 6) << 4);
+    }
+}
 /* The 16 signed scales (6 bits less 32, in [-32, 31]) of a q3_k super-block. */
 void lt_q3k_scales(const uint8_t scales[12], int8_t sc[16]);
 

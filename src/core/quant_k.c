@@ -34,18 +34,7 @@ _Static_assert(sizeof(lt_block_q6_k) == 210, "q6_k block must match ggml's 210 b
 
 /* ---- scale packing ---------------------------------------------------------- */
 
-/* q4_k / q5_k: bytes 0-3 hold scales 0-3 (6 bits) and the top 2 bits of
- * scales 4-7; bytes 4-7 the same for the minimums; bytes 8-11 the low 4 bits
- * of scale (low nibble) and minimum (high nibble) 4-7. */
-void lt_qk_scale_min(const uint8_t s[12], uint8_t sc[8], uint8_t m[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        m[j] = s[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((s[j + 8] & 0x0f) | (s[j] >> 6) << 4);
-        m[j + 4] = (uint8_t)((s[j + 8] >> 4) | (s[j + 4] >> 6) << 4);
-    }
-}
-
+/* q4_k / q5_k: the inverse of lt_qk_scale_min (core.h). */
 static void pack_scale_min(const uint8_t sc[8], const uint8_t m[8], uint8_t s[12]) {
     for (int j = 0; j < 4; j++) {
         s[j] = (uint8_t)((sc[j] & 63) | (sc[j + 4] >> 4) << 6);

@@ -58,8 +58,11 @@ static float qdot_q4_k(const void *row, const void *xq, int64_t nb) {
             s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * j])));
             s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * j + 1])));
         }
-        int32_t M = 0;
-        for (int j = 0; j < 8; j++) M += m[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        /* M: each minimum times its sub-block's two x sums */
+        const __m128i mv = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
+        const __m256i m2 = _mm256_set_m128i(_mm_unpackhi_epi16(mv, mv), _mm_unpacklo_epi16(mv, mv));
+        const int32_t M = hsum8(
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), m2));
         acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(s32), acc);
         acc = fmaf(-(half(w[b].dmin) * x[b].d), (float)M, acc);
     }
@@ -100,9 +103,10 @@ static float qdot_q6_k(const void *row, const void *xq, int64_t nb) {
                 s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, scv));
             }
         }
-        int32_t back = 0;
-        for (int k = 0; k < 16; k++) back += w[b].scales[k] * x[b].bsums[k];
-        const int32_t S = hsum8(s32) - 32 * back;
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
+        const __m256i back =
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), sc16);
+        const int32_t S = hsum8(_mm256_sub_epi32(s32, _mm256_slli_epi32(back, 5)));
         acc = fmaf(half(w[b].d) * x[b].d, (float)S, acc);
     }
     return acc;
