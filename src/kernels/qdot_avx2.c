@@ -1,5 +1,5 @@
-/* AVX2 integer dots of q4_0, q4_k and q6_k with activations quantised per
- * block (qdot.h): each block's integer sums in vector registers (exact in
+/* AVX2 integer dots of q4_0, q4_1, q5_0, q5_1, q4_k, q5_k and q6_k with
+ * activations quantised per block (qdot.h): each block's integer sums in vector registers (exact in
  * int32, so any order gives the portable sums), then qdot.h's float steps
  * one block after the other, as the portable path takes them: the same
  * bits. vpmaddubsw multiplies unsigned levels (or |level|) by signed x:
@@ -8,6 +8,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 static inline int32_t hsum8(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -18,54 +19,140 @@ static inline int32_t hsum8(__m256i v) {
 
 static inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
-/* q4_0: 32 levels q - 8 from 16 bytes (low nibbles are elements 0..15, high
- * nibbles 16..31), dotted by |a| x sign(x, a). */
+/* The 32 unsigned 4-bit levels of a legacy block in element order. */
+static inline __m256i nibbles32(const uint8_t qs[16]) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+/* 0x10 in byte j where bit j of the 32-bit qh is set: the fifth bits of a
+ * q5_0 / q5_1 block in element order. */
+static inline __m256i fifth_bits(const uint8_t qh[4]) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i bytes = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)h),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit),
+                            _mm256_set1_epi8(0x10));
+}
+
+/* sum a x over 32 bytes, a signed and small (|a| <= 16), x signed */
+static inline __m256i dot_signed(__m256i a, __m256i xv) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(xv, a)),
+                             _mm256_set1_epi16(1));
+}
+
+/* sum u x over 32 bytes, u unsigned (<= 63), x signed */
+static inline __m256i dot_unsigned(__m256i u, __m256i xv) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), _mm256_set1_epi16(1));
+}
+
+/* q4_0: 32 levels q - 8 (low nibbles are elements 0..15, high nibbles
+ * 16..31). */
 static float qdot_q4_0(const void *row, const void *xq, int64_t nb) {
     const lt_block_q4_0 *w = row;
     const lt__xq32 *x = xq;
-    const __m128i m4 = _mm_set1_epi8(0x0f);
-    const __m256i eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+    const __m256i eight = _mm256_set1_epi8(8);
     float acc = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
-        const __m128i q = _mm_loadu_si128((const __m128i *)w[b].qs);
-        const __m256i lv = _mm256_sub_epi8(
-            _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4)), eight);
+        const __m256i lv = _mm256_sub_epi8(nibbles32(w[b].qs), eight);
         const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(lv, lv), _mm256_sign_epi8(xv, lv));
-        const int32_t S = hsum8(_mm256_madd_epi16(p, ones));
-        acc = fmaf(half(w[b].d) * x[b].d, (float)S, acc);
+        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(dot_signed(lv, xv)), acc);
     }
     return acc;
 }
 
-/* q4_k: four 32-byte groups, each the low nibbles of sub-block 2j and the
- * high ones of 2j + 1; every sub-block's pair sums times its scale. */
+static float qdot_q4_1(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q4_1 *w = row;
+    const lt__xq32 *x = xq;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        const int32_t S = hsum8(dot_unsigned(nibbles32(w[b].qs), xv));
+        acc = fmaf(half(w[b].d) * x[b].d, (float)S, acc);
+        acc = fmaf(half(w[b].m), x[b].s, acc);
+    }
+    return acc;
+}
+
+static float qdot_q5_0(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q5_0 *w = row;
+    const lt__xq32 *x = xq;
+    const __m256i sixteen = _mm256_set1_epi8(16);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i lv = _mm256_sub_epi8(_mm256_or_si256(nibbles32(w[b].qs), fifth_bits(w[b].qh)),
+                                           sixteen);
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(dot_signed(lv, xv)), acc);
+    }
+    return acc;
+}
+
+static float qdot_q5_1(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q5_1 *w = row;
+    const lt__xq32 *x = xq;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i lv = _mm256_or_si256(nibbles32(w[b].qs), fifth_bits(w[b].qh));
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(dot_unsigned(lv, xv)), acc);
+        acc = fmaf(half(w[b].m), x[b].s, acc);
+    }
+    return acc;
+}
+
+/* q4_k and q5_k (qh NULL for q4_k): four 32-byte groups, each the low
+ * nibbles of sub-block 2j and the high ones of 2j + 1 (q5_k: bits 2j and
+ * 2j + 1 of qh as their fifth bits); every sub-block's pair sums times its
+ * scale, the minimums times the sub-blocks' x sums. */
+static inline float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
+                            const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, float acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m5 = _mm256_set1_epi8(0x10);
+    uint8_t sc[8], m[8];
+    lt_qk_scale_min(scales, sc, m);
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i s32 = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (qh) { /* bit 2j, then 2j + 1, moved to bit 4 */
+            const __m128i s0 = _mm_cvtsi32_si128(2 * j), s1 = _mm_cvtsi32_si128(2 * j + 1);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h, s0), 4), m5));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h, s1), 4), m5));
+        }
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));
+        s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0),
+                                                      _mm256_set1_epi16(sc[2 * j])));
+        s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1),
+                                                      _mm256_set1_epi16(sc[2 * j + 1])));
+    }
+    /* M: each minimum times its sub-block's two x sums */
+    const __m128i mv = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
+    const __m256i m2 = _mm256_set_m128i(_mm_unpackhi_epi16(mv, mv), _mm_unpacklo_epi16(mv, mv));
+    const int32_t M = hsum8(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), m2));
+    acc = fmaf(half(dh) * x->d, (float)hsum8(s32), acc);
+    return fmaf(-(half(dminh) * x->d), (float)M, acc);
+}
+
 static float qdot_q4_k(const void *row, const void *xq, int64_t nb) {
     const lt_block_q4_k *w = row;
     const lt__xqk *x = xq;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t sc[8], m[8];
-        lt_qk_scale_min(w[b].scales, sc, m);
-        __m256i s32 = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * j));
-            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j));
-            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j + 32));
-            const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0);
-            const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1);
-            s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * j])));
-            s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * j + 1])));
-        }
-        /* M: each minimum times its sub-block's two x sums */
-        const __m128i mv = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
-        const __m256i m2 = _mm256_set_m128i(_mm_unpackhi_epi16(mv, mv), _mm_unpacklo_epi16(mv, mv));
-        const int32_t M = hsum8(
-            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), m2));
-        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(s32), acc);
-        acc = fmaf(-(half(w[b].dmin) * x[b].d), (float)M, acc);
-    }
+    for (int64_t b = 0; b < nb; b++)
+        acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, NULL, w[b].qs, &x[b], acc);
+    return acc;
+}
+
+static float qdot_q5_k(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q5_k *w = row;
+    const lt__xqk *x = xq;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++)
+        acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, w[b].qh, w[b].qs, &x[b], acc);
     return acc;
 }
 
@@ -115,7 +202,11 @@ static float qdot_q6_k(const void *row, const void *xq, int64_t nb) {
 lt__qdot_fn lt__qdot_avx2_of(lt_dtype t) {
     switch (t) {
     case LT_Q4_0: return qdot_q4_0;
+    case LT_Q4_1: return qdot_q4_1;
+    case LT_Q5_0: return qdot_q5_0;
+    case LT_Q5_1: return qdot_q5_1;
     case LT_Q4_K: return qdot_q4_k;
+    case LT_Q5_K: return qdot_q5_k;
     case LT_Q6_K: return qdot_q6_k;
     default: return NULL;
     }
