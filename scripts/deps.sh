@@ -7,7 +7,8 @@
 # Python packages protobuf, grpcio-tools and confluent-kafka (the Python
 # reader of looptune's topics); XGBoost's C library (the tuner's cost model);
 # for the arm64 build of the lower layers (make build-aarch64) Debian's
-# aarch64 cross compiler and C library, and qemu-user to run its tests.
+# aarch64 cross compiler and C library, qemu-user to run its tests, and
+# PCRE2 (the byte-level BPE pre-tokenizers) for both architectures.
 set -euo pipefail
 
 need_apt=()
@@ -24,12 +25,19 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless) # Kafka 4 needs Java 17+
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 [ -e /usr/include/xgboost/c_api.h ] || need_apt+=(libxgboost-dev)
+[ -e /usr/include/pcre2.h ] || need_apt+=(libpcre2-dev) # byte-level BPE pre-tokenizers
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need_apt+=(gcc-aarch64-linux-gnu)
 [ -e /usr/aarch64-linux-gnu/include/stdio.h ] || need_apt+=(libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null 2>&1 || command -v qemu-aarch64-static >/dev/null 2>&1 ||
     need_apt+=(qemu-user)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# PCRE2 for the arm64 build too: Debian's multiarch package (the arm64 architecture added to dpkg)
+if [ ! -e /usr/lib/aarch64-linux-gnu/libpcre2-8.so ]; then
+    dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+    need_apt+=(libpcre2-dev:arm64)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "deps: installing ${need_apt[*]} with apt-get" >&2
@@ -56,7 +64,10 @@ need_pip=()
 python3 -c 'import google.protobuf' >/dev/null 2>&1 || need_pip+=(protobuf)
 python3 -c 'import grpc_tools.protoc' >/dev/null 2>&1 || need_pip+=(grpcio-tools)
 python3 -c 'import confluent_kafka' >/dev/null 2>&1 || need_pip+=(confluent-kafka)
-python3 -c 'import gguf.quants' >/dev/null 2>&1 || need_pip+=(gguf) # the quantisation reference
+# the references of the quantisation, architecture and tokenizer tests: gguf-py
+# (GGUF reading, writing, dequantisation) and Hugging Face's byte-level BPE
+python3 -c 'import gguf.quants' >/dev/null 2>&1 || need_pip+=(gguf)
+python3 -c 'import tokenizers' >/dev/null 2>&1 || need_pip+=(tokenizers)
 if [ ${#need_pip[@]} -gt 0 ]; then
     echo "deps: installing ${need_pip[*]} for $(command -v python3)" >&2
     pip_install "${need_pip[@]}" || { echo "deps: pip could not install ${need_pip[*]}" >&2; exit 1; }
