@@ -1,5 +1,5 @@
-/* AVX2 integer dots of q4_0, q4_1, q5_0, q5_1, q4_k, q5_k and q6_k with
- * activations quantised per block (qdot.h): each block's integer sums in vector registers (exact in
+/* AVX2 integer dots of every type of qdot.h (q4_0 .. q6_k) with
+ * activations quantised per block: each block's integer sums in vector registers (exact in
  * int32, so any order gives the portable sums), then qdot.h's float steps
  * one block after the other, as the portable path takes them: the same
  * bits. vpmaddubsw multiplies unsigned levels (or |level|) by signed x:
@@ -156,6 +156,77 @@ static float qdot_q5_k(const void *row, const void *xq, int64_t nb) {
     return acc;
 }
 
+/* The 2-bit levels (q >> 2g) & 3 of group g of a 32-byte quant row, dotted
+ * with the group's x (32 values, scales k and k + 1 on vpmaddubsw's lanes
+ * 0..7 and 8..15), times those scales. */
+static inline __m256i group_dot(__m256i lv, const int8_t *xqs, int16_t sc_lo, int16_t sc_hi) {
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)xqs);
+    const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc_hi), _mm_set1_epi16(sc_lo));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(lv, xv), scv);
+}
+
+/* q2_k: per 16 elements a 4-bit scale and a 4-bit minimum; element 128h +
+ * 32g + l has bits 2g of qs[32h + l]. */
+static float qdot_q2_k(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q2_k *w = row;
+    const lt__xqk *x = xq;
+    const __m256i m2 = _mm256_set1_epi8(3);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i s32 = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * h));
+            for (int g = 0; g < 4; g++) {
+                const int k = 8 * h + 2 * g;
+                const __m256i lv = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m2);
+                s32 = _mm256_add_epi32(s32, group_dot(lv, x[b].qs + 128 * h + 32 * g,
+                                                      w[b].scales[k] & 0x0f,
+                                                      w[b].scales[k + 1] & 0x0f));
+            }
+        }
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(
+            _mm_and_si128(_mm_loadu_si128((const __m128i *)w[b].scales), _mm_set1_epi8((char)0xf0)), 4));
+        const int32_t M = hsum8(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), mins));
+        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(s32), acc);
+        acc = fmaf(-(half(w[b].dmin) * x[b].d), (float)M, acc);
+    }
+    return acc;
+}
+
+/* q3_k: levels low2 + 4 x hbit - 4 in [-4, 3], dotted unsigned (0..7) and
+ * 4 x the x sums taken back; the third bit of element 128h + 32g + l is bit
+ * 4h + g of hmask[l]. */
+static float qdot_q3_k(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q3_k *w = row;
+    const lt__xqk *x = xq;
+    const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int8_t sc[16];
+        lt_q3k_scales(w[b].scales, sc);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)w[b].hmask);
+        __m256i s32 = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * h));
+            for (int g = 0; g < 4; g++) {
+                const int k = 8 * h + 2 * g;
+                const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m2);
+                /* bit 4h + g moved to bit 2 (a right shift within the byte, or left by 1 or 2) */
+                const int bit = 4 * h + g;
+                const __m256i hb = bit >= 2 ? _mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit - 2))
+                                            : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - bit));
+                const __m256i lv = _mm256_or_si256(lo, _mm256_and_si256(hb, m4));
+                s32 = _mm256_add_epi32(s32, group_dot(lv, x[b].qs + 128 * h + 32 * g, sc[k], sc[k + 1]));
+            }
+        }
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), sc16);
+        const int32_t S = hsum8(_mm256_sub_epi32(s32, _mm256_slli_epi32(back, 2)));
+        acc = fmaf(half(w[b].d) * x[b].d, (float)S, acc);
+    }
+    return acc;
+}
+
 /* q6_k: levels lo | hi << 4 (0..63) dotted unsigned, then 32 x the block's
  * x sums taken back: sum sc (lv - 32) x = sum sc lv x - 32 sum sc bsum.
  * Half h, group g: low nibbles of ql[64h + 32(g % 2) ..] (g < 2) or high
@@ -205,6 +276,8 @@ lt__qdot_fn lt__qdot_avx2_of(lt_dtype t) {
     case LT_Q4_1: return qdot_q4_1;
     case LT_Q5_0: return qdot_q5_0;
     case LT_Q5_1: return qdot_q5_1;
+    case LT_Q2_K: return qdot_q2_k;
+    case LT_Q3_K: return qdot_q3_k;
     case LT_Q4_K: return qdot_q4_k;
     case LT_Q5_K: return qdot_q5_k;
     case LT_Q6_K: return qdot_q6_k;
