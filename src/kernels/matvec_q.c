@@ -29,7 +29,8 @@ const lt__qtype *lt__qtype_of(lt_dtype t) {
 lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa) {
     lt__qdot_fn f = NULL;
 #if LT_HAVE_X86
-    if (isa >= LT_ISA_AVX2) f = lt__qdot_avx2_of(t);
+    if (isa >= LT_ISA_AVX512) f = lt__qdot_avx512_of(t);
+    if (!f && isa >= LT_ISA_AVX2) f = lt__qdot_avx2_of(t);
 #else
     (void)isa;
 #endif

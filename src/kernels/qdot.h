@@ -69,11 +69,13 @@ float lt__qdot_q4_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q5_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb);
 
-/* The vector dots of isa (qdot_avx2.c; AVX-512 takes AVX2's for now), the
- * same bits; the portable dot where isa has none for t. */
+/* The vector dots of isa (qdot_avx2.c, qdot_avx512.c: the K-quants q4_k,
+ * q5_k, q6_k; AVX2's for the others), the same bits; the portable dot
+ * where isa has none for t. */
 lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86
-lt__qdot_fn lt__qdot_avx2_of(lt_dtype t); /* NULL: none */
+lt__qdot_fn lt__qdot_avx2_of(lt_dtype t);   /* NULL: none */
+lt__qdot_fn lt__qdot_avx512_of(lt_dtype t); /* NULL: none */
 #endif
 
 #endif
