@@ -336,6 +336,14 @@ def cli_cases(ck, good):
     expect_error(ck, "cli --isa unknown", run + GOOD_ARGS + ["--isa", "sse9"],
                  [r"isa|sse9"])
     isa_cases(ck, run)
+    gen = ["model-gen", "--dim", "64", "--hidden", "96", "--layers", "1", "--heads", "4",
+           "--vocab", "512", "-o", os.path.join(H.work_dir("bad_input"), "gen_never.gguf")]
+    expect_error(ck, "cli model-gen --arch gpt2", gen + ["--arch", "gpt2"], [r"--arch", r"gpt2"])
+    for value in ("32,1,4", "32,1,4,8192,9", "x,1,4,8192", "32,4,1,8192", "0.5,1,4,8192"):
+        expect_error(ck, "cli model-gen --rope-scaling " + value,
+                     gen + ["--rope-scaling", value], [r"--rope-scaling"], (value,))
+    expect_error(ck, "cli model-gen --preset unknown", gen[:1] + ["--preset", "qwen3", "-o",
+                                                                  gen[-1]], [r"preset", r"qwen3"])
     expect_error(ck, "cli unknown command", ["frobnicate"], [r"command|frobnicate"])
     # online tuning and the optimizer service
     expect_error(ck, "cli --tune bogus", run + GOOD_ARGS + ["--tune", "bogus"], [r"--tune", r"bogus"])
