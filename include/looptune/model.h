@@ -165,8 +165,9 @@ typedef struct lt_model {
     lt_tensor tok_embd;    /* {dim, vocab} */
     lt_tensor output_norm; /* {dim} f32 */
     lt_tensor output;      /* {dim, vocab}; shares data with tok_embd when tied */
-    /* rope_freqs.weight: {head_dim/2} f32, each pair's rope angle divided by
-     * its factor (Llama 3's frequency scaling); data NULL when absent. */
+    /* rope_freqs.weight (llama files only, as llama.cpp): {head_dim/2} f32,
+     * each pair's rope angle divided by its factor (Llama 3's frequency
+     * scaling); data NULL when absent. */
     lt_tensor rope_freqs;
     lt_llama_layer *layers; /* [n_layers] */
     lt_vocab *vocab;       /* NULL when the file carries none */
@@ -219,7 +220,7 @@ typedef struct {
     uint64_t seed;
     const char *vocab_path;  /* llama2.c tokenizer.bin to embed, or NULL: synthetic */
     bool tied;               /* no output.weight: the classifier is token_embd */
-    lt_rope_scaling rope_scaling; /* factor > 0: write rope_freqs.weight */
+    lt_rope_scaling rope_scaling; /* factor > 0: write rope_freqs.weight (llama only) */
 } lt_modelgen_opts;
 /* Fills cfg for a preset: stories260K, stories15M, stories110M, 1B,
  * smollm2-135M, qwen2-0.5B, llama3.2-1B. */

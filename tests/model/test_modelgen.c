@@ -94,14 +94,14 @@ static void test_arch_presets(void) {
     ASSERT_EQ(lt_rope_scaling_factors(&bad, 500000.0f, 64, f), LT_EINVAL);
 }
 
-/* A small qwen2 file with rope scaling, tied: it opens with its biases, no
- * classifier of its own and the factors of its scaling; a llama file of the
- * same shape carries no biases. */
+/* A small tied qwen2 file opens with its biases and no classifier of its
+ * own; an untied llama file with rope scaling carries the factors of its
+ * scaling and no biases; rope scaling in a qwen2 file (llama.cpp would not
+ * read it) and a bad scaling are refused. */
 static void test_arch_files(void) {
     char p[600];
     out_path(p, sizeof p, "qwen2");
-    lt_modelgen_opts o = {.dtype = LT_F16, .seed = 4, .tied = true,
-                          .rope_scaling = {8.0f, 1.0f, 4.0f, 64}};
+    lt_modelgen_opts o = {.dtype = LT_F16, .seed = 4, .tied = true};
     o.cfg = (lt_llama_config){.dim = 64, .hidden_dim = 96, .n_layers = 2, .n_heads = 4,
                               .n_kv_heads = 2, .vocab_size = 400, .seq_len = 32,
                               .rms_eps = 1e-6f, .rope_base = 1e6f, .arch = LT_ARCH_QWEN2};
@@ -115,20 +115,23 @@ static void test_arch_files(void) {
             ASSERT_TRUE(m->layers[l].bq.data && m->layers[l].bk.data && m->layers[l].bv.data);
             ASSERT_EQ(m->layers[l].bk.ne[0], 32);
         }
-        float f[8];
-        ASSERT_EQ(lt_rope_scaling_factors(&o.rope_scaling, 1e6f, 16, f), LT_OK);
-        ASSERT_TRUE(m->rope_freqs.data && memcmp(m->rope_freqs.data, f, sizeof f) == 0);
+        ASSERT_TRUE(!m->rope_freqs.data);
         lt_model_close(m);
     }
+    o.rope_scaling = (lt_rope_scaling){8.0f, 1.0f, 4.0f, 64};
+    ASSERT_EQ(lt_modelgen_write(&o, p), LT_EINVAL);
+    ASSERT_TRUE(strstr(lt_errmsg(), "llama models only") != NULL);
     o.cfg.arch = LT_ARCH_LLAMA;
     o.tied = false;
-    o.rope_scaling.factor = 0;
     ASSERT_EQ(lt_modelgen_write(&o, p), LT_OK);
     ASSERT_EQ(lt_model_open(&m, p, NULL), LT_OK);
     if (m) {
         ASSERT_EQ(m->cfg.arch, LT_ARCH_LLAMA);
         ASSERT_TRUE(m->output.data != m->tok_embd.data);
-        ASSERT_TRUE(!m->layers[0].bq.data && !m->rope_freqs.data);
+        ASSERT_TRUE(!m->layers[0].bq.data);
+        float f[8];
+        ASSERT_EQ(lt_rope_scaling_factors(&o.rope_scaling, 1e6f, 16, f), LT_OK);
+        ASSERT_TRUE(m->rope_freqs.data && memcmp(m->rope_freqs.data, f, sizeof f) == 0);
         lt_model_close(m);
     }
     o.rope_scaling = (lt_rope_scaling){8.0f, 4.0f, 4.0f, 64}; /* low == high */

@@ -34,8 +34,8 @@ GEN = [
     ("llama3_scaled_q8", "q8_0", (128, 256, 2, 8, 2, 512),
      ["--rope-scaling", "8,1,4,32", "--rope-base", "500000"]),
     ("smollm_like_base", "bf16", (96, 160, 2, 3, 1, 512), ["--rope-base", "100000", "--tied"]),
-    ("qwen2_scaled", "f32", (64, 128, 2, 4, 2, 512), ["--arch", "qwen2", "--rope-scaling",
-                                                       "4,1,2,8"]),
+    ("llama_gqa_scaled_f16", "f16", (64, 128, 2, 4, 2, 512), ["--rope-scaling",
+                                                                      "4,1,2,8"]),
 ]
 # (case, run flags): each must match the reference and the default run.
 VARIANTS = [
@@ -175,7 +175,7 @@ def main():
             worst[dtype] = max(worst.get(dtype, 0.0), r)
     for name, arch, dtype, tied, with_freqs in [
             ("foreign_qwen2_untied", "qwen2", "f32", False, False),
-            ("foreign_qwen2_freqs_f16", "qwen2", "f16", True, True),
+            ("foreign_qwen2_tied_f16", "qwen2", "f16", True, False),
             ("foreign_llama_freqs", "llama", "f32", False, True)]:
         seed += 1
         for r in foreign_case(ck, name, arch, dtype, tied, with_freqs, seed):
