@@ -285,7 +285,8 @@ void lt_llama_sync_stats(const lt_llama *l, lt_llama_sync *out);
 void lt_llama_set_timing(lt_llama *l, bool on); /* collect sync counters (off by default) */
 
 /* Key of a model's whole step of regime r on a pool of nth threads, what
- * the regime's thread count is keyed by: "llama:d288:h768:l6:q8_0:t2:decode". */
+ * the regime's thread count is keyed by: "llama:d288:h768:l6:q8_0:t2:decode"
+ * (the architecture's name first). */
 size_t lt_step_shape_format(const lt_model *m, int nth, lt_regime r, char *buf, size_t n);
 /* Key of the looped executor's parameters: the decode step's. */
 size_t lt_exec_shape_format(const lt_model *m, int nth, char *buf, size_t n);
