@@ -56,6 +56,7 @@ need_pip=()
 python3 -c 'import google.protobuf' >/dev/null 2>&1 || need_pip+=(protobuf)
 python3 -c 'import grpc_tools.protoc' >/dev/null 2>&1 || need_pip+=(grpcio-tools)
 python3 -c 'import confluent_kafka' >/dev/null 2>&1 || need_pip+=(confluent-kafka)
+python3 -c 'import gguf' >/dev/null 2>&1 || need_pip+=(gguf) # llama.cpp's GGUF names (tests)
 if [ ${#need_pip[@]} -gt 0 ]; then
     echo "deps: installing ${need_pip[*]} for $(command -v python3)" >&2
     pip_install "${need_pip[@]}" || { echo "deps: pip could not install ${need_pip[*]}" >&2; exit 1; }
