@@ -221,8 +221,9 @@ typedef struct lt_model {
     lt_tensor tok_embd;    /* {dim, vocab} */
     lt_tensor output_norm; /* {dim} f32 */
     lt_tensor output;      /* {dim, vocab}; shares data with tok_embd when tied */
-    /* rope_freqs.weight: {head_dim/2} f32, each pair's rope angle divided by
-     * its factor (Llama 3's frequency scaling); data NULL when absent. */
+    /* rope_freqs.weight (llama files only, as llama.cpp): {head_dim/2} f32,
+     * each pair's rope angle divided by its factor (Llama 3's frequency
+     * scaling); data NULL when absent. */
     lt_tensor rope_freqs;
     lt_llama_layer *layers; /* [n_layers] */
     lt_vocab *vocab;       /* NULL when the file carries none */
@@ -275,7 +276,7 @@ typedef struct {
     uint64_t seed;
     const char *vocab_path;  /* llama2.c tokenizer.bin to embed, or NULL: synthetic */
     bool tied;               /* no output.weight: the classifier is token_embd */
-    lt_rope_scaling rope_scaling; /* factor > 0: write rope_freqs.weight */
+    lt_rope_scaling rope_scaling; /* factor > 0: write rope_freqs.weight (llama only) */
 } lt_modelgen_opts;
 /* Fills cfg for a preset: stories260K, stories15M, stories110M, 1B,
  * smollm2-135M, qwen2-0.5B, llama3.2-1B. */
@@ -377,7 +378,8 @@ void lt_llama_sync_stats(const lt_llama *l, lt_llama_sync *out);
 void lt_llama_set_timing(lt_llama *l, bool on); /* collect sync counters (off by default) */
 
 /* Key of a model's whole step of regime r on a pool of nth threads, what
- * the regime's thread count is keyed by: "llama:d288:h768:l6:q8_0:t2:decode". */
+ * the regime's thread count is keyed by: "llama:d288:h768:l6:q8_0:t2:decode"
+ * (the architecture's name first). */
 size_t lt_step_shape_format(const lt_model *m, int nth, lt_regime r, char *buf, size_t n);
 /* Key of the looped executor's parameters: the decode step's. */
 size_t lt_exec_shape_format(const lt_model *m, int nth, char *buf, size_t n);

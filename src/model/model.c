@@ -241,12 +241,11 @@ static int check_rope_freqs(const lt_model *m) {
 /* Every tensor of the file must be one the model uses: llama.cpp refuses a
  * file with others too, and a tensor left out (a bias, a fused qkv) would
  * change what the model computes. `used` counts those bound. */
-static int check_no_other_tensors(const lt_gguf *g, const bool *used) {
+static int check_no_other_tensors(const lt_gguf *g, lt_arch a, const bool *used) {
     for (int64_t i = 0; i < lt_gguf_n_tensors(g); i++)
         if (!used[i])
             return lt_error(LT_EUNSUPPORTED, "%s: tensor '%s' is not one a %s model uses",
-                            lt__gguf_path(g), lt_gguf_tensor_at(g, i)->name,
-                            "llama or qwen2");
+                            lt__gguf_path(g), lt_gguf_tensor_at(g, i)->name, lt_arch_name(a));
     return LT_OK;
 }
 
@@ -286,7 +285,11 @@ int lt__gguf_model_load(lt_model *m, const char *path) {
     }
     float *next = p->norms;
     st = bind_norm(m, "output_norm.weight", &next, &m->output_norm);
-    if (!st) st = bind_vec(m, "rope_freqs.weight", hd / 2, &next, &m->rope_freqs);
+    /* llama.cpp reads rope_freqs.weight in llama files only: in a qwen2 file
+     * it is a tensor the model does not use (refused below) */
+    const bool has_rope_freqs = c->arch == LT_ARCH_LLAMA;
+    if (!st && has_rope_freqs) st = bind_vec(m, "rope_freqs.weight", hd / 2, &next, &m->rope_freqs);
+    else lt_tensor_init(&m->rope_freqs, LT_F32, hd / 2, 1, 1, 1, NULL);
     if (!st) st = check_rope_freqs(m);
     char name[64];
     snprintf(name, sizeof name, "blk.0.attn_q.weight");
@@ -294,8 +297,9 @@ int lt__gguf_model_load(lt_model *m, const char *path) {
         st = lt_error(LT_EFORMAT, "%s: missing tensor '%s'", path, name);
     if (!st) m->wtype = t->dtype;
     const char *const top[] = {"token_embd.weight", "output.weight", "output_norm.weight",
-                               "rope_freqs.weight"};
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) mark_used(g, top[i], used);
+                               has_rope_freqs ? "rope_freqs.weight" : NULL};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (top[i]) mark_used(g, top[i], used);
     for (int64_t l = 0; l < L && !st; l++) {
         lt_llama_layer *y = &m->layers[l];
         const struct {
@@ -331,7 +335,7 @@ int lt__gguf_model_load(lt_model *m, const char *path) {
             st = bind_vec(m, name, bias[k].n, &next, bias[k].out);
         }
     }
-    if (!st) st = check_no_other_tensors(g, used);
+    if (!st) st = check_no_other_tensors(g, c->arch, used);
     free(used);
     if (st) return st;
     snprintf(m->format, sizeof m->format, "gguf");

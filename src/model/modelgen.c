@@ -165,6 +165,9 @@ static int check_opts(const lt_modelgen_opts *o) {
                         (long long)(c->dim % blk ? c->dim : c->hidden_dim));
     if (c->vocab_size > INT32_MAX || c->seq_len > UINT32_MAX)
         return lt_error(LT_EINVAL, "modelgen: sizes do not fit GGUF's u32 metadata");
+    if (o->rope_scaling.factor != 0.0f && c->arch != LT_ARCH_LLAMA)
+        return lt_error(LT_EINVAL, "modelgen: rope scaling writes rope_freqs.weight, which "
+                        "llama.cpp reads in llama models only, not %s", lt_arch_name(c->arch));
     if (o->rope_scaling.factor != 0.0f) {
         float f[LT_MODELGEN_MAX_HEAD_DIM / 2];
         if (c->dim / c->n_heads > LT_MODELGEN_MAX_HEAD_DIM)

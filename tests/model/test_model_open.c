@@ -410,7 +410,12 @@ static void test_bad_models(void) {
     s = base();
     s.extra_tensor = "blk.0.attn_output.bias";
     expect_fail("extra", &s, LT_EUNSUPPORTED,
-                "tensor 'blk.0.attn_output.bias' is not one a llama or qwen2 model uses");
+                "tensor 'blk.0.attn_output.bias' is not one a llama model uses");
+    s = base(); /* llama.cpp reads rope_freqs in llama files only */
+    s.arch = "qwen2";
+    s.n_freqs = 8;
+    expect_fail("qwen2_freqs", &s, LT_EUNSUPPORTED,
+                "tensor 'rope_freqs.weight' is not one a qwen2 model uses");
     s = base();
     s.base_as_string = true;
     expect_fail("keytype", &s, LT_EFORMAT, "key 'llama.rope.freq_base' has type string");

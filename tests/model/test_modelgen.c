@@ -1,4 +1,5 @@
-/* Model generator: presets, determinism per seed, every dtype and preset
+/* Model generator: presets (and those of published llama and qwen2 models),
+ * qwen2 files with biases, tied classifiers and rope scaling, determinism per seed, every dtype and preset
  * shape through lt_model_open, weight statistics, a scalar forward pass
  * that stays finite, and the embedded vocabularies (synthetic: any byte
  * tokenizes and round-trips; llama2.c: Llama 2 ids). */
@@ -41,6 +42,101 @@ static void test_presets(void) {
     lt_llama_config c;
     ASSERT_EQ(lt_modelgen_preset("stories42M", &c), LT_EINVAL);
     ASSERT_TRUE(strstr(lt_errmsg(), "'stories42M'") != NULL);
+}
+
+/* The presets of published models, from their config.json: widths, heads,
+ * vocabulary, context, rope theta, epsilon, tied embeddings, Llama 3.2's
+ * rope_scaling; Qwen2 is the qwen2 architecture. */
+static void test_arch_presets(void) {
+    const struct {
+        const char *name;
+        int64_t v[7];
+        lt_arch arch;
+        float base, eps;
+        bool tied;
+        float factor;
+    } want[] = {
+        {"smollm2-135M", {576, 1536, 30, 9, 3, 49152, 8192}, LT_ARCH_LLAMA, 100000, 1e-5f, true, 0},
+        {"qwen2-0.5B", {896, 4864, 24, 14, 2, 151936, 32768}, LT_ARCH_QWEN2, 1e6f, 1e-6f, true, 0},
+        {"llama3.2-1B", {2048, 8192, 16, 32, 8, 128256, 131072}, LT_ARCH_LLAMA, 500000, 1e-5f, true,
+         32},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        lt_modelgen_opts o = {0};
+        ASSERT_EQ(lt_modelgen_preset_opts(want[i].name, &o), LT_OK);
+        const lt_llama_config *c = &o.cfg;
+        const int64_t got[7] = {c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
+                                c->vocab_size, c->seq_len};
+        for (int k = 0; k < 7; k++) ASSERT_EQ(got[k], want[i].v[k]);
+        ASSERT_EQ(c->arch, want[i].arch);
+        ASSERT_NEAR(c->rope_base, want[i].base, 0);
+        ASSERT_NEAR(c->rms_eps, want[i].eps, 1e-12);
+        ASSERT_EQ(o.tied, want[i].tied);
+        ASSERT_NEAR(o.rope_scaling.factor, want[i].factor, 0);
+    }
+    lt_modelgen_opts o = {0};
+    ASSERT_EQ(lt_modelgen_preset_opts("llama3.2-1B", &o), LT_OK);
+    ASSERT_NEAR(o.rope_scaling.low_freq_factor, 1, 0);
+    ASSERT_NEAR(o.rope_scaling.high_freq_factor, 4, 0);
+    ASSERT_EQ(o.rope_scaling.original_context, 8192);
+    /* Llama 3.2's factors (head_dim 64, theta 500000): the fastest pairs keep
+     * their frequency, the slowest are 32x slower, and they never decrease */
+    float f[32];
+    ASSERT_EQ(lt_rope_scaling_factors(&o.rope_scaling, 500000.0f, 64, f), LT_OK);
+    ASSERT_NEAR(f[0], 1.0, 0);
+    ASSERT_NEAR(f[31], 32.0, 0);
+    for (int i = 1; i < 32; i++) ASSERT_TRUE(f[i] >= f[i - 1]);
+    lt_rope_scaling bad = {32.0f, 4.0f, 1.0f, 8192}; /* high below low */
+    ASSERT_EQ(lt_rope_scaling_factors(&bad, 500000.0f, 64, f), LT_EINVAL);
+    bad = (lt_rope_scaling){0.5f, 1.0f, 4.0f, 8192}; /* a factor below 1 */
+    ASSERT_EQ(lt_rope_scaling_factors(&bad, 500000.0f, 64, f), LT_EINVAL);
+    bad = (lt_rope_scaling){8.0f, 1.0f, 4.0f, 0};
+    ASSERT_EQ(lt_rope_scaling_factors(&bad, 500000.0f, 64, f), LT_EINVAL);
+}
+
+/* A small tied qwen2 file opens with its biases and no classifier of its
+ * own; an untied llama file with rope scaling carries the factors of its
+ * scaling and no biases; rope scaling in a qwen2 file (llama.cpp would not
+ * read it) and a bad scaling are refused. */
+static void test_arch_files(void) {
+    char p[600];
+    out_path(p, sizeof p, "qwen2");
+    lt_modelgen_opts o = {.dtype = LT_F16, .seed = 4, .tied = true};
+    o.cfg = (lt_llama_config){.dim = 64, .hidden_dim = 96, .n_layers = 2, .n_heads = 4,
+                              .n_kv_heads = 2, .vocab_size = 400, .seq_len = 32,
+                              .rms_eps = 1e-6f, .rope_base = 1e6f, .arch = LT_ARCH_QWEN2};
+    ASSERT_EQ(lt_modelgen_write(&o, p), LT_OK);
+    lt_model *m;
+    ASSERT_EQ(lt_model_open(&m, p, NULL), LT_OK);
+    if (m) {
+        ASSERT_EQ(m->cfg.arch, LT_ARCH_QWEN2);
+        ASSERT_TRUE(m->output.data == m->tok_embd.data);
+        for (int64_t l = 0; l < 2; l++) {
+            ASSERT_TRUE(m->layers[l].bq.data && m->layers[l].bk.data && m->layers[l].bv.data);
+            ASSERT_EQ(m->layers[l].bk.ne[0], 32);
+        }
+        ASSERT_TRUE(!m->rope_freqs.data);
+        lt_model_close(m);
+    }
+    o.rope_scaling = (lt_rope_scaling){8.0f, 1.0f, 4.0f, 64};
+    ASSERT_EQ(lt_modelgen_write(&o, p), LT_EINVAL);
+    ASSERT_TRUE(strstr(lt_errmsg(), "llama models only") != NULL);
+    o.cfg.arch = LT_ARCH_LLAMA;
+    o.tied = false;
+    ASSERT_EQ(lt_modelgen_write(&o, p), LT_OK);
+    ASSERT_EQ(lt_model_open(&m, p, NULL), LT_OK);
+    if (m) {
+        ASSERT_EQ(m->cfg.arch, LT_ARCH_LLAMA);
+        ASSERT_TRUE(m->output.data != m->tok_embd.data);
+        ASSERT_TRUE(!m->layers[0].bq.data);
+        float f[8];
+        ASSERT_EQ(lt_rope_scaling_factors(&o.rope_scaling, 1e6f, 16, f), LT_OK);
+        ASSERT_TRUE(m->rope_freqs.data && memcmp(m->rope_freqs.data, f, sizeof f) == 0);
+        lt_model_close(m);
+    }
+    o.rope_scaling = (lt_rope_scaling){8.0f, 4.0f, 4.0f, 64}; /* low == high */
+    ASSERT_EQ(lt_modelgen_write(&o, p), LT_EINVAL);
+    remove(p);
 }
 
 static uint8_t *slurp(const char *path, size_t *n) {
@@ -452,6 +548,8 @@ int main(void) {
     snprintf(work_dir, sizeof work_dir, "%s", wd && *wd ? wd : "/tmp");
     snprintf(data_dir, sizeof data_dir, "%s", dd && *dd ? dd : "tests/data");
     test_presets();
+    test_arch_presets();
+    test_arch_files();
     test_deterministic();
     test_rejects();
     roundtrip("stories260K", LT_F32, 0, 0, 8);

@@ -6,8 +6,9 @@ attention. Models come from `looptune model-gen` and from the reference's own GG
 is compared with the numpy reference (llama_ref: transformers' definitions), within the
 tolerance of lt_harness (1e-4 x max|logit| for f32/f16, 0.04 for q8_0's int8 activations).
 The runs also hold across ISAs, threads and prefill batching, the looped and dispatch
-executors and the fusion passes give bit-identical logits, and model-gen's rope_freqs equal
-Meta's llama3 scaling as transformers computes it."""
+executors and the fusion passes give bit-identical logits, model-gen's rope_freqs equal
+Meta's llama3 scaling as transformers computes it, and gguf-py (llama.cpp's GGUF library, from
+PyPI) finds every key and tensor of the architecture under its own names."""
 
 import os
 import sys
@@ -34,8 +35,8 @@ GEN = [
     ("llama3_scaled_q8", "q8_0", (128, 256, 2, 8, 2, 512),
      ["--rope-scaling", "8,1,4,32", "--rope-base", "500000"]),
     ("smollm_like_base", "bf16", (96, 160, 2, 3, 1, 512), ["--rope-base", "100000", "--tied"]),
-    ("qwen2_scaled", "f32", (64, 128, 2, 4, 2, 512), ["--arch", "qwen2", "--rope-scaling",
-                                                       "4,1,2,8"]),
+    ("llama_gqa_scaled_f16", "f16", (64, 128, 2, 4, 2, 512), ["--rope-scaling",
+                                                                      "4,1,2,8"]),
 ]
 # (case, run flags): each must match the reference and the default run.
 VARIANTS = [
@@ -106,6 +107,40 @@ def check_file(ck, name, g, model, shape, flags):
         ck.check(model.rope_freqs is None, name + " no rope_freqs")
 
 
+def check_with_gguf_py(ck, name, path):
+    """The file as gguf-py (the GGUF library of llama.cpp, a PyPI package) reads it: every key
+    the architecture needs under gguf-py's own key names, every tensor one of gguf-py's tensor
+    names for the architecture (weight or bias)."""
+    try:
+        import gguf
+    except ImportError:
+        ck.note("%s: gguf (PyPI) is not installed: gguf-py cross-check skipped" % name)
+        return
+    r = gguf.GGUFReader(path)
+    arch_field = r.fields["general.architecture"]
+    arch = bytes(arch_field.parts[arch_field.data[0]]).decode()
+    by_name = {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}
+    ck.check(arch in by_name, name + " gguf-py knows the architecture " + arch)
+    if arch not in by_name:
+        return
+    K = gguf.Keys
+    need = [K.LLM.CONTEXT_LENGTH, K.LLM.EMBEDDING_LENGTH, K.LLM.BLOCK_COUNT,
+            K.LLM.FEED_FORWARD_LENGTH, K.Attention.HEAD_COUNT, K.Attention.HEAD_COUNT_KV,
+            K.Attention.LAYERNORM_RMS_EPS, K.Rope.FREQ_BASE, K.Rope.DIMENSION_COUNT]
+    missing = [k.format(arch=arch) for k in need if k.format(arch=arch) not in r.fields]
+    ck.check(not missing, name + " gguf-py finds every key",
+             "missing %s" % missing if missing else "")
+    layers = int(r.fields[K.LLM.BLOCK_COUNT.format(arch=arch)].parts[-1][0])
+    allowed = set()
+    for t in gguf.MODEL_TENSORS[by_name[arch]]:
+        base = gguf.TENSOR_NAMES[t]
+        for bid in range(layers):
+            allowed |= {base.format(bid=bid) + ".weight", base.format(bid=bid) + ".bias"}
+    unknown = [t.name for t in r.tensors if t.name not in allowed]
+    ck.check(not unknown, name + " every tensor has a gguf-py name of " + arch,
+             "unknown: %s" % unknown[:3] if unknown else "")
+
+
 def bits(a):
     return a.astype(np.float32).view(np.uint32)
 
@@ -144,6 +179,7 @@ def gen_case(ck, name, dtype, shape, flags, seed):
         ck.check(False, name + " model-gen output is a valid GGUF", str(e))
         return []
     check_file(ck, name, g, model, shape, flags)
+    check_with_gguf_py(ck, name, path)
     return run_model(ck, name, path, model, dtype,
                      VARIANTS if name in VARIANT_CASES else [])
 
@@ -175,7 +211,7 @@ def main():
             worst[dtype] = max(worst.get(dtype, 0.0), r)
     for name, arch, dtype, tied, with_freqs in [
             ("foreign_qwen2_untied", "qwen2", "f32", False, False),
-            ("foreign_qwen2_freqs_f16", "qwen2", "f16", True, True),
+            ("foreign_qwen2_tied_f16", "qwen2", "f16", True, False),
             ("foreign_llama_freqs", "llama", "f32", False, True)]:
         seed += 1
         for r in foreign_case(ck, name, arch, dtype, tied, with_freqs, seed):

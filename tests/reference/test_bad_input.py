@@ -164,13 +164,15 @@ def gguf_cases(ck, wd, good):
 
 
 def arch_cases(ck, wd):
-    """Files the reference writes from a small qwen2 model (biases, rope_freqs), each changed
-    in one place: an unknown architecture, a missing required tensor, a bias of the wrong
-    shape, rope_freqs of the wrong length or with a factor of 0, a tensor no model uses, a key
-    of the wrong type, llama keys in a qwen2 file. The unchanged file runs."""
+    """Files the reference writes from a small llama model with q, k, v biases and rope_freqs
+    (llama.cpp reads both in llama files), each changed in one place: an unknown
+    architecture, a missing required tensor, a bias of the wrong shape, rope_freqs of the
+    wrong length or with a factor of 0, a tensor no model uses (rope_freqs in a qwen2 file
+    too), a key of the wrong type, llama keys in a qwen2 file. The unchanged file runs."""
     rng = np.random.default_rng(9)
     m = R.random_model(rng, 64, 96, 2, 4, 2, 512, 64, arch="qwen2",
                        rope_freqs=rng.uniform(1.0, 8.0, 8))
+    m.cfg.arch = "llama"
     kvs0, tensors0 = R.model_gguf_parts(m)
 
     def write(kvs, tensors):
@@ -197,7 +199,9 @@ def arch_cases(ck, wd):
 
     good = write(kvs0, tensors0)
     p = H.run_cli(run_args(good))
-    ck.check(p.returncode == 0, "arch: the unchanged qwen2 file runs", H.describe_failure(p))
+    ck.check(p.returncode == 0, "arch: the unchanged llama file runs", H.describe_failure(p))
+    as_qwen2 = [(k.replace("llama.", "qwen2."), t, "qwen2" if k == "general.architecture" else v)
+                for k, t, v in kvs0]
     cases = [
         ("unknown_arch", kv_set(kvs0, "general.architecture", R.T_STRING, "mamba"), tensors0,
          [r"architecture", r"not supported|llama and qwen2|unsupported"], ["mamba"]),
@@ -214,12 +218,14 @@ def arch_cases(ck, wd):
          [r"positive|> ?0"], ["rope_freqs.weight"]),
         ("unused_tensor", kvs0, extra(tensors0, "blk.0.attn_output.bias", 64),
          [r"not one .* uses|unused|unexpected|unknown"], ["blk.0.attn_output.bias"]),
-        ("key_type", kv_set(kvs0, "qwen2.rope.freq_base", R.T_STRING, "1e6"), tensors0,
-         [r"type"], ["qwen2.rope.freq_base"]),
-        ("llama_keys_in_qwen2", [(k.replace("qwen2.", "llama."), t, v) for k, t, v in kvs0],
+        ("rope_freqs_in_qwen2", as_qwen2, tensors0,
+         [r"not one .* uses|unused|unexpected|unknown"], ["rope_freqs.weight", "qwen2"]),
+        ("key_type", kv_set(kvs0, "llama.rope.freq_base", R.T_STRING, "1e6"), tensors0,
+         [r"type"], ["llama.rope.freq_base"]),
+        ("llama_keys_in_qwen2", kv_set(kvs0, "general.architecture", R.T_STRING, "qwen2"),
          tensors0, [r"missing"], ["qwen2."]),
-        ("partial_rotary", kv_set(kvs0, "qwen2.rope.dimension_count", R.T_U32, 8), tensors0,
-         [r"partial|rotary"], ["qwen2.rope.dimension_count"]),
+        ("partial_rotary", kv_set(kvs0, "llama.rope.dimension_count", R.T_U32, 8), tensors0,
+         [r"partial|rotary"], ["llama.rope.dimension_count"]),
     ]
     for name, kvs, tensors, patterns, must in cases:
         path = write(kvs, tensors)
@@ -336,6 +342,17 @@ def cli_cases(ck, good):
     expect_error(ck, "cli --isa unknown", run + GOOD_ARGS + ["--isa", "sse9"],
                  [r"isa|sse9"])
     isa_cases(ck, run)
+    gen = ["model-gen", "--dim", "64", "--hidden", "96", "--layers", "1", "--heads", "4",
+           "--vocab", "512", "-o", os.path.join(H.work_dir("bad_input"), "gen_never.gguf")]
+    expect_error(ck, "cli model-gen --arch gpt2", gen + ["--arch", "gpt2"], [r"--arch", r"gpt2"])
+    for value in ("32,1,4", "32,1,4,8192,9", "x,1,4,8192", "32,4,1,8192", "0.5,1,4,8192"):
+        expect_error(ck, "cli model-gen --rope-scaling " + value,
+                     gen + ["--rope-scaling", value], [r"--rope-scaling"], (value,))
+    expect_error(ck, "cli model-gen --arch qwen2 --rope-scaling",
+                 gen + ["--arch", "qwen2", "--rope-scaling", "8,1,4,64"],
+                 [r"rope_freqs|rope scaling", r"qwen2"])
+    expect_error(ck, "cli model-gen --preset unknown", gen[:1] + ["--preset", "qwen3", "-o",
+                                                                  gen[-1]], [r"preset", r"qwen3"])
     expect_error(ck, "cli unknown command", ["frobnicate"], [r"command|frobnicate"])
     # online tuning and the optimizer service
     expect_error(ck, "cli --tune bogus", run + GOOD_ARGS + ["--tune", "bogus"], [r"--tune", r"bogus"])

@@ -3,8 +3,9 @@ known bit patterns for f16/bf16/q8_0, a GGUF file assembled byte by byte from th
 and reader round trips, rope against complex multiplication and against the rope tables stored
 in stories260K.bin, the forward pass against a second, deliberately naive implementation,
 batched against token-by-token evaluation, causality, grouped-query attention against the
-equivalent multi-head model, and float32 against float64 arithmetic (the size of error the
-tolerance must absorb). Needs no looptune binary."""
+equivalent multi-head model, qwen2's biases and rotation of halves and Llama 3's rope factors
+(the naive pass, and qwen2 = llama with converter-permuted rows), and float32 against float64
+arithmetic (the size of error the tolerance must absorb). Needs no looptune binary."""
 
 import math
 import os
@@ -30,21 +31,32 @@ def naive_logits(model, tokens):
     def norm(x, w):
         return w * x / math.sqrt(float(np.dot(x, x)) / len(x) + c.rms_eps)
 
+    # the two elements of pair i of every head: adjacent (llama) or half a head apart (qwen2)
+    i = np.arange(hd // 2)
+    first = (i if c.rope_halves else 2 * i)
+    second = first + (hd // 2 if c.rope_halves else 1)
+    inv = c.rope_base ** (-2.0 * i / hd)
+    if model.rope_freqs is not None:
+        inv = inv / model.rope_freqs
+
     def rot(vec, pos):
-        z = vec[0::2] + 1j * vec[1::2]
-        i = np.arange(hd // 2)
-        z = z * np.exp(1j * pos * np.tile(c.rope_base ** (-2.0 * i / hd), len(vec) // hd))
-        r = np.empty_like(vec)
-        r[0::2], r[1::2] = z.real, z.imag
+        r = vec.copy()
+        for h in range(len(vec) // hd):
+            a, b = h * hd + first, h * hd + second
+            z = (vec[a] + 1j * vec[b]) * np.exp(1j * pos * inv)
+            r[a], r[b] = z.real, z.imag
         return r
+
+    def proj(w, name, xb):
+        return w["w" + name].dot(xb) + (w["b" + name] if "b" + name in w else 0.0)
 
     for pos, tok in enumerate(tokens):
         x = model.tok_emb[tok].copy()
         for li, w in enumerate(model.layers):
             xb = norm(x, w["attn_norm"])
-            q = rot(w["wq"].dot(xb), pos)
-            keys[li].append(rot(w["wk"].dot(xb), pos))
-            vals[li].append(w["wv"].dot(xb))
+            q = rot(proj(w, "q", xb), pos)
+            keys[li].append(rot(proj(w, "k", xb), pos))
+            vals[li].append(proj(w, "v", xb))
             heads = []
             for h in range(c.n_heads):
                 g = h // group
@@ -219,6 +231,44 @@ def check_forward(ck, model, name, tokens):
              name + ": causal (a later token changes only later rows)")
 
 
+def check_archs(ck, rng):
+    """qwen2 (biases, rotate_half pairs) and Llama 3 factors: the forward pass equals the naive
+    one; a qwen2 model equals the llama model whose q and k rows (and biases) are permuted per
+    head as the GGUF converter permutes llama's, (x[i], x[i+hd/2]) -> (x[2i], x[2i+1]): the
+    two rotations are one rotation of reordered pairs; the biases and the factors each change
+    the logits; transformers' llama3 scaling keeps the fastest pairs and slows the slowest by
+    the factor, monotonically between."""
+    toks = list(rng.integers(0, 97, 9))
+    q2 = R.random_model(rng, 64, 96, 2, 4, 2, 97, 32, base=10000.0, arch="qwen2",
+                        rope_freqs=rng.uniform(1.0, 16.0, 8))
+    check_forward(ck, q2, "random qwen2 model with rope factors", toks)
+    hd = q2.cfg.head_dim
+    order = np.ravel(np.column_stack([np.arange(hd // 2), np.arange(hd // 2) + hd // 2]))
+    ll = q2.copy()
+    ll.cfg.arch, ll.cfg.rope_halves = "llama", False
+    for w in ll.layers:
+        for k in ("wq", "wk", "bq", "bk"):
+            shape = w[k].shape
+            w[k] = w[k].reshape(-1, hd, *shape[1:])[:, order].reshape(shape)
+    a, b = R.logits_for(q2, toks), R.logits_for(ll, toks)
+    ck.check(rel_err(a, b) < 1e-12, "qwen2 rotation = llama rotation of converter-permuted rows",
+             "rel err %.3g" % rel_err(a, b))
+    nob = q2.copy()
+    for w in nob.layers:
+        for k in ("bq", "bk", "bv"):
+            del w[k]
+    nof = R.Model(q2.cfg, q2.tok_emb, q2.layers, q2.out_norm, q2.w_out, None)
+    ck.check(rel_err(R.logits_for(nob, toks), a) > 1e-3 and rel_err(R.logits_for(nof, toks), a)
+             > 1e-3, "the biases and the rope factors each change the logits")
+    inv = 1.0 / 500000.0 ** (np.arange(0, 64, 2) / 64)
+    got = R.llama3_inv_freq(500000.0, 64, 32.0, 1.0, 4.0, 8192)
+    f = inv / got
+    ck.check(f[0] == 1.0 and abs(f[-1] - 32.0) < 1e-12 and bool(np.all(np.diff(f) >= 0)) and
+             1.0 < f[len(f) // 2 + 3] <= 32.0,
+             "llama3 scaling: factor 1 for the fastest pairs, 32 for the slowest, monotone",
+             str(np.round(f, 3)))
+
+
 def check_gqa(ck, rng):
     gqa = R.random_model(rng, 48, 64, 2, 6, 2, 40, 32)
     group = 3
@@ -342,6 +392,7 @@ def main():
     check_gguf_round_trip(ck, wd)
     check_rope(ck, data_dir)
     check_gqa(ck, rng)
+    check_archs(ck, rng)
     small = R.random_model(rng, 64, 96, 2, 4, 2, 97, 32, base=500000.0)
     check_forward(ck, small, "random GQA model", list(rng.integers(0, 97, 11)))
     check_precision(ck, small, "random GQA model", list(rng.integers(0, 97, 25)))
