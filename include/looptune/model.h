@@ -171,7 +171,7 @@ typedef struct lt_model {
     lt_tensor output;      /* {dim, vocab}; shares data with tok_embd when tied */
     lt_llama_layer *layers; /* [n_layers] */
     lt_vocab *vocab;       /* NULL when the file carries none */
-    lt_dtype wtype;        /* dtype of the projection weights */
+    lt_dtype wtype;        /* dtype of the projection weights (of blk.0.attn_q in a mix) */
     char format[16];       /* "gguf" or "llama2c" */
     void *priv;            /* mapping and owned buffers */
 } lt_model;
@@ -200,18 +200,6 @@ size_t lt_model_weight_bytes_per_token(const lt_model *m);
 
 /* ---- random-weight model generator ------------------------------------------ */
 
-/* Fills cfg for a preset: stories260K, stories15M, stories110M, 1B. */
-int lt_modelgen_preset(const char *name, lt_llama_config *cfg);
-typedef struct {
-    lt_llama_config cfg;
-    lt_dtype dtype;          /* projection and embedding dtype */
-    uint64_t seed;
-    const char *vocab_path;  /* llama2.c tokenizer.bin to embed, or NULL: synthetic */
-} lt_modelgen_opts;
-/* Writes a GGUF Llama model that llama.cpp loads, deterministic for a seed. */
-int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path);
-
-
 /* ---- quantising a model file (src/model/quantize.c) ------------------------------ */
 
 /* llama.cpp's general.file_type (LLAMA_FTYPE_*) of a file of one type; a
@@ -224,8 +212,9 @@ uint32_t lt_file_type(lt_dtype t);
  * ffn_down layers q6_k or q5_k, ...). */
 typedef struct {
     lt_dtype type;
-    int mix;
+    int mix; /* 0, or 1..LT_QUANT_N_MIXES */
 } lt_quant_target;
+#define LT_QUANT_N_MIXES 3
 /* A type name ("q4_k") or a mix name ("q4_k_m", either case). LT_EINVAL
  * naming the choices otherwise. */
 int lt_quant_target_parse(const char *s, lt_quant_target *out);
@@ -248,6 +237,22 @@ typedef struct {
  * f32, f16, bf16 or q8_0 (any type may be dequantised to a float type).
  * Nothing is left at `out` on failure. */
 int lt_quantize_file(const char *in, const char *out, const lt_quantize_opts *opts);
+
+/* Fills cfg for a preset: stories260K, stories15M, stories110M, 1B. */
+int lt_modelgen_preset(const char *name, lt_llama_config *cfg);
+typedef struct {
+    lt_llama_config cfg;
+    lt_dtype dtype;          /* projection and embedding dtype ... */
+    int mix;                 /* ... or, > 0, a llama.cpp mix (lt_quant_target.mix, dtype
+                                its base): the mix's type per tensor */
+    uint64_t seed;
+    const char *vocab_path;  /* llama2.c tokenizer.bin to embed, or NULL: synthetic */
+} lt_modelgen_opts;
+/* Writes a GGUF Llama model that llama.cpp loads, deterministic for a seed. */
+int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path);
+
+
+
 
 /* ---- Llama runtime: the decoder as a program ---------------------------------- */
 
