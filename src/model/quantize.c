@@ -6,6 +6,7 @@
  * chunk at a time, so a model never sits in memory twice. */
 #include "model/model_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -142,6 +143,12 @@ static int convert_rows(void *vctx, int64_t row0, int64_t nrows, void *dst) {
     } else {
         for (int64_t r = 0; r < nrows; r++) {
             lt_row_to_f32(c->src->dtype, in + (size_t)r * in_rb, c->f32, ne0);
+            /* the quantisers' scales and levels are defined for finite values only */
+            for (int64_t i = 0; i < ne0 && lt_dtype_is_quant(c->to); i++)
+                if (!isfinite(c->f32[i]))
+                    return lt_error(LT_EFORMAT, "quantize: tensor '%s': row %lld holds %s at "
+                                    "column %lld", c->src->name, (long long)(row0 + r),
+                                    isnan(c->f32[i]) ? "NaN" : "an infinity", (long long)i);
             lt_row_from_f32(c->to, c->f32, (char *)dst + (size_t)r * out_rb, ne0);
         }
     }

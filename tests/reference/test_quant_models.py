@@ -232,6 +232,23 @@ def bad_input(ck):
             want in err[0] and not os.path.exists(out)
         ck.check(ok, "quantize " + label + ": one-line error", "exit %d, stderr %r" %
                  (p.returncode, err))
+    # a weight that is not finite: named, and no output file
+    nan_in = os.path.join(wd, "nan_f32.gguf")
+    w = gguf.GGUFWriter(nan_in, "llama")
+    x = np.ones((4, 64), dtype=np.float32)
+    x[2, 5] = np.nan
+    w.add_tensor("blk.0.attn_q.weight", x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    if os.path.exists(out):
+        os.remove(out)
+    p = H.run_cli(["quantize", nan_in, out, "--type", "q4_0", "-q"])
+    err = p.stderr.strip().splitlines()
+    ck.check(p.returncode == 1 and len(err) == 1 and "row 2 holds NaN at column 5" in err[0] and
+             not os.path.exists(out), "quantize NaN weight: one-line error",
+             "exit %d, stderr %r" % (p.returncode, err))
     # dequantising is allowed from any type
     p = H.run_cli(["quantize", q4k, out, "--type", "f32", "-q"])
     ck.check(p.returncode == 0, "quantize q4_k -> f32 (dequantise)", H.describe_failure(p)
