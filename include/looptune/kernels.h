@@ -138,7 +138,19 @@ typedef struct {
      * bit 1 << i of isa_defs is set, def elsewhere (lt_param_default). */
     uint32_t isa_defs;
     int32_t isa_def[LT_ISA_COUNT];
+    /* The weight dtypes whose paths it changes (bit 1 << lt_dtype of op[1]);
+     * 0: every dtype. On the others it does nothing, so it is no dimension
+     * of the space of their calls (lt_space_fit_call, lt_space_fit_shape). */
+    uint32_t dtypes;
 } lt_param_def;
+
+/* The dtypes with the vector blocking of the linear kernels (the others,
+ * q4_0 .. q6_k, run integer dots without it for now). */
+#define LT_DTYPES_BLOCKED ((1u << LT_F32) | (1u << LT_F16) | (1u << LT_BF16) | (1u << LT_Q8_0))
+
+static inline bool lt_param_acts_on(const lt_param_def *d, lt_dtype t) {
+    return d->dtypes == 0 || (d->dtypes >> t & 1u);
+}
 
 /* The ISAs with vector paths: blocking and prefetch parameters act only there. */
 #define LT_ISAS_VECTOR ((1u << LT_ISA_AVX2) | (1u << LT_ISA_AVX512))

@@ -227,7 +227,7 @@ typedef struct lt_model {
     lt_tensor rope_freqs;
     lt_llama_layer *layers; /* [n_layers] */
     lt_vocab *vocab;       /* NULL when the file carries none */
-    lt_dtype wtype;        /* dtype of the projection weights */
+    lt_dtype wtype;        /* dtype of the projection weights (of blk.0.attn_q in a mix) */
     char format[16];       /* "gguf" or "llama2c" */
     void *priv;            /* mapping and owned buffers */
 } lt_model;
@@ -269,26 +269,6 @@ typedef struct {
 int lt_rope_scaling_factors(const lt_rope_scaling *s, float base, int64_t head_dim,
                             float *factors);
 
-/* A preset's shape and what it carries (lt_modelgen_preset_opts fills all). */
-typedef struct {
-    lt_llama_config cfg;
-    lt_dtype dtype;          /* projection and embedding dtype */
-    uint64_t seed;
-    const char *vocab_path;  /* llama2.c tokenizer.bin to embed, or NULL: synthetic */
-    bool tied;               /* no output.weight: the classifier is token_embd */
-    lt_rope_scaling rope_scaling; /* factor > 0: write rope_freqs.weight (llama only) */
-} lt_modelgen_opts;
-/* Fills cfg for a preset: stories260K, stories15M, stories110M, 1B,
- * smollm2-135M, qwen2-0.5B, llama3.2-1B. */
-int lt_modelgen_preset(const char *name, lt_llama_config *cfg);
-/* The same, with the preset's output tying and rope scaling (opts->dtype,
- * seed and vocab_path are left as they are). */
-int lt_modelgen_preset_opts(const char *name, lt_modelgen_opts *opts);
-/* Writes a GGUF model of cfg.arch that llama.cpp loads, deterministic for a
- * seed (qwen2: with q, k, v biases). */
-int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path);
-
-
 /* ---- quantising a model file (src/model/quantize.c) ------------------------------ */
 
 /* llama.cpp's general.file_type (LLAMA_FTYPE_*) of a file of one type; a
@@ -301,8 +281,9 @@ uint32_t lt_file_type(lt_dtype t);
  * ffn_down layers q6_k or q5_k, ...). */
 typedef struct {
     lt_dtype type;
-    int mix;
+    int mix; /* 0, or 1..LT_QUANT_N_MIXES */
 } lt_quant_target;
+#define LT_QUANT_N_MIXES 3
 /* A type name ("q4_k") or a mix name ("q4_k_m", either case). LT_EINVAL
  * naming the choices otherwise. */
 int lt_quant_target_parse(const char *s, lt_quant_target *out);
@@ -325,6 +306,31 @@ typedef struct {
  * f32, f16, bf16 or q8_0 (any type may be dequantised to a float type).
  * Nothing is left at `out` on failure. */
 int lt_quantize_file(const char *in, const char *out, const lt_quantize_opts *opts);
+
+/* ---- random-weight models of a preset (src/model/modelgen.c) ---------------------- */
+
+/* A preset's shape and what it carries (lt_modelgen_preset_opts fills all). */
+typedef struct {
+    lt_llama_config cfg;
+    lt_dtype dtype;          /* projection and embedding dtype ... */
+    int mix;                 /* ... or, > 0, a llama.cpp mix (lt_quant_target.mix, dtype
+                                its base): the mix's type per tensor */
+    uint64_t seed;
+    const char *vocab_path;  /* llama2.c tokenizer.bin to embed, or NULL: synthetic */
+    bool tied;               /* no output.weight: the classifier is token_embd */
+    lt_rope_scaling rope_scaling; /* factor > 0: write rope_freqs.weight (llama only) */
+} lt_modelgen_opts;
+/* Fills cfg for a preset: stories260K, stories15M, stories110M, 1B,
+ * smollm2-135M, qwen2-0.5B, llama3.2-1B. */
+int lt_modelgen_preset(const char *name, lt_llama_config *cfg);
+/* The same, with the preset's output tying and rope scaling (opts->dtype,
+ * mix, seed and vocab_path are left as they are). */
+int lt_modelgen_preset_opts(const char *name, lt_modelgen_opts *opts);
+/* Writes a GGUF model of cfg.arch that llama.cpp loads, deterministic for a
+ * seed (qwen2: with q, k, v biases). */
+int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path);
+
+
 
 /* ---- Llama runtime: the decoder as a program ---------------------------------- */
 

@@ -223,12 +223,15 @@ const lt_kernel lt__k_matmul = {
     .params =
         {
             /* blocking of the vector paths; the portable reference has none */
-            [LT__MM_N_BLOCK] = {"n_block", 7, {12, 24, 48, 96, 192, 384, 768}, 192,
-                                LT_ISAS_VECTOR},
-            [LT__MM_M_BLOCK] = {"m_block", 7, {32, 64, 128, 192, 256, 384, 512}, 128,
-                                LT_ISAS_VECTOR},
-            [LT__MM_K_BLOCK] = {"k_block", 8, {64, 128, 192, 256, 384, 512, 768, 1024}, 256,
-                                LT_ISAS_VECTOR},
+            [LT__MM_N_BLOCK] = {.name = "n_block", .n_values = 7,
+                                .values = {12, 24, 48, 96, 192, 384, 768}, .def = 192,
+                                .isas = LT_ISAS_VECTOR, .dtypes = LT_DTYPES_BLOCKED},
+            [LT__MM_M_BLOCK] = {.name = "m_block", .n_values = 7,
+                                .values = {32, 64, 128, 192, 256, 384, 512}, .def = 128,
+                                .isas = LT_ISAS_VECTOR, .dtypes = LT_DTYPES_BLOCKED},
+            [LT__MM_K_BLOCK] = {.name = "k_block", .n_values = 8,
+                                .values = {64, 128, 192, 256, 384, 512, 768, 1024}, .def = 256,
+                                .isas = LT_ISAS_VECTOR, .dtypes = LT_DTYPES_BLOCKED},
         },
     .run =
         {

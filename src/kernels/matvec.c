@@ -408,9 +408,20 @@ const lt_kernel lt__k_matvec = {
     .params =
         {
             [LT__MV_ROWS_PER_TASK] = {"rows_per_task", 7, {4, 8, 16, 32, 64, 128, 256}, 32},
-            /* the portable reference ignores these three */
-            [LT__MV_UNROLL] = {"unroll", 4, {1, 2, 4, 8}, 1, LT_ISAS_VECTOR},
-            [LT__MV_K_BLOCK] = {"k_block", 5, {0, 256, 512, 1024, 2048}, 0, LT_ISAS_VECTOR},
+            /* the portable reference ignores these three (q4_0 .. q6_k read
+             * prefetch on every path, matvec_q.c) */
+            [LT__MV_UNROLL] = {.name = "unroll",
+                               .n_values = 4,
+                               .values = {1, 2, 4, 8},
+                               .def = 1,
+                               .isas = LT_ISAS_VECTOR,
+                               .dtypes = LT_DTYPES_BLOCKED},
+            [LT__MV_K_BLOCK] = {.name = "k_block",
+                                .n_values = 5,
+                                .values = {0, 256, 512, 1024, 2048},
+                                .def = 0,
+                                .isas = LT_ISAS_VECTOR,
+                                .dtypes = LT_DTYPES_BLOCKED},
             [LT__MV_PREFETCH] = {.name = "prefetch",
                                  .n_values = 7,
                                  .values = {0, 256, 512, 1024, 2048, 4096, 8192},
@@ -418,8 +429,11 @@ const lt_kernel lt__k_matvec = {
                                  .isas = LT_ISAS_VECTOR,
                                  .isa_defs = 1u << LT_ISA_AVX2,
                                  .isa_def = {[LT_ISA_AVX2] = 512}},
-            [LT__MV_ACT_INT16] = {"act_int16", 2, {0, 1}, 1},
-            [LT__MV_ACT_INT8] = {"act_int8", 2, {0, 1}, 1},
+            /* q8_0's activation modes */
+            [LT__MV_ACT_INT16] = {.name = "act_int16", .n_values = 2, .values = {0, 1}, .def = 1,
+                                  .dtypes = 1u << LT_Q8_0},
+            [LT__MV_ACT_INT8] = {.name = "act_int8", .n_values = 2, .values = {0, 1}, .def = 1,
+                                 .dtypes = 1u << LT_Q8_0},
         },
     .run =
         {

@@ -114,16 +114,13 @@ static void as_tensor(const lt_gguf_tensor *t, lt_tensor *out) {
     lt_tensor_init(out, t->dtype, t->ne[0], t->ne[1], 1, 1, (void *)t->data);
 }
 
-/* A projection: shape checked, and every projection shares m->wtype. */
+/* A projection: shape checked; its own dtype (a mix such as q4_k_m holds
+ * several, each kernel call takes its weight's). */
 static int bind_proj(lt_model *m, const char *name, int64_t ne0, int64_t ne1, lt_tensor *out) {
     const lt_gguf *g = ((lt__model_priv *)m->priv)->gguf;
     const lt_gguf_tensor *t;
     int st = bind(g, name, ne0, ne1, &t);
     if (st) return st;
-    if (t->dtype != m->wtype)
-        return lt_error(LT_EUNSUPPORTED, "%s: tensor '%s' is %s but the other projections are "
-                        "%s (one projection dtype per model)", lt__gguf_path(g), name,
-                        lt_dtype_name(t->dtype), lt_dtype_name(m->wtype));
     as_tensor(t, out);
     return LT_OK;
 }

@@ -119,4 +119,22 @@ int lt__vocab_synth(lt__vocab_arrays *a, int64_t n);
 int lt__vocab_llama2c(lt__vocab_arrays *a, const char *path, int64_t n);
 void lt__vocab_arrays_free(lt__vocab_arrays *a); /* NULL and zeroed arrays are fine */
 
+/* ---- quantisation types per tensor (quantize.c) ------------------------------ */
+
+/* What llama.cpp's choice of types per tensor counts as it walks a file's
+ * tensors in order: the attn_v and ffn_down tensors (n_ set before, i_
+ * advanced by each call), and whether output.weight exists (else
+ * token_embd is the classifier and is chosen as output). */
+typedef struct {
+    int64_t n_attn_v, n_ffn_down, i_attn_v, i_ffn_down;
+    bool has_output;
+} lt__mix_state;
+
+/* The type tg gives the tensor (name, n_dims, ne0) now of dtype `from`:
+ * from itself unless it is a weight matrix (2-d or more, *weight, not a
+ * norm); else tg's type or the mix's choice, with llama.cpp's fallback
+ * where its block does not divide ne0. */
+lt_dtype lt__quant_tensor_type(const lt_quant_target *tg, const char *name, int n_dims,
+                               int64_t ne0, lt_dtype from, lt__mix_state *s);
+
 #endif

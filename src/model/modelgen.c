@@ -114,9 +114,10 @@ static int gen_fill(void *ctx, int64_t row0, int64_t nrows, void *dst) {
 static int write_meta(lt_gguf_writer *w, const lt_modelgen_opts *o, const lt__vocab_arrays *v) {
     const lt_llama_config *c = &o->cfg;
     char name[96];
+    const lt_quant_target nt = {.type = o->dtype, .mix = o->mix};
     snprintf(name, sizeof name, "looptune random %s d%lld l%lld %s seed %llu",
              lt_arch_name(c->arch), (long long)c->dim, (long long)c->n_layers,
-             lt_dtype_name(o->dtype),
+             lt_quant_target_name(&nt),
              (unsigned long long)o->seed);
     const lt_arch a = c->arch;
     char k[96];
@@ -124,7 +125,8 @@ static int write_meta(lt_gguf_writer *w, const lt_modelgen_opts *o, const lt__vo
     int st = LT_OK;
     if (!st) st = lt_gguf_writer_str(w, "general.architecture", lt_arch_name(a));
     if (!st) st = lt_gguf_writer_str(w, "general.name", name);
-    if (!st) st = lt_gguf_writer_u32(w, "general.file_type", lt_file_type(o->dtype));
+    const lt_quant_target tg = {.type = o->dtype, .mix = o->mix};
+    if (!st) st = lt_gguf_writer_u32(w, "general.file_type", lt_quant_target_file_type(&tg));
     if (!st) st = lt_gguf_writer_u32(w, KEY("vocab_size"), (uint32_t)c->vocab_size);
     if (!st) st = lt_gguf_writer_u32(w, KEY("context_length"), (uint32_t)c->seq_len);
     if (!st) st = lt_gguf_writer_u32(w, KEY("embedding_length"), (uint32_t)c->dim);
@@ -155,10 +157,11 @@ static int check_opts(const lt_modelgen_opts *o) {
     const lt_llama_config *c = &o->cfg;
     int st = lt__llama_config_check(c, "modelgen");
     if (st) return st;
-    if ((unsigned)o->dtype >= LT_DTYPE_COUNT)
-        return lt_error(LT_EINVAL, "modelgen: bad dtype %d", (int)o->dtype);
+    if ((unsigned)o->dtype >= LT_DTYPE_COUNT || o->mix < 0 || o->mix > LT_QUANT_N_MIXES)
+        return lt_error(LT_EINVAL, "modelgen: bad dtype %d or mix %d", (int)o->dtype, o->mix);
     int64_t blk = lt_dtype_block(o->dtype);
-    if (c->dim % blk != 0 || c->hidden_dim % blk != 0)
+    /* a mix falls back per tensor as llama.cpp's does; one type is asked for as it is */
+    if (!o->mix && (c->dim % blk != 0 || c->hidden_dim % blk != 0))
         return lt_error(LT_EINVAL, "modelgen: %s needs rows that are multiples of %lld, but "
                         "%s is %lld", lt_dtype_name(o->dtype), (long long)blk,
                         c->dim % blk ? "dim" : "hidden_dim",
@@ -178,19 +181,23 @@ static int check_opts(const lt_modelgen_opts *o) {
     return LT_OK;
 }
 
-/* The tensors being declared: one generator each, all sharing a scratch row. */
+/* The tensors being declared: one generator each, all sharing a scratch row;
+ * a mix's choice of type per weight. */
 typedef struct {
     lt_gguf_writer *w;
     gen *gens;
     int64_t k;
     float *row;
     uint64_t seed;
+    lt_quant_target mix; /* .mix 0: every weight in the type asked for */
+    lt__mix_state ms;
 } plan;
 
 /* Declares a tensor of shape {e0, e1} (1-D when nd == 1) with values uniform
  * around center, of the given standard deviation. */
 static int declare(plan *p, const char *name, lt_dtype dt, int nd, int64_t e0, int64_t e1,
                    float center, float std) {
+    if (p->mix.mix) dt = lt__quant_tensor_type(&p->mix, name, nd, e0, dt, &p->ms);
     gen *g = &p->gens[p->k];
     *g = (gen){.seed = mix64(p->seed ^ mix64((uint64_t)p->k + 1)), .center = center,
                .half = std * sqrtf(3.0f), .dtype = dt, .ne0 = e0, .row = p->row};
@@ -209,7 +216,11 @@ int lt_modelgen_write(const lt_modelgen_opts *opts, const char *path) {
 
     int64_t dim = c->dim, hid = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
     int64_t kv_dim = dim / c->n_heads * c->n_kv_heads;
-    plan p = {.seed = opts->seed};
+    /* a tied classifier is the embedding: llama.cpp then gives token_embd
+     * the output's type in a mix */
+    plan p = {.seed = opts->seed,
+              .mix = {.type = opts->dtype, .mix = opts->mix},
+              .ms = {.n_attn_v = L, .n_ffn_down = L, .has_output = !opts->tied}};
     p.gens = calloc((size_t)(3 + 12 * L), sizeof *p.gens);
     p.row = malloc((size_t)(dim > hid ? dim : hid) * sizeof *p.row);
     if (!p.gens || !p.row) st = lt_error(LT_ENOMEM, "%s: out of memory", path);

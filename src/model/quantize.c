@@ -6,6 +6,7 @@
  * chunk at a time, so a model never sits in memory twice. */
 #include "model/model_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -22,6 +23,7 @@ static const struct {
     {"q5_k_m", LT_Q5_K, 17},
 };
 #define N_MIXES ((int)(sizeof mixes / sizeof mixes[0]))
+_Static_assert(N_MIXES == LT_QUANT_N_MIXES, "mix table");
 
 uint32_t lt_file_type(lt_dtype t) {
     /* LLAMA_FTYPE: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_BF16, MOSTLY_Q4_0 ...;
@@ -67,39 +69,33 @@ static bool ends_with(const char *s, const char *tail) {
 }
 
 /* A weight matrix llama.cpp quantises: 2-d or more, named *weight, no norm. */
-static bool quantisable(const lt_gguf_tensor *t) {
-    return t->n_dims >= 2 && ends_with(t->name, "weight") && !strstr(t->name, "_norm.weight");
+static bool quantisable(const char *name, int n_dims) {
+    return n_dims >= 2 && ends_with(name, "weight") && !strstr(name, "_norm.weight");
 }
 
 /* llama.cpp's layers that get more bits: the first and last eighth and
  * every third one between. */
 static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-/* What the reader of a mix counts as it walks the tensors in file order. */
-typedef struct {
-    int64_t n_attn_v, n_ffn_down, i_attn_v, i_ffn_down;
-    bool has_output;
-} mix_state;
-
 /* The type llama.cpp's llama_tensor_get_type gives a Llama tensor under the
  * mix (LLAMA_FTYPE_MOSTLY_Q3_K_M / Q4_K_M / Q5_K_M, one expert, no
  * importance matrix). */
-static lt_dtype mix_type(int mix, const lt_gguf_tensor *t, mix_state *s) {
+static lt_dtype mix_type(int mix, const char *name, int64_t ne0, lt__mix_state *s) {
     const lt_dtype base = mixes[mix - 1].base;
-    const bool output = strcmp(t->name, "output.weight") == 0 ||
-                        (!s->has_output && strcmp(t->name, "token_embd.weight") == 0);
-    if (output) return t->ne[0] % LT_QK_K ? LT_Q8_0 : LT_Q6_K;
-    if (strstr(t->name, "attn_v.weight")) {
+    const bool output = strcmp(name, "output.weight") == 0 ||
+                        (!s->has_output && strcmp(name, "token_embd.weight") == 0);
+    if (output) return ne0 % LT_QK_K ? LT_Q8_0 : LT_Q6_K;
+    if (strstr(name, "attn_v.weight")) {
         const int64_t i = s->i_attn_v++;
         if (base == LT_Q3_K) return i < 2 ? LT_Q5_K : LT_Q4_K;
         return more_bits(i, s->n_attn_v) ? LT_Q6_K : base;
     }
-    if (strstr(t->name, "ffn_down")) {
+    if (strstr(name, "ffn_down")) {
         const int64_t i = s->i_ffn_down++;
         if (base == LT_Q3_K) return i < s->n_ffn_down / 16 ? LT_Q5_K : LT_Q4_K;
         return more_bits(i, s->n_ffn_down) ? LT_Q6_K : base;
     }
-    if (strstr(t->name, "attn_output.weight") && base == LT_Q3_K) return LT_Q4_K;
+    if (strstr(name, "attn_output.weight") && base == LT_Q3_K) return LT_Q4_K;
     return base;
 }
 
@@ -118,6 +114,12 @@ static lt_dtype fallback(lt_dtype want, int64_t ne0) {
     default: break;
     }
     return ne0 % lt_dtype_block(alt) == 0 ? alt : LT_F16;
+}
+
+lt_dtype lt__quant_tensor_type(const lt_quant_target *tg, const char *name, int n_dims,
+                               int64_t ne0, lt_dtype from, lt__mix_state *s) {
+    if (!quantisable(name, n_dims)) return from;
+    return fallback(tg->mix ? mix_type(tg->mix, name, ne0, s) : tg->type, ne0);
 }
 
 /* ---- streaming a tensor's rows ------------------------------------------------------ */
@@ -141,6 +143,12 @@ static int convert_rows(void *vctx, int64_t row0, int64_t nrows, void *dst) {
     } else {
         for (int64_t r = 0; r < nrows; r++) {
             lt_row_to_f32(c->src->dtype, in + (size_t)r * in_rb, c->f32, ne0);
+            /* the quantisers' scales and levels are defined for finite values only */
+            for (int64_t i = 0; i < ne0 && lt_dtype_is_quant(c->to); i++)
+                if (!isfinite(c->f32[i]))
+                    return lt_error(LT_EFORMAT, "quantize: tensor '%s': row %lld holds %s at "
+                                    "column %lld", c->src->name, (long long)(row0 + r),
+                                    isnan(c->f32[i]) ? "NaN" : "an infinity", (long long)i);
             lt_row_from_f32(c->to, c->f32, (char *)dst + (size_t)r * out_rb, ne0);
         }
     }
@@ -166,21 +174,20 @@ int lt_quantize_file(const char *in, const char *out, const lt_quantize_opts *o)
     const int64_t n = lt_gguf_n_tensors(g);
 
     /* the types first, so every problem shows before anything is written */
-    mix_state ms = {.has_output = lt_gguf_find_tensor(g, "output.weight") != NULL};
+    lt__mix_state ms = {.has_output = lt_gguf_find_tensor(g, "output.weight") != NULL};
     for (int64_t i = 0; i < n; i++) {
         const char *name = lt_gguf_tensor_at(g, i)->name;
         ms.n_attn_v += strstr(name, "attn_v.weight") != NULL;
         ms.n_ffn_down += strstr(name, "ffn_down") != NULL;
     }
-    lt_dtype *to = calloc((size_t)(n ? n : 1), sizeof *to);
-    convert_ctx *ctx = calloc((size_t)(n ? n : 1), sizeof *ctx);
+    const size_t nt = n > 0 ? (size_t)n : 1; /* the reader bounds n by the file size */
+    lt_dtype *to = calloc(nt, sizeof *to);
+    convert_ctx *ctx = calloc(nt, sizeof *ctx);
     int64_t max_ne0 = 1;
     if (!to || !ctx) st = lt_error(LT_ENOMEM, "quantize: out of memory");
     for (int64_t i = 0; i < n && !st; i++) {
         const lt_gguf_tensor *t = lt_gguf_tensor_at(g, i);
-        lt_dtype want = t->dtype;
-        if (quantisable(t)) want = tg->mix ? mix_type(tg->mix, t, &ms) : tg->type;
-        to[i] = fallback(want, t->ne[0]);
+        to[i] = lt__quant_tensor_type(tg, t->name, t->n_dims, t->ne[0], t->dtype, &ms);
         if (to[i] != t->dtype && !is_float(t->dtype) && t->dtype != LT_Q8_0 && !is_float(to[i]))
             st = lt_error(LT_EUNSUPPORTED, "quantize: %s: tensor '%s' is %s: looptune quantises "
                           "from f32, f16, bf16 or q8_0 (or dequantises to a float type)", in,

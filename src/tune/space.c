@@ -46,7 +46,19 @@ int lt_host_class_isa(const char *host_class, lt_isa *out) {
     return lt_isa_parse(name, out);
 }
 
+/* Parameters that do nothing on a weight of dtype t stay at their default. */
+static void fit_dtype(lt_space *s, lt_dtype t) {
+    for (int i = 0; i < s->n_params; i++) {
+        lt_param_def *d = &s->params[i];
+        if (lt_param_acts_on(d, t)) continue;
+        d->values[0] = d->def;
+        d->n_values = 1;
+    }
+}
+
 void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call) {
+    if (call->op[1] && (unsigned)call->op[1]->dtype < LT_DTYPE_COUNT)
+        fit_dtype(s, call->op[1]->dtype);
     /* attributes may come from a message: only a real head count fits */
     if (id != LT_K_ATTENTION || call->ia[0] <= 0 || call->ia[1] <= 0 || call->ia[0] % call->ia[1])
         return;
@@ -70,6 +82,15 @@ void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call) {
 
 void lt_space_fit_shape(lt_space *s, const char *kernel, const char *shape) {
     const lt_kernel *k = lt_kernel_find(kernel);
+    /* the key's first field is the weight's dtype ("q4_k:2048x256:decode") */
+    const char *colon = shape ? strchr(shape, ':') : NULL;
+    char dt[16];
+    lt_dtype t;
+    if (k && colon && (size_t)(colon - shape) < sizeof dt) {
+        memcpy(dt, shape, (size_t)(colon - shape));
+        dt[colon - shape] = 0;
+        if (lt_dtype_parse(dt, &t) == LT_OK) fit_dtype(s, t);
+    }
     const char *ia = shape ? strstr(shape, ":ia=") : NULL;
     if (!k || !ia) return;
     /* from a message: whole numbers of at most 9 digits, comma-separated */

@@ -324,6 +324,26 @@ static void expect_fail(const char *name, const mspec *s, int status, const char
     remove(path);
 }
 
+/* Projections of several dtypes in one file (as llama.cpp's mixes make
+ * them) load, each bound with its own dtype; wtype is blk.0.attn_q's. */
+static void test_mixed_dtypes(void) {
+    mspec s = base();
+    s.odd_dtype_tensor = "blk.1.attn_v.weight";
+    char path[600];
+    model_path(path, sizeof path, "mixed");
+    write_model(&s, path);
+    lt_model *m = NULL;
+    ASSERT_EQ(lt_model_open(&m, path, NULL), LT_OK);
+    if (m) {
+        ASSERT_EQ(m->wtype, LT_F32);
+        ASSERT_EQ(m->layers[1].wv.dtype, LT_F16);
+        ASSERT_EQ(m->layers[0].wv.dtype, LT_F32);
+        ASSERT_EQ(m->layers[1].wk.dtype, LT_F32);
+    }
+    lt_model_close(m);
+    remove(path);
+}
+
 static void test_bad_models(void) {
     mspec s = base();
     s.skip_tensor = "blk.1.ffn_up.weight";
@@ -348,10 +368,6 @@ static void test_bad_models(void) {
     s = base();
     s.skip_key = "llama.block_count";
     expect_fail("nokey", &s, LT_EFORMAT, "missing metadata key 'llama.block_count'");
-    s = base();
-    s.odd_dtype_tensor = "blk.1.attn_v.weight";
-    expect_fail("mixed", &s, LT_EUNSUPPORTED,
-                "tensor 'blk.1.attn_v.weight' is f16 but the other projections are f32");
     s = base();
     s.n_tokens = 299;
     expect_fail("ntok", &s, LT_EFORMAT, "tokenizer has 299 tokens but the model's vocabulary is "
@@ -565,6 +581,7 @@ int main(void) {
     test_qwen2_and_extras();
     test_default_ctx();
     test_bad_models();
+    test_mixed_dtypes();
     test_llama2c_to_gguf();
     test_tokenizer_override();
     test_page_note();

@@ -339,7 +339,8 @@ static void roundtrip(const char *preset, lt_dtype dt, int64_t layers, int64_t v
     ASSERT_EQ(m->tok_embd.ne[1], c->vocab_size);
     /* statistics: uniform with std 1/sqrt(fan-in), unit embeddings, norms near 1 */
     bool finite = true;
-    double tol = dt == LT_F32 ? 0.03 : 0.05;
+    /* the 2- and 3-bit types' noise widens the spread (relative RMSE 0.30 and 0.15) */
+    double tol = dt == LT_F32 ? 0.03 : dt == LT_Q2_K ? 0.12 : dt == LT_Q3_K ? 0.07 : 0.05;
     ASSERT_NEAR(tensor_std(&y->wk, &finite) * sqrt((double)c->dim), 1.0, tol);
     ASSERT_NEAR(tensor_std(&y->w_down, &finite) * sqrt((double)c->hidden_dim), 1.0, tol);
     ASSERT_NEAR(tensor_std(&m->tok_embd, &finite), 1.0, tol);
@@ -558,6 +559,11 @@ int main(void) {
     roundtrip("stories15M", LT_Q8_0, 0, 0, 2);
     roundtrip("stories110M", LT_Q8_0, 1, 512, 1); /* full layer shapes, trimmed depth */
     roundtrip("1B", LT_Q8_0, 1, 512, 1);
+    /* every other quantisation type on widths 256 divides (768, 2048), run forward */
+    static const lt_dtype qt[] = {LT_Q4_0, LT_Q4_1, LT_Q5_0, LT_Q5_1, LT_Q2_K,
+                                  LT_Q3_K, LT_Q4_K, LT_Q5_K, LT_Q6_K};
+    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++)
+        roundtrip("stories110M", qt[i], 1, 512, lt_test_emulated() ? 0 : 1);
     test_synthetic_vocab();
     test_llama2c_vocab();
     test_matches_llamacpp();

@@ -1,6 +1,7 @@
 """GGUF (v2/v3) for the numpy reference: a strict reader that records where every field lives
-in the file (so tests can damage files precisely), a writer, and f16/bf16/q8_0 conversion.
-Written from the GGUF specification; shares no code with the C runtime."""
+in the file (so tests can damage files precisely), a writer, and f16/bf16/q8_0 conversion (the
+other quantisation types are dequantised by the PyPI gguf package). Written from the GGUF
+specification; shares no code with the C runtime."""
 
 import struct
 
@@ -32,11 +33,34 @@ class FormatError(Exception):
     """A model file this reference cannot accept."""
 
 
+# The other quantisation types (q4_0 .. q6_k): read through the PyPI gguf package's
+# dequantiser (gguf-py, an implementation independent of looptune's).
+GGML_QUANT_NAMES = {2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 10: "q2_k", 11: "q3_k",
+                    12: "q4_k", 13: "q5_k", 14: "q6_k"}
+GGML_TYPE_NAMES.update(GGML_QUANT_NAMES)
+GGML_TYPE_BY_NAME.update({v: k for k, v in GGML_QUANT_NAMES.items()})
+
+
+def _gguf_py():
+    try:
+        import gguf.quants  # noqa: F401
+        import gguf
+    except ImportError:
+        raise FormatError("reading q4_0 .. q6_k needs the gguf package (scripts/deps.sh)")
+    return gguf
+
+
 def ggml_nbytes(ggml_type, ne):
     """Bytes of a tensor of shape ne (ne[0] innermost) stored as ggml_type."""
     n = 1
     for d in ne:
         n *= d
+    if ggml_type in GGML_QUANT_NAMES:
+        block, size = _gguf_py().GGML_QUANT_SIZES[_gguf_py().GGMLQuantizationType(ggml_type)]
+        if ne[0] % block:
+            raise FormatError("%s row length %d is not a multiple of %d" %
+                              (GGML_QUANT_NAMES[ggml_type], ne[0], block))
+        return n // block * size
     if ggml_type == GGML_F32:
         return 4 * n
     if ggml_type in (GGML_F16, GGML_BF16):
@@ -80,6 +104,11 @@ def dequantize(ggml_type, raw):
         return bf16_to_f64(raw)
     if ggml_type == GGML_Q8_0:
         return q8_0_to_f64(raw)
+    if ggml_type in GGML_QUANT_NAMES:
+        g = _gguf_py()
+        blocks = np.frombuffer(raw, dtype=np.uint8)
+        return g.quants.dequantize(blocks, g.GGMLQuantizationType(ggml_type)).astype(
+            np.float64).reshape(-1)
     raise FormatError("unknown ggml type %d" % ggml_type)
 
 

@@ -132,8 +132,8 @@ def gguf_cases(ck, wd, good):
     case("absurd_n_dims", [r"dim"], (q.name,), edits=[(q.n_dims_pos, struct.pack("<I", 77))])
     case("unknown_tensor_type", [r"type"], (k.name,),
          edits=[(k.type_pos, struct.pack("<I", 99))])
-    case("unsupported_tensor_type_q4_0", [r"type"], (k.name,),
-         edits=[(k.type_pos, struct.pack("<I", 2))])
+    case("unsupported_tensor_type_q8_1", [r"type"], (k.name,),
+         edits=[(k.type_pos, struct.pack("<I", 9))])
     garbage = up.name.replace("ffn_up", "ffn_xx").encode()
     assert len(garbage) == len(up.name)
     path = patched(base, next_name(wd, "gguf"), [(up.name_pos, garbage)])

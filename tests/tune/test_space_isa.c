@@ -184,7 +184,38 @@ static void check_desc(lt_isa isa) {
     lt_isa_force((lt_isa)(LT_ISA_COUNT - 1));
 }
 
+/* A q4_k call's space keeps only what acts on its path (rows_per_task,
+ * prefetch where vectors run); an f32 call keeps the blocking but not q8_0's
+ * activation modes; q8_0 keeps everything; the same from a shape key. */
+static void test_fit_dtype(void) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    static const struct {
+        lt_dtype t;
+        const char *key;
+        int64_t size; /* on AVX-512: 7 rows_per_task x 4 unroll x 5 k_block x 7 prefetch x 2 x 2 */
+    } cases[] = {{LT_Q4_K, "q4_k:256x512:decode", 7 * 7},
+                 {LT_Q4_0, "q4_0:256x512:decode", 7 * 7},
+                 {LT_F32, "f32:256x512:decode", 7 * 4 * 5 * 7},
+                 {LT_Q8_0, "q8_0:256x512:decode", 7 * 4 * 5 * 7 * 2 * 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lt_tensor w = {.dtype = cases[i].t};
+        lt_call c = {.op = {NULL, &w}};
+        lt_space a, b;
+        lt_space_from_kernel(&a, k);
+        lt_space_fit_isa(&a, LT_ISA_AVX512);
+        b = a;
+        lt_space_fit_call(&a, LT_K_MATVEC, &c);
+        lt_space_fit_shape(&b, "matvec", cases[i].key);
+        ASSERT_EQ(lt_space_size(&a), cases[i].size);
+        ASSERT_EQ(lt_space_size(&b), cases[i].size);
+        for (int j = 0; j < k->n_params; j++)
+            if (!lt_param_acts_on(&k->params[j], cases[i].t))
+                ASSERT_EQ(a.params[j].values[0], lt_param_default(&k->params[j], LT_ISA_AVX512));
+    }
+}
+
 int main(void) {
+    test_fit_dtype();
     test_fit_every_kernel();
     test_portable_ignores_them();
     test_search_skips_them();

@@ -24,7 +24,9 @@ static const char *const modelgen_help =
     "  --rope-scaling F,LO,HI,CTX  Llama 3 scaling: factor, low_freq_factor,\n"
     "                    high_freq_factor, original context; writes rope_freqs.weight\n"
     "  --dim, --hidden, --layers, --heads, --kv-heads, --vocab, --seq-len   explicit shape\n"
-    "  --dtype T         f32, f16, bf16 or q8_0 (default f32); q8_0 needs widths % 32 == 0\n"
+    "  --dtype T         f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (widths % 32 == 0),\n"
+    "                    q2_k, q3_k, q4_k, q5_k, q6_k (widths % 256 == 0), or a mix with\n"
+    "                    llama.cpp's type per tensor: q3_k_m, q4_k_m, q5_k_m (default f32)\n"
     "  --seed S          random seed (default 1)\n"
     "  --vocab-file F    embed this llama2.c tokenizer.bin (e.g. the Llama 2 vocabulary);\n"
     "                    default: a synthetic vocabulary under which any text tokenizes\n"
@@ -85,9 +87,13 @@ int lt_cmd_modelgen(int argc, char **argv) {
         if (handled) continue;
         switch (c) {
         case O_PRESET: preset = optarg; break;
-        case O_DTYPE:
-            if (lt_dtype_parse(optarg, &o.dtype)) return lt_cli_fail(cmd, "%s", lt_errmsg());
+        case O_DTYPE: {
+            lt_quant_target tg;
+            if (lt_quant_target_parse(optarg, &tg)) return lt_cli_fail(cmd, "%s", lt_errmsg());
+            o.dtype = tg.type;
+            o.mix = tg.mix;
             break;
+        }
         case O_SEED: {
             int64_t s;
             if (!lt_cli_parse_i64(optarg, 0, INT64_MAX, &s))
@@ -144,6 +150,6 @@ int lt_cmd_modelgen(int argc, char **argv) {
     fprintf(stderr, "looptune model-gen: wrote %s (%s, dim %lld, %lld layers, %lld/%lld heads, ffn %lld, vocab %lld, %s)\n",
             out, lt_arch_name(o.cfg.arch), (long long)o.cfg.dim, (long long)o.cfg.n_layers, (long long)o.cfg.n_heads,
             (long long)o.cfg.n_kv_heads, (long long)o.cfg.hidden_dim, (long long)o.cfg.vocab_size,
-            lt_dtype_name(o.dtype));
+            lt_quant_target_name(&(lt_quant_target){.type = o.dtype, .mix = o.mix}));
     return 0;
 }
