@@ -107,11 +107,39 @@ size_t lt_detokenize(const lt_vocab *v, int32_t prev, int32_t id, char *buf, siz
 /* ---- sampler --------------------------------------------------------------- */
 
 typedef struct lt_sampler lt_sampler;
-/* temp 0 = greedy (argmax, lowest id on ties); otherwise softmax(logits/temp),
- * then nucleus (top-p) if 0 < top_p < 1; xorshift RNG seeded with seed. */
+/* The sampler's settings, with llama.cpp's meanings and order: the
+ * repetition penalty on the logits of every id among the last
+ * repeat_last_n tokens accepted (a positive logit divided by it, a negative
+ * one multiplied), then top-k, then top-p (the smallest set of most
+ * probable tokens that reaches top_p) and min-p (tokens of probability >=
+ * min_p times the largest), both on the distribution at temperature 1, then
+ * softmax(logits / temp) over what is left, and a draw. temp 0 = greedy
+ * (the argmax of the penalised logits, lowest id on ties). */
+typedef struct {
+    float temp;            /* >= 0; 0 = greedy */
+    float top_p;           /* (0, 1]; 1 = off */
+    int32_t top_k;         /* >= 0; 0 = off */
+    float min_p;           /* [0, 1]; 0 = off */
+    float repeat_penalty;  /* > 0; 1 = off */
+    int32_t repeat_last_n; /* >= 0 tokens the penalty looks back; 0 = off */
+    uint64_t seed;         /* of the xorshift64* generator */
+} lt_sampler_opts;
+/* looptune's defaults: temp 0.8, top-p 0.9, top-k off, min-p off, repeat
+ * penalty off (1) over the last 64 tokens, seed 0. */
+lt_sampler_opts lt_sampler_defaults(void);
+/* Validates o (a named error for a value out of range). Free with lt_sampler_free. */
+int lt_sampler_init_opts(lt_sampler **out, int64_t vocab_size, const lt_sampler_opts *o);
+/* Temperature and top-p alone (no top-k, min-p or penalty). */
 int lt_sampler_init(lt_sampler **out, int64_t vocab_size, float temp, float top_p, uint64_t seed);
 void lt_sampler_free(lt_sampler *s);
-int32_t lt_sampler_sample(lt_sampler *s, float *logits); /* logits may be modified */
+int32_t lt_sampler_sample(lt_sampler *s, float *logits); /* logits are overwritten */
+/* The distribution the next draw would use, in place of the logits
+ * (0 outside the candidates; greedy: 1 at the argmax). Draws nothing. */
+void lt_sampler_probs(lt_sampler *s, float *logits);
+/* Token seen (prompt or generated): enters the repetition penalty's window. */
+void lt_sampler_accept(lt_sampler *s, int32_t token);
+/* Empties the penalty's window. */
+void lt_sampler_reset(lt_sampler *s);
 
 /* ---- Llama model ----------------------------------------------------------- */
 
