@@ -90,6 +90,11 @@ void lt_vocab_free(lt_vocab *v);
 int64_t lt_vocab_size(const lt_vocab *v);
 int32_t lt_vocab_bos(const lt_vocab *v);
 int32_t lt_vocab_eos(const lt_vocab *v);
+/* Whether generating `id` ends the generation, as llama.cpp decides: eos,
+ * the file's eot/eom ids, the FIM pad/repo/separator tokens and the tokens
+ * whose text is a known end of turn (<|eot_id|>, <|im_end|>, <|end|>,
+ * <|endoftext|>, </s>, ...). False for ids outside the vocabulary. */
+bool lt_vocab_is_eog(const lt_vocab *v, int32_t id);
 /* Piece i as stored (' ' for U+2581), with its length. */
 const char *lt_vocab_piece(const lt_vocab *v, int32_t id, size_t *len);
 float lt_vocab_score(const lt_vocab *v, int32_t id);

@@ -2,7 +2,7 @@
  * (from llama2.c's tokenizer.bin or from arrays) with a hash table for piece
  * lookup, encoding with byte fallback and best-score pair merges driven by a
  * heap, and decoding of one token. */
-#include "looptune/model.h"
+#include "model/vocab_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,20 +16,7 @@
 #define LLAMA2C_EOS 2
 /* A piece longer than this is not a token but a corrupt length field. */
 #define MAX_PIECE_LEN (1 << 16)
-#define NO_ID (-1)
-
-struct lt_vocab {
-    int64_t n;
-    char *blob;          /* every piece back to back, each NUL-terminated */
-    size_t *off;         /* [n] offset of piece i in blob */
-    size_t *len;         /* [n] piece length in bytes */
-    float *scores;       /* [n] merge priority: higher merges first */
-    int32_t *slots;      /* [slot_mask + 1] open-addressing table of ids, NO_ID = empty */
-    size_t slot_mask;
-    size_t max_len;      /* longest piece */
-    int32_t byte_id[256]; /* id of piece "<0xXX>" or NO_ID */
-    int32_t bos, eos;
-};
+#define NO_ID LT__NO_ID
 
 /* ---- piece hash table ------------------------------------------------------ */
 
@@ -60,12 +47,17 @@ static int32_t lookup(const lt_vocab *v, const char *s, size_t len) {
     return lookup2(v, s, len, "", 0);
 }
 
+int32_t lt__vocab_lookup(const lt_vocab *v, const char *s, size_t len) {
+    return lookup(v, s, len);
+}
+
 void lt_vocab_free(lt_vocab *v) {
     if (!v) return;
     free(v->blob);
     free(v->off);
     free(v->len);
     free(v->scores);
+    free(v->attr);
     free(v->slots);
     free(v);
 }
@@ -77,9 +69,11 @@ static int vocab_build(lt_vocab **out, int64_t n, const char *const *pieces, con
     *out = NULL;
     lt_vocab *v = calloc(1, sizeof *v);
     if (!v) return lt_error(LT_ENOMEM, "vocabulary: out of memory");
+    v->kind = LT__VOCAB_SPM;
     v->n = n;
     v->bos = bos;
     v->eos = eos;
+    v->eot = v->eom = v->fim_pad = v->fim_rep = v->fim_sep = NO_ID;
     size_t total = 0;
     for (int64_t i = 0; i < n; i++) total += lens[i] + 1;
     size_t nslots = 16;
@@ -88,8 +82,9 @@ static int vocab_build(lt_vocab **out, int64_t n, const char *const *pieces, con
     v->off = malloc((size_t)n * sizeof *v->off);
     v->len = malloc((size_t)n * sizeof *v->len);
     v->scores = malloc((size_t)n * sizeof *v->scores);
+    v->attr = malloc((size_t)n);
     v->slots = malloc(nslots * sizeof *v->slots);
-    if (!v->blob || !v->off || !v->len || !v->scores || !v->slots) {
+    if (!v->blob || !v->off || !v->len || !v->scores || !v->attr || !v->slots) {
         lt_vocab_free(v);
         return lt_error(LT_ENOMEM, "vocabulary: out of memory for %lld pieces", (long long)n);
     }
@@ -100,6 +95,7 @@ static int vocab_build(lt_vocab **out, int64_t n, const char *const *pieces, con
         v->off[i] = pos;
         v->len[i] = lens[i];
         v->scores[i] = scores ? scores[i] : 0.0f;
+        v->attr[i] = LT__ATTR_NORMAL;
         if (lens[i]) memcpy(v->blob + pos, pieces[i], lens[i]);
         v->blob[pos + lens[i]] = '\0';
         pos += lens[i] + 1;
@@ -117,6 +113,9 @@ static int vocab_build(lt_vocab **out, int64_t n, const char *const *pieces, con
         snprintf(name, sizeof name, "<0x%02X>", b);
         v->byte_id[b] = lookup(v, name, 6);
     }
+    /* without token types nothing becomes a control token: the pieces
+     * encode as text, as they always have */
+    lt__vocab_mark_eog(v, false);
     *out = v;
     return LT_OK;
 }

@@ -1,7 +1,9 @@
 /* lt_vocab_load_gguf: the Llama (SentencePiece) vocabulary stored in GGUF
  * metadata, with U+2581 turned back into ' ' as looptune's pieces use. */
 #include "model/model_internal.h"
+#include "model/vocab_internal.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,31 @@ static int token_id(const lt_gguf *g, const char *key, int32_t def, int32_t *out
         return lt_error(LT_EFORMAT, "%s: %s = %lld is not a token id", lt__gguf_path(g), key,
                         (long long)v);
     *out = (int32_t)v;
+    return LT_OK;
+}
+
+/* The optional special ids beyond bos/eos, then the end-of-generation set
+ * they and the token texts give. */
+static int special_ids(lt_vocab *v, const lt_gguf *g) {
+    static const struct {
+        const char *key;
+        size_t off;
+    } keys[] = {
+        {"tokenizer.ggml.eot_token_id", offsetof(lt_vocab, eot)},
+        {"tokenizer.ggml.eom_token_id", offsetof(lt_vocab, eom)},
+        {"tokenizer.ggml.fim_pad_token_id", offsetof(lt_vocab, fim_pad)},
+        {"tokenizer.ggml.fim_rep_token_id", offsetof(lt_vocab, fim_rep)},
+        {"tokenizer.ggml.fim_sep_token_id", offsetof(lt_vocab, fim_sep)},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        int32_t *id = (int32_t *)((char *)v + keys[i].off);
+        int st = token_id(g, keys[i].key, LT__NO_ID, id);
+        if (st) return st;
+        if (*id >= v->n)
+            return lt_error(LT_EFORMAT, "%s: %s = %d is outside the vocabulary of %lld tokens",
+                            lt__gguf_path(g), keys[i].key, (int)*id, (long long)v->n);
+    }
+    lt__vocab_mark_eog(v, true);
     return LT_OK;
 }
 
@@ -95,6 +122,11 @@ int lt_vocab_load_gguf(lt_vocab **out, const lt_gguf *g) {
         char why[256];
         snprintf(why, sizeof why, "%s", lt_errmsg());
         st = lt_error(st, "%s: tokenizer: %s", path, why);
+        goto done;
+    }
+    if ((st = special_ids(*out, g))) {
+        lt_vocab_free(*out);
+        *out = NULL;
     }
 done:
     free(blob);
