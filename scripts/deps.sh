@@ -24,6 +24,7 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless) # Kafka 4 needs Java 17+
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 [ -e /usr/include/xgboost/c_api.h ] || need_apt+=(libxgboost-dev)
+[ -e /usr/include/pcre2.h ] || need_apt+=(libpcre2-dev) # byte-level BPE pre-tokenizers
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need_apt+=(gcc-aarch64-linux-gnu)
 [ -e /usr/aarch64-linux-gnu/include/stdio.h ] || need_apt+=(libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null 2>&1 || command -v qemu-aarch64-static >/dev/null 2>&1 ||
@@ -56,6 +57,9 @@ need_pip=()
 python3 -c 'import google.protobuf' >/dev/null 2>&1 || need_pip+=(protobuf)
 python3 -c 'import grpc_tools.protoc' >/dev/null 2>&1 || need_pip+=(grpcio-tools)
 python3 -c 'import confluent_kafka' >/dev/null 2>&1 || need_pip+=(confluent-kafka)
+# the tokenizer tests' references: GGUF writing and Hugging Face's byte-level BPE
+python3 -c 'import gguf' >/dev/null 2>&1 || need_pip+=(gguf)
+python3 -c 'import tokenizers' >/dev/null 2>&1 || need_pip+=(tokenizers)
 if [ ${#need_pip[@]} -gt 0 ]; then
     echo "deps: installing ${need_pip[*]} for $(command -v python3)" >&2
     pip_install "${need_pip[@]}" || { echo "deps: pip could not install ${need_pip[*]}" >&2; exit 1; }

@@ -48,6 +48,7 @@ uint32_t lt_gguf_version(const lt_gguf *g);
  * it has another type. Integer getters accept any integer type that fits. */
 int lt_gguf_get_i64(const lt_gguf *g, const char *key, int64_t *out);
 int lt_gguf_get_f32(const lt_gguf *g, const char *key, float *out);
+int lt_gguf_get_bool(const lt_gguf *g, const char *key, bool *out);
 /* The string is not NUL-terminated inside the file: *len gives its length. */
 int lt_gguf_get_str(const lt_gguf *g, const char *key, const char **s, size_t *len);
 /* Arrays: element type and count; lt_gguf_arr_str returns element i. */
@@ -81,7 +82,10 @@ typedef struct lt_vocab lt_vocab;
 /* Pieces use ' ' for SentencePiece's U+2581 internally (as llama2.c's
  * tokenizer.bin does); GGUF readers and writers translate. */
 int lt_vocab_load_llama2c(lt_vocab **out, const char *path, int64_t vocab_size);
-/* From GGUF metadata (tokenizer.ggml.tokens / scores / bos / eos). */
+/* From GGUF metadata: tokenizer.ggml.model llama (SentencePiece) or gpt2
+ * (byte-level BPE with tokenizer.ggml.merges and the pre-tokenizer named by
+ * tokenizer.ggml.pre), tokens, scores, token_type, the special ids
+ * (bos/eos/eot/eom/padding, FIM) and add_bos/add_eos_token. */
 int lt_vocab_load_gguf(lt_vocab **out, const lt_gguf *g);
 /* From arrays (copied). bos/eos ids must be < n. */
 int lt_vocab_from_arrays(lt_vocab **out, int64_t n, const char *const *pieces,
@@ -98,15 +102,37 @@ bool lt_vocab_is_eog(const lt_vocab *v, int32_t id);
 /* Piece i as stored (' ' for U+2581), with its length. */
 const char *lt_vocab_piece(const lt_vocab *v, int32_t id, size_t *len);
 float lt_vocab_score(const lt_vocab *v, int32_t id);
-/* Encodes text as llama2.c and llama.cpp do for Llama 2 vocabularies:
- * optional BOS, a dummy prefix space when text is non-empty, pieces by
- * codepoint, unknown bytes as <0xXX> byte tokens, then greedy best-score
- * pair merges. ids must hold at least strlen(text) + 3 entries. */
+/* What tokenizing with add_special adds: BOS first, EOS last (the file's
+ * tokenizer.ggml.add_bos_token / add_eos_token, else llama.cpp's default
+ * for the vocabulary: Llama 2 and Llama 3 add BOS, GPT-2 and Qwen2 do not). */
+bool lt_vocab_add_bos(const lt_vocab *v);
+bool lt_vocab_add_eos(const lt_vocab *v);
+/* Encodes text as llama2.c and llama.cpp do. Llama 2 (SentencePiece)
+ * vocabularies: optional BOS, a dummy prefix space when text is non-empty,
+ * pieces by codepoint, unknown bytes as <0xXX> byte tokens, then greedy
+ * best-score pair merges. Byte-level BPE (gpt2) vocabularies: the
+ * pre-tokenizer's words, each merged by merge rank. User-defined tokens
+ * written in the text are matched first; control tokens are not. ids
+ * should hold strlen(text) + 3 entries (LT_ERANGE if they do not suffice). */
 int lt_tokenize(const lt_vocab *v, const char *text, bool add_bos, int32_t *ids,
                 int64_t max_ids, int64_t *n_ids);
-/* Text of token `id` following token `prev` (leading space stripped after
- * BOS, <0xXX> as the raw byte). Writes at most n-1 bytes, NUL-terminated;
- * returns the byte length. */
+typedef struct {
+    bool add_special;   /* BOS / EOS as lt_vocab_add_bos / _add_eos say */
+    bool parse_special; /* control tokens written in the text (<|im_start|>,
+                           <|eot_id|>, ...) become their ids */
+} lt_tokenize_opts;
+/* lt_tokenize for len bytes of text (any bytes; invalid UTF-8 reads as
+ * U+FFFD in byte-level vocabularies, as in llama.cpp), as llama.cpp's
+ * llama_tokenize(add_special, parse_special). 2 * len + 3 ids always
+ * suffice (LT_ERANGE if max_ids is less than the count). */
+int lt_tokenize_text(const lt_vocab *v, const char *text, size_t len, const lt_tokenize_opts *o,
+                     int32_t *ids, int64_t max_ids, int64_t *n_ids);
+/* Text of token `id` following token `prev`: SentencePiece pieces with the
+ * leading space stripped after BOS and <0xXX> as the raw byte; byte-level
+ * pieces through the inverse byte mapping (a token may end inside a UTF-8
+ * sequence: a printer joins the bytes of successive tokens), control and
+ * user-defined tokens as written. Writes at most n-1 bytes, NUL-terminated;
+ * returns the full byte length. */
 size_t lt_detokenize(const lt_vocab *v, int32_t prev, int32_t id, char *buf, size_t n);
 
 /* ---- sampler --------------------------------------------------------------- */

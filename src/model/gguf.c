@@ -547,6 +547,20 @@ int lt_gguf_get_f32(const lt_gguf *g, const char *key, float *out) {
     return LT_OK;
 }
 
+int lt_gguf_get_bool(const lt_gguf *g, const char *key, bool *out) {
+    const gguf_kv *kv;
+    int st = lookup(g, key, &kv);
+    if (st) return st;
+    if (kv->type != LT_GGUF_BOOL) return wrong_type(g, key, kv, "bool");
+    uint8_t b;
+    memcpy(&b, kv->val, 1);
+    if (b > 1)
+        return lt_error(LT_EFORMAT, "%s: key '%s': bool value %u is neither 0 nor 1", g->path,
+                        key, (unsigned)b);
+    *out = b;
+    return LT_OK;
+}
+
 int lt_gguf_get_str(const lt_gguf *g, const char *key, const char **s, size_t *len) {
     const gguf_kv *kv;
     int st = lookup(g, key, &kv);

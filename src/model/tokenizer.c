@@ -59,6 +59,9 @@ void lt_vocab_free(lt_vocab *v) {
     free(v->scores);
     free(v->attr);
     free(v->slots);
+    free(v->special);
+    free(v->merges);
+    lt__pretok_free(v->pretok);
     free(v);
 }
 
@@ -73,7 +76,9 @@ static int vocab_build(lt_vocab **out, int64_t n, const char *const *pieces, con
     v->n = n;
     v->bos = bos;
     v->eos = eos;
-    v->eot = v->eom = v->fim_pad = v->fim_rep = v->fim_sep = NO_ID;
+    v->eot = v->eom = v->pad = v->fim_pad = v->fim_rep = v->fim_sep = NO_ID;
+    v->add_bos = true; /* SentencePiece's defaults, as llama.cpp's */
+    v->add_space_prefix = true;
     size_t total = 0;
     for (int64_t i = 0; i < n; i++) total += lens[i] + 1;
     size_t nslots = 16;
@@ -260,6 +265,8 @@ done:
 int64_t lt_vocab_size(const lt_vocab *v) { return v->n; }
 int32_t lt_vocab_bos(const lt_vocab *v) { return v->bos; }
 int32_t lt_vocab_eos(const lt_vocab *v) { return v->eos; }
+bool lt_vocab_add_bos(const lt_vocab *v) { return v->add_bos; }
+bool lt_vocab_add_eos(const lt_vocab *v) { return v->add_eos; }
 
 /* Piece text, NUL-terminated, owned by v. An id outside the vocabulary gives
  * "" (length 0). */
@@ -280,7 +287,7 @@ float lt_vocab_score(const lt_vocab *v, int32_t id) {
 
 /* Length of the well-formed UTF-8 sequence at s (Unicode table 3-7), or 1
  * when the byte at s does not start one: a bad byte is a unit of its own. */
-static size_t utf8_unit(const unsigned char *s, size_t rem) {
+size_t lt__utf8_unit(const unsigned char *s, size_t rem) {
     unsigned c = s[0];
     size_t n;
     unsigned lo = 0x80, hi = 0xbf; /* range of the second byte */
@@ -302,18 +309,14 @@ static size_t utf8_unit(const unsigned char *s, size_t rem) {
     return n;
 }
 
-typedef struct {
-    int32_t id;
-    int32_t prev, next; /* neighbours in the live list, -1 at the ends */
-} symbol;
-
 /* A candidate merge of symbol `left` with its right neighbour, valid while
  * both still hold the ids it was made from. */
-typedef struct {
+struct lt__cand {
     float score;
     int32_t left, right;
     int32_t lid, rid, merged;
-} cand;
+};
+typedef struct lt__cand cand;
 
 /* Heap order: higher score first, then the leftmost pair. Symbols never
  * move and a merge keeps the left index, so index order is text order. */
@@ -352,18 +355,83 @@ static cand heap_pop(heap *h) {
     return top;
 }
 
-/* Pushes the merge of symbol l with symbol r if their concatenation is a piece. */
-static void try_pair(const lt_vocab *v, const symbol *sym, heap *h, int32_t l, int32_t r) {
+/* Pushes the merge of symbol l with symbol r if the vocabulary merges their
+ * ids: SentencePiece vocabularies when the concatenation is a piece (its
+ * score ranks it), byte-level BPE vocabularies by the merge list (the
+ * earlier merge first). */
+static void try_pair(const lt_vocab *v, const lt__sym *sym, heap *h, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
-    int32_t a = sym[l].id, b = sym[r].id;
-    int32_t m = lookup2(v, v->blob + v->off[a], v->len[a], v->blob + v->off[b], v->len[b]);
-    if (m == NO_ID) return;
-    heap_push(h, (cand){.score = v->scores[m], .left = l, .right = r, .lid = a, .rid = b,
-                        .merged = m});
+    int32_t a = sym[l].id, b = sym[r].id, m;
+    float score;
+    if (a == NO_ID || b == NO_ID) return;
+    if (v->kind == LT__VOCAB_BPE) {
+        int32_t rank;
+        if (!lt__bpe_pair(v, a, b, &rank, &m)) return;
+        score = -(float)rank; /* exact: ranks stay below 2^24 */
+    } else {
+        m = lookup2(v, v->blob + v->off[a], v->len[a], v->blob + v->off[b], v->len[b]);
+        if (m == NO_ID) return;
+        score = v->scores[m];
+    }
+    heap_push(h, (cand){.score = score, .left = l, .right = r, .lid = a, .rid = b, .merged = m});
+}
+
+int lt__merge_scratch(lt__merge_buf *buf, int64_t n_symbols) {
+    size_t need = 3 * (size_t)n_symbols + 3;
+    if (need <= buf->cap) return LT_OK;
+    cand *a = realloc(buf->a, need * sizeof *a);
+    if (!a) return lt_error(LT_ENOMEM, "tokenize: out of memory for %lld symbols",
+                            (long long)n_symbols);
+    buf->a = a;
+    buf->cap = need;
+    return LT_OK;
+}
+
+void lt__merge_scratch_free(lt__merge_buf *buf) {
+    free(buf->a);
+    buf->a = NULL;
+    buf->cap = 0;
+}
+
+void lt__merge(const lt_vocab *v, lt__sym *sym, int32_t n, lt__merge_buf *buf) {
+    LT_ASSERT(buf->cap >= 3 * (size_t)n + 3);
+    heap h = {.a = buf->a, .n = 0};
+    for (int32_t i = 0; i < n; i++) {
+        sym[i].prev = i - 1;
+        sym[i].next = i + 1 < n ? i + 1 : -1;
+    }
+    for (int32_t i = 0; i + 1 < n; i++) try_pair(v, sym, &h, i, i + 1);
+    /* Merge the best pair until none is left; stale candidates (a side was
+     * merged away or changed since) are dropped as they surface. Each merge
+     * adds at most two candidates, so the heap holds at most 3n. */
+    while (h.n) {
+        cand c = heap_pop(&h);
+        lt__sym *l = &sym[c.left], *r = &sym[c.right];
+        if (l->id != c.lid || r->id != c.rid || l->next != c.right) continue;
+        l->id = c.merged;
+        l->next = r->next;
+        if (r->next >= 0) sym[r->next].prev = c.left;
+        r->id = NO_ID;
+        r->prev = r->next = -1;
+        try_pair(v, sym, &h, l->prev, c.left);
+        try_pair(v, sym, &h, c.left, l->next);
+    }
+}
+
+int lt__ids_push(lt__ids *o, int32_t id) {
+    if (o->n == o->cap) {
+        int64_t cap = o->cap ? 2 * o->cap : 64;
+        int32_t *a = realloc(o->a, (size_t)cap * sizeof *a);
+        if (!a) return lt_error(LT_ENOMEM, "tokenize: out of memory for %lld ids", (long long)cap);
+        o->a = a;
+        o->cap = cap;
+    }
+    o->a[o->n++] = id;
+    return LT_OK;
 }
 
 /* Appends the symbols of one text unit: its piece, else one byte token per byte. */
-static int push_unit(const lt_vocab *v, symbol *sym, int32_t *n, const char *s, size_t len) {
+static int push_unit(const lt_vocab *v, lt__sym *sym, int32_t *n, const char *s, size_t len) {
     int32_t id = lookup(v, s, len);
     if (id != NO_ID) {
         sym[(*n)++].id = id;
@@ -380,67 +448,26 @@ static int push_unit(const lt_vocab *v, symbol *sym, int32_t *n, const char *s, 
     return LT_OK;
 }
 
-int lt_tokenize(const lt_vocab *v, const char *text, bool add_bos, int32_t *ids,
-                int64_t max_ids, int64_t *n_ids) {
-    if (!v || !text || !n_ids || (max_ids > 0 && !ids))
-        return lt_error(LT_EINVAL, "tokenize: NULL argument");
-    *n_ids = 0;
-    if (add_bos && v->bos == NO_ID)
-        return lt_error(LT_EINVAL, "tokenize: BOS requested but the vocabulary has none");
-    size_t tlen = strlen(text);
-    if (tlen > (size_t)INT32_MAX / 2)
-        return lt_error(LT_ERANGE, "tokenize: text of %zu bytes too long", tlen);
+int lt__spm_encode(const lt_vocab *v, const char *text, size_t tlen, bool prefix, lt__ids *out) {
     /* every byte gives at most one symbol, plus the dummy prefix */
-    symbol *sym = malloc((tlen + 1) * sizeof *sym);
-    heap h = {.a = malloc((3 * tlen + 3) * sizeof *h.a), .n = 0};
-    if (!sym || !h.a) {
-        free(sym);
-        free(h.a);
-        return lt_error(LT_ENOMEM, "tokenize: out of memory for %zu bytes", tlen);
-    }
-    int rc = LT_OK;
+    lt__sym *sym = malloc((tlen + 1) * sizeof *sym);
+    lt__merge_buf buf = {0};
+    int rc = sym ? lt__merge_scratch(&buf, (int64_t)tlen + 1)
+                 : lt_error(LT_ENOMEM, "tokenize: out of memory for %zu bytes", tlen);
     int32_t n = 0;
-    if (tlen) rc = push_unit(v, sym, &n, " ", 1); /* SentencePiece's dummy prefix */
+    if (rc == LT_OK && prefix) rc = push_unit(v, sym, &n, " ", 1); /* SentencePiece's dummy prefix */
     for (size_t i = 0; i < tlen && rc == LT_OK;) {
-        size_t u = utf8_unit((const unsigned char *)text + i, tlen - i);
+        size_t u = lt__utf8_unit((const unsigned char *)text + i, tlen - i);
         rc = push_unit(v, sym, &n, text + i, u);
         i += u;
     }
-    if (rc < 0) goto done;
-    for (int32_t i = 0; i < n; i++) {
-        sym[i].prev = i - 1;
-        sym[i].next = i + 1 < n ? i + 1 : -1;
+    if (rc == LT_OK) {
+        lt__merge(v, sym, n, &buf);
+        for (int32_t i = n ? 0 : -1; i >= 0 && rc == LT_OK; i = sym[i].next)
+            rc = lt__ids_push(out, sym[i].id);
     }
-    for (int32_t i = 0; i + 1 < n; i++) try_pair(v, sym, &h, i, i + 1);
-    /* Merge the best pair until none is left; stale candidates (a side was
-     * merged away or changed since) are dropped as they surface. Each merge
-     * adds at most two candidates, so the heap holds at most 3n. */
-    while (h.n) {
-        cand c = heap_pop(&h);
-        symbol *l = &sym[c.left], *r = &sym[c.right];
-        if (l->id != c.lid || r->id != c.rid || l->next != c.right) continue;
-        l->id = c.merged;
-        l->next = r->next;
-        if (r->next >= 0) sym[r->next].prev = c.left;
-        r->id = NO_ID;
-        r->prev = r->next = -1;
-        try_pair(v, sym, &h, l->prev, c.left);
-        try_pair(v, sym, &h, c.left, l->next);
-    }
-    int64_t count = add_bos ? 1 : 0;
-    for (int32_t i = n ? 0 : -1; i >= 0; i = sym[i].next) count++;
-    if (count > max_ids) {
-        rc = lt_error(LT_ERANGE, "tokenize: %lld tokens do not fit in %lld ids",
-                      (long long)count, (long long)max_ids);
-        goto done;
-    }
-    int64_t k = 0;
-    if (add_bos) ids[k++] = v->bos;
-    for (int32_t i = n ? 0 : -1; i >= 0; i = sym[i].next) ids[k++] = sym[i].id;
-    *n_ids = k;
-done:
     free(sym);
-    free(h.a);
+    lt__merge_scratch_free(&buf);
     return rc;
 }
 
@@ -459,6 +486,17 @@ static int hexval(char c) {
 size_t lt_detokenize(const lt_vocab *v, int32_t prev, int32_t id, char *buf, size_t n) {
     size_t len;
     const char *p = lt_vocab_piece(v, id, &len);
+    if (v->kind == LT__VOCAB_BPE && len > 0) {
+        /* control and user-defined tokens read as written, the others
+         * through the byte mapping */
+        if (v->attr[id] & (LT__ATTR_CONTROL | LT__ATTR_USER_DEFINED)) {
+            if (n > 0) memcpy(buf, p, len < n ? len : n);
+        } else {
+            len = lt__bpe_decode(p, len, buf, n);
+        }
+        if (n > 0) buf[len < n - 1 ? len : n - 1] = '\0';
+        return len;
+    }
     /* the dummy prefix space belongs to no text after BOS */
     if (prev != NO_ID && prev == v->bos && len > 0 && p[0] == ' ') {
         p++;

@@ -3,6 +3,7 @@
  * follows the same rules so a model stops where llama.cpp stops it. */
 #include "model/vocab_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define SPM_SPACE "\xe2\x96\x81" /* U+2581: SentencePiece pieces store it as ' ' */
@@ -114,4 +115,40 @@ void lt__vocab_mark_eog(lt_vocab *v, bool mark_control) {
 
 bool lt_vocab_is_eog(const lt_vocab *v, int32_t id) {
     return v && id >= 0 && id < v->n && (v->attr[id] & LT__ATTR_EOG);
+}
+
+typedef struct {
+    size_t len;
+    int32_t id;
+} by_len;
+
+/* Longest text first; equal lengths by id, so the order is fixed. */
+static int longer_first(const void *pa, const void *pb) {
+    const by_len *a = pa, *b = pb;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+int lt__vocab_index_special(lt_vocab *v) {
+    free(v->special);
+    v->special = NULL;
+    v->n_special = 0;
+    const uint8_t special = LT__ATTR_CONTROL | LT__ATTR_USER_DEFINED | LT__ATTR_UNKNOWN;
+    int64_t k = 0;
+    for (int64_t i = 0; i < v->n; i++) k += v->len[i] && (v->attr[i] & special);
+    if (k == 0) return LT_OK;
+    by_len *t = malloc((size_t)k * sizeof *t);
+    v->special = malloc((size_t)k * sizeof *v->special);
+    if (!t || !v->special) {
+        free(t);
+        return lt_error(LT_ENOMEM, "vocabulary: out of memory");
+    }
+    k = 0;
+    for (int64_t i = 0; i < v->n; i++)
+        if (v->len[i] && (v->attr[i] & special)) t[k++] = (by_len){v->len[i], (int32_t)i};
+    qsort(t, (size_t)k, sizeof *t, longer_first);
+    for (int64_t i = 0; i < k; i++) v->special[i] = t[i].id;
+    v->n_special = k;
+    free(t);
+    return LT_OK;
 }

@@ -268,8 +268,11 @@ static void test_bad_models(void) {
     expect_fail("ntok", &s, LT_EFORMAT, "tokenizer has 299 tokens but the model's vocabulary is "
                                         "300");
     s = base();
-    s.tok_model = "gpt2";
-    expect_fail("tokmodel", &s, LT_EUNSUPPORTED, "tokenizer.ggml.model 'gpt2' is not supported");
+    s.tok_model = "gpt2"; /* a byte-level BPE vocabulary needs merges */
+    expect_fail("tokmerges", &s, LT_EFORMAT, "a gpt2 vocabulary without tokenizer.ggml.merges");
+    s = base();
+    s.tok_model = "bert";
+    expect_fail("tokmodel", &s, LT_EUNSUPPORTED, "tokenizer.ggml.model 'bert' is not supported");
     s = base();
     s.rope_dims = 8;
     expect_fail("ropedims", &s, LT_EUNSUPPORTED, "llama.rope.dimension_count 8 differs from "

@@ -32,6 +32,7 @@ int lt_cmd_tail(int argc, char **argv);
 int lt_cmd_top(int argc, char **argv);
 int lt_cmd_tune(int argc, char **argv);
 int lt_cmd_optimizer(int argc, char **argv);
+int lt_cmd_tokenize(int argc, char **argv);
 
 /* The Kafka cluster a command talks to: --brokers, -X and --kafka-config,
  * --topic-prefix. One parser (kafka_flags.c) reads them for every command. */

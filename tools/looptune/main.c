@@ -37,6 +37,7 @@ static const struct {
     {"tail", lt_cmd_tail, "print the looptune records of a Kafka topic as JSON lines"},
     {"optimizer", lt_cmd_optimizer, "the online optimizer service: telemetry in, better parameters out"},
     {"top", lt_cmd_top, "live per-kernel view of running programs from the telemetry topic"},
+    {"tokenize", lt_cmd_tokenize, "token ids of a text under a model's vocabulary, as llama-tokenize prints them"},
 };
 
 static void usage(FILE *f) {
