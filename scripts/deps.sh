@@ -7,7 +7,8 @@
 # Python packages protobuf, grpcio-tools and confluent-kafka (the Python
 # reader of looptune's topics); XGBoost's C library (the tuner's cost model);
 # for the arm64 build of the lower layers (make build-aarch64) Debian's
-# aarch64 cross compiler and C library, and qemu-user to run its tests.
+# aarch64 cross compiler and C library, qemu-user to run its tests, and
+# PCRE2 (the byte-level BPE pre-tokenizers) for both architectures.
 set -euo pipefail
 
 need_apt=()
@@ -31,6 +32,12 @@ command -v qemu-aarch64 >/dev/null 2>&1 || command -v qemu-aarch64-static >/dev/
     need_apt+=(qemu-user)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# PCRE2 for the arm64 build too: Debian's multiarch package (the arm64 architecture added to dpkg)
+if [ ! -e /usr/lib/aarch64-linux-gnu/libpcre2-8.so ]; then
+    dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+    need_apt+=(libpcre2-dev:arm64)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "deps: installing ${need_apt[*]} with apt-get" >&2

@@ -20,7 +20,8 @@ static const char *const run_help =
     "\n"
     "  -m, --model FILE        GGUF (f32, f16, bf16, q8_0) or llama2.c checkpoint (.bin)\n"
     "  -z, --tokenizer FILE    llama2.c tokenizer.bin (overrides a GGUF's vocabulary)\n"
-    "  -p, --prompt TEXT       prompt text (BOS is added)\n"
+    "  -p, --prompt TEXT       prompt text (BOS added where the model asks for it; special\n"
+    "                          tokens such as <|im_start|> written in it are parsed)\n"
     "      --prompt-ids IDS    prompt as token ids, e.g. 1,400,300\n"
     "  -n, --n-tokens N        tokens to generate (default 128)\n"
     "  -t, --threads T         threads (default 2 or the CPU count, whichever is smaller)\n"
@@ -77,7 +78,41 @@ typedef struct {
     bool print_ids;
     int64_t count;
     lt_cli_tune *tune; /* NULL: no online tuning */
+    char held[4];      /* the start of a UTF-8 sequence the next token completes */
+    size_t n_held;
 } out_state;
+
+/* Bytes a UTF-8 sequence starting with lead takes (1 for anything else). */
+static size_t utf8_len(unsigned char lead) {
+    return lead >= 0xf0 && lead <= 0xf4 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc2 && lead <= 0xdf ? 2 : 1;
+}
+
+/* Writes text, holding back a UTF-8 sequence that is not complete yet (a
+ * byte-level token may end inside a character), so nothing else printed to
+ * the terminal in between can split it. */
+static void print_text(out_state *o, const char *p, size_t n) {
+    char buf[sizeof o->held + 256];
+    memcpy(buf, o->held, o->n_held);
+    if (n > 256) n = 256;
+    memcpy(buf + o->n_held, p, n);
+    n += o->n_held;
+    size_t keep = 0; /* an incomplete sequence at the end */
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char c = (unsigned char)buf[n - back];
+        if ((c & 0xc0) == 0x80) continue; /* a continuation byte: look further back */
+        if (utf8_len(c) > back) keep = back;
+        break;
+    }
+    fwrite(buf, 1, n - keep, stdout);
+    memcpy(o->held, buf + n - keep, keep);
+    o->n_held = keep;
+}
+
+/* Writes what is held (a sequence the generation never completed). */
+static void print_flush(out_state *o) {
+    fwrite(o->held, 1, o->n_held, stdout);
+    o->n_held = 0;
+}
 
 static int on_token(void *user, int32_t prev, int32_t tok) {
     out_state *o = user;
@@ -87,7 +122,7 @@ static int on_token(void *user, int32_t prev, int32_t tok) {
     } else if (o->vocab) {
         char buf[256];
         size_t n = lt_detokenize(o->vocab, prev, tok, buf, sizeof buf);
-        fwrite(buf, 1, n, stdout);
+        print_text(o, buf, n < sizeof buf ? n : sizeof buf - 1);
     }
     fflush(stdout);
     o->count++;
@@ -302,9 +337,11 @@ int lt_cmd_run(int argc, char **argv) {
             lt_cli_fail(cmd, "%s has no tokenizer: give -z TOKENIZER or --prompt-ids", model_path);
             goto done;
         }
-        size_t cap = strlen(prompt) + 3;
+        /* as llama.cpp: the model's BOS/EOS, special tokens in the text parsed */
+        size_t len = strlen(prompt), cap = 2 * len + 3;
+        lt_tokenize_opts to = {.add_special = true, .parse_special = true};
         ids = malloc(cap * sizeof *ids);
-        if (!ids || (rc = lt_tokenize(m->vocab, prompt, true, ids, (int64_t)cap, &n_ids))) {
+        if (!ids || (rc = lt_tokenize_text(m->vocab, prompt, len, &to, ids, (int64_t)cap, &n_ids))) {
             lt_cli_fail_status(cmd, ids ? rc : LT_ENOMEM, "cannot tokenize the prompt");
             goto done;
         }
@@ -375,12 +412,18 @@ int lt_cmd_run(int argc, char **argv) {
     out_state os = {.vocab = m->vocab, .print_ids = print_ids, .tune = tune};
     if (!print_ids && m->vocab) {
         /* echo the prompt as the model sees it */
-        for (int64_t i = 1; i < n_ids; i++) on_token(&(out_state){.vocab = m->vocab}, ids[i - 1], ids[i]);
+        out_state echo = {.vocab = m->vocab};
+        bool bos = n_ids > 0 && ids[0] == lt_vocab_bos(m->vocab) && lt_vocab_add_bos(m->vocab);
+        for (int64_t i = bos ? 1 : 0; i < n_ids; i++) on_token(&echo, i ? ids[i - 1] : -1, ids[i]);
+        memcpy(os.held, echo.held, echo.n_held); /* the prompt may end inside a character */
+        os.n_held = echo.n_held;
     }
     lt_gen_opts go = {.n_new = n_new, .prefill_batch = prefill_batch, .dump_logits = dump,
                       .stop_token = ignore_eos || !m->vocab ? -1 : lt_vocab_eos(m->vocab)};
     lt_gen_stats st;
-    if ((rc = lt_run_generate(run, s, ids, n_ids, &go, on_token, &os, &st))) {
+    rc = lt_run_generate(run, s, ids, n_ids, &go, on_token, &os, &st);
+    print_flush(&os);
+    if (rc) {
         printf("\n");
         lt_cli_fail_status(cmd, rc, "generation failed");
         goto done;
