@@ -371,13 +371,19 @@ typedef int (*lt_token_cb)(void *user, int32_t prev, int32_t token);
 
 typedef struct {
     int64_t n_new;          /* tokens to generate */
+    int64_t n_past;         /* tokens the KV cache already holds (a conversation's earlier
+                               turns): the prompt goes at positions n_past.. (0: a new sequence) */
     int64_t prefill_batch;  /* prompt batch size (0 = as large as allowed) */
     int32_t stop_token;     /* generation stops after this token (-1: never) */
     FILE *dump_logits;      /* if set: float32 rows for every position fed */
 } lt_gen_opts;
 
-/* Processes the prompt in batches, then samples n_new tokens one at a time.
- * Fails (before any work) if prompt + n_new exceeds the context. */
+/* Processes the prompt in batches, then samples n_new tokens one at a time;
+ * prompt and drawn tokens enter the sampler's repetition window
+ * (lt_sampler_accept). The last token drawn is not fed back: a caller that
+ * continues the sequence feeds it first (n_past + n_prompt + n_generated - 1
+ * tokens are in the cache afterwards). Fails (before any work) if n_past +
+ * prompt + n_new exceeds the context. */
 int lt_generate(lt_llama *l, lt_sampler *s, const int32_t *prompt, int64_t n_prompt,
                 const lt_gen_opts *opts, lt_token_cb cb, void *user, lt_gen_stats *stats);
 
