@@ -172,6 +172,54 @@ void lt_sampler_accept(lt_sampler *s, int32_t token);
 /* Empties the penalty's window. */
 void lt_sampler_reset(lt_sampler *s);
 
+/* ---- chat templates ---------------------------------------------------------- */
+
+/* The template styles looptune renders (names as llama.cpp's --chat-template). */
+typedef enum {
+    LT_CHAT_CHATML = 0, /* <|im_start|>role\n...<|im_end|>\n (Qwen2, SmolLM2, OpenHermes) */
+    LT_CHAT_LLAMA2,     /* Meta's Llama 2 chat: <s>[INST] <<SYS>>...<</SYS>> ... [/INST] */
+    LT_CHAT_LLAMA3,     /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    LT_CHAT_MISTRAL_V1, /* Mistral's v1:  [INST] ... [/INST] ...</s> */
+    LT_CHAT_MISTRAL_V7, /* Mistral's v7: [SYSTEM_PROMPT] ...[/SYSTEM_PROMPT][INST] ...[/INST] */
+    LT_CHAT_ZEPHYR,     /* <|user|>\n...</s>\n<|assistant|>\n */
+    LT_CHAT_PHI3,       /* <|user|>\n...<|end|>\n<|assistant|>\n */
+    LT_CHAT_STYLE_COUNT
+} lt_chat_style;
+
+typedef struct {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content;
+} lt_chat_msg;
+
+typedef struct {
+    lt_chat_style style;
+    const char *bos, *eos; /* the texts of the vocabulary's BOS and EOS (the templates'
+                              bos_token / eos_token); NULL = "" */
+} lt_chat_template;
+
+const char *lt_chat_style_name(lt_chat_style s);
+/* "chatml, llama2, ...": every style's name. */
+const char *lt_chat_style_list(void);
+/* A style by name; LT_ENOTFOUND naming the known ones. */
+int lt_chat_style_parse(const char *name, lt_chat_style *out);
+/* The style of a Jinja chat template (a GGUF's tokenizer.chat_template) or
+ * a style's name, by the substrings llama.cpp looks for; NULL or empty:
+ * chatml, llama.cpp's default. LT_ENOTFOUND (naming what llama.cpp would
+ * call it, if anything) for a template of no style looptune renders. */
+int lt_chat_detect(const char *tmpl, size_t len, lt_chat_style *out);
+/* The conversation msgs[0..n) as the style's template renders it, with the
+ * assistant's opener if add_generation_prompt: *out malloc'd,
+ * NUL-terminated, *len bytes; the caller frees. LT_EINVAL naming why when
+ * the template refuses the conversation (roles out of order). */
+int lt_chat_format(const lt_chat_template *t, const lt_chat_msg *msgs, int64_t n,
+                   bool add_generation_prompt, char **out, size_t *len);
+/* What the rendering with add_generation_prompt holds after the content of
+ * msgs[reply], an assistant reply: the end of that turn, the messages after
+ * it and the opener. A conversation whose earlier turns are in a KV cache
+ * (the reply as the model generated it) feeds just this. */
+int lt_chat_format_after(const lt_chat_template *t, const lt_chat_msg *msgs, int64_t n,
+                         int64_t reply, char **out, size_t *len);
+
 /* ---- Llama model ----------------------------------------------------------- */
 
 typedef struct {
@@ -228,6 +276,9 @@ int lt_model_make_resident(lt_model *m);
  * off or missing in the kernel, or refused), in one line; NULL when they
  * are, or before lt_model_make_resident. */
 const char *lt_model_page_note(const lt_model *m);
+/* The GGUF's tokenizer.chat_template (not NUL-terminated: *len bytes), or
+ * NULL when the file has none (llama2.c checkpoints never do). */
+const char *lt_model_chat_template(const lt_model *m, size_t *len);
 /* Bytes of weights read per decoded token (every projection, one embedding
  * row, norms, the classifier). */
 size_t lt_model_weight_bytes_per_token(const lt_model *m);
