@@ -29,6 +29,7 @@ bool lt_cli_parse_ids(const char *s, int32_t **ids, int64_t *n);
 int lt_cli_bad_option(const char *cmd, int opt, const char *arg0);
 
 int lt_cmd_run(int argc, char **argv);
+int lt_cmd_chat(int argc, char **argv);
 int lt_cmd_bench(int argc, char **argv);
 int lt_cmd_modelgen(int argc, char **argv);
 int lt_cmd_broker(int argc, char **argv);
