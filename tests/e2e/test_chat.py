@@ -135,6 +135,36 @@ for name, template in (("llama2", LLAMA2), ("chatml", CHATML)):
           name + ": every token of reply 2 is the greedy choice over what the cache holds",
           (gaps, q.stderr[-300:]))
 
+# the model's own template (tokenizer.chat_template, written by the gguf package's
+# gguf_new_metadata): recognised without --chat-template; one of a style looptune does not
+# render is a one-line error that names it and asks for --chat-template
+def with_template(template, out):
+    p = subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", "--force",
+                        "--chat-template", template, MODEL, out], capture_output=True, text=True)
+    return p.returncode == 0
+
+
+if subprocess.run([sys.executable, "-c", "import gguf"], capture_output=True).returncode:
+    print("skipped: models with their own chat template: the gguf package is not installed")
+else:
+    own = os.path.join(WORK, "own.gguf")
+    check(with_template(LLAMA2, own), "a model with Llama 2's template")
+    p = run(["chat", "-m", own, "--temp", "0", "-n", 2, "--verbose-prompt", "--no-warm-start"],
+            stdin=U1 + "\n")
+    t = turns(p.stderr)
+    check(p.returncode == 0 and len(t) == 1 and t[0][0] == "[INST] %s [/INST]" % U1,
+          "the model's template is taken for llama2", p.stderr)
+    gemma = ("{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\\n' + "
+             "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}")
+    check(with_template(gemma, own), "a model with Gemma's template")
+    p = run(["chat", "-m", own, "--no-warm-start"], stdin="hi\n")
+    check(p.returncode == 1 and "'gemma'" in p.stderr and "--chat-template NAME" in p.stderr and
+          len(p.stderr.strip().splitlines()) == 1, "a template looptune does not render: one line",
+          p.stderr)
+    p = run(["chat", "-m", own, "--chat-template", "chatml", "-n", 2, "--no-warm-start"],
+            stdin="hi\n")
+    check(p.returncode == 0, "--chat-template overrides the model's", p.stderr)
+
 # /exit ends the chat; the text path prints a line per reply
 p = run(["chat", "-m", MODEL, "--chat-template", "chatml", "--temp", "0", "-n", "4",
          "--no-warm-start"], stdin="hi\n/exit\nnever read\n")
