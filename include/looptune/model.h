@@ -163,11 +163,87 @@ size_t lt_detokenize(const lt_vocab *v, int32_t prev, int32_t id, char *buf, siz
 /* ---- sampler --------------------------------------------------------------- */
 
 typedef struct lt_sampler lt_sampler;
-/* temp 0 = greedy (argmax, lowest id on ties); otherwise softmax(logits/temp),
- * then nucleus (top-p) if 0 < top_p < 1; xorshift RNG seeded with seed. */
+/* The sampler's settings, with llama.cpp's meanings and order: the
+ * repetition penalty on the logits of every id among the last
+ * repeat_last_n tokens accepted (a positive logit divided by it, a negative
+ * one multiplied), then top-k, then top-p (the smallest set of most
+ * probable tokens that reaches top_p) and min-p (tokens of probability >=
+ * min_p times the largest), both on the distribution at temperature 1, then
+ * softmax(logits / temp) over what is left, and a draw. temp 0 = greedy
+ * (the argmax of the penalised logits, lowest id on ties). */
+typedef struct {
+    float temp;            /* >= 0; 0 = greedy */
+    float top_p;           /* (0, 1]; 1 = off */
+    int32_t top_k;         /* >= 0; 0 = off */
+    float min_p;           /* [0, 1]; 0 = off */
+    float repeat_penalty;  /* > 0; 1 = off */
+    int32_t repeat_last_n; /* >= 0 tokens the penalty looks back; 0 = off */
+    uint64_t seed;         /* of the xorshift64* generator */
+} lt_sampler_opts;
+/* looptune's defaults: temp 0.8, top-p 0.9, top-k off, min-p off, repeat
+ * penalty off (1) over the last 64 tokens, seed 0. */
+lt_sampler_opts lt_sampler_defaults(void);
+/* Validates o (a named error for a value out of range). Free with lt_sampler_free. */
+int lt_sampler_init_opts(lt_sampler **out, int64_t vocab_size, const lt_sampler_opts *o);
+/* Temperature and top-p alone (no top-k, min-p or penalty). */
 int lt_sampler_init(lt_sampler **out, int64_t vocab_size, float temp, float top_p, uint64_t seed);
 void lt_sampler_free(lt_sampler *s);
-int32_t lt_sampler_sample(lt_sampler *s, float *logits); /* logits may be modified */
+int32_t lt_sampler_sample(lt_sampler *s, float *logits); /* logits are overwritten */
+/* The distribution the next draw would use, in place of the logits
+ * (0 outside the candidates; greedy: 1 at the argmax). Draws nothing. */
+void lt_sampler_probs(lt_sampler *s, float *logits);
+/* Token seen (prompt or generated): enters the repetition penalty's window. */
+void lt_sampler_accept(lt_sampler *s, int32_t token);
+/* Empties the penalty's window. */
+void lt_sampler_reset(lt_sampler *s);
+
+/* ---- chat templates ---------------------------------------------------------- */
+
+/* The template styles looptune renders (names as llama.cpp's --chat-template). */
+typedef enum {
+    LT_CHAT_CHATML = 0, /* <|im_start|>role\n...<|im_end|>\n (Qwen2, SmolLM2, OpenHermes) */
+    LT_CHAT_LLAMA2,     /* Meta's Llama 2 chat: <s>[INST] <<SYS>>...<</SYS>> ... [/INST] */
+    LT_CHAT_LLAMA3,     /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    LT_CHAT_MISTRAL_V1, /* Mistral's v1:  [INST] ... [/INST] ...</s> */
+    LT_CHAT_MISTRAL_V7, /* Mistral's v7: [SYSTEM_PROMPT] ...[/SYSTEM_PROMPT][INST] ...[/INST] */
+    LT_CHAT_ZEPHYR,     /* <|user|>\n...</s>\n<|assistant|>\n */
+    LT_CHAT_PHI3,       /* <|user|>\n...<|end|>\n<|assistant|>\n */
+    LT_CHAT_STYLE_COUNT
+} lt_chat_style;
+
+typedef struct {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content;
+} lt_chat_msg;
+
+typedef struct {
+    lt_chat_style style;
+    const char *bos, *eos; /* the texts of the vocabulary's BOS and EOS (the templates'
+                              bos_token / eos_token); NULL = "" */
+} lt_chat_template;
+
+const char *lt_chat_style_name(lt_chat_style s);
+/* "chatml, llama2, ...": every style's name. */
+const char *lt_chat_style_list(void);
+/* A style by name; LT_ENOTFOUND naming the known ones. */
+int lt_chat_style_parse(const char *name, lt_chat_style *out);
+/* The style of a Jinja chat template (a GGUF's tokenizer.chat_template) or
+ * a style's name, by the substrings llama.cpp looks for; NULL or empty:
+ * chatml, llama.cpp's default. LT_ENOTFOUND (naming what llama.cpp would
+ * call it, if anything) for a template of no style looptune renders. */
+int lt_chat_detect(const char *tmpl, size_t len, lt_chat_style *out);
+/* The conversation msgs[0..n) as the style's template renders it, with the
+ * assistant's opener if add_generation_prompt: *out malloc'd,
+ * NUL-terminated, *len bytes; the caller frees. LT_EINVAL naming why when
+ * the template refuses the conversation (roles out of order). */
+int lt_chat_format(const lt_chat_template *t, const lt_chat_msg *msgs, int64_t n,
+                   bool add_generation_prompt, char **out, size_t *len);
+/* What the rendering with add_generation_prompt holds after the content of
+ * msgs[reply], an assistant reply: the end of that turn, the messages after
+ * it and the opener. A conversation whose earlier turns are in a KV cache
+ * (the reply as the model generated it) feeds just this. */
+int lt_chat_format_after(const lt_chat_template *t, const lt_chat_msg *msgs, int64_t n,
+                         int64_t reply, char **out, size_t *len);
 
 /* ---- Llama model ----------------------------------------------------------- */
 
@@ -250,6 +326,9 @@ int lt_model_make_resident(lt_model *m);
  * off or missing in the kernel, or refused), in one line; NULL when they
  * are, or before lt_model_make_resident. */
 const char *lt_model_page_note(const lt_model *m);
+/* The GGUF's tokenizer.chat_template (not NUL-terminated: *len bytes), or
+ * NULL when the file has none (llama2.c checkpoints never do). */
+const char *lt_model_chat_template(const lt_model *m, size_t *len);
 /* Bytes of weights read per decoded token (every projection, one embedding
  * row, norms, the classifier). */
 size_t lt_model_weight_bytes_per_token(const lt_model *m);
@@ -463,6 +542,8 @@ typedef void (*lt_prefill_cb)(void *user, int64_t pos, int64_t n, uint64_t t_beg
 
 typedef struct {
     int64_t n_new;          /* tokens to generate */
+    int64_t n_past;         /* tokens the KV cache already holds (a conversation's earlier
+                               turns): the prompt goes at positions n_past.. (0: a new sequence) */
     int64_t prefill_batch;  /* prompt batch size (0 = as large as allowed) */
     int32_t stop_token;     /* generation stops after this token (-1: never) */
     FILE *dump_logits;      /* if set: float32 rows for every position fed */
@@ -470,8 +551,12 @@ typedef struct {
     void *prefill_user;
 } lt_gen_opts;
 
-/* Processes the prompt in batches, then samples n_new tokens one at a time.
- * Fails (before any work) if prompt + n_new exceeds the context. */
+/* Processes the prompt in batches, then samples n_new tokens one at a time;
+ * prompt and drawn tokens enter the sampler's repetition window
+ * (lt_sampler_accept). The last token drawn is not fed back: a caller that
+ * continues the sequence feeds it first (n_past + n_prompt + n_generated - 1
+ * tokens are in the cache afterwards). Fails (before any work) if n_past +
+ * prompt + n_new exceeds the context. */
 int lt_generate(lt_llama *l, lt_sampler *s, const int32_t *prompt, int64_t n_prompt,
                 const lt_gen_opts *opts, lt_token_cb cb, void *user, lt_gen_stats *stats);
 

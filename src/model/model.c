@@ -424,3 +424,10 @@ size_t lt_model_weight_bytes_per_token(const lt_model *m) {
     b += lt_dtype_row_bytes(m->tok_embd.dtype, m->cfg.dim); /* one embedding row */
     return b;
 }
+
+const char *lt_model_chat_template(const lt_model *m, size_t *len) {
+    const lt__model_priv *p = m->priv;
+    const char *s;
+    if (!p || !p->gguf || lt_gguf_get_str(p->gguf, "tokenizer.chat_template", &s, len)) return NULL;
+    return s;
+}

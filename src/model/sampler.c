@@ -1,5 +1,7 @@
-/* Token sampler: greedy argmax, or softmax at a temperature with optional
- * nucleus (top-p) truncation, drawing from a seeded xorshift64* generator. */
+/* Token sampler, in llama.cpp's order: repetition penalty over the last
+ * tokens, then top-k, top-p (nucleus) and min-p on the penalised logits,
+ * then the temperature, and a draw from a seeded xorshift64* generator
+ * (temperature 0: the argmax of the penalised logits). */
 #include "looptune/model.h"
 
 #include <math.h>
@@ -20,44 +22,94 @@ typedef struct {
 
 struct lt_sampler {
     int64_t n;       /* vocabulary size */
-    float temp;      /* 0 = greedy */
-    float top_p;     /* 1 = no truncation */
+    lt_sampler_opts o;
     uint64_t state;  /* xorshift64* state, never 0 */
     prob_id *cands;  /* [n] scratch for top-p */
+    float *work;     /* [n] the logits kept while top-p overwrites them with probabilities */
     double hist[4][LT__NUCLEUS_RADIX]; /* top-p's bucket sums */
+    /* the repetition penalty's window: the last o.repeat_last_n tokens accepted */
+    int32_t *recent;  /* [repeat_last_n] ring */
+    int64_t n_recent, next_recent; /* entries held, slot of the next one */
+    uint32_t *count;  /* [n] occurrences of each id in the window */
 };
 
-int lt_sampler_init(lt_sampler **out, int64_t vocab_size, float temp, float top_p,
-                    uint64_t seed) {
-    if (!out) return lt_error(LT_EINVAL, "sampler: NULL argument");
+lt_sampler_opts lt_sampler_defaults(void) {
+    return (lt_sampler_opts){.temp = 0.8f, .top_p = 0.9f, .top_k = 0, .min_p = 0.0f,
+                             .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 0};
+}
+
+int lt_sampler_init_opts(lt_sampler **out, int64_t vocab_size, const lt_sampler_opts *o) {
+    if (!out || !o) return lt_error(LT_EINVAL, "sampler: NULL argument");
     *out = NULL;
     if (vocab_size <= 0 || vocab_size > INT32_MAX)
         return lt_error(LT_EINVAL, "sampler: vocabulary size %lld out of range",
                         (long long)vocab_size);
-    if (!(temp >= 0.0f) || isinf(temp))
+    if (!(o->temp >= 0.0f) || isinf(o->temp))
         return lt_error(LT_EINVAL, "sampler: temperature %g must be finite and >= 0",
-                        (double)temp);
-    if (!(top_p > 0.0f && top_p <= 1.0f))
-        return lt_error(LT_EINVAL, "sampler: top_p %g must lie in (0, 1]", (double)top_p);
+                        (double)o->temp);
+    if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
+        return lt_error(LT_EINVAL, "sampler: top_p %g must lie in (0, 1]", (double)o->top_p);
+    if (o->top_k < 0) return lt_error(LT_EINVAL, "sampler: top_k %d must be >= 0", o->top_k);
+    if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
+        return lt_error(LT_EINVAL, "sampler: min_p %g must lie in [0, 1]", (double)o->min_p);
+    if (!(o->repeat_penalty > 0.0f) || isinf(o->repeat_penalty))
+        return lt_error(LT_EINVAL, "sampler: repeat penalty %g must be finite and > 0",
+                        (double)o->repeat_penalty);
+    if (o->repeat_last_n < 0)
+        return lt_error(LT_EINVAL, "sampler: repeat_last_n %d must be >= 0", o->repeat_last_n);
     lt_sampler *s = calloc(1, sizeof *s);
-    if (s) s->cands = malloc((size_t)vocab_size * sizeof *s->cands);
-    if (!s || !s->cands) {
-        free(s);
+    bool ok = s != NULL;
+    if (ok) {
+        s->cands = malloc((size_t)vocab_size * sizeof *s->cands);
+        s->work = malloc((size_t)vocab_size * sizeof *s->work);
+        ok = s->cands && s->work;
+    }
+    if (ok && o->repeat_last_n > 0) {
+        s->recent = malloc((size_t)o->repeat_last_n * sizeof *s->recent);
+        s->count = calloc((size_t)vocab_size, sizeof *s->count);
+        ok = s->recent && s->count;
+    }
+    if (!ok) {
+        lt_sampler_free(s);
         return lt_error(LT_ENOMEM, "sampler: out of memory for %lld candidates",
                         (long long)vocab_size);
     }
     s->n = vocab_size;
-    s->temp = temp;
-    s->top_p = top_p;
-    s->state = seed ? seed : SEED_FOR_ZERO;
+    s->o = *o;
+    if (o->top_k >= vocab_size) s->o.top_k = 0; /* keeps everything: off */
+    s->state = o->seed ? o->seed : SEED_FOR_ZERO;
     *out = s;
     return LT_OK;
+}
+
+int lt_sampler_init(lt_sampler **out, int64_t vocab_size, float temp, float top_p,
+                    uint64_t seed) {
+    lt_sampler_opts o = {.temp = temp, .top_p = top_p, .repeat_penalty = 1.0f, .seed = seed};
+    return lt_sampler_init_opts(out, vocab_size, &o);
 }
 
 void lt_sampler_free(lt_sampler *s) {
     if (!s) return;
     free(s->cands);
+    free(s->work);
+    free(s->recent);
+    free(s->count);
     free(s);
+}
+
+void lt_sampler_accept(lt_sampler *s, int32_t token) {
+    const int64_t cap = s->o.repeat_last_n;
+    if (cap == 0 || token < 0 || token >= s->n) return;
+    if (s->n_recent == cap) s->count[s->recent[s->next_recent]]--; /* the oldest leaves */
+    else s->n_recent++;
+    s->recent[s->next_recent] = token;
+    s->count[token]++;
+    s->next_recent = (s->next_recent + 1) % cap;
+}
+
+void lt_sampler_reset(lt_sampler *s) {
+    for (int64_t i = 0; i < s->n_recent; i++) s->count[s->recent[i]] = 0;
+    s->n_recent = s->next_recent = 0;
 }
 
 static uint64_t next_u64(lt_sampler *s) {
@@ -189,13 +241,27 @@ static inline bool candidate(const float *probs, int64_t i, float cutoff, int32_
 /* The bucket of bits b at a level whose digit is `width` bits from `sh`. */
 #define DIGIT(b, sh, width) (((b) >> (sh)) & ((1u << (width)) - 1u))
 
-static int32_t sample_top_p(lt_sampler *s, const float *probs, int32_t best) {
+/* The nucleus of probs (which sum to 1): token i is in it iff
+ * in_nucleus(probs, i, ...) with the boundary value *v and *last_id. */
+typedef struct {
+    float cutoff;    /* below it no token can be in the nucleus */
+    uint32_t v;      /* the boundary probability's bits */
+    int64_t last_id; /* the last id of value v in it (-1: none) */
+    int32_t best;    /* the most probable token, always in it */
+} nucleus;
+
+static inline bool in_nucleus(const nucleus *nc, const float *probs, int64_t i) {
+    const uint32_t b = bits_of(probs[i]);
+    return (b > nc->v || (b == nc->v && i <= nc->last_id)) && candidate(probs, i, nc->cutoff, nc->best);
+}
+
+static nucleus find_nucleus(lt_sampler *s, const float *probs, int32_t best) {
     /* Tokens with p < (1 - top_p) / (n - 1) cannot be in the nucleus: as
      * long as the most probable token is kept, at most n - 1 are dropped and
      * together they hold less than 1 - top_p, so the kept ones reach top_p
      * first. Dropping them shortens the selection. */
-    const float cutoff = s->n > 1 ? (1.0f - s->top_p) / (float)(s->n - 1) : 0.0f;
-    const double target = s->top_p;
+    const float cutoff = s->n > 1 ? (1.0f - s->o.top_p) / (float)(s->n - 1) : 0.0f;
+    const double target = s->o.top_p;
     prob_id *c = s->cands;
     int64_t m = 0;
     /* v: the boundary value, its bits decided from the top; above: the sum
@@ -239,34 +305,126 @@ static int32_t sample_top_p(lt_sampler *s, const float *probs, int32_t best) {
     /* c[0..m): the candidates equal to v, in id order; the nucleus holds
      * those up to the one that reaches top_p (all if rounding left the sum
      * short) and every candidate above v */
-    int64_t last_id = -1;
+    nucleus nc = {.cutoff = cutoff, .v = v, .last_id = -1, .best = best};
     double cum = above;
     for (int64_t j = 0; j < m && cum < target; j++) {
         cum += c[j].p;
-        last_id = c[j].id;
+        nc.last_id = c[j].id;
     }
-    /* any fixed order of the nucleus draws each token with probability
-     * p / cum: id order */
-    const double r = (double)next_f32(s) * cum;
-    double cdf = 0.0;
-    int64_t last = best;
-    for (int64_t i = 0; i < s->n; i++) {
-        const uint32_t b = bits_of(probs[i]);
-        if ((b > v || (b == v && i <= last_id)) && candidate(probs, i, cutoff, best)) {
-            cdf += probs[i];
-            last = i;
-            if (r < cdf) return (int32_t)i;
-        }
-    }
-    return (int32_t)last; /* rounding left r at the very top */
+    return nc;
 }
 
-/* Picks the next token. logits [n] are overwritten with probabilities
- * unless the sampler is greedy. */
+/* Repetition penalty (llama.cpp's): every id in the window, however often,
+ * has its logit divided by the penalty if positive, multiplied if not. */
+#define COUNT_MARK 0x80000000u
+static void penalize(lt_sampler *s, float *x) {
+    const float r = s->o.repeat_penalty;
+    if (r == 1.0f || s->n_recent == 0) return;
+    for (int64_t j = 0; j < s->n_recent; j++) {
+        const int32_t id = s->recent[j];
+        if (s->count[id] & COUNT_MARK) continue; /* an earlier entry of the same id did it */
+        x[id] = x[id] <= 0.0f ? x[id] * r : x[id] / r;
+        s->count[id] |= COUNT_MARK; /* cleared below */
+    }
+    for (int64_t j = 0; j < s->n_recent; j++) s->count[s->recent[j]] &= ~COUNT_MARK;
+}
+
+/* The k-th largest of x[0..n) by quickselect with three-way partitions
+ * (many equal logits cost nothing), on a copy in w; NaN counts as -inf. */
+static float kth_largest(const float *x, float *w, int64_t n, int64_t k) {
+    for (int64_t i = 0; i < n; i++) w[i] = isnan(x[i]) ? -INFINITY : x[i];
+    int64_t lo = 0, hi = n; /* the answer is the (k-1)-th of w[lo..hi) in descending order */
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (;;) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        const float piv = w[lo + (int64_t)(r % (uint64_t)(hi - lo))];
+        /* [lo, gt) > piv, [gt, i) == piv, [lt_, hi) < piv */
+        int64_t gt = lo, i = lo, lt_ = hi;
+        while (i < lt_) {
+            if (w[i] > piv) {
+                float t = w[i]; w[i] = w[gt]; w[gt] = t;
+                gt++, i++;
+            } else if (w[i] < piv) {
+                lt_--;
+                float t = w[i]; w[i] = w[lt_]; w[lt_] = t;
+            } else {
+                i++;
+            }
+        }
+        if (k - 1 < gt - lo) hi = gt;
+        else if (k - 1 < i - lo) return piv;
+        else k -= i - lo, lo = i;
+    }
+}
+
+/* top-k: keeps the k largest logits (of equal ones at the boundary, the
+ * lowest ids), sets the rest to -inf. */
+static void keep_top_k(lt_sampler *s, float *x) {
+    const int64_t k = s->o.top_k;
+    const float kth = kth_largest(x, s->work, s->n, k);
+    int64_t above = 0;
+    for (int64_t i = 0; i < s->n; i++) above += x[i] > kth;
+    int64_t equal_left = k - above;
+    for (int64_t i = 0; i < s->n; i++) {
+        if (x[i] > kth) continue;
+        if (x[i] == kth && equal_left > 0) equal_left--;
+        else x[i] = -INFINITY;
+    }
+}
+
+/* The draw's weights, in place: x becomes e^((x - max) / temp) on the tokens
+ * top-k, top-p and min-p keep (top-p and min-p on the distribution at
+ * temperature 1, as llama.cpp applies the temperature last) and 0 elsewhere.
+ * *best = the largest logit's id; *total = the weights' sum. Returns false
+ * (x then unspecified) if the largest logit is not finite: no distribution. */
+static bool weigh(lt_sampler *s, float *x, int32_t *best, double *total) {
+    if (s->o.top_k > 0) keep_top_k(s, x);
+    *best = argmax(x, s->n);
+    const float mx = x[*best], temp = s->o.temp;
+    if (!isfinite(mx)) return false;
+    /* min-p keeps p >= min_p * p_max, that is x >= max + ln(min_p) */
+    const float min_x = s->o.min_p > 0.0f ? mx + logf(s->o.min_p) : -INFINITY;
+    if (s->o.top_p < 1.0f) {
+        memcpy(s->work, x, (size_t)s->n * sizeof *x);
+        int32_t b;
+        softmax_temp(x, s->n, 1.0f, &b); /* mx is finite: it normalises */
+        const nucleus nc = find_nucleus(s, x, *best);
+        /* a division, not a multiplication by 1 / temp: the largest logit's
+         * argument stays 0 even for a temperature whose inverse is infinite */
+        for (int64_t i = 0; i < s->n; i++)
+            x[i] = in_nucleus(&nc, x, i) && s->work[i] >= min_x
+                       ? exp_nonpos((s->work[i] - mx) / temp) : 0.0f;
+    } else {
+        for (int64_t i = 0; i < s->n; i++)
+            x[i] = x[i] >= min_x ? exp_nonpos((x[i] - mx) / temp) : 0.0f;
+    }
+    double sum[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= s->n; i += LANES)
+        for (int l = 0; l < LANES; l++) sum[l] += x[i + l];
+    for (; i < s->n; i++) sum[0] += x[i];
+    *total = 0.0;
+    for (int l = 0; l < LANES; l++) *total += sum[l];
+    return true;
+}
+
 int32_t lt_sampler_sample(lt_sampler *s, float *logits) {
-    if (s->temp == 0.0f) return argmax(logits, s->n);
+    penalize(s, logits);
+    if (s->o.temp == 0.0f) return argmax(logits, s->n);
     int32_t best;
-    if (!softmax_temp(logits, s->n, s->temp, &best)) return best; /* no distribution: greedy */
-    if (s->top_p < 1.0f) return sample_top_p(s, logits, best);
-    return draw(logits, s->n, 1.0, next_f32(s));
+    double total;
+    if (!weigh(s, logits, &best, &total)) return best; /* no distribution: greedy */
+    return draw(logits, s->n, total, next_f32(s));
+}
+
+void lt_sampler_probs(lt_sampler *s, float *logits) {
+    penalize(s, logits);
+    int32_t best;
+    double total;
+    if (s->o.temp == 0.0f || !weigh(s, logits, &best, &total)) {
+        best = argmax(logits, s->n);
+        for (int64_t i = 0; i < s->n; i++) logits[i] = i == best ? 1.0f : 0.0f;
+        return;
+    }
+    for (int64_t i = 0; i < s->n; i++) logits[i] = (float)(logits[i] / total);
 }

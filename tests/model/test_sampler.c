@@ -169,7 +169,7 @@ static void test_non_finite(void) {
     lt_sampler_free(t);
 }
 
-/* With top_p = 1 the logits are left holding softmax(x / temp): checked
+/* lt_sampler_probs with top_p = 1 gives softmax(x / temp): checked
  * against exp in double over logits that span the whole range the
  * sampler's own exponential covers, and below it (probability 0). */
 static void test_softmax_values(void) {
@@ -192,7 +192,7 @@ static void test_softmax_values(void) {
         for (int i = 0; i < N; i++) arg[i] = fabs(((double)x[i] - mx) / temps[t]);
         lt_sampler *s;
         ASSERT_EQ(lt_sampler_init(&s, N, temps[t], 1.0f, 3), LT_OK);
-        lt_sampler_sample(s, x);
+        lt_sampler_probs(s, x);
         double worst = 0;
         for (int i = 0; i < N; i++) {
             /* relative where the probability is a normal float (the bound

@@ -45,6 +45,42 @@ bool lt_cli_parse_f32(const char *s, float lo, float hi, float *out) {
     return true;
 }
 
+/* A prompt file larger than this is not a prompt. */
+#define LT_CLI_MAX_TEXT (64u << 20)
+
+int lt_cli_read_text(const char *cmd, const char *path, char **out) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return lt_cli_fail(cmd, "cannot read %s: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) break;
+        n += fread(buf + n, 1, cap - 1 - n, f);
+        if (n < cap - 1 || n >= LT_CLI_MAX_TEXT) break;
+        char *grown = realloc(buf, cap * 2);
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = grown, cap *= 2;
+    }
+    const bool failed = ferror(f);
+    fclose(f);
+    if (!buf) return lt_cli_fail(cmd, "%s: out of memory", path);
+    const char *why = failed ? "cannot read it" : n >= LT_CLI_MAX_TEXT ? "larger than 64 MiB"
+                      : memchr(buf, 0, n) ? "it holds a NUL byte, not text" : NULL;
+    if (why) {
+        free(buf);
+        return lt_cli_fail(cmd, "%s: %s", path, why);
+    }
+    if (n > 0 && buf[n - 1] == '\n') n--;
+    buf[n] = 0;
+    *out = buf;
+    return 0;
+}
+
 bool lt_cli_parse_ids(const char *s, int32_t **ids, int64_t *n) {
     size_t len = strlen(s);
     int32_t *v = malloc((len / 2 + 1) * sizeof *v);

@@ -18,6 +18,10 @@ int lt_cli_fail_status(const char *cmd, int status, const char *what);
 /* Strict parsers: the whole string must be a number within [lo, hi]. */
 bool lt_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool lt_cli_parse_f32(const char *s, float lo, float hi, float *out);
+/* The text of file path (malloc'd, NUL-terminated, caller frees), one
+ * trailing newline dropped as llama.cpp's -f does. Returns 0, or 1 after
+ * printing a one-line error (unreadable, too large, a NUL byte in it). */
+int lt_cli_read_text(const char *cmd, const char *path, char **out);
 /* "1,400,300" -> ids (malloc'd, caller frees). False on any bad element. */
 bool lt_cli_parse_ids(const char *s, int32_t **ids, int64_t *n);
 
@@ -25,6 +29,7 @@ bool lt_cli_parse_ids(const char *s, int32_t **ids, int64_t *n);
 int lt_cli_bad_option(const char *cmd, int opt, const char *arg0);
 
 int lt_cmd_run(int argc, char **argv);
+int lt_cmd_chat(int argc, char **argv);
 int lt_cmd_bench(int argc, char **argv);
 int lt_cmd_modelgen(int argc, char **argv);
 int lt_cmd_quantize(int argc, char **argv);

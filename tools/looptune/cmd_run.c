@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sampler_cli.h"
 #include "looptune/model.h"
 #include "looptune/program.h"
 #include "looptune/runtime.h"
@@ -12,7 +13,7 @@
 #include "tune_online.h"
 
 static const char *const run_help =
-    "usage: looptune run -m MODEL (-p PROMPT | --prompt-ids IDS) [options]\n"
+    "usage: looptune run -m MODEL (-p PROMPT | -f FILE | --prompt-ids IDS) [options]\n"
     "\n"
     "Generates text and ends with a summary on stderr: prompt and decode tokens/s,\n"
     "ms per token, the evaluations' own tokens/s (decode without sampling and output),\n"
@@ -22,15 +23,15 @@ static const char *const run_help =
     "  -z, --tokenizer FILE    llama2.c tokenizer.bin (overrides a GGUF's vocabulary)\n"
     "  -p, --prompt TEXT       prompt text (BOS added where the model asks for it; special\n"
     "                          tokens such as <|im_start|> written in it are parsed)\n"
+    "  -f, --file FILE         the prompt text from FILE (taken as -p takes it, one trailing\n"
+    "                          newline dropped, as llama.cpp does)\n"
     "      --prompt-ids IDS    prompt as token ids, e.g. 1,400,300\n"
     "  -n, --n-tokens N        tokens to generate (default 128)\n"
     "  -t, --threads T         threads (default 2 or the CPU count, whichever is smaller)\n"
-    "      --temp X            temperature, 0 = greedy (default 0.8)\n"
-    "      --top-p P           nucleus sampling threshold in (0,1] (default 0.9)\n"
-    "      --seed S            sampler seed (default: from the clock)\n"
     "      --ctx N             context length to allocate (default: the model's, at most 4096)\n"
     "      --prefill-batch B   prompt tokens per batch (default: whole prompt, up to 256)\n"
-    "      --ignore-eos        keep generating after the end-of-sequence token\n"
+    "      --ignore-eos        keep generating after an end-of-generation token (the\n"
+    "                          vocabulary's end of sequence, end of turn, ...)\n"
     "      --print-ids         print generated token ids instead of text\n"
     "      --dump-logits FILE  write float32 logits of every position fed (for testing)\n"
     "      --executor E        looped (default: one persistent loop over the layers, no\n"
@@ -51,6 +52,9 @@ static const char *const run_help =
     "                          threads.decode=N / threads.prefill=N: that regime's threads\n"
     "                          looped.NAME=V: a looped executor parameter\n"
     "  -h, --help              this help\n"
+    "\n";
+/* ... then the sampler's lines (lt_cli_sampler_help), then: */
+static const char *const run_help_tel =
     "\n"
     "Telemetry (per-kernel windows of the decode steps, see looptune top):\n"
     "      --telemetry T       off (default), file:PATH (length-delimited protobuf\n"
@@ -78,6 +82,7 @@ typedef struct {
     bool print_ids;
     int64_t count;
     lt_cli_tune *tune; /* NULL: no online tuning */
+    const lt_vocab *eog; /* generation ends at its end-of-generation tokens (NULL: never) */
     char held[4];      /* the start of a UTF-8 sequence the next token completes */
     size_t n_held;
 } out_state;
@@ -119,16 +124,17 @@ static void print_flush(out_state *o) {
 static int on_token(void *user, int32_t prev, int32_t tok) {
     out_state *o = user;
     lt_cli_tune_token(o->tune); /* the run's boundary has passed: the step's figures */
+    const bool end = o->eog && lt_vocab_is_eog(o->eog, tok);
     if (o->print_ids) {
         printf(o->count ? " %d" : "%d", tok);
-    } else if (o->vocab) {
+    } else if (o->vocab && !end) { /* an end of generation is not text (as llama.cpp) */
         char buf[256];
         size_t n = lt_detokenize(o->vocab, prev, tok, buf, sizeof buf);
         print_text(o, buf, n < sizeof buf ? n : sizeof buf - 1);
     }
     fflush(stdout);
     o->count++;
-    return 0;
+    return end;
 }
 
 /* An error while reading the options: say it, free what was parsed, exit 1. */
@@ -142,15 +148,18 @@ int lt_cmd_run(int argc, char **argv) {
     const char *cmd = "run";
     const char *model_path = NULL, *tok_path = NULL, *prompt = NULL, *prompt_ids = NULL;
     const char *dump_logits = NULL;
-    int64_t n_new = 128, threads = 0, seed = -1, ctx = 0, prefill_batch = 0;
-    float temp = 0.8f, top_p = 0.9f;
+    const char *prompt_file = NULL;
+    int64_t n_new = 128, threads = 0, ctx = 0, prefill_batch = 0;
+    lt_cli_sampler smp;
+    lt_cli_sampler_init(&smp);
+    char *file_text = NULL;
     bool print_ids = false, dump_program = false, ignore_eos = false, no_loop_pass = false,
          no_fuse_pass = false;
     bool use_mmap = false;
     lt_executor executor = LT_EXEC_LOOPED;
     lt_cli_tel_opts tel_opts = {.mode = LT_CLI_TEL_OFF};
     lt_cli_kafka kafka;
-    enum { O_IDS = 256, O_TEMP, O_TOPP, O_SEED, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
+    enum { O_IDS = 256, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
            O_EXEC, O_NLP, O_NFP, O_MMAP, O_TEL, O_WTOK, O_WMS, O_DETAIL,
            O_DRAIN, O_CTR, O_STORE, O_NOWARM, O_TUNE, O_XSHARE, O_PARAM };
     lt_cli_param params[LT_CLI_MAX_PARAMS];
@@ -161,8 +170,8 @@ int lt_cmd_run(int argc, char **argv) {
         {"model", required_argument, 0, 'm'},     {"tokenizer", required_argument, 0, 'z'},
         {"prompt", required_argument, 0, 'p'},    {"prompt-ids", required_argument, 0, O_IDS},
         {"n-tokens", required_argument, 0, 'n'},  {"threads", required_argument, 0, 't'},
-        {"temp", required_argument, 0, O_TEMP},   {"top-p", required_argument, 0, O_TOPP},
-        {"seed", required_argument, 0, O_SEED},   {"ctx", required_argument, 0, O_CTX},
+        {"file", required_argument, 0, 'f'},      LT_CLI_SAMPLER_OPTIONS,
+        {"ctx", required_argument, 0, O_CTX},
         {"prefill-batch", required_argument, 0, O_PB}, {"ignore-eos", no_argument, 0, O_EOS},
         {"print-ids", no_argument, 0, O_PIDS},    {"dump-logits", required_argument, 0, O_DL},
         {"dump-program", no_argument, 0, O_DP},   {"isa", required_argument, 0, O_ISA},
@@ -187,14 +196,18 @@ int lt_cmd_run(int argc, char **argv) {
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:z:p:n:t:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:z:p:f:n:t:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
         int k = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) goto done_args;
+        if (k == LT_CLI_OPT_HANDLED) continue;
+        k = lt_cli_sampler_option(cmd, c, optarg, &smp);
         if (k == LT_CLI_OPT_ERROR) goto done_args;
         if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
         case 'm': model_path = optarg; break;
         case 'z': tok_path = optarg; break;
         case 'p': prompt = optarg; break;
+        case 'f': prompt_file = optarg; break;
         case O_IDS: prompt_ids = optarg; break;
         case 'n':
             if (!lt_cli_parse_i64(optarg, 0, INT32_MAX, &n_new))
@@ -203,18 +216,6 @@ int lt_cmd_run(int argc, char **argv) {
         case 't':
             if (!lt_cli_parse_i64(optarg, 1, 64, &threads))
                 FAIL("bad --threads '%s': expected 1..64", optarg);
-            break;
-        case O_TEMP:
-            if (!lt_cli_parse_f32(optarg, 0.0f, 100.0f, &temp))
-                FAIL("bad --temp '%s': expected a number in [0, 100]", optarg);
-            break;
-        case O_TOPP:
-            if (!lt_cli_parse_f32(optarg, 1e-6f, 1.0f, &top_p))
-                FAIL("bad --top-p '%s': expected a number in (0, 1]", optarg);
-            break;
-        case O_SEED:
-            if (!lt_cli_parse_i64(optarg, 0, INT64_MAX, &seed))
-                FAIL("bad --seed '%s': expected a number >= 0", optarg);
             break;
         case O_CTX:
             if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &ctx))
@@ -280,7 +281,9 @@ int lt_cmd_run(int argc, char **argv) {
             break;
         }
         case 'h':
-            lt_cli_kafka_help(run_help, 26, true, run_help_end);
+            fputs(run_help, stdout);
+            lt_cli_sampler_help();
+            lt_cli_kafka_help(run_help_tel, 26, true, run_help_end);
             exit_code = 0;
             goto done_args;
         default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done_args;
@@ -288,9 +291,16 @@ int lt_cmd_run(int argc, char **argv) {
     }
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune run --help)", argv[optind]);
     if (!model_path) FAIL("no model: give -m MODEL (see looptune run --help)");
-    if (prompt && prompt_ids) FAIL("give either -p or --prompt-ids, not both");
-    if (!prompt && !prompt_ids) FAIL("no prompt: give -p TEXT or --prompt-ids IDS");
+    if ((prompt != NULL) + (prompt_file != NULL) + (prompt_ids != NULL) > 1)
+        FAIL("give one of -p, -f and --prompt-ids, not several");
+    if (!prompt && !prompt_file && !prompt_ids)
+        FAIL("no prompt: give -p TEXT, -f FILE or --prompt-ids IDS");
     if (prompt && !*prompt) FAIL("empty prompt: -p needs some text");
+    if (prompt_file) {
+        if (lt_cli_read_text(cmd, prompt_file, &file_text)) goto done_args;
+        if (!*file_text) FAIL("empty prompt: %s holds no text", prompt_file);
+        prompt = file_text;
+    }
 
     if (tune_online) {
         if (tel_given && tel_opts.mode != LT_CLI_TEL_KAFKA)
@@ -379,11 +389,7 @@ int lt_cmd_run(int argc, char **argv) {
     if (lt_cli_param_apply(cmd, l, params, n_params) ||
         lt_cli_store_open(cmd, store_path, &kafka, no_warm, &store, &say_warm))
         goto done;
-    if (seed < 0) seed = (int64_t)(lt_now_ns() & 0x7fffffffffffffffull);
-    if ((rc = lt_sampler_init(&s, m->cfg.vocab_size, temp, top_p, (uint64_t)seed))) {
-        lt_cli_fail_status(cmd, rc, "bad sampler settings");
-        goto done;
-    }
+    if (lt_cli_sampler_make(cmd, &smp, m->cfg.vocab_size, ctx_len, &s)) goto done;
     if (dump_logits && !(dump = fopen(dump_logits, "wb"))) {
         lt_cli_fail(cmd, "cannot create %s", dump_logits);
         goto done;
@@ -412,7 +418,8 @@ int lt_cmd_run(int argc, char **argv) {
         fprintf(stderr, "looptune run: online tuning with an in-process optimizer on the "
                         "embedded broker\n");
     lt_cli_tune_attach(tune, run);
-    out_state os = {.vocab = m->vocab, .print_ids = print_ids, .tune = tune};
+    out_state os = {.vocab = m->vocab, .print_ids = print_ids, .tune = tune,
+                    .eog = ignore_eos ? NULL : m->vocab};
     if (!print_ids && m->vocab) {
         /* echo the prompt as the model sees it */
         out_state echo = {.vocab = m->vocab};
@@ -422,7 +429,7 @@ int lt_cmd_run(int argc, char **argv) {
         os.n_held = echo.n_held;
     }
     lt_gen_opts go = {.n_new = n_new, .prefill_batch = prefill_batch, .dump_logits = dump,
-                      .stop_token = ignore_eos || !m->vocab ? -1 : lt_vocab_eos(m->vocab)};
+                      .stop_token = -1}; /* on_token ends at an end of generation */
     lt_gen_stats st;
     rc = lt_run_generate(run, s, ids, n_ids, &go, on_token, &os, &st);
     print_flush(&os);
@@ -485,6 +492,7 @@ done:
     lt_pool_free(pool);
     lt_model_close(m);
 done_args:
+    free(file_text);
     lt_cli_kafka_free(&kafka);
     return exit_code;
 }

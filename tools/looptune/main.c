@@ -30,6 +30,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", lt_cmd_run, "generate text with a model and print a performance summary"},
+    {"chat", lt_cmd_chat, "chat with a model in the terminal, formatted with its chat template"},
     {"bench", lt_cmd_bench, "decode benchmark with the machine's memory bandwidth as the ceiling"},
     {"tune", lt_cmd_tune, "search kernel and executor parameters; best ones go to the config store"},
     {"model-gen", lt_cmd_modelgen, "write a random-weight Llama model (GGUF) of a preset shape"},
