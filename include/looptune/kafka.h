@@ -243,6 +243,10 @@ bool lt_stage_owns(const lt_stage *s, int32_t partition);
  * or a fatal error of the consumer. */
 int lt_stage_commit(lt_stage *s, const lt_stage_record *recs, size_t n,
                     const lt_stage_offset *offs, size_t n_offs);
+/* Sets partition's position back to its committed offset (the oldest record
+ * when none): records read since are read again. For work that was not
+ * committed while the partition stayed assigned. */
+int lt_stage_rewind(lt_stage *s, int32_t partition);
 bool lt_stage_exactly_once(const lt_stage *s);
 void lt_stage_stats_get(const lt_stage *s, lt_stage_stats *out);
 /* Leaves the group (revoking its partitions) and frees. NULL is a no-op. */

@@ -169,7 +169,8 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
         "linger.ms", "1",
         "compression.codec", "lz4",
         "transaction.timeout.ms", txn_timeout,
-        "message.timeout.ms", "30000",
+        /* librdkafka wants it <= transaction.timeout.ms */
+        "message.timeout.ms", txn_timeout,
         "socket.connection.setup.timeout.ms", "10000",
         NULL};
     lt_stage *s = calloc(1, sizeof *s);
@@ -315,9 +316,20 @@ static int commit_plain(lt_stage *s, const lt_stage_record *recs, size_t n,
 /* What to do after a transactional call returned e (not NULL; destroyed
  * here): 1 retry the call, 2 abort and start over, 3 recreate the producer
  * and start over (fatal: fenced, or an invalid state after a timed-out
- * abort). *why gets the text. */
+ * abort), 4 abort and give up: the group has a new generation without this
+ * member's offsets. *why gets the text. */
 static int classify(rd_kafka_error_t *e, char *why, size_t n) {
     snprintf(why, n, "%s", rd_kafka_error_string(e));
+    /* the group moved on without this member: its offsets will not commit */
+    switch (rd_kafka_error_code(e)) {
+    case RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID:
+    case RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID:
+    case RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
+        rd_kafka_error_destroy(e);
+        return 4;
+    default: break;
+    }
     int what = rd_kafka_error_is_fatal(e)             ? 3
                : rd_kafka_error_txn_requires_abort(e) ? 2
                : rd_kafka_error_is_retriable(e)       ? 1
@@ -384,6 +396,12 @@ static int commit_txn(lt_stage *s, const lt_stage_record *recs, size_t n,
                 }
             }
         }
+        if (what == 4) {
+            if (!abort_txn(s) && producer_restart(s))
+                lt_log(LT_LOG_WARN, "kafka stage: %s", lt_errmsg());
+            s->stats.dropped++;
+            return lt_error(LT_ESTATE, "kafka stage: the group moved on (%s)", why);
+        }
         /* a retriable error inside an open transaction: start it over */
         if (what == 1 && s->txn_open) what = 2;
         if (what == 1) s->stats.retried++;
@@ -400,6 +418,28 @@ static int commit_txn(lt_stage *s, const lt_stage_record *recs, size_t n,
 int lt_stage_commit(lt_stage *s, const lt_stage_record *recs, size_t n,
                     const lt_stage_offset *offs, size_t n_offs) {
     return s->eos ? commit_txn(s, recs, n, offs, n_offs) : commit_plain(s, recs, n, offs, n_offs);
+}
+
+int lt_stage_rewind(lt_stage *s, int32_t partition) {
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, s->topic, partition);
+    rd_kafka_resp_err_t e = rd_kafka_committed(s->consumer, l, 10000);
+    int rc = LT_OK;
+    if (e) {
+        rc = lt__kafka_status(e, "kafka stage: committed offsets");
+    } else {
+        /* nothing committed yet: from the oldest record, as auto.offset.reset */
+        if (l->elems[0].offset < 0) l->elems[0].offset = RD_KAFKA_OFFSET_BEGINNING;
+        rd_kafka_error_t *se = rd_kafka_seek_partitions(s->consumer, l, 10000);
+        if (se) {
+            rc = lt_error(LT_EKAFKA, "kafka stage: seek: %s", rd_kafka_error_string(se));
+            rd_kafka_error_destroy(se);
+        } else if (l->elems[0].err) {
+            rc = lt__kafka_status(l->elems[0].err, "kafka stage: seek");
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
 }
 
 void lt_stage_stats_get(const lt_stage *s, lt_stage_stats *out) { *out = s->stats; }

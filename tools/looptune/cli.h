@@ -32,6 +32,8 @@ int lt_cmd_tail(int argc, char **argv);
 int lt_cmd_top(int argc, char **argv);
 int lt_cmd_tune(int argc, char **argv);
 int lt_cmd_optimizer(int argc, char **argv);
+int lt_cmd_worker(int argc, char **argv);
+int lt_cmd_submit(int argc, char **argv);
 
 /* The Kafka cluster a command talks to: --brokers, -X and --kafka-config,
  * --topic-prefix. One parser (kafka_flags.c) reads them for every command. */

@@ -37,6 +37,8 @@ static const struct {
     {"tail", lt_cmd_tail, "print the looptune records of a Kafka topic as JSON lines"},
     {"optimizer", lt_cmd_optimizer, "the online optimizer service: telemetry in, better parameters out"},
     {"top", lt_cmd_top, "live per-kernel view of running programs from the telemetry topic"},
+    {"worker", lt_cmd_worker, "a distributed worker: runs tasks from Kafka, results exactly once"},
+    {"submit", lt_cmd_submit, "a distributed job (matmul) over the workers: C.npy = A.npy B.npy"},
 };
 
 static void usage(FILE *f) {
