@@ -90,6 +90,11 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         if (coop) ce = rd_kafka_incremental_unassign(rk, parts);
         else e = rd_kafka_assign(rk, NULL);
     }
+    int held = 0;
+    for (int32_t p = 0; p < s->n_owned; p++) held += s->owned[p];
+    lt_log(LT_LOG_INFO, "kafka stage: %s %d partitions of %s (%d held now)",
+           err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? "assigned" : "revoked",
+           parts ? parts->cnt : 0, s->topic, held);
     if (ce) {
         lt__kafka_warn(&s->client.warner, "stage", rd_kafka_error_string(ce));
         rd_kafka_error_destroy(ce);
@@ -148,7 +153,9 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
     char session[32], heartbeat[32], txn_timeout[32];
     int st = opts->session_timeout_ms > 0 ? opts->session_timeout_ms : 6000;
     snprintf(session, sizeof session, "%d", st);
-    snprintf(heartbeat, sizeof heartbeat, "%d", st / 4 > 100 ? st / 4 : 100);
+    /* members learn of a rebalance from a heartbeat's answer, and a
+     * cooperative one takes two rounds: beat often */
+    snprintf(heartbeat, sizeof heartbeat, "%d", st / 12 > 100 ? st / 12 : 100);
     snprintf(txn_timeout, sizeof txn_timeout, "%d",
              opts->transaction_timeout_ms > 0 ? opts->transaction_timeout_ms : 15000);
     const char *const cdefaults[] = {

@@ -130,9 +130,26 @@ class Worker:
             self.proc.wait()
             return None
 
+    def holding(self):
+        """Partitions this run of the worker holds, from its log (-1: no assignment yet)."""
+        run = self.text().split(f"---- start {self.starts}\n")[-1]
+        held = re.findall(r"\((\d+) held now\)", run)
+        return int(held[-1]) if held else -1
+
     def text(self):
         with open(self.log) as f:
             return f.read()
+
+
+def wait_assigned(workers, timeout_s=60):
+    """Until every worker holds some partitions (the group has settled)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if all(w.holding() > 0 for w in workers):
+            return
+        time.sleep(0.1)
+    fail(f"the workers' group did not settle in {timeout_s} s: "
+         f"{[(w.wid, w.holding()) for w in workers]}")
 
 
 JOB_RE = re.compile(
