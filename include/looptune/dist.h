@@ -163,7 +163,7 @@ int lt_dist_ensure_topics(const lt_kafka_conn *conn, const char *prefix, int32_t
 typedef struct {
     lt_kafka_conn conn;
     const char *prefix;       /* topic prefix; NULL: "looptune." */
-    const char *group;        /* NULL: "looptune-workers" */
+    const char *group;        /* NULL: prefix + "workers" ("looptune.workers") */
     const char *instance_id;  /* static membership and a stable transactional id; NULL: none */
     int threads;              /* <= 0: 1 */
     const char *const *kinds; /* [n_kinds] kinds to run; n_kinds 0: every registered kind */

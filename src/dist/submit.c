@@ -294,7 +294,11 @@ static int on_result(job *j, const Looptune__Result *r, const lt_record *rec) {
         snprintf(why, sizeof why, "output: one %" PRId64 "x%" PRId64 " tensor 'c' expected", mt,
                  nt);
     int rc = LT_OK;
-    if (s->done) {
+    if (why[0] && s->done) {
+        j->st->rejected++; /* a broken answer for a tile already applied */
+        lt_log(LT_LOG_WARN, "submit: result %s[%d]@%" PRId64 " rejected: %s", rec->topic,
+               (int)rec->partition, rec->offset, why);
+    } else if (s->done) {
         j->st->duplicates++; /* applied already: a replay, dropped */
     } else if (why[0]) {
         char w2[600];

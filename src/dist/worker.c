@@ -36,6 +36,7 @@ typedef struct {
     const lt_worker_opts *o;
     char id[128];
     char topic_tasks[256], topic_results[256];
+    char group[256];
     lt_stage *stage;
     lt_dist_blobs *blobs;
     lt_pool *pool;
@@ -79,7 +80,7 @@ static void send_heartbeat(worker *w) {
     hb.aborted = (uint64_t)w->st->stage.aborted;
     pthread_mutex_unlock(&w->mu);
     hb.worker = w->id;
-    hb.group = (char *)(w->o->group ? w->o->group : "looptune-workers");
+    hb.group = w->group;
     char *kinds[8];
     size_t nk = 0;
     if (w->o->n_kinds)
@@ -398,6 +399,9 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
              lt_kafka_topic_suffix(LT_TOPIC_TASKS));
     snprintf(w.topic_results, sizeof w.topic_results, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_RESULTS));
+    /* one workers' group per topic prefix by default */
+    snprintf(w.group, sizeof w.group, "%s", o->group ? o->group : "");
+    if (!w.group[0]) snprintf(w.group, sizeof w.group, "%sworkers", prefix);
     if (o->instance_id && *o->instance_id) {
         snprintf(w.id, sizeof w.id, "%s", o->instance_id);
     } else {
@@ -417,7 +421,7 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
     lt_producer_opts po = {.conn = o->conn, .topic = w.topic_results, .linger_ms = -1};
     if (!rc) rc = lt_producer_open(&w.hb, &po);
     if (!rc) {
-        lt_stage_opts so = {.conn = o->conn, .group = o->group ? o->group : "looptune-workers",
+        lt_stage_opts so = {.conn = o->conn, .group = w.group,
                             .topic = w.topic_tasks,
                             .transactional_id = o->at_least_once ? NULL : txn_id,
                             .instance_id = o->instance_id,
@@ -428,7 +432,7 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
     if (!rc) {
         w.hb_started = !pthread_create(&w.hb_thread, NULL, heartbeat_main, &w);
         lt_log(LT_LOG_INFO, "worker %s: group %s on %s, %d threads, %s", w.id,
-               o->group ? o->group : "looptune-workers", w.topic_tasks,
+               w.group, w.topic_tasks,
                o->threads > 0 ? o->threads : 1,
                o->at_least_once ? "at-least-once" : "exactly-once (transactions)");
     }

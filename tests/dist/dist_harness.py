@@ -238,6 +238,11 @@ def envelope(**payload):
 
 
 def decode(value):
+    """The Envelope in value; an empty one if it does not parse (foreign bytes)."""
+    from google.protobuf.message import DecodeError
     env = proto().Envelope()
-    env.ParseFromString(value)
+    try:
+        env.ParseFromString(value)
+    except DecodeError:
+        return proto().Envelope()
     return env

@@ -22,7 +22,8 @@ static const char *const worker_help =
     "\n"
     "  -b, --brokers B         Kafka bootstrap servers (required)\n";
 static const char *const worker_help_end =
-    "      --group G           consumer group (default looptune-workers)\n"
+    "      --group G           consumer group (default: the prefix + workers,\n"
+    "                          looptune.workers)\n"
     "      --instance-id ID    static group membership and a stable transactional id:\n"
     "                          a restarted worker of the same ID takes its partitions\n"
     "                          back at once and aborts what its predecessor left open\n"
