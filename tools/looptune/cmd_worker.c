@@ -17,8 +17,9 @@ static const char *const worker_help =
     "result and the consumed offsets are committed in one Kafka transaction, so a\n"
     "killed worker loses nothing and a coordinator applies every result once. A\n"
     "heartbeat a second on the results topic says the worker is alive. SIGINT or\n"
-    "SIGTERM finishes the task in hand, then leaves the group. Topics that are\n"
-    "missing are created.\n"
+    "SIGTERM finishes the task in hand, then leaves the group (a static member,\n"
+    "--instance-id, keeps its partitions for the session timeout). Topics that\n"
+    "are missing are created.\n"
     "\n"
     "  -b, --brokers B         Kafka bootstrap servers (required)\n";
 static const char *const worker_help_end =
