@@ -230,6 +230,49 @@ typedef struct {
 int lt_submit_matmul(const lt_submit_opts *opts, const float *a, const float *b, int64_t m,
                      int64_t n, int64_t k, float *c, lt_submit_stats *stats);
 
+/* ---- jobs: what the topics say ------------------------------------------------------ */
+
+/* One job as its records on the tasks, results and tasks.dead topics tell it. */
+typedef struct {
+    char job_id[64];
+    char kind[16];
+    int64_t tasks;        /* the job's task count (Task.total_tasks) */
+    int64_t sent;         /* distinct tasks on the tasks topic */
+    int64_t done;         /* distinct tasks with a committed OK result */
+    int64_t ok_results;   /* OK results, duplicates included */
+    int64_t failed;       /* FAILED results */
+    int64_t dead;         /* dead letters */
+    uint32_t max_attempt; /* highest attempt sent */
+    uint64_t first_ns, last_ns; /* wall clock of its first and last record */
+    const char *state;    /* "done", "failed" (a dead letter), "running" (a record in the
+                             last 60 s), "stalled" */
+} lt_dist_job_info;
+
+typedef struct {
+    char worker[128];
+    char state[16];
+    char job_id[64];
+    uint64_t task_index;
+    uint64_t tasks_done;
+    uint64_t last_ns; /* wall clock of its last heartbeat */
+} lt_dist_worker_info;
+
+typedef struct {
+    lt_dist_job_info *jobs; /* [n_jobs] by first record */
+    size_t n_jobs;
+    lt_dist_worker_info *workers; /* [n_workers] heard from within alive_s */
+    size_t n_workers;
+    int64_t undecodable; /* records that were no looptune envelope */
+    bool partial;        /* some partition was not read to its end (an open transaction) */
+} lt_dist_jobs;
+
+/* Reads the three topics to their ends once (no consumer group) and sums
+ * them up per job (job_id NULL: every job). Workers count as alive with a
+ * heartbeat in the last alive_s seconds. Free with lt_dist_jobs_free. */
+int lt_dist_jobs_scan(const lt_kafka_conn *conn, const char *prefix, const char *job_id,
+                      double alive_s, lt_dist_jobs *out);
+void lt_dist_jobs_free(lt_dist_jobs *j);
+
 #ifdef __cplusplus
 }
 #endif

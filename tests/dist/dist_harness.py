@@ -186,6 +186,28 @@ def submit(servers, prefix, *args, timeout=300):
     return p.returncode, figures, p.stdout, p.stderr
 
 
+def jobs(servers, prefix, *extra):
+    """`looptune jobs`: {job: {kind, state, tasks, done, extra, failed, dead, attempts}}, and
+    the count of workers alive."""
+    p = subprocess.run([binary(), "jobs", "--brokers", servers, "--topic-prefix", prefix, *extra],
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"looptune jobs failed ({p.returncode}): {p.stderr}")
+    lines = p.stdout.splitlines()
+    check(lines and lines[0].startswith("JOB"), f"looptune jobs: no header:\n{p.stdout}")
+    rows, alive = {}, None
+    for line in lines[1:]:
+        if line.startswith("workers alive: "):
+            alive = int(line.split(": ")[1])
+            continue
+        f = line.split()
+        if len(f) >= 9 and not line.startswith(" "):
+            rows[f[0]] = dict(kind=f[1], state=f[2], tasks=int(f[3]), done=int(f[4]),
+                              extra=int(f[5]), failed=int(f[6]), dead=int(f[7]),
+                              attempts=int(f[8]))
+    check(alive is not None, f"looptune jobs: no workers line:\n{p.stdout}")
+    return rows, alive
+
+
 def records(servers, topic, timeout_s=30, committed_only=True):
     """Every record of topic now (to the high watermarks), as (partition, offset, key, value)."""
     from confluent_kafka import Consumer, TopicPartition

@@ -72,6 +72,10 @@ def poison(servers, prefix, wdir, pa, pb):
     h.check(len(dl.errors) == 3 and all(f"attempt {i + 1}:" in e and "CRC32C mismatch" in e
                                         for i, e in enumerate(dl.errors)), f"{list(dl.errors)}")
     h.check("failed 3 attempts" in dl.reason, dl.reason)
+    rows, _ = h.jobs(servers, prefix, "--job", job)
+    r = rows.get(job)
+    h.check(r and r["state"] == "failed" and r["dead"] == 1 and r["failed"] == 3
+            and r["attempts"] == 3, f"looptune jobs: {job}: {r}")
     h.say(f"poison: dead-lettered after 3 attempts: {dl.reason[:100]}")
 
 

@@ -12,6 +12,8 @@
    task 0's panel reassembled from them equals A's rows byte for byte.
 3. A result tile of 600x600 f32 (1.44 MB) is chunked by the worker and
    reassembled by the coordinator: C correct again.
+4. `looptune jobs` lists the three jobs, done, each task once, and the two
+   workers alive.
 Needs the broker (ctest's kafka_broker fixture), numpy, protobuf,
 grpcio-tools, confluent-kafka."""
 import math
@@ -55,6 +57,7 @@ def main():
                 f"--verify: the distributed C differs from the single-node one: {out}")
         h.check("workers alive" in err, f"no progress line on stderr:\n{err}")
         close_to_numpy(np.load(pc), a, b, "two workers, 25 tiles")
+        first_job = fig["job"]
         h.say(f"job 1: {fig['tasks']} tasks in {fig['seconds']:.2f} s, verify bit-exact")
 
         # 2. oversized inputs: chunked, checked on the topic
@@ -113,6 +116,19 @@ def main():
         h.check(n_chunks == math.ceil(600 * 600 * 4 / (512 * 1024)),
                 f"result chunks on the results topic: {n_chunks}")
         h.say(f"job 3: a 600x600 result tile in {n_chunks} chunks")
+
+        # 4. looptune jobs: the three jobs as the topics tell them, the two workers alive
+        rows, alive = h.jobs(servers, prefix)
+        h.check(alive == 2, f"looptune jobs: {alive} workers alive, expected 2")
+        want = {first_job: 25, "big-inputs": 4, "big-result": 1}
+        for jid, n in want.items():
+            r = rows.get(jid)
+            h.check(r and r["kind"] == "matmul" and r["state"] == "done" and r["tasks"] == n
+                    and r["done"] == n and r["extra"] == 0 and r["failed"] == 0
+                    and r["attempts"] == 1, f"looptune jobs: {jid}: {r}")
+        rows, _ = h.jobs(servers, prefix, "--job", "big-result")
+        h.check(list(rows) == ["big-result"], f"looptune jobs --job: {rows}")
+        h.say("looptune jobs: the three jobs done, 2 workers alive")
     finally:
         codes = [w.stop() for w in workers]
     h.check(codes == [0, 0], f"workers did not leave cleanly on SIGTERM: {codes}")

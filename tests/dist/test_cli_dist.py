@@ -91,7 +91,9 @@ def main():
                    "bad --session-timeout-ms", cmd="worker")
     one_line_error(["worker", "--brokers", NOWHERE, "extra"], "unexpected argument 'extra'",
                    cmd="worker")
-    for args in (["worker", "--help"], ["submit", "--help"], ["submit", "matmul", "--help"]):
+    one_line_error(["jobs"], "no broker", cmd="jobs")
+    one_line_error(["jobs", "--brokers", NOWHERE, "--alive-s", "x"], "bad --alive-s 'x'", cmd="jobs")
+    for args in (["jobs", "--help"], ["worker", "--help"], ["submit", "--help"], ["submit", "matmul", "--help"]):
         p = subprocess.run([h.binary(), *args], capture_output=True, text=True, timeout=30)
         h.check(p.returncode == 0 and "usage: looptune" in p.stdout, f"{args}: {p}")
     h.say("passed")

@@ -39,6 +39,7 @@ static const struct {
     {"top", lt_cmd_top, "live per-kernel view of running programs from the telemetry topic"},
     {"worker", lt_cmd_worker, "a distributed worker: runs tasks from Kafka, results exactly once"},
     {"submit", lt_cmd_submit, "a distributed job (matmul) over the workers: C.npy = A.npy B.npy"},
+    {"jobs", lt_cmd_jobs, "the distributed jobs and live workers, as the Kafka topics tell them"},
 };
 
 static void usage(FILE *f) {
