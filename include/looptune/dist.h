@@ -205,6 +205,11 @@ typedef struct {
      * CRC32C is taken) in its first corrupt_attempts sends. */
     int64_t corrupt_task;     /* -1: none */
     uint32_t corrupt_attempts;
+    /* Take up job job_id where an earlier coordinator left it: its results
+     * so far are read from the results topic and applied, and only the
+     * tasks without one are sent again (as their next attempt). The
+     * operands must be the job's (checked against its tasks' CRC32C). */
+    bool resume;
 } lt_submit_opts;
 
 typedef struct {
@@ -219,6 +224,7 @@ typedef struct {
     int64_t chunks_sent;
     int64_t bytes_sent;      /* record bytes produced to the tasks topic */
     int64_t workers_seen;    /* distinct workers heard from */
+    int64_t resumed;         /* tasks applied from an earlier coordinator's results (resume) */
     double seconds;
     char dead_reason[512];   /* the first dead letter's "task T: reason" */
 } lt_submit_stats;
@@ -226,7 +232,9 @@ typedef struct {
 /* C[m][n] = A[m][k] B[k][n] over the cluster: tiles block_m x block_n of C
  * as tasks, results applied once each. LT_ETIMEOUT when no worker is alive
  * (none heard from for worker_timeout_s) or the job timed out; LT_EFORMAT
- * when a task was dead-lettered (stats.dead_reason says why). */
+ * when a task was dead-lettered (stats.dead_reason says why); with resume,
+ * LT_ENOTFOUND when the job has no task on the topic, LT_EINVAL when its
+ * shape or operands differ, LT_ESTATE when it has a dead letter. */
 int lt_submit_matmul(const lt_submit_opts *opts, const float *a, const float *b, int64_t m,
                      int64_t n, int64_t k, float *c, lt_submit_stats *stats);
 

@@ -46,6 +46,7 @@ typedef struct {
     worker_seen workers[MAX_WORKERS];
     int n_workers;
     uint64_t deadline_wall_ns;
+    bool resume_checked; /* resume: a task of the job was compared with these operands */
 } job;
 
 static uint64_t wall_ns(void) {
@@ -406,6 +407,106 @@ static int wait_for_worker(job *j) {
     return LT_OK;
 }
 
+/* ---- resume: an earlier coordinator's job ---------------------------------------- */
+
+static int64_t param_of(const Looptune__Task *t, const char *name) {
+    for (size_t i = 0; i < t->n_params; i++)
+        if (t->params[i]->name && !strcmp(t->params[i]->name, name)) return t->params[i]->value;
+    return -1;
+}
+
+/* Calls fn on every envelope of topic (to its end now) whose job is ours. */
+static int replay(job *j, const char *topic, int (*fn)(job *, const Looptune__Envelope *,
+                                                         const lt_record *)) {
+    lt_kafka_reader *r;
+    int rc = lt_kafka_reader_open(&r, &j->o->conn, topic, 15000);
+    if (rc == LT_ENOTFOUND) return LT_OK;
+    if (rc) return rc;
+    lt_record rec;
+    while ((rc = lt_kafka_reader_next(r, 3000, &rec)) == 1) {
+        Looptune__Envelope *env;
+        if (!rec.value || lt_envelope_decode(rec.value, rec.len, &env)) continue;
+        rc = fn(j, env, &rec);
+        lt_envelope_free(env);
+        if (rc) break;
+    }
+    lt_kafka_reader_close(r);
+    /* an open transaction holds the rest back: the follower sees it when it commits */
+    return rc == LT_ETIMEOUT || rc == 0 ? LT_OK : rc;
+}
+
+/* A task of the job as an earlier coordinator sent it: the same tiling, the
+ * same operands (the first one's CRC32C), and the attempts sent. */
+static int resume_task(job *j, const Looptune__Envelope *env, const lt_record *rec) {
+    (void)rec;
+    if (env->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_TASK) return LT_OK;
+    const Looptune__Task *t = env->task;
+    if (strcmp(t->job_id, j->st->job_id)) return LT_OK;
+    int64_t i0, mt, j0, nt, ti = (int64_t)t->task_index;
+    if (ti >= j->st->tasks || (int64_t)t->total_tasks != j->st->tasks)
+        return lt_error(LT_EINVAL, "resume: job %s has %llu tasks, these operands in these "
+                        "tiles make %lld", j->st->job_id, (unsigned long long)t->total_tasks,
+                        (long long)j->st->tasks);
+    tile_of(j, ti, &i0, &mt, &j0, &nt);
+    if (param_of(t, "row0") != i0 || param_of(t, "col0") != j0 || param_of(t, "rows") != mt ||
+        param_of(t, "cols") != nt || param_of(t, "k") != j->k)
+        return lt_error(LT_EINVAL, "resume: job %s's task %lld is another tile (another "
+                        "shape or --block)", j->st->job_id, (long long)ti);
+    if (!j->resume_checked) {
+        const float *mine[2] = {j->a + i0 * j->k, j->bt + j0 * j->k};
+        const int64_t elems[2] = {mt * j->k, nt * j->k};
+        for (size_t i = 0; i < t->n_inputs && i < 2; i++) {
+            uint32_t crc = lt_crc32c(mine[i], (size_t)elems[i] * sizeof(float));
+            if (crc != t->inputs[i]->crc32c)
+                return lt_error(LT_EINVAL, "resume: the operands differ from job %s's (task "
+                                "%lld's %s has CRC32C %08x, yours %08x)", j->st->job_id,
+                                (long long)ti, t->inputs[i]->name, t->inputs[i]->crc32c, crc);
+        }
+        j->resume_checked = true;
+    }
+    if (t->attempt > j->ts[ti].attempt) j->ts[ti].attempt = t->attempt;
+    return LT_OK;
+}
+
+static int resume_result(job *j, const Looptune__Envelope *env, const lt_record *rec) {
+    if (env->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_CHUNK &&
+        !strcmp(env->chunk->job_id, j->st->job_id))
+        lt_dist_blobs_add(j->blobs, env->chunk, rec->partition, rec->offset);
+    if (env->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_RESULT ||
+        strcmp(env->result->job_id, j->st->job_id) ||
+        env->result->status != LOOPTUNE__STATUS__STATUS_OK)
+        return LT_OK; /* failed attempts before: the task is sent again below */
+    return on_result(j, env->result, rec);
+}
+
+static int resume_dead(job *j, const Looptune__Envelope *env, const lt_record *rec) {
+    (void)rec;
+    if (env->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_DEAD_LETTER || !env->dead_letter->task ||
+        strcmp(env->dead_letter->task->job_id, j->st->job_id))
+        return LT_OK;
+    return lt_error(LT_ESTATE, "resume: job %s's task %llu was dead-lettered (%s): submit the "
+                    "job anew", j->st->job_id, (unsigned long long)env->dead_letter->task->task_index,
+                    env->dead_letter->reason);
+}
+
+/* Reads what the job left on the topics: its tasks (checked against these
+ * operands), its dead letters (a dead job stays dead), its results (applied). */
+static int resume_job(job *j) {
+    int rc = replay(j, j->topic_tasks, resume_task);
+    if (!rc && !j->resume_checked)
+        rc = lt_error(LT_ENOTFOUND, "resume: no task of job %s on %s", j->st->job_id,
+                      j->topic_tasks);
+    if (!rc) rc = replay(j, j->topic_dead, resume_dead);
+    if (!rc) rc = replay(j, j->topic_results, resume_result);
+    if (!rc) {
+        j->st->resumed = j->st->applied;
+        fprintf(stderr, "submit: job %s resumed: %lld of %lld tasks applied from %s\n",
+                j->st->job_id, (long long)j->st->applied, (long long)j->st->tasks,
+                j->topic_results);
+    }
+    return rc;
+}
+
 int lt_submit_matmul(const lt_submit_opts *o, const float *a, const float *b, int64_t m,
                      int64_t n, int64_t k, float *c, lt_submit_stats *st) {
     memset(st, 0, sizeof *st);
@@ -449,14 +550,19 @@ int lt_submit_matmul(const lt_submit_opts *o, const float *a, const float *b, in
     if (!rc) rc = lt_producer_open(&j.tasks, &po);
     po.topic = j.topic_dead;
     if (!rc) rc = lt_producer_open(&j.dead, &po);
-    if (!rc) rc = wait_for_worker(&j);
+    if (!rc && o->resume) {
+        if (!o->job_id || !*o->job_id) rc = lt_error(LT_EINVAL, "resume: which job? give its id");
+        else rc = resume_job(&j);
+    }
+    if (!rc && st->applied < st->tasks) rc = wait_for_worker(&j);
     if (!rc)
         fprintf(stderr, "submit: job %s: %" PRId64 "x%" PRId64 " = %" PRId64 "x%" PRId64
                 " times %" PRId64 "x%" PRId64 ", %" PRId64 " tasks of %" PRId64 "x%" PRId64
                 ", %d workers alive\n", st->job_id, m, n, m, k, k, n, st->tasks, j.bm, j.bn,
                 workers_alive(&j));
     for (int64_t t = 0; !rc && t < st->tasks; t++) {
-        rc = send_task(&j, t, 1);
+        if (j.ts[t].done) continue;
+        rc = send_task(&j, t, j.ts[t].attempt + 1); /* 1, or the next after a resumed job's */
         /* results that arrive meanwhile are taken as they come */
         lt_record rec;
         while (!rc && lt_follower_poll(j.results, 0, &rec) == 1) rc = on_record(&j, &rec);

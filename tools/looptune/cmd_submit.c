@@ -37,6 +37,9 @@ static const char *const submit_help_end =
     "      --chunk-kb KB       chunk size (default 512; 1..900)\n"
     "      --partitions N      partitions of the topics it creates (default 6)\n"
     "      --job-id ID         the job's id (default a random one)\n"
+    "      --resume            take up job --job-id where an earlier submit left it (it\n"
+    "                          died): its results so far are read back and applied, the\n"
+    "                          other tasks sent again; the same operands and --block\n"
     "      --test-corrupt T[:N]  tests: corrupt a byte of task T's input in its first N\n"
     "                          sends (default all: a poison task)\n"
     "  -h, --help              this help\n";
@@ -72,7 +75,7 @@ static bool parse_block(const char *s, int64_t *bm, int64_t *bn) {
 static int submit_matmul(int argc, char **argv) {
     const char *cmd = "submit matmul";
     enum { O_A = 256, O_B, O_M, O_N, O_K, O_SEED, O_BLOCK, O_VERIFY, O_THREADS, O_WT, O_TIMEOUT,
-           O_ATTEMPTS, O_CHUNK, O_PARTS, O_JOB, O_CORRUPT };
+           O_ATTEMPTS, O_CHUNK, O_PARTS, O_JOB, O_CORRUPT, O_RESUME };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         {"a", required_argument, 0, O_A},
@@ -92,6 +95,7 @@ static int submit_matmul(int argc, char **argv) {
         {"partitions", required_argument, 0, O_PARTS},
         {"job-id", required_argument, 0, O_JOB},
         {"test-corrupt", required_argument, 0, O_CORRUPT},
+        {"resume", no_argument, 0, O_RESUME},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lt_cli_kafka kafka;
@@ -132,6 +136,7 @@ static int submit_matmul(int argc, char **argv) {
                 FAIL("bad --block '%s': expected ROWSxCOLS, e.g. 128x128", optarg);
             break;
         case O_VERIFY: verify = true; break;
+        case O_RESUME: so.resume = true; break;
         case O_THREADS:
             if (!lt_cli_parse_i64(optarg, 1, 256, &threads))
                 FAIL("bad --threads '%s': expected 1..256", optarg);
@@ -185,6 +190,7 @@ static int submit_matmul(int argc, char **argv) {
     }
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune submit --help)", argv[optind]);
     if (!out) FAIL("no --out C.npy");
+    if (so.resume && !so.job_id) FAIL("--resume needs --job-id ID: the job to take up");
     bool files = pa || pb, random = m || n || k;
     if (files && random) FAIL("give either --a and --b or --m, --n and --k, not both");
     if (files && (!pa || !pb)) FAIL("--a and --b go together");
@@ -225,10 +231,10 @@ static int submit_matmul(int argc, char **argv) {
     int rc = lt_submit_matmul(&so, a, b, m, n, k, c, &st);
     printf("job %s: %lld tasks, %lld applied, %lld duplicates dropped, %lld retries, %lld failed "
            "results, %lld dead, %lld chunks sent, %lld records rejected, %lld workers seen, "
-           "%.2f s\n", st.job_id, (long long)st.tasks, (long long)st.applied,
+           "%.2f s, %lld resumed\n", st.job_id, (long long)st.tasks, (long long)st.applied,
            (long long)st.duplicates, (long long)st.retries, (long long)st.failed_results,
            (long long)st.dead, (long long)st.chunks_sent, (long long)st.rejected,
-           (long long)st.workers_seen, st.seconds);
+           (long long)st.workers_seen, st.seconds, (long long)st.resumed);
     fflush(stdout);
     if (rc) FAIL("%s", lt_errmsg());
     int64_t shape[2] = {m, n};
