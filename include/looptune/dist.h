@@ -210,6 +210,7 @@ typedef struct {
      * tasks without one are sent again (as their next attempt). The
      * operands must be the job's (checked against its tasks' CRC32C). */
     bool resume;
+    int64_t window;           /* at most this many tasks in flight; <= 0: all at once */
 } lt_submit_opts;
 
 typedef struct {
@@ -225,6 +226,7 @@ typedef struct {
     int64_t bytes_sent;      /* record bytes produced to the tasks topic */
     int64_t workers_seen;    /* distinct workers heard from */
     int64_t resumed;         /* tasks applied from an earlier coordinator's results (resume) */
+    double rt_median_ms, rt_p99_ms; /* a task's last send to its result applied */
     double seconds;
     char dead_reason[512];   /* the first dead letter's "task T: reason" */
 } lt_submit_stats;
@@ -280,6 +282,11 @@ typedef struct {
 int lt_dist_jobs_scan(const lt_kafka_conn *conn, const char *prefix, const char *job_id,
                       double alive_s, lt_dist_jobs *out);
 void lt_dist_jobs_free(lt_dist_jobs *j);
+
+/* A noop job: tasks tasks, each carrying bytes of payload that the noop kind
+ * sends back, checked; for the protocol's round trip and throughput. */
+int lt_submit_noop(const lt_submit_opts *opts, int64_t tasks, size_t bytes,
+                   lt_submit_stats *stats);
 
 #ifdef __cplusplus
 }

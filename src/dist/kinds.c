@@ -1,4 +1,4 @@
-/* The registry of task kinds, and the matmul kind: one output tile
+/* The registry of task kinds: noop (inputs sent back) and matmul, one output tile
  * C[m][n] = A[m][k] B from A's row panel "a" [m][k] and B's column panel
  * sent transposed, "b_t" [n][k] (the layout of the library's matmul kernel,
  * Y = X W^T), run with that kernel on the worker's thread pool. */
@@ -76,8 +76,32 @@ static int matmul_run(const lt_dist_task_in *in, lt_dist_tensor *outs, size_t *n
     return LT_OK;
 }
 
+/* noop: every input back as the output of the same name, for measuring the
+ * protocol itself (round trip, throughput). */
+static int noop_run(const lt_dist_task_in *in, lt_dist_tensor *outs, size_t *n_outs) {
+    *n_outs = 0;
+    if (in->n_inputs > LT_DIST_MAX_OUTPUTS)
+        return lt_error(LT_EFORMAT, "noop task: %zu inputs, at most %d", in->n_inputs,
+                        LT_DIST_MAX_OUTPUTS);
+    for (size_t i = 0; i < in->n_inputs; i++) {
+        const lt_dist_tensor *x = &in->inputs[i];
+        int64_t elems = 1;
+        for (int d = 0; d < x->ndim; d++) elems *= x->shape[d];
+        outs[i] = *x;
+        outs[i].data = malloc((size_t)elems * sizeof(float));
+        if (!outs[i].data) {
+            for (size_t k = 0; k < i; k++) free(outs[k].data);
+            return lt_error(LT_ENOMEM, "noop task: out of memory");
+        }
+        memcpy(outs[i].data, x->data, (size_t)elems * sizeof(float));
+    }
+    *n_outs = in->n_inputs;
+    return LT_OK;
+}
+
 static const lt_dist_kind kinds[] = {
     {.name = "matmul", .run = matmul_run},
+    {.name = "noop", .run = noop_run},
 };
 
 const lt_dist_kind *lt_dist_kind_find(const char *name) {

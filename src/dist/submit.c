@@ -47,6 +47,11 @@ typedef struct {
     int n_workers;
     uint64_t deadline_wall_ns;
     bool resume_checked; /* resume: a task of the job was compared with these operands */
+    /* a noop job (noop_elems > 0): every task carries x and must get it back */
+    const float *noop_x;
+    int64_t noop_elems;
+    uint64_t *sent_ns; /* [tasks] when each task's latest attempt went out */
+    double *rt_ms;     /* [applied] send-to-applied times */
 } job;
 
 static uint64_t wall_ns(void) {
@@ -55,7 +60,7 @@ static uint64_t wall_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void random_job_id(char *buf, size_t n) {
+static void random_job_id(char *buf, size_t n, const char *kind) {
     uint64_t x = lt_now_ns() ^ wall_ns() << 7;
     FILE *f = fopen("/dev/urandom", "rb");
     if (f) {
@@ -63,7 +68,7 @@ static void random_job_id(char *buf, size_t n) {
         if (fread(&r, sizeof r, 1, f) == 1) x ^= r;
         fclose(f);
     }
-    snprintf(buf, n, "mm-%016" PRIx64, x);
+    snprintf(buf, n, "%s-%016" PRIx64, kind, x);
 }
 
 static void tile_of(const job *j, int64_t t, int64_t *i0, int64_t *mt, int64_t *j0, int64_t *nt) {
@@ -116,7 +121,7 @@ static void fill_task(const job *j, int64_t t, uint32_t attempt, Looptune__Task 
     looptune__task__init(task);
     task->job_id = (char *)j->st->job_id;
     task->task_index = (uint64_t)t;
-    task->kind = "matmul";
+    task->kind = j->noop_elems ? "noop" : "matmul";
     task->attempt = attempt;
     task->max_attempts = j->o->max_attempts ? j->o->max_attempts : 3;
     task->deadline_ns = j->deadline_wall_ns;
@@ -129,7 +134,7 @@ static void fill_task(const job *j, int64_t t, uint32_t attempt, Looptune__Task 
         params[i].value = vals[i];
         pp[i] = &params[i];
     }
-    task->n_params = 5;
+    task->n_params = j->noop_elems ? 0 : 5;
     task->params = pp;
 }
 
@@ -144,10 +149,17 @@ static int send_task(job *j, int64_t t, uint32_t attempt) {
         {.name = "a", .ndim = 2, .shape = {mt, j->k}, .data = (float *)j->a + i0 * j->k},
         {.name = "b_t", .ndim = 2, .shape = {nt, j->k}, .data = j->bt + j0 * j->k},
     };
+    int n_in = 2;
+    if (j->noop_elems) {
+        in[0] = (lt_dist_tensor){.name = "x", .ndim = 1, .shape = {j->noop_elems},
+                                 .data = (float *)j->noop_x};
+        n_in = 1;
+    }
     bool corrupt = t == j->o->corrupt_task && attempt <= j->o->corrupt_attempts;
     float *copy = NULL;
     if (corrupt) {
-        size_t bytes = (size_t)(mt * j->k) * sizeof(float);
+        size_t bytes = (size_t)(in[0].shape[0] * (in[0].ndim > 1 ? in[0].shape[1] : 1)) *
+                       sizeof(float);
         if (!(copy = malloc(bytes))) return lt_error(LT_ENOMEM, "submit: out of memory");
         memcpy(copy, in[0].data, bytes);
         in[0].data = copy;
@@ -156,7 +168,7 @@ static int send_task(job *j, int64_t t, uint32_t attempt) {
     Looptune__Tensor msgs[2], *ptrs[2];
     int64_t shapes[2][4];
     int rc = LT_OK;
-    for (int i = 0; i < 2 && !rc; i++) {
+    for (int i = 0; i < n_in && !rc; i++) {
         looptune__tensor__init(&msgs[i]);
         rc = lt_dist_tensor_put(&in[i], &r, &o, &msgs[i], shapes[i]);
         ptrs[i] = &msgs[i];
@@ -166,7 +178,7 @@ static int send_task(job *j, int64_t t, uint32_t attempt) {
     Looptune__Task task;
     Looptune__Param params[5], *pp[5];
     fill_task(j, t, attempt, &task, params, pp);
-    task.n_inputs = 2;
+    task.n_inputs = (size_t)n_in;
     task.inputs = ptrs;
     Looptune__Envelope env;
     lt_envelope_init(&env);
@@ -177,6 +189,7 @@ static int send_task(job *j, int64_t t, uint32_t attempt) {
     if (!rc) {
         j->st->chunks_sent += (int64_t)n_chunks;
         j->ts[t].attempt = attempt;
+        j->sent_ns[t] = lt_now_ns();
     }
     lt_dist_outbox_free(&o);
     free(copy);
@@ -206,7 +219,8 @@ static int dead_letter(job *j, int64_t t, const char *reason) {
     lt_dist_outbox_free(&o);
     j->st->dead++;
     if (!j->st->dead_reason[0])
-        snprintf(j->st->dead_reason, sizeof j->st->dead_reason, "task %" PRId64 " (%.100s): %.380s", t,
+        snprintf(j->st->dead_reason, sizeof j->st->dead_reason, "task %" PRId64 " (%.100s): %.380s",
+                 t,
                  key, reason);
     return rc;
 }
@@ -284,14 +298,20 @@ static int on_result(job *j, const Looptune__Result *r, const lt_record *rec) {
     lt_dist_tensor out[LT_DIST_MAX_OUTPUTS];
     size_t n_out = 0;
     char why[512] = "";
+    const int64_t max_elems = j->noop_elems ? j->noop_elems : j->bm * j->bn;
     for (size_t i = 0; i < r->n_outputs && i < LT_DIST_MAX_OUTPUTS; i++) {
-        if (lt_dist_tensor_get(j->blobs, r->outputs[i], j->bm * j->bn, &out[n_out]) == LT_OK)
+        if (lt_dist_tensor_get(j->blobs, r->outputs[i], max_elems, &out[n_out]) == LT_OK)
             n_out++;
         else if (!why[0])
             snprintf(why, sizeof why, "output %s", lt_errmsg());
     }
-    if (!why[0] && (n_out != 1 || strcmp(out[0].name, "c") || out[0].ndim != 2 ||
-                    out[0].shape[0] != mt || out[0].shape[1] != nt))
+    if (j->noop_elems) {
+        if (!why[0] && (n_out != 1 || strcmp(out[0].name, "x") || out[0].ndim != 1 ||
+                        out[0].shape[0] != j->noop_elems ||
+                        memcmp(out[0].data, j->noop_x, (size_t)j->noop_elems * sizeof(float))))
+            snprintf(why, sizeof why, "output: x sent back unchanged expected");
+    } else if (!why[0] && (n_out != 1 || strcmp(out[0].name, "c") || out[0].ndim != 2 ||
+                           out[0].shape[0] != mt || out[0].shape[1] != nt))
         snprintf(why, sizeof why, "output: one %" PRId64 "x%" PRId64 " tensor 'c' expected", mt,
                  nt);
     int rc = LT_OK;
@@ -306,9 +326,10 @@ static int on_result(job *j, const Looptune__Result *r, const lt_record *rec) {
         snprintf(w2, sizeof w2, "%s: %s", r->worker && *r->worker ? r->worker : "a worker", why);
         rc = attempt_failed(j, t, r->attempt, w2);
     } else {
-        for (int64_t i = 0; i < mt; i++)
+        for (int64_t i = 0; j->c && i < mt; i++)
             memcpy(j->c + (i0 + i) * j->n + j0, out[0].data + i * nt, (size_t)nt * sizeof(float));
         s->done = true;
+        if (j->sent_ns[t]) j->rt_ms[j->st->applied] = (double)(lt_now_ns() - j->sent_ns[t]) * 1e-6;
         j->st->applied++;
     }
     for (size_t i = 0; i < n_out; i++) free(out[i].data);
@@ -485,7 +506,8 @@ static int resume_dead(job *j, const Looptune__Envelope *env, const lt_record *r
         strcmp(env->dead_letter->task->job_id, j->st->job_id))
         return LT_OK;
     return lt_error(LT_ESTATE, "resume: job %s's task %llu was dead-lettered (%s): submit the "
-                    "job anew", j->st->job_id, (unsigned long long)env->dead_letter->task->task_index,
+                    "job anew", j->st->job_id,
+                    (unsigned long long)env->dead_letter->task->task_index,
                     env->dead_letter->reason);
 }
 
@@ -507,70 +529,79 @@ static int resume_job(job *j) {
     return rc;
 }
 
-int lt_submit_matmul(const lt_submit_opts *o, const float *a, const float *b, int64_t m,
-                     int64_t n, int64_t k, float *c, lt_submit_stats *st) {
-    memset(st, 0, sizeof *st);
-    if (m < 1 || n < 1 || k < 1) return lt_error(LT_EINVAL, "submit: empty matrices");
+/* Names, ids, deadline and the chunk size of a job: its setup common to kinds. */
+static int job_init(job *j, const lt_submit_opts *o, lt_submit_stats *st, const char *id_prefix) {
     size_t chunk = o->chunk_bytes ? o->chunk_bytes : LT_DIST_CHUNK_BYTES;
     if (chunk < LT_DIST_CHUNK_MIN || chunk > LT_DIST_CHUNK_MAX)
         return lt_error(LT_EINVAL, "submit: chunk size %zu outside [%d, %d] bytes", chunk,
                         LT_DIST_CHUNK_MIN, LT_DIST_CHUNK_MAX);
-    job j = {.o = o, .st = st, .m = m, .n = n, .k = k, .a = a, .c = c};
-    j.bm = o->block_m > 0 ? o->block_m : 128;
-    j.bn = o->block_n > 0 ? o->block_n : 128;
-    if (j.bm > m) j.bm = m;
-    if (j.bn > n) j.bn = n;
-    j.tiles_n = (n + j.bn - 1) / j.bn;
-    st->tasks = (m + j.bm - 1) / j.bm * j.tiles_n;
+    j->o = o;
+    j->st = st;
     if (o->job_id && *o->job_id) snprintf(st->job_id, sizeof st->job_id, "%s", o->job_id);
-    else random_job_id(st->job_id, sizeof st->job_id);
+    else random_job_id(st->job_id, sizeof st->job_id, id_prefix);
     const char *prefix = o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX;
-    snprintf(j.topic_tasks, sizeof j.topic_tasks, "%s%s", prefix,
+    snprintf(j->topic_tasks, sizeof j->topic_tasks, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_TASKS));
-    snprintf(j.topic_results, sizeof j.topic_results, "%s%s", prefix,
+    snprintf(j->topic_results, sizeof j->topic_results, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_RESULTS));
-    snprintf(j.topic_dead, sizeof j.topic_dead, "%s%s", prefix,
+    snprintf(j->topic_dead, sizeof j->topic_dead, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_TASKS_DEAD));
     double jt = o->job_timeout_s > 0 ? o->job_timeout_s : 3600;
-    j.deadline_wall_ns = wall_ns() + (uint64_t)(jt * 1e9);
+    j->deadline_wall_ns = wall_ns() + (uint64_t)(jt * 1e9);
+    j->ts = calloc((size_t)st->tasks, sizeof *j->ts);
+    j->sent_ns = calloc((size_t)st->tasks, sizeof *j->sent_ns);
+    j->rt_ms = calloc((size_t)st->tasks, sizeof *j->rt_ms);
+    if (!j->ts || !j->sent_ns || !j->rt_ms) return lt_error(LT_ENOMEM, "submit: out of memory");
+    return LT_OK;
+}
 
-    uint64_t t0 = lt_now_ns();
-    int rc = LT_OK;
-    j.bt = malloc((size_t)(n * k) * sizeof(float));
-    j.ts = calloc((size_t)st->tasks, sizeof *j.ts);
-    if (!j.bt || !j.ts) rc = lt_error(LT_ENOMEM, "submit: out of memory");
-    for (int64_t r = 0; !rc && r < k; r++)
-        for (int64_t col = 0; col < n; col++) j.bt[col * k + r] = b[r * n + col];
-    if (!rc) rc = lt_dist_ensure_topics(&o->conn, prefix, o->partitions);
-    if (!rc) rc = lt_dist_blobs_init(&j.blobs, 0);
+/* Sends the job's tasks (at most opts.window in flight) and collects their
+ * results; then the round-trip figures, and everything closed. */
+static int job_run(job *j, uint64_t t0, const char *what) {
+    const lt_submit_opts *o = j->o;
+    lt_submit_stats *st = j->st;
+    const char *prefix = o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX;
+    int rc = lt_dist_ensure_topics(&o->conn, prefix, o->partitions);
+    if (!rc) rc = lt_dist_blobs_init(&j->blobs, 0);
     /* results are followed from before the first task goes out */
-    if (!rc) rc = lt_follower_open(&j.results, &o->conn, j.topic_results, 15000);
-    lt_producer_opts po = {.conn = o->conn, .topic = j.topic_tasks, .linger_ms = 5,
+    if (!rc) rc = lt_follower_open(&j->results, &o->conn, j->topic_results, 15000);
+    lt_producer_opts po = {.conn = o->conn, .topic = j->topic_tasks, .linger_ms = 5,
                            .close_timeout_ms = 30000};
-    if (!rc) rc = lt_producer_open(&j.tasks, &po);
-    po.topic = j.topic_dead;
-    if (!rc) rc = lt_producer_open(&j.dead, &po);
+    if (!rc) rc = lt_producer_open(&j->tasks, &po);
+    po.topic = j->topic_dead;
+    if (!rc) rc = lt_producer_open(&j->dead, &po);
     if (!rc && o->resume) {
         if (!o->job_id || !*o->job_id) rc = lt_error(LT_EINVAL, "resume: which job? give its id");
-        else rc = resume_job(&j);
+        else rc = resume_job(j);
     }
-    if (!rc && st->applied < st->tasks) rc = wait_for_worker(&j);
+    if (!rc && st->applied < st->tasks) rc = wait_for_worker(j);
     if (!rc)
-        fprintf(stderr, "submit: job %s: %" PRId64 "x%" PRId64 " = %" PRId64 "x%" PRId64
-                " times %" PRId64 "x%" PRId64 ", %" PRId64 " tasks of %" PRId64 "x%" PRId64
-                ", %d workers alive\n", st->job_id, m, n, m, k, k, n, st->tasks, j.bm, j.bn,
-                workers_alive(&j));
+        fprintf(stderr, "submit: job %s: %s, %" PRId64 " tasks, %d workers alive\n", st->job_id,
+                what, st->tasks, workers_alive(j));
+    int64_t window = o->window > 0 ? o->window : INT64_MAX, sent = 0;
     for (int64_t t = 0; !rc && t < st->tasks; t++) {
-        if (j.ts[t].done) continue;
-        rc = send_task(&j, t, j.ts[t].attempt + 1); /* 1, or the next after a resumed job's */
-        /* results that arrive meanwhile are taken as they come */
+        if (j->ts[t].done) continue;
+        /* at most window tasks in flight: results are taken as they come */
         lt_record rec;
-        while (!rc && lt_follower_poll(j.results, 0, &rec) == 1) rc = on_record(&j, &rec);
+        uint64_t last_alive = lt_now_ns();
+        const double wt = o->worker_timeout_s > 0 ? o->worker_timeout_s : 30;
+        while (!rc && sent - (st->applied - st->resumed) >= window) {
+            int got = lt_follower_poll(j->results, 100, &rec);
+            if (got == 1) rc = on_record(j, &rec);
+            if (workers_alive(j) > 0) last_alive = lt_now_ns();
+            if (!rc && (double)(lt_now_ns() - last_alive) * 1e-9 > wt)
+                rc = lt_error(LT_ETIMEOUT, "no worker alive: none heard from on %s for %.0f s",
+                              j->topic_results, wt);
+        }
+        if (rc) break;
+        rc = send_task(j, t, j->ts[t].attempt + 1); /* 1, or the next after a resumed job's */
+        sent++;
+        while (!rc && lt_follower_poll(j->results, 0, &rec) == 1) rc = on_record(j, &rec);
     }
-    if (!rc) rc = collect(&j, t0);
+    if (!rc) rc = collect(j, t0);
     if (!rc) {
         lt_producer_stats ps;
-        lt_producer_stats_get(j.tasks, &ps);
+        lt_producer_stats_get(j->tasks, &ps);
         if (ps.failed)
             lt_log(LT_LOG_WARN, "submit: %lld task records were not acknowledged",
                    (long long)ps.failed);
@@ -579,16 +610,76 @@ int lt_submit_matmul(const lt_submit_opts *o, const float *a, const float *b, in
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", err ? lt_errmsg() : "");
     st->seconds = (double)(lt_now_ns() - t0) * 1e-9;
-    if (o->progress_s >= 0 && !err) progress(&j, st->seconds);
-    lt_producer_close(j.dead);
-    lt_producer_close(j.tasks);
-    lt_follower_close(j.results);
-    lt_dist_blobs_free(j.blobs);
-    for (int64_t t = 0; j.ts && t < st->tasks; t++)
-        for (int i = 0; i < j.ts[t].n_errors; i++) free(j.ts[t].errors[i]);
-    free(j.ts);
-    free(j.bt);
+    int n_rt = (int)(st->applied - st->resumed);
+    if (n_rt > 0) {
+        lt_sort_f64(j->rt_ms, n_rt);
+        st->rt_median_ms = lt_median(j->rt_ms, n_rt);
+        st->rt_p99_ms = j->rt_ms[(int)((double)(n_rt - 1) * 0.99)];
+    }
+    if (o->progress_s >= 0 && !err) progress(j, st->seconds);
+    lt_producer_close(j->dead);
+    lt_producer_close(j->tasks);
+    lt_follower_close(j->results);
+    lt_dist_blobs_free(j->blobs);
+    for (int64_t t = 0; j->ts && t < st->tasks; t++)
+        for (int i = 0; i < j->ts[t].n_errors; i++) free(j->ts[t].errors[i]);
     if (err == LT_EFORMAT && st->dead)
-        return lt_error(err, "task dead-lettered to %s: %s", j.topic_dead, st->dead_reason);
+        return lt_error(err, "task dead-lettered to %s: %s", j->topic_dead, st->dead_reason);
     return err ? lt_error(err, "%s", msg) : LT_OK;
+}
+
+static void job_free(job *j) {
+    free(j->ts);
+    free(j->sent_ns);
+    free(j->rt_ms);
+    free(j->bt);
+}
+
+int lt_submit_matmul(const lt_submit_opts *o, const float *a, const float *b, int64_t m,
+                     int64_t n, int64_t k, float *c, lt_submit_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (m < 1 || n < 1 || k < 1) return lt_error(LT_EINVAL, "submit: empty matrices");
+    job j = {.m = m, .n = n, .k = k, .a = a, .c = c};
+    j.bm = o->block_m > 0 ? o->block_m : 128;
+    j.bn = o->block_n > 0 ? o->block_n : 128;
+    if (j.bm > m) j.bm = m;
+    if (j.bn > n) j.bn = n;
+    j.tiles_n = (n + j.bn - 1) / j.bn;
+    st->tasks = (m + j.bm - 1) / j.bm * j.tiles_n;
+    uint64_t t0 = lt_now_ns();
+    int rc = job_init(&j, o, st, "mm");
+    if (!rc && !(j.bt = malloc((size_t)(n * k) * sizeof(float))))
+        rc = lt_error(LT_ENOMEM, "submit: out of memory");
+    for (int64_t r = 0; !rc && r < k; r++)
+        for (int64_t col = 0; col < n; col++) j.bt[col * k + r] = b[r * n + col];
+    char what[160];
+    snprintf(what, sizeof what, "%" PRId64 "x%" PRId64 " = %" PRId64 "x%" PRId64 " times %" PRId64
+             "x%" PRId64 " in tiles of %" PRId64 "x%" PRId64, m, n, m, k, k, n, j.bm, j.bn);
+    if (!rc) rc = job_run(&j, t0, what);
+    job_free(&j);
+    return rc;
+}
+
+int lt_submit_noop(const lt_submit_opts *o, int64_t tasks, size_t bytes, lt_submit_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (tasks < 1) return lt_error(LT_EINVAL, "submit: no tasks");
+    if (o->resume) return lt_error(LT_EUNSUPPORTED, "submit noop: no --resume");
+    job j = {0};
+    st->tasks = tasks;
+    j.bm = j.bn = 1;
+    j.tiles_n = 1;
+    j.noop_elems = (int64_t)((bytes + sizeof(float) - 1) / sizeof(float));
+    if (j.noop_elems < 1) j.noop_elems = 1;
+    float *x = malloc((size_t)j.noop_elems * sizeof *x);
+    if (!x) return lt_error(LT_ENOMEM, "submit: out of memory");
+    for (int64_t i = 0; i < j.noop_elems; i++) x[i] = (float)(i % 1000) * 0.5f;
+    j.noop_x = x;
+    uint64_t t0 = lt_now_ns();
+    int rc = job_init(&j, o, st, "noop");
+    char what[96];
+    snprintf(what, sizeof what, "noop tasks of %zu bytes each way", (size_t)j.noop_elems * 4);
+    if (!rc) rc = job_run(&j, t0, what);
+    job_free(&j);
+    free(x);
+    return rc;
 }

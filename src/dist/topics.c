@@ -24,7 +24,8 @@ int lt_dist_ensure_topics(const lt_kafka_conn *conn, const char *prefix, int32_t
     rc = lt_kafka_admin_create_topics(a, specs, 3, 15000, &created);
     lt_kafka_admin_close(a);
     if (!rc && created)
-        lt_log(LT_LOG_INFO, "dist: created %zu topics (%s{tasks,results,tasks.dead}, %d partitions)",
+        lt_log(LT_LOG_INFO,
+               "dist: created %zu topics (%s{tasks,results,tasks.dead}, %d partitions)",
                created, prefix, (int)partitions);
     return rc;
 }

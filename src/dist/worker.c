@@ -86,7 +86,8 @@ static void send_heartbeat(worker *w) {
     if (w->o->n_kinds)
         for (size_t i = 0; i < w->o->n_kinds && nk < 8; i++) kinds[nk++] = (char *)w->o->kinds[i];
     else
-        for (const lt_dist_kind *k; (k = lt_dist_kind_at(nk)) && nk < 8;) kinds[nk++] = (char *)k->name;
+        for (const lt_dist_kind *k; (k = lt_dist_kind_at(nk)) && nk < 8;)
+            kinds[nk++] = (char *)k->name;
     hb.n_kinds = nk;
     hb.kinds = kinds;
     hb.state = state;

@@ -255,7 +255,8 @@ int lt_stage_poll(lt_stage *s, int timeout_ms, lt_record *rec) {
             rd_kafka_fatal_error(s->consumer, why, sizeof why);
             return lt_error(LT_EKAFKA, "kafka stage: consumer: fatal error: %s", why);
         }
-        if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+        if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+            err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
             return lt_error(LT_ENOTFOUND, "kafka stage: topic '%s' does not exist", s->topic);
         if (err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
             err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED)

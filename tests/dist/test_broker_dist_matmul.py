@@ -14,10 +14,13 @@
    reassembled by the coordinator: C correct again.
 4. `looptune jobs` lists the three jobs, done, each task once, and the two
    workers alive.
+5. `submit noop`: six 600 KB payloads (chunked) come back unchanged from the
+   noop kind (the coordinator compares them), two tasks in flight.
 Needs the broker (ctest's kafka_broker fixture), numpy, protobuf,
 grpcio-tools, confluent-kafka."""
 import math
 import os
+import subprocess
 
 import numpy as np
 
@@ -129,6 +132,17 @@ def main():
         rows, _ = h.jobs(servers, prefix, "--job", "big-result")
         h.check(list(rows) == ["big-result"], f"looptune jobs --job: {rows}")
         h.say("looptune jobs: the three jobs done, 2 workers alive")
+
+        # 5. the noop kind: payloads (chunked: 600 KB) sent back unchanged, two in flight
+        p = subprocess.run([h.binary(), "submit", "noop", "--brokers", servers, "--topic-prefix",
+                            prefix, "--tasks", "6", "--bytes", "600000", "--window", "2",
+                            "--job-id", "noop-echo"], capture_output=True, text=True, timeout=120)
+        h.check(p.returncode == 0, f"submit noop failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        fig = h.parse_job(p.stdout)
+        h.check(fig["applied"] == 6 and fig["retries"] == 0 and fig["chunks"] == 6 * 2,
+                f"noop: {fig}")
+        h.check("round trip: median" in p.stdout, f"noop: no round trip figures:\n{p.stdout}")
+        h.say(f"noop: 6 echoes of 600 KB in {fig['seconds']:.2f} s")
     finally:
         codes = [w.stop() for w in workers]
     h.check(codes == [0, 0], f"workers did not leave cleanly on SIGTERM: {codes}")

@@ -67,7 +67,8 @@ int lt_cmd_jobs(int argc, char **argv) {
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune jobs --help)", argv[optind]);
     if (!lt_cli_kafka_has_brokers(&kafka)) FAIL("no broker: give --brokers HOST:PORT");
     if (lt_cli_kafka_check(cmd, &kafka)) goto done;
-    if (lt_dist_jobs_scan(&kafka.conn, kafka.topic_prefix, job, alive, &js)) FAIL("%s", lt_errmsg());
+    if (lt_dist_jobs_scan(&kafka.conn, kafka.topic_prefix, job, alive, &js))
+        FAIL("%s", lt_errmsg());
     if (job && !js.n_jobs) FAIL("no job '%s' on the topics", job);
     printf("%-24s %-7s %-8s %7s %7s %6s %7s %5s %8s  %s\n", "JOB", "KIND", "STATE", "TASKS",
            "DONE", "EXTRA", "FAILED", "DEAD", "ATTEMPTS", "LAST (UTC)");

@@ -37,6 +37,7 @@ static const char *const submit_help_end =
     "      --chunk-kb KB       chunk size (default 512; 1..900)\n"
     "      --partitions N      partitions of the topics it creates (default 6)\n"
     "      --job-id ID         the job's id (default a random one)\n"
+    "      --window W          at most W tasks in flight (default all at once)\n"
     "      --resume            take up job --job-id where an earlier submit left it (it\n"
     "                          died): its results so far are read back and applied, the\n"
     "                          other tasks sent again; the same operands and --block\n"
@@ -72,10 +73,96 @@ static bool parse_block(const char *s, int64_t *bm, int64_t *bn) {
     return lt_cli_parse_i64(m, 1, 1 << 20, bm) && lt_cli_parse_i64(x + 1, 1, 1 << 20, bn);
 }
 
+/* The options of every job kind (--worker-timeout, --timeout, --max-attempts,
+ * --chunk-kb, --partitions, --job-id, --window, --test-corrupt) into so:
+ * LT_CLI_OPT_HANDLED, LT_CLI_OPT_ERROR after a one-line error, or
+ * LT_CLI_OPT_NOT_MINE. */
+enum { O_WT = 0x5300, O_TIMEOUT, O_ATTEMPTS, O_CHUNK, O_PARTS, O_JOB, O_CORRUPT, O_WINDOW };
+#define JOB_OPTIONS                                                            \
+    {"worker-timeout", required_argument, 0, O_WT},                            \
+    {"timeout", required_argument, 0, O_TIMEOUT},                              \
+    {"max-attempts", required_argument, 0, O_ATTEMPTS},                        \
+    {"chunk-kb", required_argument, 0, O_CHUNK},                               \
+    {"partitions", required_argument, 0, O_PARTS},                             \
+    {"job-id", required_argument, 0, O_JOB},                                   \
+    {"window", required_argument, 0, O_WINDOW},                                \
+    {"test-corrupt", required_argument, 0, O_CORRUPT}
+
+static int job_option(const char *cmd, int c, const char *arg, lt_submit_opts *so) {
+    int64_t v;
+    float f;
+    switch (c) {
+    case O_WT:
+    case O_TIMEOUT:
+        if (!lt_cli_parse_f32(arg, 0.1f, 1e7f, &f))
+            return lt_cli_fail(cmd, "bad --%s '%s': expected seconds > 0",
+                               c == O_WT ? "worker-timeout" : "timeout", arg);
+        if (c == O_WT) so->worker_timeout_s = f;
+        else so->job_timeout_s = f;
+        return LT_CLI_OPT_HANDLED;
+    case O_ATTEMPTS:
+        if (!lt_cli_parse_i64(arg, 1, 100, &v))
+            return lt_cli_fail(cmd, "bad --max-attempts '%s': expected 1..100", arg);
+        so->max_attempts = (uint32_t)v;
+        return LT_CLI_OPT_HANDLED;
+    case O_CHUNK:
+        if (!lt_cli_parse_i64(arg, 1, LT_DIST_CHUNK_MAX / 1024, &v))
+            return lt_cli_fail(cmd, "bad --chunk-kb '%s': expected 1..%d", arg,
+                               LT_DIST_CHUNK_MAX / 1024);
+        so->chunk_bytes = (size_t)v * 1024;
+        return LT_CLI_OPT_HANDLED;
+    case O_PARTS:
+        if (!lt_cli_parse_i64(arg, 1, 10000, &v))
+            return lt_cli_fail(cmd, "bad --partitions '%s': expected 1..10000", arg);
+        so->partitions = (int32_t)v;
+        return LT_CLI_OPT_HANDLED;
+    case O_JOB:
+        if (!*arg || strlen(arg) > 32)
+            return lt_cli_fail(cmd, "bad --job-id '%s': expected 1..32 characters", arg);
+        so->job_id = arg;
+        return LT_CLI_OPT_HANDLED;
+    case O_CORRUPT: {
+        char t[32];
+        const char *colon = strchr(arg, ':');
+        size_t l = colon ? (size_t)(colon - arg) : strlen(arg);
+        int64_t n_att = 1000;
+        if (l >= sizeof t)
+            return lt_cli_fail(cmd, "bad --test-corrupt '%s': expected TASK[:SENDS]", arg);
+        memcpy(t, arg, l);
+        t[l] = 0;
+        if (!lt_cli_parse_i64(t, 0, INT64_MAX, &so->corrupt_task) ||
+            (colon && !lt_cli_parse_i64(colon + 1, 1, 1000, &n_att)))
+            return lt_cli_fail(cmd, "bad --test-corrupt '%s': expected TASK[:SENDS]", arg);
+        so->corrupt_attempts = (uint32_t)n_att;
+        return LT_CLI_OPT_HANDLED;
+    }
+    case O_WINDOW:
+        if (!lt_cli_parse_i64(arg, 1, INT64_MAX, &v))
+            return lt_cli_fail(cmd, "bad --window '%s': expected tasks >= 1", arg);
+        so->window = v;
+        return LT_CLI_OPT_HANDLED;
+    default: return LT_CLI_OPT_NOT_MINE;
+    }
+}
+
+/* The job's figures on stdout: one line, then the round trip. */
+static void print_job(const lt_submit_stats *st) {
+    printf("job %s: %lld tasks, %lld applied, %lld duplicates dropped, %lld retries, %lld failed "
+           "results, %lld dead, %lld chunks sent, %lld records rejected, %lld workers seen, "
+           "%.2f s, %lld resumed\n", st->job_id, (long long)st->tasks, (long long)st->applied,
+           (long long)st->duplicates, (long long)st->retries, (long long)st->failed_results,
+           (long long)st->dead, (long long)st->chunks_sent, (long long)st->rejected,
+           (long long)st->workers_seen, st->seconds, (long long)st->resumed);
+    if (st->applied > st->resumed)
+        printf("round trip: median %.2f ms, p99 %.2f ms; %.1f tasks/s\n", st->rt_median_ms,
+               st->rt_p99_ms, st->seconds > 0 ? (double)(st->applied - st->resumed) / st->seconds
+                                                : 0.0);
+    fflush(stdout);
+}
+
 static int submit_matmul(int argc, char **argv) {
     const char *cmd = "submit matmul";
-    enum { O_A = 256, O_B, O_M, O_N, O_K, O_SEED, O_BLOCK, O_VERIFY, O_THREADS, O_WT, O_TIMEOUT,
-           O_ATTEMPTS, O_CHUNK, O_PARTS, O_JOB, O_CORRUPT, O_RESUME };
+    enum { O_A = 256, O_B, O_M, O_N, O_K, O_SEED, O_BLOCK, O_VERIFY, O_THREADS, O_RESUME };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         {"a", required_argument, 0, O_A},
@@ -88,14 +175,8 @@ static int submit_matmul(int argc, char **argv) {
         {"block", required_argument, 0, O_BLOCK},
         {"verify", no_argument, 0, O_VERIFY},
         {"threads", required_argument, 0, O_THREADS},
-        {"worker-timeout", required_argument, 0, O_WT},
-        {"timeout", required_argument, 0, O_TIMEOUT},
-        {"max-attempts", required_argument, 0, O_ATTEMPTS},
-        {"chunk-kb", required_argument, 0, O_CHUNK},
-        {"partitions", required_argument, 0, O_PARTS},
-        {"job-id", required_argument, 0, O_JOB},
-        {"test-corrupt", required_argument, 0, O_CORRUPT},
         {"resume", no_argument, 0, O_RESUME},
+        JOB_OPTIONS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lt_cli_kafka kafka;
@@ -105,7 +186,6 @@ static int submit_matmul(int argc, char **argv) {
     const char *pa = NULL, *pb = NULL, *out = NULL;
     int64_t m = 0, n = 0, k = 0, seed = 1, threads = 1, v;
     bool verify = false, own_ab = false; /* own_ab: a and b are random, ours to free */
-    float f;
     lt_npy A = {0}, B = {0};
     float *a = NULL, *b = NULL, *c = NULL, *cref = NULL;
     lt_pool *pool = NULL;
@@ -115,6 +195,8 @@ static int submit_matmul(int argc, char **argv) {
     while ((ch = getopt_long(argc, argv, ":b:o:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
         int r = lt_cli_kafka_option(cmd, ch == 'b' ? LT_CLI_O_BROKERS : ch, optarg, &kafka);
         if (r == LT_CLI_OPT_ERROR) goto done;
+        if (r == LT_CLI_OPT_HANDLED) continue;
+        if ((r = job_option(cmd, ch, optarg, &so)) == LT_CLI_OPT_ERROR) goto done;
         if (r == LT_CLI_OPT_HANDLED) continue;
         switch (ch) {
         case O_A: pa = optarg; break;
@@ -141,46 +223,6 @@ static int submit_matmul(int argc, char **argv) {
             if (!lt_cli_parse_i64(optarg, 1, 256, &threads))
                 FAIL("bad --threads '%s': expected 1..256", optarg);
             break;
-        case O_WT:
-        case O_TIMEOUT:
-            if (!lt_cli_parse_f32(optarg, 0.1f, 1e7f, &f))
-                FAIL("bad --%s '%s': expected seconds > 0", ch == O_WT ? "worker-timeout" : "timeout",
-                     optarg);
-            if (ch == O_WT) so.worker_timeout_s = f;
-            else so.job_timeout_s = f;
-            break;
-        case O_ATTEMPTS:
-            if (!lt_cli_parse_i64(optarg, 1, 100, &v)) FAIL("bad --max-attempts '%s': expected 1..100", optarg);
-            so.max_attempts = (uint32_t)v;
-            break;
-        case O_CHUNK:
-            if (!lt_cli_parse_i64(optarg, 1, LT_DIST_CHUNK_MAX / 1024, &v))
-                FAIL("bad --chunk-kb '%s': expected 1..%d", optarg, LT_DIST_CHUNK_MAX / 1024);
-            so.chunk_bytes = (size_t)v * 1024;
-            break;
-        case O_PARTS:
-            if (!lt_cli_parse_i64(optarg, 1, 10000, &v))
-                FAIL("bad --partitions '%s': expected 1..10000", optarg);
-            so.partitions = (int32_t)v;
-            break;
-        case O_JOB:
-            if (!*optarg || strlen(optarg) > 32) FAIL("bad --job-id '%s': expected 1..32 characters", optarg);
-            so.job_id = optarg;
-            break;
-        case O_CORRUPT: {
-            char t[32];
-            const char *colon = strchr(optarg, ':');
-            size_t l = colon ? (size_t)(colon - optarg) : strlen(optarg);
-            int64_t n_att = 1000;
-            if (l >= sizeof t) FAIL("bad --test-corrupt '%s': expected TASK[:SENDS]", optarg);
-            memcpy(t, optarg, l);
-            t[l] = 0;
-            if (!lt_cli_parse_i64(t, 0, INT64_MAX, &so.corrupt_task) ||
-                (colon && !lt_cli_parse_i64(colon + 1, 1, 1000, &n_att)))
-                FAIL("bad --test-corrupt '%s': expected TASK[:SENDS]", optarg);
-            so.corrupt_attempts = (uint32_t)n_att;
-            break;
-        }
         case 'h':
             lt_cli_kafka_help(submit_help, 26, true, submit_help_end);
             exit_code = 0;
@@ -229,12 +271,7 @@ static int submit_matmul(int argc, char **argv) {
     so.prefix = kafka.topic_prefix;
     lt_submit_stats st;
     int rc = lt_submit_matmul(&so, a, b, m, n, k, c, &st);
-    printf("job %s: %lld tasks, %lld applied, %lld duplicates dropped, %lld retries, %lld failed "
-           "results, %lld dead, %lld chunks sent, %lld records rejected, %lld workers seen, "
-           "%.2f s, %lld resumed\n", st.job_id, (long long)st.tasks, (long long)st.applied,
-           (long long)st.duplicates, (long long)st.retries, (long long)st.failed_results,
-           (long long)st.dead, (long long)st.chunks_sent, (long long)st.rejected,
-           (long long)st.workers_seen, st.seconds, (long long)st.resumed);
+    print_job(&st);
     fflush(stdout);
     if (rc) FAIL("%s", lt_errmsg());
     int64_t shape[2] = {m, n};
@@ -278,15 +315,93 @@ done:
     return exit_code;
 }
 
+static const char *const noop_help =
+    "usage: looptune submit noop --tasks N [--bytes B] --brokers B [options]\n"
+    "\n"
+    "A job of N tasks of the noop kind: each carries B bytes (default 0: one float)\n"
+    "that the worker sends back, checked here. It measures the protocol: the job's\n"
+    "tasks/s and each task's round trip (its send to its result applied), median\n"
+    "and p99; --window 1 sends one task at a time (latency), the default all at\n"
+    "once (throughput).\n"
+    "\n"
+    "  -b, --brokers B         Kafka bootstrap servers (required)\n";
+static const char *const noop_help_end =
+    "      --tasks N           tasks (required)\n"
+    "      --bytes B           payload of a task, each way (default 4)\n"
+    "      --window W          at most W tasks in flight (default all)\n"
+    "      --worker-timeout S, --timeout S, --max-attempts N, --chunk-kb KB,\n"
+    "      --partitions N, --job-id ID   as for submit matmul\n"
+    "  -h, --help              this help\n";
+
+static int submit_noop(int argc, char **argv) {
+    const char *cmd = "submit noop";
+    enum { O_TASKS = 256, O_BYTES };
+    static const struct option opts[] = {
+        LT_CLI_KAFKA_OPTIONS,
+        {"tasks", required_argument, 0, O_TASKS},
+        {"bytes", required_argument, 0, O_BYTES},
+        JOB_OPTIONS,
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    lt_cli_kafka kafka;
+    int exit_code = 1;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
+    lt_submit_opts so = {.corrupt_task = -1};
+    int64_t tasks = 0, bytes = 4;
+    opterr = 0;
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":b:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int r = lt_cli_kafka_option(cmd, ch == 'b' ? LT_CLI_O_BROKERS : ch, optarg, &kafka);
+        if (r == LT_CLI_OPT_ERROR) goto done;
+        if (r == LT_CLI_OPT_HANDLED) continue;
+        if ((r = job_option(cmd, ch, optarg, &so)) == LT_CLI_OPT_ERROR) goto done;
+        if (r == LT_CLI_OPT_HANDLED) continue;
+        switch (ch) {
+        case O_TASKS:
+            if (!lt_cli_parse_i64(optarg, 1, 10000000, &tasks))
+                FAIL("bad --tasks '%s': expected 1..10000000", optarg);
+            break;
+        case O_BYTES:
+            if (!lt_cli_parse_i64(optarg, 0, 1 << 28, &bytes))
+                FAIL("bad --bytes '%s': expected 0..268435456", optarg);
+            break;
+        case 'h':
+            lt_cli_kafka_help(noop_help, 26, true, noop_help_end);
+            exit_code = 0;
+            goto done;
+        default: lt_cli_bad_option(cmd, ch, argv[optind - 1]); goto done;
+        }
+    }
+    if (optind < argc)
+        FAIL("unexpected argument '%s' (see looptune submit noop --help)", argv[optind]);
+    if (!tasks) FAIL("no --tasks N");
+    if (!lt_cli_kafka_has_brokers(&kafka))
+        FAIL("no broker: give --brokers HOST:PORT (the workers must reach it too)");
+    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    so.conn = kafka.conn;
+    so.prefix = kafka.topic_prefix;
+    lt_submit_stats st;
+    int rc = lt_submit_noop(&so, tasks, (size_t)bytes, &st);
+    print_job(&st);
+    if (rc) FAIL("%s", lt_errmsg());
+    exit_code = 0;
+done:
+    lt_cli_kafka_free(&kafka);
+    return exit_code;
+}
+
 int lt_cmd_submit(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         if (argc < 2) {
-            fprintf(stderr, "looptune submit: which job? matmul (see looptune submit --help)\n");
+            fprintf(stderr, "looptune submit: which job? matmul or noop (see looptune submit "
+                            "--help)\n");
             return 1;
         }
         lt_cli_kafka_help(submit_help, 26, true, submit_help_end);
         return 0;
     }
     if (!strcmp(argv[1], "matmul")) return submit_matmul(argc - 1, argv + 1);
-    return lt_cli_fail("submit", "unknown job kind '%s' (known: matmul)", argv[1]);
+    if (!strcmp(argv[1], "noop")) return submit_noop(argc - 1, argv + 1);
+    return lt_cli_fail("submit", "unknown job kind '%s' (known: matmul, noop)", argv[1]);
 }

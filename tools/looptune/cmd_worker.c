@@ -91,7 +91,8 @@ int lt_cmd_worker(int argc, char **argv) {
             wo.instance_id = optarg;
             break;
         case O_THREADS:
-            if (!lt_cli_parse_i64(optarg, 1, 256, &v)) FAIL("bad --threads '%s': expected 1..256", optarg);
+            if (!lt_cli_parse_i64(optarg, 1, 256, &v))
+                FAIL("bad --threads '%s': expected 1..256", optarg);
             wo.threads = (int)v;
             break;
         case O_KINDS: {
@@ -101,7 +102,7 @@ int lt_cmd_worker(int argc, char **argv) {
             for (char *save = NULL, *t = strtok_r(kinds_buf, ",", &save); t;
                  t = strtok_r(NULL, ",", &save)) {
                 if (!lt_dist_kind_find(t))
-                    FAIL("bad --kinds: unknown task kind '%s' (known: matmul)", t);
+                    FAIL("bad --kinds: unknown task kind '%s' (known: matmul, noop)", t);
                 if (wo.n_kinds == MAX_KINDS) FAIL("bad --kinds: at most %d", MAX_KINDS);
                 kinds[wo.n_kinds++] = t;
             }
