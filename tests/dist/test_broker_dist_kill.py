@@ -13,6 +13,8 @@ within f32 rounding and looptune's single-node product bit for bit, the
 coordinator applied exactly one result per task and dropped no duplicate,
 and the results topic read read_committed holds exactly one OK result per
 task (the transactions of killed workers were aborted).
+Zombie: a second worker under the same instance id fences the first, which
+exits saying so; the results are still one per task.
 At least once (--at-least-once): the job completes with C correct; results
 of tasks redone after a kill may arrive twice, and the coordinator reports
 how many it dropped (it may be 0: a kill need not fall between a produce and
@@ -94,6 +96,56 @@ def run_job(servers, wdir, mode, rnd, a, b, pa, pb):
     return fig, extra_results
 
 
+def committed_ok(servers, prefix, job):
+    """OK results per task of job on the results topic, read read_committed."""
+    ok = {}
+    for _, _, key, value in h.records(servers, prefix + "results"):
+        env = h.decode(value)
+        if env.WhichOneof("payload") == "result" and env.result.job_id == job and \
+                env.result.status == 1:
+            ok[env.result.task_index] = ok.get(env.result.task_index, 0) + 1
+    return ok
+
+
+def zombie(servers, wdir, a, b, pa, pb):
+    """A second worker started under the same instance id while the first
+    works: the newer one fences the older (its producer's transactional id
+    and its consumer's static membership), whose results in flight are
+    aborted; the older exits with an error that says so, and the job's
+    results are still one per task."""
+    prefix = h.unique_prefix("zombie")
+    first = h.Worker(servers, prefix, "same", wdir, ["--task-delay-ms", "60"]).start()
+    h.wait_assigned([first])
+    job = f"zombie-{os.getpid()}"
+    pc = os.path.join(wdir, "c-zombie.npy")
+    sub = subprocess.Popen(h.submit_args(servers, prefix, "--a", pa, "--b", pb, "--out", pc,
+                                         "--block", BLOCK, "--verify", "--job-id", job),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    second = h.Worker(servers, prefix, "same", wdir, ["--task-delay-ms", "60"])
+    second.log = os.path.join(wdir, "worker-same-2.log")
+    second.start()
+    try:
+        out, err = sub.communicate(timeout=240)
+        code_first = first.proc.wait(60)  # fenced: it ends by itself
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+        code_second = second.stop()
+    h.check(sub.returncode == 0, f"zombie: submit failed ({sub.returncode}):\n{out}\n{err}")
+    fig = h.parse_job(out)
+    h.check(fig["applied"] == TASKS and fig["duplicates"] == 0 and
+            fig.get("verify_differ") == 0, f"zombie: {fig}")
+    last = first.text().strip().splitlines()[-1]
+    h.check(code_first == 1 and "fenced" in last, f"zombie: the older worker ({code_first}): {last}")
+    h.check(code_second == 0, f"zombie: the newer worker's exit code {code_second}")
+    ok = committed_ok(servers, prefix, job)
+    h.check(sorted(ok) == list(range(TASKS)) and sum(ok.values()) == TASKS,
+            f"zombie: committed OK results per task: {sorted(set(ok.values()))}")
+    h.say(f"zombie: the older worker fenced ({last[:90]}...), {fig['applied']} applied, "
+          f"0 duplicates, {fig['seconds']:.2f} s")
+
+
 def main():
     servers = h.bootstrap()
     wdir = h.work_dir()
@@ -110,6 +162,8 @@ def main():
     fig, extra = run_job(servers, wdir, "eos", rnd, a, b, pa, pb)
     h.check(fig["duplicates"] == 0, f"exactly once, yet {fig['duplicates']} duplicates arrived")
     h.check(extra == 0, f"exactly once, yet the results topic holds {extra} extra OK results")
+
+    zombie(servers, wdir, a, b, pa, pb)
 
     fig, extra = run_job(servers, wdir, "alo", rnd, a, b, pa, pb)
     # every OK result beyond the first of a task reached the coordinator and was dropped
