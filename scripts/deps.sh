@@ -6,6 +6,7 @@
 # Java runtime and Maven (the test broker, scripts/kafka/broker.sh) and the
 # Python packages protobuf, grpcio-tools and confluent-kafka (the Python
 # reader of looptune's topics); XGBoost's C library (the tuner's cost model);
+# Intel's ISA-L (CRC32C of the chunks of distributed tensors);
 # for the arm64 build of the lower layers (make build-aarch64) Debian's
 # aarch64 cross compiler and C library, qemu-user to run its tests, and
 # PCRE2 (the byte-level BPE pre-tokenizers) for both architectures.
@@ -26,6 +27,7 @@ command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless) # Kafka 4 ne
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 [ -e /usr/include/xgboost/c_api.h ] || need_apt+=(libxgboost-dev)
 [ -e /usr/include/pcre2.h ] || need_apt+=(libpcre2-dev) # byte-level BPE pre-tokenizers
+[ -e /usr/include/isa-l/crc.h ] || need_apt+=(libisal-dev) # CRC32C of distributed chunks
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need_apt+=(gcc-aarch64-linux-gnu)
 [ -e /usr/aarch64-linux-gnu/include/stdio.h ] || need_apt+=(libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null 2>&1 || command -v qemu-aarch64-static >/dev/null 2>&1 ||

@@ -171,6 +171,87 @@ int lt_consumer_commit(lt_consumer *c);
 /* Leaves the group (committing first when auto_commit) and frees. NULL is a no-op. */
 void lt_consumer_close(lt_consumer *c);
 
+/* ---- stage: consume, process, produce, exactly once ----------------------------- */
+
+/* A consumer-group member on one input topic paired with a producer, for
+ * work whose outputs and consumed offsets must land together. With a
+ * transactional id, each lt_stage_commit produces its records and commits
+ * the given input offsets in ONE Kafka transaction, the consumer's group
+ * metadata fencing members that lost their partitions (KIP-447): readers
+ * with isolation.level=read_committed see each piece of work's outputs once.
+ * Without one (at-least-once), the records are produced and flushed, then
+ * the offsets committed: a crash between the two repeats the work.
+ *
+ * The group uses cooperative-sticky assignment; the stage (un)assigns
+ * itself and tells the caller which partitions it lost, so the caller can
+ * drop what it buffered of them; a transaction open at that moment is
+ * aborted. librdkafka's transactional traps are handled inside commit: an
+ * abortable error aborts and retries, a retriable one retries the call, a
+ * fatal one (fenced, an invalid state after a timed-out abort) recreates the
+ * producer and retries. One thread at a time (the rebalance callback runs
+ * inside poll and commit, on that thread). */
+typedef struct lt_stage lt_stage;
+
+typedef struct {
+    lt_kafka_conn conn;
+    const char *group;            /* group.id (required) */
+    const char *topic;            /* the input topic (required) */
+    const char *transactional_id; /* NULL: at-least-once */
+    const char *instance_id;      /* group.instance.id (static membership); NULL: dynamic */
+    int session_timeout_ms;       /* 0: 6000 */
+    int transaction_timeout_ms;   /* 0: 15000: how long a dead member's open transaction
+                                     holds back read_committed readers */
+    /* Called from poll when partitions of the input topic are revoked or lost. */
+    void (*on_revoke)(void *arg, int32_t partition);
+    void *arg;
+} lt_stage_opts;
+
+/* An output record of a commit. */
+typedef struct {
+    const char *topic;
+    const void *key;
+    size_t key_len;
+    const void *value;
+    size_t len;
+} lt_stage_record;
+
+/* A committed position of the input topic: offset is the next to read. */
+typedef struct {
+    int32_t partition;
+    int64_t offset;
+} lt_stage_offset;
+
+typedef struct {
+    int64_t committed;         /* commits that landed */
+    int64_t aborted;           /* transactions aborted (then retried or dropped) */
+    int64_t retried;           /* calls retried after a retriable error */
+    int64_t producer_restarts; /* producers recreated after a fatal error */
+    int64_t dropped;           /* commits given up because the partitions moved away */
+} lt_stage_stats;
+
+/* Joins the group and, with a transactional id, initialises transactions
+ * (fencing an earlier producer of the same id). Free with lt_stage_close. */
+int lt_stage_open(lt_stage **out, const lt_stage_opts *opts);
+/* As lt_consumer_poll: 1 = *rec filled (valid until the next poll), 0 = none. */
+int lt_stage_poll(lt_stage *s, int timeout_ms, lt_record *rec);
+/* Whether partition p of the input topic is assigned to this member now. */
+bool lt_stage_owns(const lt_stage *s, int32_t partition);
+/* Produces recs[0..n) and commits offs[0..n_offs) of the input topic
+ * together. LT_OK: both landed. LT_ESTATE: some offset's partition is no
+ * longer this member's, nothing was committed, and the work is dropped (the
+ * partition's new owner repeats it). LT_EKAFKA after the retries ran out
+ * or a fatal error of the consumer. */
+int lt_stage_commit(lt_stage *s, const lt_stage_record *recs, size_t n,
+                    const lt_stage_offset *offs, size_t n_offs);
+/* Sets partition's position back to its committed offset (the oldest record
+ * when none): records read since are read again. For work that was not
+ * committed while the partition stayed assigned. */
+int lt_stage_rewind(lt_stage *s, int32_t partition);
+bool lt_stage_exactly_once(const lt_stage *s);
+void lt_stage_stats_get(const lt_stage *s, lt_stage_stats *out);
+/* Leaves the group (revoking its partitions) and frees. NULL is a no-op. */
+void lt_stage_close(lt_stage *s);
+
 /* ---- reader: a whole topic, once ---------------------------------------------- */
 
 /* Reads every partition of a topic from its oldest record up to the high
@@ -224,6 +305,7 @@ typedef enum {
     LT_TOPIC_TASKS,
     LT_TOPIC_RESULTS,
     LT_TOPIC_TRIALS,
+    LT_TOPIC_TASKS_DEAD, /* tasks given up on (dead letters) */
     LT_TOPIC_COUNT
 } lt_kafka_topic;
 

@@ -19,6 +19,7 @@ static const char *const topic_suffix[LT_TOPIC_COUNT] = {
     [LT_TOPIC_TELEMETRY] = "telemetry", [LT_TOPIC_CONTROL] = "control",
     [LT_TOPIC_CONFIGS] = "configs",     [LT_TOPIC_TASKS] = "tasks",
     [LT_TOPIC_RESULTS] = "results",     [LT_TOPIC_TRIALS] = "trials",
+    [LT_TOPIC_TASKS_DEAD] = "tasks.dead",
 };
 _Static_assert(sizeof topic_suffix / sizeof topic_suffix[0] == LT_TOPIC_COUNT, "topic names");
 

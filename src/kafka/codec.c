@@ -318,6 +318,11 @@ size_t lt_envelope_key(const Looptune__Envelope *env, char *buf, size_t n) {
     case LOOPTUNE__ENVELOPE__PAYLOAD_TASK: k = env->task->job_id; break;
     case LOOPTUNE__ENVELOPE__PAYLOAD_RESULT: k = env->result->job_id; break;
     case LOOPTUNE__ENVELOPE__PAYLOAD_TRIAL: k = env->trial->study_id; break;
+    case LOOPTUNE__ENVELOPE__PAYLOAD_CHUNK: k = env->chunk->job_id; break;
+    case LOOPTUNE__ENVELOPE__PAYLOAD_HEARTBEAT: k = env->heartbeat->worker; break;
+    case LOOPTUNE__ENVELOPE__PAYLOAD_DEAD_LETTER:
+        k = env->dead_letter->task ? env->dead_letter->task->job_id : "";
+        break;
     default: break;
     }
     len = snprintf(buf, n, "%s", k ? k : "");

@@ -59,6 +59,8 @@ int lt_follower_open(lt_follower **out, const lt_kafka_conn *conn, const char *t
         /* assign() needs a group id; the group is never joined, nothing is
          * committed under it */
         "group.id", "looptune.follower",
+        /* records of transactions that never committed are never seen */
+        "isolation.level", "read_committed",
         "enable.auto.commit", "false",
         "enable.auto.offset.store", "false",
         "enable.partition.eof", "false",

@@ -96,7 +96,7 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
     const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
     const size_t rb = lt_dtype_row_bytes(W->dtype, cols);
     int64_t r0, r1;
-    lt__linear_split(rows, call->params.v[LT__MV_ROWS_PER_TASK], ith, nth, &r0, &r1);
+    lt__linear_split(rows, lt__mv_task_rows(call), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float s = row_dot(dot, lt_tensor_row(W, r), rb, xq, nb, pf);
         y[r] = acc ? y[r] + s : s;

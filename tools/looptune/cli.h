@@ -39,6 +39,9 @@ int lt_cmd_top(int argc, char **argv);
 int lt_cmd_tune(int argc, char **argv);
 int lt_cmd_optimizer(int argc, char **argv);
 int lt_cmd_tokenize(int argc, char **argv);
+int lt_cmd_worker(int argc, char **argv);
+int lt_cmd_submit(int argc, char **argv);
+int lt_cmd_jobs(int argc, char **argv);
 
 /* The Kafka cluster a command talks to: --brokers, -X and --kafka-config,
  * --topic-prefix. One parser (kafka_flags.c) reads them for every command. */

@@ -1,0 +1,294 @@
+/* looptune dist: distributed tensor jobs over Kafka. A coordinator cuts a job
+ * into tasks on the tasks topic; workers in a consumer group run them and
+ * answer on the results topic, each answer and the consumed offsets in one
+ * Kafka transaction; the coordinator applies each (job, task) once. Large
+ * tensors travel in chunks below Kafka's record size limit, each with its
+ * CRC32C. Task kinds (matmul today) are a registry. See docs/distributed.md. */
+#ifndef LOOPTUNE_DIST_H
+#define LOOPTUNE_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "looptune/core.h"
+#include "looptune/kafka.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- CRC32C ------------------------------------------------------------------- */
+
+/* CRC32C (Castagnoli, as iSCSI and Kafka's record batches): of "123456789" it
+ * is 0xE3069283. From Intel's ISA-L (Debian libisal). */
+uint32_t lt_crc32c(const void *data, size_t n);
+
+/* ---- .npy files ---------------------------------------------------------------- */
+
+/* A numpy array of little-endian f32 in C order ('<f4', fortran_order False),
+ * 1 to 4 dimensions. */
+typedef struct {
+    int ndim;
+    int64_t shape[4];
+    float *data; /* [prod(shape)], malloc'd; free with lt_npy_free */
+} lt_npy;
+
+/* Reads a .npy file of format version 1, 2 or 3. LT_EFORMAT naming the
+ * file and the problem for anything else: another magic or version, another
+ * dtype ("dtype '<f8': looptune reads '<f4' only"), Fortran order, a header
+ * that does not parse, a file shorter than its shape says (truncated) or
+ * longer. LT_EIO when it cannot be read. */
+int lt_npy_read(const char *path, lt_npy *out);
+/* Writes data [prod(shape)] as a version 1 .npy file (version 2 when the
+ * header would not fit in 64 KiB), via a temporary file renamed into place. */
+int lt_npy_write(const char *path, const float *data, int ndim, const int64_t *shape);
+void lt_npy_free(lt_npy *a); /* frees data; a zeroed a is a no-op */
+
+/* ---- tensors in records, and their chunks ----------------------------------------- */
+
+/* Chunks carry at most this many bytes of a tensor by default (Kafka's
+ * default record limit is about 1 MB); a tensor of at most a quarter of it
+ * travels inline in its task or result. */
+#define LT_DIST_CHUNK_BYTES (512 * 1024)
+#define LT_DIST_CHUNK_MIN 1024
+#define LT_DIST_CHUNK_MAX (900 * 1024)
+
+/* A tensor in memory: f32, row-major. */
+typedef struct {
+    char name[16];
+    int ndim;
+    int64_t shape[4];
+    float *data;
+} lt_dist_tensor;
+
+/* Records to produce together, in order: (key, encoded Envelope) pairs. */
+typedef struct {
+    char **keys;
+    uint8_t **values;
+    size_t *lens;
+    size_t n, cap;
+} lt_dist_outbox;
+
+void lt_dist_outbox_free(lt_dist_outbox *o); /* frees the records; a zeroed o is a no-op */
+/* Encodes env and appends it under key. */
+int lt_dist_outbox_add(lt_dist_outbox *o, const char *key, const Looptune__Envelope *env);
+
+/* Where a tensor travels: the record it belongs to. */
+typedef struct {
+    const char *job_id;
+    uint64_t task_index;
+    uint32_t attempt;
+    size_t chunk_bytes; /* 0: LT_DIST_CHUNK_BYTES */
+    const char *key;    /* key of the chunk records (the referencing record's key) */
+} lt_dist_route;
+
+/* Describes t in msg (looptune__tensor__init'ed by the caller; its fields
+ * then point into t and into *shape_buf [4], which must outlive msg). A
+ * tensor above chunk_bytes / 4 is chunked: its Chunk records go into o now
+ * (before the record that references it), msg gets their blob id and
+ * count. Every tensor gets the CRC32C of its bytes. */
+int lt_dist_tensor_put(const lt_dist_tensor *t, const lt_dist_route *r, lt_dist_outbox *o,
+                       Looptune__Tensor *msg, int64_t *shape_buf);
+
+/* Chunks received and not yet claimed, keyed by blob id, with the
+ * partition and offset of each (what a consumer may commit past). Bounded:
+ * beyond max_bytes the oldest blob is dropped (its tensor then reports
+ * missing chunks). */
+typedef struct lt_dist_blobs lt_dist_blobs;
+
+int lt_dist_blobs_init(lt_dist_blobs **out, size_t max_bytes);
+void lt_dist_blobs_free(lt_dist_blobs *b); /* NULL is a no-op */
+/* Keeps one chunk (its data copied). A chunk whose data does not match its
+ * CRC32C is kept as a mark: the blob then fails to assemble with that
+ * reason. LT_EFORMAT for a chunk that cannot belong to any blob (index not
+ * below count, a count that changed, a duplicate index with other bytes). */
+int lt_dist_blobs_add(lt_dist_blobs *b, const Looptune__Chunk *c, int32_t partition,
+                      int64_t offset);
+/* The tensor msg describes, as t (data malloc'd: free it), with its blob (if
+ * chunked) removed from b. LT_EFORMAT with why: a dtype other than f32, a
+ * shape that disagrees with the bytes or is above max_elems, a missing
+ * chunk, a chunk that failed its CRC32C, the whole failing its CRC32C. */
+int lt_dist_tensor_get(lt_dist_blobs *b, const Looptune__Tensor *msg, int64_t max_elems,
+                       lt_dist_tensor *t);
+/* Forgets every blob received from partition p (revoked). */
+void lt_dist_blobs_drop_partition(lt_dist_blobs *b, int32_t partition);
+/* Forgets blobs whose first chunk arrived more than age_ns ago; returns how many. */
+size_t lt_dist_blobs_expire(lt_dist_blobs *b, uint64_t age_ns);
+/* The lowest offset of a kept chunk from partition p, or -1 if none. */
+int64_t lt_dist_blobs_min_offset(const lt_dist_blobs *b, int32_t partition);
+size_t lt_dist_blobs_count(const lt_dist_blobs *b);
+
+/* ---- task kinds ------------------------------------------------------------------- */
+
+/* A task in hand: its record and its inputs, assembled. */
+typedef struct {
+    const Looptune__Task *task;
+    const lt_dist_tensor *inputs;
+    size_t n_inputs;
+    lt_pool *pool; /* the worker's threads */
+} lt_dist_task_in;
+
+#define LT_DIST_MAX_OUTPUTS 4
+
+/* A kind runs one task: fills outs[0..*n_outs) (data malloc'd, freed by the
+ * caller) or returns an error whose detail is the result's error text
+ * (inputs from the network are checked here: shapes, sizes). */
+typedef struct {
+    const char *name;
+    int (*run)(const lt_dist_task_in *in, lt_dist_tensor *outs, size_t *n_outs);
+} lt_dist_kind;
+
+/* NULL if no kind has that name. */
+const lt_dist_kind *lt_dist_kind_find(const char *name);
+/* The i-th kind (NULL past the last). */
+const lt_dist_kind *lt_dist_kind_at(size_t i);
+
+/* The matmul kind's product: C[m][n] = A[m][k] B where bt[n][k] is B
+ * transposed, with the library's matmul kernel on pool's threads. A tile and
+ * the whole matrix give the same bits per element (the kernel adds each
+ * element's products in the same order whatever the split), so a
+ * distributed product equals the single-node one. */
+int lt_dist_matmul(lt_pool *pool, const float *a, const float *bt, int64_t m, int64_t n,
+                   int64_t k, float *c);
+
+/* ---- topics ------------------------------------------------------------------------ */
+
+/* Creates the tasks, results and tasks.dead topics of prefix that are
+ * missing, with `partitions` partitions each (<= 0: 6). */
+int lt_dist_ensure_topics(const lt_kafka_conn *conn, const char *prefix, int32_t partitions);
+
+/* ---- worker ------------------------------------------------------------------------ */
+
+typedef struct {
+    lt_kafka_conn conn;
+    const char *prefix;       /* topic prefix; NULL: "looptune." */
+    const char *group;        /* NULL: prefix + "workers" ("looptune.workers") */
+    const char *instance_id;  /* static membership and a stable transactional id; NULL: none */
+    int threads;              /* <= 0: 1 */
+    const char *const *kinds; /* [n_kinds] kinds to run; n_kinds 0: every registered kind */
+    size_t n_kinds;
+    bool at_least_once;       /* no transactions: produce, flush, then commit offsets */
+    int32_t partitions;       /* of topics created when missing; <= 0: 6 */
+    int heartbeat_ms;         /* <= 0: 1000 */
+    int task_delay_ms;        /* sleep before each task (demonstrations, kill tests) */
+    int session_timeout_ms;   /* <= 0: 6000 */
+    const _Atomic bool *stop; /* set (by a signal handler) to finish the task in hand and leave */
+} lt_worker_opts;
+
+typedef struct {
+    int64_t tasks_done;      /* results committed */
+    int64_t tasks_failed;    /* of them, FAILED */
+    int64_t tasks_dropped;   /* results not committed: the partition moved to another member */
+    int64_t tasks_expired;   /* tasks past their deadline, skipped */
+    int64_t rejected;        /* records that were not a well-formed task or chunk */
+    lt_stage_stats stage;
+} lt_worker_stats;
+
+/* Runs a worker until *stop, or a fatal error. */
+int lt_worker_run(const lt_worker_opts *opts, lt_worker_stats *stats);
+
+/* ---- coordinator: submit matmul ------------------------------------------------------ */
+
+typedef struct {
+    lt_kafka_conn conn;
+    const char *prefix;       /* NULL: "looptune." */
+    int32_t partitions;       /* of topics created when missing; <= 0: 6 */
+    int64_t block_m, block_n; /* output tile; <= 0: 128 */
+    size_t chunk_bytes;       /* 0: LT_DIST_CHUNK_BYTES */
+    uint32_t max_attempts;    /* 0: 3 */
+    double worker_timeout_s;  /* no worker heard from this long: the job fails; <= 0: 30 */
+    double job_timeout_s;     /* the job fails after this long; <= 0: 3600 */
+    double progress_s;        /* progress line on stderr every this many s; 0: 2; < 0: none */
+    const char *job_id;       /* NULL: a random one */
+    /* Tests: corrupt a byte of task corrupt_task's first input (after its
+     * CRC32C is taken) in its first corrupt_attempts sends. */
+    int64_t corrupt_task;     /* -1: none */
+    uint32_t corrupt_attempts;
+    /* Take up job job_id where an earlier coordinator left it: its results
+     * so far are read from the results topic and applied, and only the
+     * tasks without one are sent again (as their next attempt). The
+     * operands must be the job's (checked against its tasks' CRC32C). */
+    bool resume;
+    int64_t window;           /* at most this many tasks in flight; <= 0: all at once */
+} lt_submit_opts;
+
+typedef struct {
+    char job_id[40];
+    int64_t tasks;
+    int64_t applied;         /* results applied to C: one per task when the job succeeds */
+    int64_t duplicates;      /* results of tasks already applied, dropped */
+    int64_t retries;         /* tasks sent again after a failed attempt */
+    int64_t failed_results;  /* FAILED results received */
+    int64_t dead;            /* tasks dead-lettered */
+    int64_t rejected;        /* records on the results topic that were malformed, dropped */
+    int64_t chunks_sent;
+    int64_t bytes_sent;      /* record bytes produced to the tasks topic */
+    int64_t workers_seen;    /* distinct workers heard from */
+    int64_t resumed;         /* tasks applied from an earlier coordinator's results (resume) */
+    double rt_median_ms, rt_p99_ms; /* a task's last send to its result applied */
+    double seconds;
+    char dead_reason[512];   /* the first dead letter's "task T: reason" */
+} lt_submit_stats;
+
+/* C[m][n] = A[m][k] B[k][n] over the cluster: tiles block_m x block_n of C
+ * as tasks, results applied once each. LT_ETIMEOUT when no worker is alive
+ * (none heard from for worker_timeout_s) or the job timed out; LT_EFORMAT
+ * when a task was dead-lettered (stats.dead_reason says why); with resume,
+ * LT_ENOTFOUND when the job has no task on the topic, LT_EINVAL when its
+ * shape or operands differ, LT_ESTATE when it has a dead letter. */
+int lt_submit_matmul(const lt_submit_opts *opts, const float *a, const float *b, int64_t m,
+                     int64_t n, int64_t k, float *c, lt_submit_stats *stats);
+
+/* ---- jobs: what the topics say ------------------------------------------------------ */
+
+/* One job as its records on the tasks, results and tasks.dead topics tell it. */
+typedef struct {
+    char job_id[64];
+    char kind[16];
+    int64_t tasks;        /* the job's task count (Task.total_tasks) */
+    int64_t sent;         /* distinct tasks on the tasks topic */
+    int64_t done;         /* distinct tasks with a committed OK result */
+    int64_t ok_results;   /* OK results, duplicates included */
+    int64_t failed;       /* FAILED results */
+    int64_t dead;         /* dead letters */
+    uint32_t max_attempt; /* highest attempt sent */
+    uint64_t first_ns, last_ns; /* wall clock of its first and last record */
+    const char *state;    /* "done", "failed" (a dead letter), "running" (a record in the
+                             last 60 s), "stalled" */
+} lt_dist_job_info;
+
+typedef struct {
+    char worker[128];
+    char state[16];
+    char job_id[64];
+    uint64_t task_index;
+    uint64_t tasks_done;
+    uint64_t last_ns; /* wall clock of its last heartbeat */
+} lt_dist_worker_info;
+
+typedef struct {
+    lt_dist_job_info *jobs; /* [n_jobs] by first record */
+    size_t n_jobs;
+    lt_dist_worker_info *workers; /* [n_workers] heard from within alive_s */
+    size_t n_workers;
+    int64_t undecodable; /* records that were no looptune envelope */
+    bool partial;        /* some partition was not read to its end (an open transaction) */
+} lt_dist_jobs;
+
+/* Reads the three topics to their ends once (no consumer group) and sums
+ * them up per job (job_id NULL: every job). Workers count as alive with a
+ * heartbeat in the last alive_s seconds. Free with lt_dist_jobs_free. */
+int lt_dist_jobs_scan(const lt_kafka_conn *conn, const char *prefix, const char *job_id,
+                      double alive_s, lt_dist_jobs *out);
+void lt_dist_jobs_free(lt_dist_jobs *j);
+
+/* A noop job: tasks tasks, each carrying bytes of payload that the noop kind
+ * sends back, checked; for the protocol's round trip and throughput. */
+int lt_submit_noop(const lt_submit_opts *opts, int64_t tasks, size_t bytes,
+                   lt_submit_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,685 @@
+/* The coordinator of a matmul job: C = A B cut into output tiles, one task
+ * per tile with A's row panel and B's column panel (transposed) as inputs,
+ * chunked as needed. It follows the results topic (read_committed, from
+ * the moment before the first task is sent) and applies each (job, task)
+ * once: a result for a tile already applied is counted as a duplicate and
+ * dropped. A FAILED attempt is sent again as attempt + 1, and after
+ * max_attempts the task goes to the dead-letter topic and the job fails.
+ * Workers' heartbeats on the same topic say how many are alive. */
+#include "looptune/dist.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ALIVE_NS (5ull * 1000000000ull) /* a worker heard from within this is alive */
+#define MAX_WORKERS 256
+#define MAX_ERRORS 8 /* attempt errors kept per task, for its dead letter */
+
+typedef struct {
+    uint32_t attempt; /* the latest attempt sent */
+    bool done;
+    int n_errors;
+    char *errors[MAX_ERRORS];
+} task_state;
+
+typedef struct {
+    char id[128];
+    uint64_t last_ns;
+    bool leaving;
+} worker_seen;
+
+typedef struct {
+    const lt_submit_opts *o;
+    lt_submit_stats *st;
+    int64_t m, n, k, bm, bn, tiles_n;
+    const float *a;
+    float *bt; /* [n][k] B transposed: a column panel of B is a run of its rows */
+    float *c;
+    task_state *ts;
+    char topic_tasks[256], topic_results[256], topic_dead[256];
+    lt_producer *tasks, *dead;
+    lt_follower *results;
+    lt_dist_blobs *blobs;
+    worker_seen workers[MAX_WORKERS];
+    int n_workers;
+    uint64_t deadline_wall_ns;
+    bool resume_checked; /* resume: a task of the job was compared with these operands */
+    /* a noop job (noop_elems > 0): every task carries x and must get it back */
+    const float *noop_x;
+    int64_t noop_elems;
+    uint64_t *sent_ns; /* [tasks] when each task's latest attempt went out */
+    double *rt_ms;     /* [applied] send-to-applied times */
+} job;
+
+static uint64_t wall_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void random_job_id(char *buf, size_t n, const char *kind) {
+    uint64_t x = lt_now_ns() ^ wall_ns() << 7;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        uint64_t r;
+        if (fread(&r, sizeof r, 1, f) == 1) x ^= r;
+        fclose(f);
+    }
+    snprintf(buf, n, "%s-%016" PRIx64, kind, x);
+}
+
+static void tile_of(const job *j, int64_t t, int64_t *i0, int64_t *mt, int64_t *j0, int64_t *nt) {
+    *i0 = t / j->tiles_n * j->bm;
+    *j0 = t % j->tiles_n * j->bn;
+    *mt = j->m - *i0 < j->bm ? j->m - *i0 : j->bm;
+    *nt = j->n - *j0 < j->bn ? j->n - *j0 : j->bn;
+}
+
+/* Sends every record of o with the producer, waiting out a full queue. */
+static int send_all(job *j, lt_producer *p, const lt_dist_outbox *o) {
+    for (size_t i = 0; i < o->n; i++) {
+        int tries = 0;
+        int rc;
+        while ((rc = lt_producer_send(p, o->keys[i], strlen(o->keys[i]), o->values[i],
+                                      o->lens[i])) == LT_PRODUCER_DROPPED) {
+            if (++tries > 3000)
+                return lt_error(LT_ETIMEOUT, "submit: the producer's queue stayed full for 30 s");
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+        if (rc) return rc;
+        j->st->bytes_sent += (int64_t)o->lens[i];
+    }
+    return LT_OK;
+}
+
+/* Flips a byte of the first input as it travels (tests): in its first chunk
+ * record, or in the inline copy. */
+static int corrupt_first(lt_dist_outbox *o, float *inline_copy, bool chunked) {
+    if (!chunked) {
+        ((uint8_t *)inline_copy)[5] ^= 0x20;
+        return LT_OK;
+    }
+    Looptune__Envelope *env;
+    int rc = lt_envelope_decode(o->values[0], o->lens[0], &env);
+    if (rc) return rc;
+    env->chunk->data.data[5] ^= 0x20;
+    free(o->values[0]);
+    rc = lt_envelope_encode(env, &o->values[0], &o->lens[0]);
+    lt_envelope_free(env);
+    return rc;
+}
+
+/* The task record of tile t (its tensors described in msgs, their chunks in o). */
+static void fill_task(const job *j, int64_t t, uint32_t attempt, Looptune__Task *task,
+                      Looptune__Param *params, Looptune__Param **pp) {
+    int64_t i0, mt, j0, nt;
+    tile_of(j, t, &i0, &mt, &j0, &nt);
+    looptune__task__init(task);
+    task->job_id = (char *)j->st->job_id;
+    task->task_index = (uint64_t)t;
+    task->kind = j->noop_elems ? "noop" : "matmul";
+    task->attempt = attempt;
+    task->max_attempts = j->o->max_attempts ? j->o->max_attempts : 3;
+    task->deadline_ns = j->deadline_wall_ns;
+    task->total_tasks = (uint64_t)j->st->tasks;
+    static const char *const names[5] = {"row0", "col0", "rows", "cols", "k"};
+    const int64_t vals[5] = {i0, j0, mt, nt, j->k};
+    for (int i = 0; i < 5; i++) {
+        looptune__param__init(&params[i]);
+        params[i].name = (char *)names[i];
+        params[i].value = vals[i];
+        pp[i] = &params[i];
+    }
+    task->n_params = j->noop_elems ? 0 : 5;
+    task->params = pp;
+}
+
+static int send_task(job *j, int64_t t, uint32_t attempt) {
+    int64_t i0, mt, j0, nt;
+    tile_of(j, t, &i0, &mt, &j0, &nt);
+    char key[192];
+    snprintf(key, sizeof key, "%s/%" PRId64, j->st->job_id, t);
+    lt_dist_route r = {.job_id = j->st->job_id, .task_index = (uint64_t)t, .attempt = attempt,
+                       .chunk_bytes = j->o->chunk_bytes, .key = key};
+    lt_dist_tensor in[2] = {
+        {.name = "a", .ndim = 2, .shape = {mt, j->k}, .data = (float *)j->a + i0 * j->k},
+        {.name = "b_t", .ndim = 2, .shape = {nt, j->k}, .data = j->bt + j0 * j->k},
+    };
+    int n_in = 2;
+    if (j->noop_elems) {
+        in[0] = (lt_dist_tensor){.name = "x", .ndim = 1, .shape = {j->noop_elems},
+                                 .data = (float *)j->noop_x};
+        n_in = 1;
+    }
+    bool corrupt = t == j->o->corrupt_task && attempt <= j->o->corrupt_attempts;
+    float *copy = NULL;
+    if (corrupt) {
+        size_t bytes = (size_t)(in[0].shape[0] * (in[0].ndim > 1 ? in[0].shape[1] : 1)) *
+                       sizeof(float);
+        if (!(copy = malloc(bytes))) return lt_error(LT_ENOMEM, "submit: out of memory");
+        memcpy(copy, in[0].data, bytes);
+        in[0].data = copy;
+    }
+    lt_dist_outbox o = {0};
+    Looptune__Tensor msgs[2], *ptrs[2];
+    int64_t shapes[2][4];
+    int rc = LT_OK;
+    for (int i = 0; i < n_in && !rc; i++) {
+        looptune__tensor__init(&msgs[i]);
+        rc = lt_dist_tensor_put(&in[i], &r, &o, &msgs[i], shapes[i]);
+        ptrs[i] = &msgs[i];
+    }
+    size_t n_chunks = o.n;
+    if (!rc && corrupt) rc = corrupt_first(&o, copy, msgs[0].chunk_count > 0);
+    Looptune__Task task;
+    Looptune__Param params[5], *pp[5];
+    fill_task(j, t, attempt, &task, params, pp);
+    task.n_inputs = (size_t)n_in;
+    task.inputs = ptrs;
+    Looptune__Envelope env;
+    lt_envelope_init(&env);
+    env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_TASK;
+    env.task = &task;
+    if (!rc) rc = lt_dist_outbox_add(&o, key, &env);
+    if (!rc) rc = send_all(j, j->tasks, &o);
+    if (!rc) {
+        j->st->chunks_sent += (int64_t)n_chunks;
+        j->ts[t].attempt = attempt;
+        j->sent_ns[t] = lt_now_ns();
+    }
+    lt_dist_outbox_free(&o);
+    free(copy);
+    return rc;
+}
+
+/* Task t failed for good: its dead letter, and the job's reason. */
+static int dead_letter(job *j, int64_t t, const char *reason) {
+    task_state *s = &j->ts[t];
+    Looptune__Task task;
+    Looptune__Param params[5], *pp[5];
+    fill_task(j, t, s->attempt, &task, params, pp);
+    Looptune__DeadLetter dl = LOOPTUNE__DEAD_LETTER__INIT;
+    dl.task = &task;
+    dl.reason = (char *)reason;
+    dl.n_errors = (size_t)s->n_errors;
+    dl.errors = s->errors;
+    Looptune__Envelope env;
+    lt_envelope_init(&env);
+    env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_DEAD_LETTER;
+    env.dead_letter = &dl;
+    char key[192];
+    snprintf(key, sizeof key, "%s/%" PRId64, j->st->job_id, t);
+    lt_dist_outbox o = {0};
+    int rc = lt_dist_outbox_add(&o, key, &env);
+    if (!rc) rc = send_all(j, j->dead, &o);
+    lt_dist_outbox_free(&o);
+    j->st->dead++;
+    if (!j->st->dead_reason[0])
+        snprintf(j->st->dead_reason, sizeof j->st->dead_reason, "task %" PRId64 " (%.100s): %.380s",
+                 t,
+                 key, reason);
+    return rc;
+}
+
+/* A failed attempt of task t: send it again, or give it up. */
+static int attempt_failed(job *j, int64_t t, uint32_t attempt, const char *why) {
+    task_state *s = &j->ts[t];
+    if (s->done || attempt < s->attempt) return LT_OK; /* stale: a later attempt is out */
+    j->st->failed_results++;
+    if (s->n_errors < MAX_ERRORS) {
+        char buf[600];
+        snprintf(buf, sizeof buf, "attempt %u: %s", attempt, why);
+        s->errors[s->n_errors] = strdup(buf);
+        if (s->errors[s->n_errors]) s->n_errors++;
+    }
+    uint32_t max = j->o->max_attempts ? j->o->max_attempts : 3;
+    lt_log(LT_LOG_WARN, "submit: job %s task %" PRId64 " attempt %u of %u failed: %s",
+           j->st->job_id, t, attempt, max, why);
+    if (attempt >= max) {
+        char reason[600];
+        snprintf(reason, sizeof reason, "failed %u attempts; last: %s", attempt, why);
+        int rc = dead_letter(j, t, reason);
+        return rc ? rc : LT_EFORMAT;
+    }
+    j->st->retries++;
+    return send_task(j, t, attempt + 1);
+}
+
+static void heard_from(job *j, const Looptune__Heartbeat *hb) {
+    if (!hb->worker || !*hb->worker) return;
+    bool leaving = hb->state && !strcmp(hb->state, "leaving");
+    for (int i = 0; i < j->n_workers; i++)
+        if (!strcmp(j->workers[i].id, hb->worker)) {
+            j->workers[i].last_ns = lt_now_ns();
+            j->workers[i].leaving = leaving;
+            return;
+        }
+    if (j->n_workers == MAX_WORKERS) return;
+    worker_seen *w = &j->workers[j->n_workers++];
+    snprintf(w->id, sizeof w->id, "%s", hb->worker);
+    w->last_ns = lt_now_ns();
+    w->leaving = leaving;
+    j->st->workers_seen = j->n_workers;
+}
+
+static int workers_alive(const job *j) {
+    uint64_t now = lt_now_ns();
+    int n = 0;
+    for (int i = 0; i < j->n_workers; i++)
+        n += !j->workers[i].leaving && now - j->workers[i].last_ns < ALIVE_NS;
+    return n;
+}
+
+/* A result of our job. Returns LT_OK, or the job's end (a dead letter, an
+ * error sending). */
+static int on_result(job *j, const Looptune__Result *r, const lt_record *rec) {
+    if (r->task_index >= (uint64_t)j->st->tasks || r->attempt < 1) {
+        j->st->rejected++;
+        lt_log(LT_LOG_WARN, "submit: result %s[%d]@%" PRId64 " rejected: task %" PRIu64
+               " attempt %u is not one of the job's", rec->topic, (int)rec->partition,
+               rec->offset, r->task_index, r->attempt);
+        return LT_OK;
+    }
+    int64_t t = (int64_t)r->task_index;
+    task_state *s = &j->ts[t];
+    if (r->status != LOOPTUNE__STATUS__STATUS_OK) {
+        char why[520];
+        snprintf(why, sizeof why, "%s%s%s", r->worker && *r->worker ? r->worker : "a worker",
+                 ": ", r->error && *r->error ? r->error : "failed without a reason");
+        return attempt_failed(j, t, r->attempt, why);
+    }
+    /* claim the outputs' chunks first, whatever happens to the result */
+    int64_t i0, mt, j0, nt;
+    tile_of(j, t, &i0, &mt, &j0, &nt);
+    lt_dist_tensor out[LT_DIST_MAX_OUTPUTS];
+    size_t n_out = 0;
+    char why[512] = "";
+    const int64_t max_elems = j->noop_elems ? j->noop_elems : j->bm * j->bn;
+    for (size_t i = 0; i < r->n_outputs && i < LT_DIST_MAX_OUTPUTS; i++) {
+        if (lt_dist_tensor_get(j->blobs, r->outputs[i], max_elems, &out[n_out]) == LT_OK)
+            n_out++;
+        else if (!why[0])
+            snprintf(why, sizeof why, "output %s", lt_errmsg());
+    }
+    if (j->noop_elems) {
+        if (!why[0] && (n_out != 1 || strcmp(out[0].name, "x") || out[0].ndim != 1 ||
+                        out[0].shape[0] != j->noop_elems ||
+                        memcmp(out[0].data, j->noop_x, (size_t)j->noop_elems * sizeof(float))))
+            snprintf(why, sizeof why, "output: x sent back unchanged expected");
+    } else if (!why[0] && (n_out != 1 || strcmp(out[0].name, "c") || out[0].ndim != 2 ||
+                           out[0].shape[0] != mt || out[0].shape[1] != nt))
+        snprintf(why, sizeof why, "output: one %" PRId64 "x%" PRId64 " tensor 'c' expected", mt,
+                 nt);
+    int rc = LT_OK;
+    if (why[0] && s->done) {
+        j->st->rejected++; /* a broken answer for a tile already applied */
+        lt_log(LT_LOG_WARN, "submit: result %s[%d]@%" PRId64 " rejected: %s", rec->topic,
+               (int)rec->partition, rec->offset, why);
+    } else if (s->done) {
+        j->st->duplicates++; /* applied already: a replay, dropped */
+    } else if (why[0]) {
+        char w2[600];
+        snprintf(w2, sizeof w2, "%s: %s", r->worker && *r->worker ? r->worker : "a worker", why);
+        rc = attempt_failed(j, t, r->attempt, w2);
+    } else {
+        for (int64_t i = 0; j->c && i < mt; i++)
+            memcpy(j->c + (i0 + i) * j->n + j0, out[0].data + i * nt, (size_t)nt * sizeof(float));
+        s->done = true;
+        if (j->sent_ns[t]) j->rt_ms[j->st->applied] = (double)(lt_now_ns() - j->sent_ns[t]) * 1e-6;
+        j->st->applied++;
+    }
+    for (size_t i = 0; i < n_out; i++) free(out[i].data);
+    return rc;
+}
+
+/* One record of the results topic. */
+static int on_record(job *j, const lt_record *rec) {
+    Looptune__Envelope *env;
+    if (lt_envelope_decode(rec->value, rec->len, &env)) {
+        j->st->rejected++;
+        lt_log(LT_LOG_WARN, "submit: record %s[%d]@%" PRId64 " rejected: %s", rec->topic,
+               (int)rec->partition, rec->offset, lt_errmsg());
+        return LT_OK;
+    }
+    int rc = LT_OK;
+    switch (env->payload_case) {
+    case LOOPTUNE__ENVELOPE__PAYLOAD_HEARTBEAT: heard_from(j, env->heartbeat); break;
+    case LOOPTUNE__ENVELOPE__PAYLOAD_CHUNK:
+        if (!strcmp(env->chunk->job_id, j->st->job_id) &&
+            lt_dist_blobs_add(j->blobs, env->chunk, rec->partition, rec->offset)) {
+            j->st->rejected++;
+            lt_log(LT_LOG_WARN, "submit: chunk %s[%d]@%" PRId64 " rejected: %s", rec->topic,
+                   (int)rec->partition, rec->offset, lt_errmsg());
+        }
+        break;
+    case LOOPTUNE__ENVELOPE__PAYLOAD_RESULT:
+        if (!strcmp(env->result->job_id, j->st->job_id)) rc = on_result(j, env->result, rec);
+        break;
+    default:
+        j->st->rejected++;
+        lt_log(LT_LOG_WARN, "submit: record %s[%d]@%" PRId64 " rejected: a %s on the results "
+               "topic", rec->topic, (int)rec->partition, rec->offset, lt_envelope_kind(env));
+        break;
+    }
+    lt_envelope_free(env);
+    return rc;
+}
+
+static void progress(const job *j, double elapsed) {
+    fprintf(stderr, "submit: job %s: %" PRId64 "/%" PRId64 " tasks, %.1f tasks/s, %d workers "
+            "alive, %" PRId64 " retries, %" PRId64 " duplicates dropped\n", j->st->job_id,
+            j->st->applied, j->st->tasks, elapsed > 0 ? (double)j->st->applied / elapsed : 0.0,
+            workers_alive(j), j->st->retries, j->st->duplicates);
+}
+
+/* Waits for results until every task is applied, a task is dead, no worker
+ * is alive for worker_timeout_s, or the job times out. */
+static int collect(job *j, uint64_t t0) {
+    const double wt = j->o->worker_timeout_s > 0 ? j->o->worker_timeout_s : 30;
+    const double jt = j->o->job_timeout_s > 0 ? j->o->job_timeout_s : 3600;
+    const double every = j->o->progress_s == 0 ? 2 : j->o->progress_s;
+    uint64_t last_alive = lt_now_ns(), last_progress = lt_now_ns();
+    while (j->st->applied < j->st->tasks) {
+        lt_record rec;
+        int got = lt_follower_poll(j->results, 200, &rec);
+        if (got < 0) lt_log(LT_LOG_WARN, "submit: %s", lt_errmsg());
+        if (got == 1) {
+            int rc = on_record(j, &rec);
+            if (rc) return rc;
+        }
+        uint64_t now = lt_now_ns();
+        double elapsed = (double)(now - t0) * 1e-9;
+        if (workers_alive(j) > 0) last_alive = now;
+        if ((double)(now - last_alive) * 1e-9 > wt)
+            return lt_error(LT_ETIMEOUT, "no worker alive: none heard from on %s for %.0f s, "
+                            "%" PRId64 " of %" PRId64 " tasks left (start one: looptune worker "
+                            "--brokers ...)", j->topic_results, wt,
+                            j->st->tasks - j->st->applied, j->st->tasks);
+        if (elapsed > jt)
+            return lt_error(LT_ETIMEOUT, "job timed out after %.0f s with %" PRId64 " of %" PRId64
+                            " tasks left", jt, j->st->tasks - j->st->applied, j->st->tasks);
+        if (every > 0 && (double)(now - last_progress) * 1e-9 >= every) {
+            last_progress = now;
+            progress(j, elapsed);
+        }
+    }
+    return LT_OK;
+}
+
+/* Until a first worker says it is alive (so no task is left for nobody). */
+static int wait_for_worker(job *j) {
+    const double wt = j->o->worker_timeout_s > 0 ? j->o->worker_timeout_s : 30;
+    uint64_t t0 = lt_now_ns();
+    while (workers_alive(j) == 0) {
+        if ((double)(lt_now_ns() - t0) * 1e-9 > wt)
+            return lt_error(LT_ETIMEOUT, "no worker alive: none heard from on %s within %.0f s "
+                            "(start one: looptune worker --brokers ...)", j->topic_results, wt);
+        lt_record rec;
+        int got = lt_follower_poll(j->results, 200, &rec);
+        if (got == 1) {
+            int rc = on_record(j, &rec);
+            if (rc) return rc;
+        }
+    }
+    return LT_OK;
+}
+
+/* ---- resume: an earlier coordinator's job ---------------------------------------- */
+
+static int64_t param_of(const Looptune__Task *t, const char *name) {
+    for (size_t i = 0; i < t->n_params; i++)
+        if (t->params[i]->name && !strcmp(t->params[i]->name, name)) return t->params[i]->value;
+    return -1;
+}
+
+/* Calls fn on every envelope of topic (to its end now) whose job is ours. */
+static int replay(job *j, const char *topic, int (*fn)(job *, const Looptune__Envelope *,
+                                                         const lt_record *)) {
+    lt_kafka_reader *r;
+    int rc = lt_kafka_reader_open(&r, &j->o->conn, topic, 15000);
+    if (rc == LT_ENOTFOUND) return LT_OK;
+    if (rc) return rc;
+    lt_record rec;
+    while ((rc = lt_kafka_reader_next(r, 3000, &rec)) == 1) {
+        Looptune__Envelope *env;
+        if (!rec.value || lt_envelope_decode(rec.value, rec.len, &env)) continue;
+        rc = fn(j, env, &rec);
+        lt_envelope_free(env);
+        if (rc) break;
+    }
+    lt_kafka_reader_close(r);
+    /* an open transaction holds the rest back: the follower sees it when it commits */
+    return rc == LT_ETIMEOUT || rc == 0 ? LT_OK : rc;
+}
+
+/* A task of the job as an earlier coordinator sent it: the same tiling, the
+ * same operands (the first one's CRC32C), and the attempts sent. */
+static int resume_task(job *j, const Looptune__Envelope *env, const lt_record *rec) {
+    (void)rec;
+    if (env->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_TASK) return LT_OK;
+    const Looptune__Task *t = env->task;
+    if (strcmp(t->job_id, j->st->job_id)) return LT_OK;
+    int64_t i0, mt, j0, nt, ti = (int64_t)t->task_index;
+    if (ti >= j->st->tasks || (int64_t)t->total_tasks != j->st->tasks)
+        return lt_error(LT_EINVAL, "resume: job %s has %llu tasks, these operands in these "
+                        "tiles make %lld", j->st->job_id, (unsigned long long)t->total_tasks,
+                        (long long)j->st->tasks);
+    tile_of(j, ti, &i0, &mt, &j0, &nt);
+    if (param_of(t, "row0") != i0 || param_of(t, "col0") != j0 || param_of(t, "rows") != mt ||
+        param_of(t, "cols") != nt || param_of(t, "k") != j->k)
+        return lt_error(LT_EINVAL, "resume: job %s's task %lld is another tile (another "
+                        "shape or --block)", j->st->job_id, (long long)ti);
+    if (!j->resume_checked) {
+        const float *mine[2] = {j->a + i0 * j->k, j->bt + j0 * j->k};
+        const int64_t elems[2] = {mt * j->k, nt * j->k};
+        for (size_t i = 0; i < t->n_inputs && i < 2; i++) {
+            uint32_t crc = lt_crc32c(mine[i], (size_t)elems[i] * sizeof(float));
+            if (crc != t->inputs[i]->crc32c)
+                return lt_error(LT_EINVAL, "resume: the operands differ from job %s's (task "
+                                "%lld's %s has CRC32C %08x, yours %08x)", j->st->job_id,
+                                (long long)ti, t->inputs[i]->name, t->inputs[i]->crc32c, crc);
+        }
+        j->resume_checked = true;
+    }
+    if (t->attempt > j->ts[ti].attempt) j->ts[ti].attempt = t->attempt;
+    return LT_OK;
+}
+
+static int resume_result(job *j, const Looptune__Envelope *env, const lt_record *rec) {
+    if (env->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_CHUNK &&
+        !strcmp(env->chunk->job_id, j->st->job_id))
+        lt_dist_blobs_add(j->blobs, env->chunk, rec->partition, rec->offset);
+    if (env->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_RESULT ||
+        strcmp(env->result->job_id, j->st->job_id) ||
+        env->result->status != LOOPTUNE__STATUS__STATUS_OK)
+        return LT_OK; /* failed attempts before: the task is sent again below */
+    return on_result(j, env->result, rec);
+}
+
+static int resume_dead(job *j, const Looptune__Envelope *env, const lt_record *rec) {
+    (void)rec;
+    if (env->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_DEAD_LETTER || !env->dead_letter->task ||
+        strcmp(env->dead_letter->task->job_id, j->st->job_id))
+        return LT_OK;
+    return lt_error(LT_ESTATE, "resume: job %s's task %llu was dead-lettered (%s): submit the "
+                    "job anew", j->st->job_id,
+                    (unsigned long long)env->dead_letter->task->task_index,
+                    env->dead_letter->reason);
+}
+
+/* Reads what the job left on the topics: its tasks (checked against these
+ * operands), its dead letters (a dead job stays dead), its results (applied). */
+static int resume_job(job *j) {
+    int rc = replay(j, j->topic_tasks, resume_task);
+    if (!rc && !j->resume_checked)
+        rc = lt_error(LT_ENOTFOUND, "resume: no task of job %s on %s", j->st->job_id,
+                      j->topic_tasks);
+    if (!rc) rc = replay(j, j->topic_dead, resume_dead);
+    if (!rc) rc = replay(j, j->topic_results, resume_result);
+    if (!rc) {
+        j->st->resumed = j->st->applied;
+        fprintf(stderr, "submit: job %s resumed: %lld of %lld tasks applied from %s\n",
+                j->st->job_id, (long long)j->st->applied, (long long)j->st->tasks,
+                j->topic_results);
+    }
+    return rc;
+}
+
+/* Names, ids, deadline and the chunk size of a job: its setup common to kinds. */
+static int job_init(job *j, const lt_submit_opts *o, lt_submit_stats *st, const char *id_prefix) {
+    size_t chunk = o->chunk_bytes ? o->chunk_bytes : LT_DIST_CHUNK_BYTES;
+    if (chunk < LT_DIST_CHUNK_MIN || chunk > LT_DIST_CHUNK_MAX)
+        return lt_error(LT_EINVAL, "submit: chunk size %zu outside [%d, %d] bytes", chunk,
+                        LT_DIST_CHUNK_MIN, LT_DIST_CHUNK_MAX);
+    j->o = o;
+    j->st = st;
+    if (o->job_id && *o->job_id) snprintf(st->job_id, sizeof st->job_id, "%s", o->job_id);
+    else random_job_id(st->job_id, sizeof st->job_id, id_prefix);
+    const char *prefix = o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX;
+    snprintf(j->topic_tasks, sizeof j->topic_tasks, "%s%s", prefix,
+             lt_kafka_topic_suffix(LT_TOPIC_TASKS));
+    snprintf(j->topic_results, sizeof j->topic_results, "%s%s", prefix,
+             lt_kafka_topic_suffix(LT_TOPIC_RESULTS));
+    snprintf(j->topic_dead, sizeof j->topic_dead, "%s%s", prefix,
+             lt_kafka_topic_suffix(LT_TOPIC_TASKS_DEAD));
+    double jt = o->job_timeout_s > 0 ? o->job_timeout_s : 3600;
+    j->deadline_wall_ns = wall_ns() + (uint64_t)(jt * 1e9);
+    j->ts = calloc((size_t)st->tasks, sizeof *j->ts);
+    j->sent_ns = calloc((size_t)st->tasks, sizeof *j->sent_ns);
+    j->rt_ms = calloc((size_t)st->tasks, sizeof *j->rt_ms);
+    if (!j->ts || !j->sent_ns || !j->rt_ms) return lt_error(LT_ENOMEM, "submit: out of memory");
+    return LT_OK;
+}
+
+/* Sends the job's tasks (at most opts.window in flight) and collects their
+ * results; then the round-trip figures, and everything closed. */
+static int job_run(job *j, uint64_t t0, const char *what) {
+    const lt_submit_opts *o = j->o;
+    lt_submit_stats *st = j->st;
+    const char *prefix = o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX;
+    int rc = lt_dist_ensure_topics(&o->conn, prefix, o->partitions);
+    if (!rc) rc = lt_dist_blobs_init(&j->blobs, 0);
+    /* results are followed from before the first task goes out */
+    if (!rc) rc = lt_follower_open(&j->results, &o->conn, j->topic_results, 15000);
+    lt_producer_opts po = {.conn = o->conn, .topic = j->topic_tasks, .linger_ms = 5,
+                           .close_timeout_ms = 30000};
+    if (!rc) rc = lt_producer_open(&j->tasks, &po);
+    po.topic = j->topic_dead;
+    if (!rc) rc = lt_producer_open(&j->dead, &po);
+    if (!rc && o->resume) {
+        if (!o->job_id || !*o->job_id) rc = lt_error(LT_EINVAL, "resume: which job? give its id");
+        else rc = resume_job(j);
+    }
+    if (!rc && st->applied < st->tasks) rc = wait_for_worker(j);
+    if (!rc)
+        fprintf(stderr, "submit: job %s: %s, %" PRId64 " tasks, %d workers alive\n", st->job_id,
+                what, st->tasks, workers_alive(j));
+    int64_t window = o->window > 0 ? o->window : INT64_MAX, sent = 0;
+    for (int64_t t = 0; !rc && t < st->tasks; t++) {
+        if (j->ts[t].done) continue;
+        /* at most window tasks in flight: results are taken as they come */
+        lt_record rec;
+        uint64_t last_alive = lt_now_ns();
+        const double wt = o->worker_timeout_s > 0 ? o->worker_timeout_s : 30;
+        while (!rc && sent - (st->applied - st->resumed) >= window) {
+            int got = lt_follower_poll(j->results, 100, &rec);
+            if (got == 1) rc = on_record(j, &rec);
+            if (workers_alive(j) > 0) last_alive = lt_now_ns();
+            if (!rc && (double)(lt_now_ns() - last_alive) * 1e-9 > wt)
+                rc = lt_error(LT_ETIMEOUT, "no worker alive: none heard from on %s for %.0f s",
+                              j->topic_results, wt);
+        }
+        if (rc) break;
+        rc = send_task(j, t, j->ts[t].attempt + 1); /* 1, or the next after a resumed job's */
+        sent++;
+        while (!rc && lt_follower_poll(j->results, 0, &rec) == 1) rc = on_record(j, &rec);
+    }
+    if (!rc) rc = collect(j, t0);
+    if (!rc) {
+        lt_producer_stats ps;
+        lt_producer_stats_get(j->tasks, &ps);
+        if (ps.failed)
+            lt_log(LT_LOG_WARN, "submit: %lld task records were not acknowledged",
+                   (long long)ps.failed);
+    }
+    int err = rc;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", err ? lt_errmsg() : "");
+    st->seconds = (double)(lt_now_ns() - t0) * 1e-9;
+    int n_rt = (int)(st->applied - st->resumed);
+    if (n_rt > 0) {
+        lt_sort_f64(j->rt_ms, n_rt);
+        st->rt_median_ms = lt_median(j->rt_ms, n_rt);
+        st->rt_p99_ms = j->rt_ms[(int)((double)(n_rt - 1) * 0.99)];
+    }
+    if (o->progress_s >= 0 && !err) progress(j, st->seconds);
+    lt_producer_close(j->dead);
+    lt_producer_close(j->tasks);
+    lt_follower_close(j->results);
+    lt_dist_blobs_free(j->blobs);
+    for (int64_t t = 0; j->ts && t < st->tasks; t++)
+        for (int i = 0; i < j->ts[t].n_errors; i++) free(j->ts[t].errors[i]);
+    if (err == LT_EFORMAT && st->dead)
+        return lt_error(err, "task dead-lettered to %s: %s", j->topic_dead, st->dead_reason);
+    return err ? lt_error(err, "%s", msg) : LT_OK;
+}
+
+static void job_free(job *j) {
+    free(j->ts);
+    free(j->sent_ns);
+    free(j->rt_ms);
+    free(j->bt);
+}
+
+int lt_submit_matmul(const lt_submit_opts *o, const float *a, const float *b, int64_t m,
+                     int64_t n, int64_t k, float *c, lt_submit_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (m < 1 || n < 1 || k < 1) return lt_error(LT_EINVAL, "submit: empty matrices");
+    job j = {.m = m, .n = n, .k = k, .a = a, .c = c};
+    j.bm = o->block_m > 0 ? o->block_m : 128;
+    j.bn = o->block_n > 0 ? o->block_n : 128;
+    if (j.bm > m) j.bm = m;
+    if (j.bn > n) j.bn = n;
+    j.tiles_n = (n + j.bn - 1) / j.bn;
+    st->tasks = (m + j.bm - 1) / j.bm * j.tiles_n;
+    uint64_t t0 = lt_now_ns();
+    int rc = job_init(&j, o, st, "mm");
+    if (!rc && !(j.bt = malloc((size_t)(n * k) * sizeof(float))))
+        rc = lt_error(LT_ENOMEM, "submit: out of memory");
+    for (int64_t r = 0; !rc && r < k; r++)
+        for (int64_t col = 0; col < n; col++) j.bt[col * k + r] = b[r * n + col];
+    char what[160];
+    snprintf(what, sizeof what, "%" PRId64 "x%" PRId64 " = %" PRId64 "x%" PRId64 " times %" PRId64
+             "x%" PRId64 " in tiles of %" PRId64 "x%" PRId64, m, n, m, k, k, n, j.bm, j.bn);
+    if (!rc) rc = job_run(&j, t0, what);
+    job_free(&j);
+    return rc;
+}
+
+int lt_submit_noop(const lt_submit_opts *o, int64_t tasks, size_t bytes, lt_submit_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (tasks < 1) return lt_error(LT_EINVAL, "submit: no tasks");
+    if (o->resume) return lt_error(LT_EUNSUPPORTED, "submit noop: no --resume");
+    job j = {0};
+    st->tasks = tasks;
+    j.bm = j.bn = 1;
+    j.tiles_n = 1;
+    j.noop_elems = (int64_t)((bytes + sizeof(float) - 1) / sizeof(float));
+    if (j.noop_elems < 1) j.noop_elems = 1;
+    float *x = malloc((size_t)j.noop_elems * sizeof *x);
+    if (!x) return lt_error(LT_ENOMEM, "submit: out of memory");
+    for (int64_t i = 0; i < j.noop_elems; i++) x[i] = (float)(i % 1000) * 0.5f;
+    j.noop_x = x;
+    uint64_t t0 = lt_now_ns();
+    int rc = job_init(&j, o, st, "noop");
+    char what[96];
+    snprintf(what, sizeof what, "noop tasks of %zu bytes each way", (size_t)j.noop_elems * 4);
+    if (!rc) rc = job_run(&j, t0, what);
+    job_free(&j);
+    free(x);
+    return rc;
+}

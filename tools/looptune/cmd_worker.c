@@ -1,0 +1,162 @@
+/* looptune worker: a distributed worker in the consumer group of the tasks
+ * topic; results go out exactly once (transactions) unless --at-least-once. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "looptune/dist.h"
+
+static const char *const worker_help =
+    "usage: looptune worker --brokers B [options]\n"
+    "\n"
+    "Joins the workers' consumer group on the tasks topic (cooperative-sticky\n"
+    "assignment) and runs the tasks it is given with looptune's kernels. Each task's\n"
+    "result and the consumed offsets are committed in one Kafka transaction, so a\n"
+    "killed worker loses nothing and a coordinator applies every result once. A\n"
+    "heartbeat a second on the results topic says the worker is alive. SIGINT or\n"
+    "SIGTERM finishes the task in hand, then leaves the group (a static member,\n"
+    "--instance-id, keeps its partitions for the session timeout). Topics that\n"
+    "are missing are created.\n"
+    "\n"
+    "  -b, --brokers B         Kafka bootstrap servers (required)\n";
+static const char *const worker_help_end =
+    "      --group G           consumer group (default: the prefix + workers,\n"
+    "                          looptune.workers)\n"
+    "      --instance-id ID    static group membership and a stable transactional id:\n"
+    "                          a restarted worker of the same ID takes its partitions\n"
+    "                          back at once and aborts what its predecessor left open\n"
+    "      --threads T         threads per task (default 1)\n"
+    "      --kinds K,...       task kinds to run (default all: matmul)\n"
+    "      --at-least-once     no transactions: produce, flush, then commit the offsets\n"
+    "                          (a crash in between repeats tasks; for comparison)\n"
+    "      --partitions N      partitions of the topics it creates (default 6)\n"
+    "      --session-timeout-ms MS  group session timeout (default 6000)\n"
+    "      --task-delay-ms MS  sleep before each task (demonstrations and tests)\n"
+    "  -h, --help              this help\n";
+
+static _Atomic bool stop_requested;
+static void on_signal(int sig) {
+    (void)sig;
+    atomic_store(&stop_requested, true);
+}
+
+#define FAIL(...)                                                              \
+    do {                                                                       \
+        lt_cli_fail(cmd, __VA_ARGS__);                                         \
+        goto done;                                                             \
+    } while (0)
+
+#define MAX_KINDS 8
+
+int lt_cmd_worker(int argc, char **argv) {
+    const char *cmd = "worker";
+    enum { O_GROUP = 256, O_INSTANCE, O_THREADS, O_KINDS, O_ALO, O_PARTS, O_SESSION, O_DELAY };
+    static const struct option opts[] = {
+        LT_CLI_KAFKA_OPTIONS,
+        {"group", required_argument, 0, O_GROUP},
+        {"instance-id", required_argument, 0, O_INSTANCE},
+        {"threads", required_argument, 0, O_THREADS},
+        {"kinds", required_argument, 0, O_KINDS},
+        {"at-least-once", no_argument, 0, O_ALO},
+        {"partitions", required_argument, 0, O_PARTS},
+        {"session-timeout-ms", required_argument, 0, O_SESSION},
+        {"task-delay-ms", required_argument, 0, O_DELAY},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    lt_cli_kafka kafka;
+    int exit_code = 1;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
+    lt_worker_opts wo = {.threads = 1};
+    char kinds_buf[256];
+    const char *kinds[MAX_KINDS];
+    int64_t v;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":b:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int k = lt_cli_kafka_option(cmd, c == 'b' ? LT_CLI_O_BROKERS : c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) goto done;
+        if (k == LT_CLI_OPT_HANDLED) continue;
+        switch (c) {
+        case O_GROUP:
+            if (!*optarg) FAIL("bad --group '': expected a group id");
+            wo.group = optarg;
+            break;
+        case O_INSTANCE:
+            if (!*optarg || strlen(optarg) > 100)
+                FAIL("bad --instance-id '%s': expected 1..100 characters", optarg);
+            wo.instance_id = optarg;
+            break;
+        case O_THREADS:
+            if (!lt_cli_parse_i64(optarg, 1, 256, &v))
+                FAIL("bad --threads '%s': expected 1..256", optarg);
+            wo.threads = (int)v;
+            break;
+        case O_KINDS: {
+            if (strlen(optarg) >= sizeof kinds_buf) FAIL("bad --kinds: too long");
+            snprintf(kinds_buf, sizeof kinds_buf, "%s", optarg);
+            wo.n_kinds = 0;
+            for (char *save = NULL, *t = strtok_r(kinds_buf, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
+                if (!lt_dist_kind_find(t))
+                    FAIL("bad --kinds: unknown task kind '%s' (known: matmul, noop)", t);
+                if (wo.n_kinds == MAX_KINDS) FAIL("bad --kinds: at most %d", MAX_KINDS);
+                kinds[wo.n_kinds++] = t;
+            }
+            if (!wo.n_kinds) FAIL("bad --kinds '%s': expected kinds separated by commas", optarg);
+            wo.kinds = kinds;
+            break;
+        }
+        case O_ALO: wo.at_least_once = true; break;
+        case O_PARTS:
+            if (!lt_cli_parse_i64(optarg, 1, 10000, &v))
+                FAIL("bad --partitions '%s': expected 1..10000", optarg);
+            wo.partitions = (int32_t)v;
+            break;
+        case O_SESSION:
+            if (!lt_cli_parse_i64(optarg, 1000, 3600000, &v))
+                FAIL("bad --session-timeout-ms '%s': expected 1000..3600000", optarg);
+            wo.session_timeout_ms = (int)v;
+            break;
+        case O_DELAY:
+            if (!lt_cli_parse_i64(optarg, 0, 600000, &v))
+                FAIL("bad --task-delay-ms '%s': expected 0..600000", optarg);
+            wo.task_delay_ms = (int)v;
+            break;
+        case 'h':
+            lt_cli_kafka_help(worker_help, 26, true, worker_help_end);
+            exit_code = 0;
+            goto done;
+        default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done;
+        }
+    }
+    if (optind < argc) FAIL("unexpected argument '%s' (see looptune worker --help)", argv[optind]);
+    if (!lt_cli_kafka_has_brokers(&kafka))
+        FAIL("no broker: give --brokers HOST:PORT (workers and `looptune submit` meet on a "
+             "Kafka cluster; `looptune broker` runs a development one)");
+    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    wo.conn = kafka.conn;
+    wo.prefix = kafka.topic_prefix;
+    wo.stop = &stop_requested;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    lt_worker_stats st;
+    int rc = lt_worker_run(&wo, &st);
+    fprintf(stderr, "worker: %lld tasks done (%lld failed), %lld dropped (partition moved), %lld "
+            "expired, %lld records rejected; %lld commits, %lld transactions aborted, %lld "
+            "producer restarts\n",
+            (long long)st.tasks_done, (long long)st.tasks_failed, (long long)st.tasks_dropped,
+            (long long)st.tasks_expired, (long long)st.rejected, (long long)st.stage.committed,
+            (long long)st.stage.aborted, (long long)st.stage.producer_restarts);
+    if (rc) FAIL("%s", lt_errmsg());
+    exit_code = 0;
+done:
+    lt_cli_kafka_free(&kafka);
+    return exit_code;
+}
