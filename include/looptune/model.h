@@ -322,6 +322,11 @@ void lt_model_close(lt_model *m); /* NULL is a no-op */
  * the int8 matvec. Tensor data pointers, strides and layouts change; call
  * after lt_isa_force and before building programs. */
 int lt_model_make_resident(lt_model *m);
+/* The same, calling progress(user, done, total) with the weight bytes copied
+ * so far: once with 0 before the first tensor, then after each (progress
+ * may be NULL). */
+typedef void (*lt_load_progress_fn)(void *user, size_t done, size_t total);
+int lt_model_make_resident_progress(lt_model *m, lt_load_progress_fn progress, void *user);
 /* Why the resident weights are not on huge pages (transparent huge pages
  * off or missing in the kernel, or refused), in one line; NULL when they
  * are, or before lt_model_make_resident. */

@@ -91,7 +91,9 @@ const char *lt_model_page_note(const lt_model *m) {
     return p && p->resident && p->page_note[0] ? p->page_note : NULL;
 }
 
-int lt_model_make_resident(lt_model *m) {
+int lt_model_make_resident(lt_model *m) { return lt_model_make_resident_progress(m, NULL, NULL); }
+
+int lt_model_make_resident_progress(lt_model *m, lt_load_progress_fn progress, void *user) {
     lt__model_priv *p = m->priv;
     if (p->resident) return LT_OK;
     int cap = (int)(m->cfg.n_layers * 7 + 2);
@@ -110,6 +112,7 @@ int lt_model_make_resident(lt_model *m) {
     huge_page_hint(base, bytes - (size_t)(base - raw), p->page_note, sizeof p->page_note);
     bool tied = m->output.data == m->tok_embd.data;
     size_t off = 0;
+    if (progress) progress(user, 0, total);
     for (int i = 0; i < n; i++) {
         lt_tensor *t = list[i];
         size_t sz = resident_bytes(m, t);
@@ -126,6 +129,7 @@ int lt_model_make_resident(lt_model *m) {
         }
         t->data = base + off;
         off += align_up(sz, LT_CACHE_LINE);
+        if (progress) progress(user, off, total);
     }
     if (tied) m->tok_embd.data = m->output.data;
     free(list);

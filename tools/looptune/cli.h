@@ -8,12 +8,22 @@
 
 #include "looptune/core.h"
 #include "looptune/kafka.h"
+#include "looptune/model.h"
 #include "looptune/tune.h"
 
 /* Prints "looptune CMD: message" on stderr (one line). Returns 1 (the exit code). */
 int lt_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Same, appending ": <lt_errmsg()>" or the status message when empty. */
 int lt_cli_fail_status(const char *cmd, int status, const char *what);
+
+/* load_cli.c: a command's model, opened and (unless use_mmap) copied into
+ * memory with progress on stderr; failures printed, status returned. */
+typedef struct {
+    double open_s, weights_s; /* the file's parse, the weights' copy */
+    size_t bytes;             /* weight bytes copied */
+} lt_cli_load_stats;
+int lt_cli_load_model(const char *cmd, const char *path, const char *tokenizer, bool use_mmap,
+                      lt_model **out, lt_cli_load_stats *st);
 
 /* Strict parsers: the whole string must be a number within [lo, hi]. */
 bool lt_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

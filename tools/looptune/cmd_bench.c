@@ -216,14 +216,8 @@ int lt_cmd_bench(int argc, char **argv) {
         ex[e].points = base + 4 * runs;
     }
 
-    if ((rc = lt_model_open(&m, model_path, NULL))) {
-        lt_cli_fail_status(cmd, rc, "cannot load model");
-        goto done;
-    }
-    if (!use_mmap && (rc = lt_model_make_resident(m))) {
-        lt_cli_fail_status(cmd, rc, "cannot load the weights into memory");
-        goto done;
-    }
+    lt_cli_load_stats ls;
+    if ((rc = lt_cli_load_model(cmd, model_path, NULL, use_mmap, &m, &ls))) goto done;
     if (lt_model_page_note(m))
         fprintf(stderr, "looptune %s: note: %s\n", cmd, lt_model_page_note(m));
     if (n_tok + 1 > m->cfg.seq_len) {

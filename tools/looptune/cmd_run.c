@@ -323,14 +323,8 @@ int lt_cmd_run(int argc, char **argv) {
     lt_cli_tune *tune = NULL;
     lt_store *store = NULL;
 
-    if ((rc = lt_model_open(&m, model_path, tok_path))) {
-        lt_cli_fail_status(cmd, rc, "cannot load model");
-        goto done;
-    }
-    if (!use_mmap && (rc = lt_model_make_resident(m))) {
-        lt_cli_fail_status(cmd, rc, "cannot load the weights into memory");
-        goto done;
-    }
+    lt_cli_load_stats ls;
+    if ((rc = lt_cli_load_model(cmd, model_path, tok_path, use_mmap, &m, &ls))) goto done;
     if (lt_model_page_note(m))
         fprintf(stderr, "looptune %s: note: %s\n", cmd, lt_model_page_note(m));
     if (prompt_ids) {
@@ -459,13 +453,15 @@ int lt_cmd_run(int argc, char **argv) {
     else snprintf(th, sizeof th, "%lld (decode %d, prefill %d)", (long long)threads, dth, pth);
     fprintf(stderr,
             "\nlooptune: %s, %lld layers, dim %lld, %s weights, %s threads, isa %s, %s executor\n"
+            "  load    %.1f ms (file %.1f ms, weights %.1f MB copied in %.1f ms)\n"
             "  prompt  %lld tokens in %.1f ms (%.1f tokens/s)\n"
             "  decode  %lld tokens in %.1f ms (%.1f tokens/s, %.3f ms/token)\n"
             "  eval    %.1f ms of it evaluating (%.1f tokens/s without sampling and output)\n"
             "  weights %.1f MB read per token, %.1f GB/s achieved\n",
             m->format, (long long)m->cfg.n_layers, (long long)m->cfg.dim, lt_dtype_name(m->wtype),
             th, lt_isa_name(lt_isa_active()), lt_executor_name(executor),
-            (long long)st.n_prompt,
+            1e3 * (ls.open_s + ls.weights_s), 1e3 * ls.open_s, (double)ls.bytes / 1e6,
+            1e3 * ls.weights_s, (long long)st.n_prompt,
             st.prefill_s * 1e3, pre_tps, (long long)n_dec, st.decode_s * 1e3, dec_tps,
             dec_tps ? 1e3 / dec_tps : 0.0, st.eval_s * 1e3, eval_tps, wbytes / 1e6,
             wbytes * dec_tps / 1e9);

@@ -316,14 +316,8 @@ int lt_cmd_tune(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot open the config store");
         goto done;
     }
-    if ((rc = lt_model_open(&m, model_path, NULL))) {
-        lt_cli_fail_status(cmd, rc, "cannot load model");
-        goto done;
-    }
-    if ((rc = lt_model_make_resident(m))) {
-        lt_cli_fail_status(cmd, rc, "cannot load the weights into memory");
-        goto done;
-    }
+    lt_cli_load_stats ls;
+    if ((rc = lt_cli_load_model(cmd, model_path, NULL, false, &m, &ls))) goto done;
     if (!threads) threads = lt_cpu()->logical_cpus < 2 ? 1 : 2;
     if ((rc = lt_pool_init(&pool, (int)threads))) {
         lt_cli_fail_status(cmd, rc, "cannot start threads");
