@@ -28,7 +28,8 @@ passed = failed = 0
 
 def check(ok, name, detail=""):
     global passed, failed
-    print("%s %s%s" % ("PASS" if ok else "FAIL", name, (": " + str(detail)) if detail and not ok else ""))
+    print("%s %s%s" % ("PASS" if ok else "FAIL", name,
+                       (": " + str(detail)) if detail and not ok else ""))
     if ok:
         passed += 1
     else:
@@ -172,7 +173,8 @@ check(p.returncode == 0 and len(p.stdout.splitlines()) == 1, "/exit ends after o
       (p.returncode, p.stdout, p.stderr))
 # empty input: nothing to answer, status 0; no "> " prompt without a terminal
 p = run(["chat", "-m", MODEL, "--no-warm-start"], stdin="")
-check(p.returncode == 0 and p.stdout == "", "EOF at once: status 0, no output", (p.stdout, p.stderr))
+check(p.returncode == 0 and p.stdout == "", "EOF at once: status 0, no output",
+      (p.stdout, p.stderr))
 # a sampled chat with every sampler flag, seeded: the same twice
 args = ["chat", "-m", MODEL, "--chat-template", "zephyr", "-n", "6", "--temp", "0.9", "--top-k",
         "40", "--top-p", "0.95", "--min-p", "0.05", "--repeat-penalty", "1.1", "--repeat-last-n",
@@ -186,7 +188,8 @@ check(p.returncode == 0 and "--chat-template" in p.stdout and "--top-k" in p.std
 
 for args, word in ((["chat"], "no model"),
                    (["chat", "-m", MODEL, "--chat-template", "nonsense"], "chatml, llama2"),
-                   (["chat", "-m", MODEL, "--chat-template", "{{ messages }}"], "--chat-template NAME"),
+                   (["chat", "-m", MODEL, "--chat-template", "{{ messages }}"],
+                    "--chat-template NAME"),
                    (["chat", "-m", MODEL, "--top-k", "x"], "top-k"),
                    (["chat", "-m", MODEL, "--min-p", "2"], "min-p"),
                    (["chat", "-m", MODEL, "--repeat-penalty", "-1"], "repeat-penalty"),
