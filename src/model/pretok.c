@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_REGEXES 5
+#define MAX_REGEXES 6
 
 /* The regex sets, by the names llama.cpp gives them. */
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
@@ -25,6 +25,26 @@
 #define RE_QWEN35                                                                                  \
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|" \
     "\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+/* DeepSeek LLM's Latin, Greek, Cyrillic, ... letters (its tokenizer.json, as llama.cpp has it) */
+#define RE_DEEPSEEK_LLM_LETTERS \
+    "\\s?[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}\\x{1bc}-\\x{1bf}" \
+    "\\x{1c4}-\\x{293}\\x{295}-\\x{2af}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37b}-\\x{37d}" \
+    "\\x{37f}\\x{386}\\x{388}-\\x{38a}\\x{38c}\\x{38e}-\\x{3a1}\\x{3a3}-\\x{3f5}\\x{3f7}-" \
+    "\\x{481}\\x{48a}-\\x{52f}\\x{531}-\\x{556}\\x{10a0}-\\x{10c5}\\x{13a0}-\\x{13f5}" \
+    "\\x{13f8}-\\x{13fd}\\x{1c90}-\\x{1cba}\\x{1cbd}-\\x{1cbf}\\x{1d00}-\\x{1d2b}\\x{1d6b}-" \
+    "\\x{1d77}\\x{1d79}-\\x{1d9a}\\x{1e00}-\\x{1f15}\\x{1f18}-\\x{1f1d}\\x{1f20}-\\x{1f45}" \
+    "\\x{1f48}-\\x{1f4d}\\x{1f50}-\\x{1f57}\\x{1f59}\\x{1f5b}\\x{1f5d}\\x{1f5f}-\\x{1f7d}" \
+    "\\x{1f80}-\\x{1fb4}\\x{1fb6}-\\x{1fbc}\\x{1fbe}\\x{1fc2}-\\x{1fc4}\\x{1fc6}-\\x{1fcc}" \
+    "\\x{1fd0}-\\x{1fd3}\\x{1fd6}-\\x{1fdb}\\x{1fe0}-\\x{1fec}\\x{1ff2}-\\x{1ff4}\\x{1ff6}-" \
+    "\\x{1ffc}\\x{2102}\\x{2107}\\x{210a}-\\x{2113}\\x{2115}\\x{2119}-\\x{211d}\\x{2124}" \
+    "\\x{2126}\\x{2128}\\x{212a}-\\x{212d}\\x{212f}-\\x{2134}\\x{2139}\\x{213c}-\\x{213f}" \
+    "\\x{2145}-\\x{2149}\\x{214e}\\x{2183}\\x{2184}\\x{2c00}-\\x{2c7b}\\x{2c7e}-\\x{2ce4}" \
+    "\\x{2ceb}-\\x{2cee}\\x{2cf2}\\x{2cf3}\\x{a640}-\\x{a66d}\\x{a680}-\\x{a69b}\\x{a722}-" \
+    "\\x{a76f}\\x{a771}-\\x{a787}\\x{a78b}-\\x{a78e}\\x{ab70}-\\x{abbf}\\x{fb00}-\\x{fb06}" \
+    "\\x{fb13}-\\x{fb17}\\x{ff21}-\\x{ff3a}\\x{ff41}-\\x{ff5a}\\x{10400}-\\x{1044f}" \
+    "\\x{104b0}-\\x{104d3}\\x{104d8}-\\x{104fb}\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}" \
+    "\\x{118a0}-\\x{118df}\\x{1e900}-\\x{1e943}]+"
 
 typedef struct {
     const char *name; /* the set, as llama.cpp names its pre-tokenizer type */
@@ -40,6 +60,10 @@ static const regex_set SETS[] = {
     {"qwen2", {RE_QWEN2}},
     {"qwen35", {RE_QWEN35}},
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
+    {"deepseek-llm",
+     {"[\\r\\n]", RE_DEEPSEEK_LLM_LETTERS,
+      "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+", "\\s+$",
+      "[\\x{4e00}-\\x{9fa5}\\x{0800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+", "\\p{N}+"}},
     {"deepseek-coder",
      {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
       "[\\x{4e00}-\\x{9fa5}\\x{0800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+", "\\p{N}"}},
@@ -102,12 +126,13 @@ static const struct {
     {"qwen35", "qwen35", false, false, false},
     {"falcon", "falcon", false, false, false},
     {"deepseek-coder", "deepseek-coder", false, false, false},
+    {"deepseek-llm", "deepseek-llm", false, false, false},
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Names llama.cpp knows whose regexes looptune does not carry. */
 static const char *const KNOWN_ELSEWHERE[] = {
-    "minicpm5", "deepseek-llm", "deepseek-v3", "spark2_5", "youtu", "jais-2", "gemma4",
+    "minicpm5", "deepseek-v3", "spark2_5", "youtu", "jais-2", "gemma4",
     "granite-embed-multi-311m", "sarvam-moe", "jina-v1-en", "jina-v2-code", "roberta-bpe",
     "whitespace", "viking", "tekken", "bloom", "gpt3-finnish", "poro-chat", "exaone-moe",
     "chameleon", "gpt-4o", "llama4", "kanana2", "talkie", "granite-embed-multi-97m", "tiny_aya",
@@ -186,7 +211,8 @@ int lt__pretok_init(lt__pretok **out, const char *pre, size_t pre_len, lt__preto
         int err;
         PCRE2_SIZE at;
         p->re[i] = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
-                                 PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &at, NULL);
+                                 PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK |
+                                     PCRE2_DOLLAR_ENDONLY, /* $: the fragment's end, as std::regex */ &err, &at, NULL);
         free(re);
         if (!p->re[i]) {
             PCRE2_UCHAR why[120];

@@ -22,10 +22,10 @@ MARKER = "\n__ggml_vocab_test__\n"
 # The vocabularies whose tokenizer looptune carries (tokenizer.ggml.model llama, or gpt2 with a
 # pre-tokenizer of src/model/pretok.c): each must match llama.cpp on every text.
 SUPPORTED = ["llama-spm", "phi-3", "llama-bpe", "qwen2", "qwen35", "gpt-2", "starcoder", "refact",
-             "command-r", "falcon", "mpt", "deepseek-coder"]
+             "command-r", "falcon", "mpt", "deepseek-coder", "deepseek-llm"]
 # Refused with a named reason: another tokenizer kind (bert, gemma4, ...) or a pre-tokenizer
 # looptune does not carry.
-REFUSED = ["bert-bge", "gemma-4", "deepseek-llm"]
+REFUSED = ["bert-bge", "gemma-4"]
 
 
 def cache_root():
