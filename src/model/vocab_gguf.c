@@ -98,8 +98,8 @@ static int bpe_setup(lt_vocab *v, const lt_gguf *g) {
     int st = lt_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &pre_len);
     if (st == LT_ENOTFOUND) {
         /* llama.cpp warns and uses its default regexes */
-        fprintf(stderr, "%s: no tokenizer.ggml.pre: using the default pre-tokenizer (the "
-                        "model's own may cut text differently)\n", path);
+        lt_log(LT_LOG_WARN, "%s: no tokenizer.ggml.pre: using the default pre-tokenizer (the "
+                            "model's own may cut text differently)", path);
         pre = "default";
         pre_len = 7;
     } else if (st) {

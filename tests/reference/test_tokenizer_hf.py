@@ -7,7 +7,8 @@ by --pieces joined back into the text.
   with `tokenizers` under SmolLM2's pre-tokenizer (its tokenizer.json: Sequence[Digits(
   individual_digits=True), ByteLevel(add_prefix_space=False, use_regex=True)], which llama.cpp
   reads as tokenizer.ggml.pre = smollm: \\p{N}, then GPT-2's regex), writes it as a GGUF with the
-  `gguf` package (model gpt2, pre smollm, tokens, token types, merges) and compares.
+  `gguf` package (model gpt2, pre smollm, tokens, token types, merges) and compares; the same
+  vocabulary without tokenizer.ggml.pre against llama.cpp's default regexes, each a Split.
 - llama-bpe and qwen2: llama.cpp's vocabulary files (fetched as test_tokenizer_llamacpp.py does),
   rebuilt in `tokenizers` from the file's tokens and merges with the models' published
   pre-tokenizer regexes (tokenizer.json of Llama 3 and Qwen2, in their original (?i:...) form).
@@ -187,10 +188,25 @@ def smollm(ck):
     merges = [m if isinstance(m, str) else " ".join(m) for m in merges]
     ck.note("smollm: trained %d tokens, %d merges with tokenizers %s" % (
         len(tokens), len(merges), tokenizers.__version__))
-    path = os.path.join(work_dir("tok_hf"), "smollm.gguf")
+    texts = HARD + specials_corpus(specials) + random_corpus(3, 300, specials)
+    compare(ck, "smollm", write_trained(tokens, merges, specials, vocab, "smollm"), tok, texts)
+    # No tokenizer.ggml.pre: llama.cpp's default regexes, each a Split of its own in tokenizers.
+    default = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False) for r in
+         (r"[\p{P}\$\+<=>\^~\|]+", r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+          r"\p{N}+", r"[0-9][0-9][0-9]")] +
+        [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = default
+    compare(ck, "default", write_trained(tokens, merges, specials, vocab, None), tok, texts)
+
+
+def write_trained(tokens, merges, specials, vocab, pre):
+    """The trained vocabulary as a GGUF (gguf package); pre None: no tokenizer.ggml.pre."""
+    path = os.path.join(work_dir("tok_hf"), "trained-%s.gguf" % (pre or "none"))
     w = gguf.GGUFWriter(path, "llama")
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("smollm")
+    if pre:
+        w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_types([CONTROL if t in specials else NORMAL for t in tokens])
     w.add_token_merges(merges)
@@ -201,8 +217,7 @@ def smollm(ck):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    texts = HARD + specials_corpus(specials) + random_corpus(3, 300, specials)
-    compare(ck, "smollm", path, tok, texts)
+    return path
 
 
 def read_gguf_vocab(path):
