@@ -26,36 +26,57 @@ static const char *find(const char *hay, size_t hl, const char *needle, size_t n
     return NULL;
 }
 
+/* A growing list of fragments. */
+typedef struct {
+    fragment *a;
+    int64_t n, cap;
+} fragments;
+
+static int frag_push(fragments *f, fragment x) {
+    if (f->n == f->cap) {
+        int64_t cap = f->cap ? 2 * f->cap : 16;
+        fragment *a = realloc(f->a, (size_t)cap * sizeof *a);
+        if (!a) return lt_error(LT_ENOMEM, "tokenize: out of memory for %lld fragments",
+                                (long long)cap);
+        f->a = a;
+        f->cap = cap;
+    }
+    f->a[f->n++] = x;
+    return LT_OK;
+}
+
 /* Cuts the text fragments of *fr at every occurrence of each special token,
- * the longest tokens first. *fr holds at most 2 * len + 1 entries. */
-static void partition(const lt_vocab *v, const char *text, int64_t len, bool parse_special,
-                      fragment *fr, fragment *tmp, int64_t *n) {
-    for (int64_t s = 0; s < v->n_special; s++) {
+ * the longest tokens first (tmp: scratch, swapped with *fr). */
+static int partition(const lt_vocab *v, const char *text, int64_t len, bool parse_special,
+                     fragments *fr, fragments *tmp) {
+    int rc = LT_OK;
+    for (int64_t s = 0; s < v->n_special && rc == LT_OK; s++) {
         int32_t id = v->special[s];
         if (!parse_special && (v->attr[id] & (LT__ATTR_CONTROL | LT__ATTR_UNKNOWN))) continue;
         size_t tl;
         const char *t = lt_vocab_piece(v, id, &tl);
         if (!find(text, (size_t)len, t, tl)) continue; /* most tokens appear nowhere */
-        int64_t k = 0;
-        for (int64_t f = 0; f < *n; f++) {
-            if (fr[f].id != NO_ID) {
-                tmp[k++] = fr[f];
+        tmp->n = 0;
+        for (int64_t f = 0; f < fr->n && rc == LT_OK; f++) {
+            fragment x = fr->a[f];
+            if (x.id != NO_ID) {
+                rc = frag_push(tmp, x);
                 continue;
             }
-            int64_t pos = fr[f].off, end = fr[f].off + fr[f].len;
-            for (;;) {
-                const char *m = find(text + pos, (size_t)(end - pos), t, tl);
-                if (!m) break;
+            int64_t pos = x.off, end = x.off + x.len;
+            for (const char *m; rc == LT_OK && (m = find(text + pos, (size_t)(end - pos), t, tl));) {
                 int64_t at = m - text;
-                if (at > pos) tmp[k++] = (fragment){.off = pos, .len = at - pos, .id = NO_ID};
-                tmp[k++] = (fragment){.off = at, .len = (int64_t)tl, .id = id};
+                if (at > pos) rc = frag_push(tmp, (fragment){pos, at - pos, NO_ID});
+                if (rc == LT_OK) rc = frag_push(tmp, (fragment){at, (int64_t)tl, id});
                 pos = at + (int64_t)tl;
             }
-            if (pos < end) tmp[k++] = (fragment){.off = pos, .len = end - pos, .id = NO_ID};
+            if (rc == LT_OK && pos < end) rc = frag_push(tmp, (fragment){pos, end - pos, NO_ID});
         }
-        memcpy(fr, tmp, (size_t)k * sizeof *fr);
-        *n = k;
+        fragments swap = *fr;
+        *fr = *tmp;
+        *tmp = swap;
     }
+    return rc;
 }
 
 /* Encodes text[0, len) into ids: BOS first if bos, EOS last if eos. */
@@ -70,27 +91,21 @@ static int encode(const lt_vocab *v, const char *text, size_t len, bool bos, boo
         return lt_error(LT_EINVAL, "tokenize: EOS requested but the vocabulary has none");
     if (len > (size_t)INT32_MAX / 4)
         return lt_error(LT_ERANGE, "tokenize: text of %zu bytes too long", len);
-    size_t nfr = 2 * len + 1;
-    fragment *fr = malloc(nfr * sizeof *fr), *tmp = malloc(nfr * sizeof *tmp);
+    fragments fr = {0}, tmp = {0};
     lt__ids out = {0};
-    int rc = LT_OK;
-    if (!fr || !tmp) {
-        rc = lt_error(LT_ENOMEM, "tokenize: out of memory for %zu bytes", len);
-        goto done;
-    }
-    int64_t n = 0;
-    if (len) fr[n++] = (fragment){.off = 0, .len = (int64_t)len, .id = NO_ID};
-    partition(v, text, (int64_t)len, parse_special, fr, tmp, &n);
-    if (bos) rc = lt__ids_push(&out, v->bos);
+    int rc = len ? frag_push(&fr, (fragment){0, (int64_t)len, NO_ID}) : LT_OK;
+    if (rc == LT_OK) rc = partition(v, text, (int64_t)len, parse_special, &fr, &tmp);
+    if (rc == LT_OK && bos) rc = lt__ids_push(&out, v->bos);
     bool after_special = true; /* SentencePiece: the start counts as after a special token */
-    for (int64_t f = 0; f < n && rc == LT_OK; f++) {
-        if (fr[f].id != NO_ID) {
-            rc = lt__ids_push(&out, fr[f].id);
+    for (int64_t f = 0; f < fr.n && rc == LT_OK; f++) {
+        const fragment *x = &fr.a[f];
+        if (x->id != NO_ID) {
+            rc = lt__ids_push(&out, x->id);
             after_special = true;
         } else if (v->kind == LT__VOCAB_BPE) {
-            rc = lt__bpe_encode(v, text + fr[f].off, (size_t)fr[f].len, &out);
+            rc = lt__bpe_encode(v, text + x->off, (size_t)x->len, &out);
         } else {
-            rc = lt__spm_encode(v, text + fr[f].off, (size_t)fr[f].len,
+            rc = lt__spm_encode(v, text + x->off, (size_t)x->len,
                                 v->add_space_prefix && after_special, &out);
             after_special = false;
         }
@@ -103,9 +118,8 @@ static int encode(const lt_vocab *v, const char *text, size_t len, bool bos, boo
         if (out.n) memcpy(ids, out.a, (size_t)out.n * sizeof *ids);
         *n_ids = out.n;
     }
-done:
-    free(fr);
-    free(tmp);
+    free(fr.a);
+    free(tmp.a);
     free(out.a);
     return rc;
 }

@@ -165,31 +165,44 @@ int lt__bpe_encode(const lt_vocab *v, const char *text, size_t len, lt__ids *out
         return lt_error(LT_ERANGE, "tokenize: text of %zu bytes too long", len);
     /* The regexes see valid UTF-8: a byte that starts no well-formed
      * sequence reads as U+FFFD, as llama.cpp reads it. */
-    size_t cap = 3 * len;
-    char *clean = malloc(cap);
-    int64_t *offs = malloc(cap * sizeof *offs), *lens = malloc(cap * sizeof *lens);
-    lt__sym *sym = malloc(cap * sizeof *sym);
-    char *mapped = malloc(2 * cap);
-    lt__merge_buf buf = {0};
-    int rc = clean && offs && lens && sym && mapped
-                 ? lt__merge_scratch(&buf, (int64_t)cap)
-                 : lt_error(LT_ENOMEM, "tokenize: out of memory for %zu bytes", len);
     size_t n = 0;
-    for (size_t i = 0; i < len && rc == LT_OK;) {
-        size_t u = lt__utf8_unit((const unsigned char *)text + i, len - i);
-        if (u == 1 && (unsigned char)text[i] >= 0x80) {
-            memcpy(clean + n, REPLACEMENT, 3);
-            n += 3;
-        } else {
-            memcpy(clean + n, text + i, u);
-            n += u;
-        }
-        i += u;
+    for (size_t i = 0, u; i < len; i += u) {
+        u = lt__utf8_unit((const unsigned char *)text + i, len - i);
+        n += u == 1 && (unsigned char)text[i] >= 0x80 ? 3 : u;
     }
-    int64_t n_words = 0;
-    if (rc == LT_OK) rc = lt__pretok_split(v->pretok, clean, (int64_t)n, offs, lens, &n_words);
+    char *clean = malloc(n);
+    int64_t *offs = malloc(n * sizeof *offs), *lens = malloc(n * sizeof *lens);
+    lt__sym *sym = NULL;
+    char *mapped = NULL;
+    lt__merge_buf buf = {0};
+    int rc = LT_OK;
+    if (!clean || !offs || !lens) {
+        rc = lt_error(LT_ENOMEM, "tokenize: out of memory for %zu bytes", len);
+        goto done;
+    }
+    n = 0;
+    for (size_t i = 0, u; i < len; i += u) {
+        u = lt__utf8_unit((const unsigned char *)text + i, len - i);
+        bool bad = u == 1 && (unsigned char)text[i] >= 0x80;
+        memcpy(clean + n, bad ? REPLACEMENT : text + i, bad ? 3 : u);
+        n += bad ? 3 : u;
+    }
+    int64_t n_words = 0, longest = 0;
+    if ((rc = lt__pretok_split(v->pretok, clean, (int64_t)n, offs, lens, &n_words))) goto done;
+    for (int64_t i = 0; i < n_words; i++)
+        if (lens[i] > longest) longest = lens[i];
+    /* scratch for the longest word serves every word */
+    sym = malloc((size_t)longest * sizeof *sym);
+    mapped = malloc(2 * (size_t)longest);
+    if (!sym || !mapped) {
+        rc = lt_error(LT_ENOMEM, "tokenize: out of memory for a word of %lld bytes",
+                      (long long)longest);
+        goto done;
+    }
+    if ((rc = lt__merge_scratch(&buf, longest))) goto done;
     for (int64_t i = 0; i < n_words && rc == LT_OK; i++)
         rc = encode_word(v, clean + offs[i], (size_t)lens[i], sym, mapped, &buf, out);
+done:
     free(clean);
     free(offs);
     free(lens);
