@@ -23,7 +23,8 @@
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"     \
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN35                                                                                  \
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|" \
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|"                                 \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|"                                                   \
     "\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 /* DeepSeek LLM's Latin, Greek, Cyrillic, ... letters (its tokenizer.json, as llama.cpp has it) */
@@ -62,7 +63,8 @@ static const regex_set SETS[] = {
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
     {"deepseek-llm",
      {"[\\r\\n]", RE_DEEPSEEK_LLM_LETTERS,
-      "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+", "\\s+$",
+      "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+",
+      "\\s+$",
       "[\\x{4e00}-\\x{9fa5}\\x{0800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+", "\\p{N}+"}},
     {"deepseek-coder",
      {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
@@ -210,9 +212,9 @@ int lt__pretok_init(lt__pretok **out, const char *pre, size_t pre_len, lt__preto
         }
         int err;
         PCRE2_SIZE at;
-        p->re[i] = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
-                                 PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK |
-                                     PCRE2_DOLLAR_ENDONLY, /* $: the fragment's end, as std::regex */ &err, &at, NULL);
+        /* $ is the fragment's end, as with llama.cpp's std::regex */
+        uint32_t flags = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | PCRE2_DOLLAR_ENDONLY;
+        p->re[i] = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, flags, &err, &at, NULL);
         free(re);
         if (!p->re[i]) {
             PCRE2_UCHAR why[120];

@@ -64,7 +64,8 @@ static int partition(const lt_vocab *v, const char *text, int64_t len, bool pars
                 continue;
             }
             int64_t pos = x.off, end = x.off + x.len;
-            for (const char *m; rc == LT_OK && (m = find(text + pos, (size_t)(end - pos), t, tl));) {
+            const char *m;
+            while (rc == LT_OK && (m = find(text + pos, (size_t)(end - pos), t, tl))) {
                 int64_t at = m - text;
                 if (at > pos) rc = frag_push(tmp, (fragment){pos, at - pos, NO_ID});
                 if (rc == LT_OK) rc = frag_push(tmp, (fragment){at, (int64_t)tl, id});

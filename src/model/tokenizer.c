@@ -455,7 +455,7 @@ int lt__spm_encode(const lt_vocab *v, const char *text, size_t tlen, bool prefix
     int rc = sym ? lt__merge_scratch(&buf, (int64_t)tlen + 1)
                  : lt_error(LT_ENOMEM, "tokenize: out of memory for %zu bytes", tlen);
     int32_t n = 0;
-    if (rc == LT_OK && prefix) rc = push_unit(v, sym, &n, " ", 1); /* SentencePiece's dummy prefix */
+    if (rc == LT_OK && prefix) rc = push_unit(v, sym, &n, " ", 1); /* the dummy prefix */
     for (size_t i = 0; i < tlen && rc == LT_OK;) {
         size_t u = lt__utf8_unit((const unsigned char *)text + i, tlen - i);
         rc = push_unit(v, sym, &n, text + i, u);

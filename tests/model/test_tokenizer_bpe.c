@@ -410,7 +410,8 @@ static void test_bad_vocabs(void) {
                    "pre-tokenizer 'gpt-4o' is not supported");
     x = DEFAULTS;
     x.model = "bert";
-    expect_refused("model", &s, &x, LT_EUNSUPPORTED, "tokenizer.ggml.model 'bert' is not supported");
+    expect_refused("model", &s, &x, LT_EUNSUPPORTED,
+                   "tokenizer.ggml.model 'bert' is not supported");
     x = DEFAULTS;
     x.bos = s.n_tok;
     expect_refused("bos past the end", &s, &x, LT_EFORMAT, "bos_token_id");

@@ -191,10 +191,11 @@ def smollm(ck):
     texts = HARD + specials_corpus(specials) + random_corpus(3, 300, specials)
     compare(ck, "smollm", write_trained(tokens, merges, specials, vocab, "smollm"), tok, texts)
     # No tokenizer.ggml.pre: llama.cpp's default regexes, each a Split of its own in tokenizers.
+    regexes = (r"[\p{P}\$\+<=>\^~\|]+",
+               r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+               r"\p{N}+", r"[0-9][0-9][0-9]")
     default = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False) for r in
-         (r"[\p{P}\$\+<=>\^~\|]+", r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
-          r"\p{N}+", r"[0-9][0-9][0-9]")] +
+        [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False) for r in regexes] +
         [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.pre_tokenizer = default
     compare(ck, "default", write_trained(tokens, merges, specials, vocab, None), tok, texts)

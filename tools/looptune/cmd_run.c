@@ -89,7 +89,9 @@ typedef struct {
 
 /* Bytes a UTF-8 sequence starting with lead takes (1 for anything else). */
 static size_t utf8_len(unsigned char lead) {
-    return lead >= 0xf0 && lead <= 0xf4 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc2 && lead <= 0xdf ? 2 : 1;
+    if (lead >= 0xf0 && lead <= 0xf4) return 4;
+    if (lead >= 0xe0 && lead <= 0xef) return 3;
+    return lead >= 0xc2 && lead <= 0xdf ? 2 : 1;
 }
 
 /* Writes text, holding back a UTF-8 sequence that is not complete yet (a
@@ -351,7 +353,8 @@ int lt_cmd_run(int argc, char **argv) {
         size_t len = strlen(prompt), cap = 2 * len + 3;
         lt_tokenize_opts to = {.add_special = true, .parse_special = true};
         ids = malloc(cap * sizeof *ids);
-        if (!ids || (rc = lt_tokenize_text(m->vocab, prompt, len, &to, ids, (int64_t)cap, &n_ids))) {
+        if (!ids ||
+            (rc = lt_tokenize_text(m->vocab, prompt, len, &to, ids, (int64_t)cap, &n_ids))) {
             lt_cli_fail_status(cmd, ids ? rc : LT_ENOMEM, "cannot tokenize the prompt");
             goto done;
         }
