@@ -143,6 +143,15 @@ def main():
     raw = [i for w in ("a", "\\", "nb", "\\", "x", "41", "\\", "q") for i in ref_bpe(w, tokens, merges)]
     ck.check(p.stdout == "[%s]\n" % ", ".join(map(str, raw)), "--no-escape", repr(p.stdout))
 
+    exe = env_path("LT_BIN")
+    p = subprocess.run([exe, "tokenize", "-m", vocab, "--stdin"], input=b"the cat",
+                       capture_output=True, timeout=60)
+    ck.check(p.stdout == ("[%s]\n" % ", ".join(map(str, want))).encode(), "--stdin",
+             repr(p.stdout))
+    p = run_cli(["tokenize", "-m", vocab, "-p", ""])
+    ck.check(p.returncode == 0 and p.stdout == "[]\n", "an empty text gives no ids (no BOS here)",
+             repr(p.stdout))
+
     # ---- bad invocations
     one_line_error(ck, "no model", run_cli(["tokenize", "-p", "x"]), "no model")
     one_line_error(ck, "missing model", run_cli(["tokenize", "-m", os.path.join(d, "nope.gguf"),
@@ -179,7 +188,6 @@ def main():
         args = ["run", "-m", model, "-p", prompt, "-n", "48", "--temp", "0", "--ignore-eos"]
         p_ids = run_cli(args + ["--print-ids"])
         gen = [int(x) for x in p_ids.stdout.split()]
-        exe = env_path("LT_BIN")
         p_txt = subprocess.run([exe] + args, capture_output=True, timeout=120)
         want_txt = decode(pids + gen, tokens) + b"\n"
         partial = sum(1 for i in gen if not tokens[i].startswith("<") and
