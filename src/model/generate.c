@@ -39,9 +39,9 @@ int lt_generate(lt_llama *l, lt_sampler *s, const int32_t *prompt, int64_t n_pro
 
     /* prefill: the prompt in batches; the last prompt token's logits remain */
     double t0 = lt_now_s();
-    for (int64_t i = 0; i < n_prompt; i += batch) {
-        int64_t n = n_prompt - i < batch ? n_prompt - i : batch;
-        int rc = lt_llama_eval(l, prompt + i, n, o->n_past + i);
+    for (int64_t pos = 0; pos < n_prompt; pos += batch) {
+        int64_t n = n_prompt - pos < batch ? n_prompt - pos : batch;
+        int rc = lt_llama_eval(l, prompt + pos, n, o->n_past + pos);
         if (!rc) rc = dump_logits(l, o->dump_logits);
         if (rc) return rc;
     }
