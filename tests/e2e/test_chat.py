@@ -172,6 +172,13 @@ p = run(["chat", "-m", MODEL, "--chat-template", "chatml", "--temp", "0", "-n", 
          "--no-warm-start"], stdin="hi\n/exit\nnever read\n")
 check(p.returncode == 0 and len(p.stdout.splitlines()) == 1, "/exit ends after one reply",
       (p.returncode, p.stdout, p.stderr))
+# a model without a template: llama.cpp's default, chatml
+p = run(["chat", "-m", MODEL, "--temp", "0", "-n", 2, "--verbose-prompt", "--no-warm-start"],
+        stdin="hi\n")
+t = turns(p.stderr)
+check(p.returncode == 0 and len(t) == 1 and
+      t[0][0] == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+      "no template: chatml", p.stderr)
 # empty input: nothing to answer, status 0; no "> " prompt without a terminal
 p = run(["chat", "-m", MODEL, "--no-warm-start"], stdin="")
 check(p.returncode == 0 and p.stdout == "", "EOF at once: status 0, no output",
