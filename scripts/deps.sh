@@ -63,6 +63,8 @@ pip_install() { # package...
         python3 -m pip install -q --break-system-packages "$@"
 }
 need_pip=()
+# the chat templates' reference: the real Jinja templates rendered by jinja2
+python3 -c 'import jinja2' >/dev/null 2>&1 || need_pip+=(jinja2)
 python3 -c 'import google.protobuf' >/dev/null 2>&1 || need_pip+=(protobuf)
 python3 -c 'import grpc_tools.protoc' >/dev/null 2>&1 || need_pip+=(grpcio-tools)
 python3 -c 'import confluent_kafka' >/dev/null 2>&1 || need_pip+=(confluent-kafka)
@@ -70,8 +72,6 @@ python3 -c 'import confluent_kafka' >/dev/null 2>&1 || need_pip+=(confluent-kafk
 # (GGUF reading, writing, dequantisation) and Hugging Face's byte-level BPE
 python3 -c 'import gguf.quants' >/dev/null 2>&1 || need_pip+=(gguf)
 python3 -c 'import tokenizers' >/dev/null 2>&1 || need_pip+=(tokenizers)
-# the chat templates' reference: the real Jinja templates rendered by jinja2
-python3 -c 'import jinja2' >/dev/null 2>&1 || need_pip+=(jinja2)
 if [ ${#need_pip[@]} -gt 0 ]; then
     echo "deps: installing ${need_pip[*]} for $(command -v python3)" >&2
     pip_install "${need_pip[@]}" || { echo "deps: pip could not install ${need_pip[*]}" >&2; exit 1; }

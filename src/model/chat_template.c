@@ -95,7 +95,8 @@ static bool detect(span t, lt_chat_style *out, const char **other) {
     if (has(t, "<start_of_turn>")) NOT("gemma");
     if (has(t, "'\\n\\nAssistant: ' + eos_token")) NOT("orion");
     if (has(t, "GPT4 Correct ")) NOT("openchat");
-    if (has(t, "USER: ") && has(t, "ASSISTANT: ")) NOT(has(t, "SYSTEM: ") ? "vicuna-orca" : "vicuna");
+    if (has(t, "USER: ") && has(t, "ASSISTANT: "))
+        NOT(has(t, "SYSTEM: ") ? "vicuna-orca" : "vicuna");
     if (has(t, "### Instruction:") && has(t, "<|EOT|>")) NOT("deepseek");
     if (has(t, "<|START_OF_TURN_TOKEN|>") && has(t, "<|USER_TOKEN|>")) NOT("command-r");
     if (has(t, "<|start_header_id|>") && has(t, "<|end_header_id|>")) IS(LT_CHAT_LLAMA3);

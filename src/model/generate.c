@@ -29,7 +29,8 @@ int lt_generate(lt_llama *l, lt_sampler *s, const int32_t *prompt, int64_t n_pro
     /* the last generated token is never fed back, so it needs no position */
     const int64_t room = ctx - o->n_past;
     if (n_prompt > room || n_prompt + o->n_new - 1 > room)
-        return lt_error(LT_ERANGE, "prompt (%lld tokens) + %lld new tokens exceeds the context length %lld%s",
+        return lt_error(LT_ERANGE,
+                        "prompt (%lld tokens) + %lld new tokens exceeds the context length %lld%s",
                         (long long)n_prompt, (long long)o->n_new, (long long)ctx,
                         o->n_past ? " with the tokens already in the cache" : "");
     int64_t batch = o->prefill_batch > 0 ? o->prefill_batch : lt_llama_max_batch(l);

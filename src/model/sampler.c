@@ -252,7 +252,8 @@ typedef struct {
 
 static inline bool in_nucleus(const nucleus *nc, const float *probs, int64_t i) {
     const uint32_t b = bits_of(probs[i]);
-    return (b > nc->v || (b == nc->v && i <= nc->last_id)) && candidate(probs, i, nc->cutoff, nc->best);
+    return (b > nc->v || (b == nc->v && i <= nc->last_id)) &&
+           candidate(probs, i, nc->cutoff, nc->best);
 }
 
 static nucleus find_nucleus(lt_sampler *s, const float *probs, int32_t best) {

@@ -7,7 +7,8 @@ the cache continued is the conversation. (Within 1e-3 of the largest logit, whos
 about 1: the model has f32 weights, so prefill batches and one-token decode steps differ in float
 rounding alone, while a random model's flat logits could still let an exact replay take the
 other of two near-equal tokens; a cache one position off moves them by 0.01-0.1.)
-EOF and /exit end with status 0; bad flags give one-line errors. run -f FILE gives what -p
+EOF and /exit end with status 0; bad flags give one-line errors. A reply, and a run, end at an
+end-of-generation token, which is neither printed nor fed again. run -f FILE gives what -p
 gives with the file's text; -p with -f, a missing file and an empty file are errors."""
 
 import json
@@ -28,7 +29,8 @@ passed = failed = 0
 
 def check(ok, name, detail=""):
     global passed, failed
-    print("%s %s%s" % ("PASS" if ok else "FAIL", name, (": " + str(detail)) if detail and not ok else ""))
+    print("%s %s%s" % ("PASS" if ok else "FAIL", name,
+                       (": " + str(detail)) if detail and not ok else ""))
     if ok:
         passed += 1
     else:
@@ -170,9 +172,17 @@ p = run(["chat", "-m", MODEL, "--chat-template", "chatml", "--temp", "0", "-n", 
          "--no-warm-start"], stdin="hi\n/exit\nnever read\n")
 check(p.returncode == 0 and len(p.stdout.splitlines()) == 1, "/exit ends after one reply",
       (p.returncode, p.stdout, p.stderr))
+# a model without a template: llama.cpp's default, chatml
+p = run(["chat", "-m", MODEL, "--temp", "0", "-n", 2, "--verbose-prompt", "--no-warm-start"],
+        stdin="hi\n")
+t = turns(p.stderr)
+check(p.returncode == 0 and len(t) == 1 and
+      t[0][0] == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+      "no template: chatml", p.stderr)
 # empty input: nothing to answer, status 0; no "> " prompt without a terminal
 p = run(["chat", "-m", MODEL, "--no-warm-start"], stdin="")
-check(p.returncode == 0 and p.stdout == "", "EOF at once: status 0, no output", (p.stdout, p.stderr))
+check(p.returncode == 0 and p.stdout == "", "EOF at once: status 0, no output",
+      (p.stdout, p.stderr))
 # a sampled chat with every sampler flag, seeded: the same twice
 args = ["chat", "-m", MODEL, "--chat-template", "zephyr", "-n", "6", "--temp", "0.9", "--top-k",
         "40", "--top-p", "0.95", "--min-p", "0.05", "--repeat-penalty", "1.1", "--repeat-last-n",
@@ -186,7 +196,8 @@ check(p.returncode == 0 and "--chat-template" in p.stdout and "--top-k" in p.std
 
 for args, word in ((["chat"], "no model"),
                    (["chat", "-m", MODEL, "--chat-template", "nonsense"], "chatml, llama2"),
-                   (["chat", "-m", MODEL, "--chat-template", "{{ messages }}"], "--chat-template NAME"),
+                   (["chat", "-m", MODEL, "--chat-template", "{{ messages }}"],
+                    "--chat-template NAME"),
                    (["chat", "-m", MODEL, "--top-k", "x"], "top-k"),
                    (["chat", "-m", MODEL, "--min-p", "2"], "min-p"),
                    (["chat", "-m", MODEL, "--repeat-penalty", "-1"], "repeat-penalty"),
@@ -205,6 +216,83 @@ p = run(["chat", "-m", MODEL, "--ctx", "40", "--temp", "0", "-n", "4", "--no-war
         stdin="hello\n" * 20)
 check(p.returncode == 1 and "context" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
       "a conversation past the context: one line", p.stderr)
+
+# the end of generation. A repetition penalty below 1 multiplies the positive logits of the
+# tokens in its window (here the prompt's last few) by 1/R: with R = 0.001 the window's token of
+# largest positive logit is the greedy choice. Prompts are picked, from the model's own logits,
+# whose choice so is EOS (id 2): then run stops there, and chat ends the reply there, prints no
+# text for it, and the next turn starts with the template's end of turn, not a pending token.
+EOS, R = 2, 0.001
+
+
+def last_logits(ids):
+    dump = os.path.join(WORK, "last.bin")
+    q = run(["run", "-m", MODEL, "--prompt-ids", ",".join(map(str, ids)), "-n", 1, "--temp", "0",
+             "--ignore-eos", "--print-ids", "--no-warm-start", "--dump-logits", dump])
+    return np.fromfile(dump, dtype=np.float32).reshape(-1, 32000)[-1] if q.returncode == 0 else None
+
+
+def penalised_choice(row, window):
+    row = row.astype(np.float64).copy()
+    for t in set(window):
+        row[t] = row[t] / R if row[t] > 0 else row[t] * R
+    return int(row.argmax())
+
+
+found = None
+for x in range(300, 340):
+    row = last_logits([1, x, EOS])
+    if row is not None and penalised_choice(row, [EOS]) == EOS:
+        found = x
+        break
+if found is None:
+    print("skipped: run's end of generation: no prompt found whose penalised choice is EOS")
+else:
+    pen = ["--temp", "0", "--repeat-penalty", R, "--repeat-last-n", 1, "--print-ids",
+           "--no-warm-start"]
+    a = run(["run", "-m", MODEL, "--prompt-ids", "1,%d,%d" % (found, EOS), "-n", 6] + pen)
+    b = run(["run", "-m", MODEL, "--prompt-ids", "1,%d,%d" % (found, EOS), "-n", 6, "--ignore-eos"]
+            + pen)
+    check(a.returncode == 0 and a.stdout.split() == [str(EOS)],
+          "run stops after an end-of-generation token", (a.stdout, a.stderr[-200:]))
+    check(b.returncode == 0 and len(b.stdout.split()) == 6 and b.stdout.split()[0] == str(EOS),
+          "run --ignore-eos goes on past it", b.stdout)
+
+K = 6  # the window: "</s>" and " [/INST]" at the end of a llama2 turn
+chat_eog = None
+for word in ["</s>"] + ["%s </s>" % w for w in ("a", "b", "c", "yes", "no", "ok", "why", "hi",
+                                                 "go", "up", "so", "it", "me", "we", "do", "be")]:
+    p = run(["chat", "-m", MODEL, "--chat-template", "llama2", "--temp", "0", "-n", 1,
+             "--verbose-prompt", "--print-ids", "--no-warm-start"], stdin=word + "\n")
+    t = turns(p.stderr)
+    if p.returncode or len(t) != 1 or EOS not in t[0][1][-K:]:
+        continue
+    row = last_logits(t[0][1])
+    if row is not None and penalised_choice(row, t[0][1][-K:]) == EOS:
+        chat_eog = word
+        break
+if chat_eog is None:
+    print("skipped: chat's end of generation: no message found whose penalised choice is EOS")
+else:
+    args = ["chat", "-m", MODEL, "--chat-template", "llama2", "--temp", "0", "-n", 4,
+            "--repeat-penalty", R, "--repeat-last-n", K, "--verbose-prompt", "--no-warm-start"]
+    pi = run(args + ["--print-ids"], stdin="%s\nnext\n" % chat_eog)
+    pt = run(args, stdin="%s\nnext\n" % chat_eog)
+    t = turns(pi.stderr)
+    lines = pi.stdout.splitlines()
+    check(pi.returncode == 0 and lines[:1] == [str(EOS)],
+          "chat: a reply ends at an end-of-generation token", (pi.stdout, pi.stderr[-300:]))
+    check(pt.returncode == 0 and pt.stdout.splitlines()[:1] == [""],
+          "chat: the end of generation is not printed", pt.stdout)
+    if have_jinja and len(t) == 2:
+        full = jinja(LLAMA2, [{"role": "user", "content": chat_eog},
+                              {"role": "assistant", "content": "R-E-P-L-Y"},
+                              {"role": "user", "content": "next"}])
+        check(t[1][0] == full[full.index("R-E-P-L-Y") + len("R-E-P-L-Y"):],
+              "chat: after an end of generation the next turn opens with the template's end "
+              "of turn", t[1][0])
+    check(len(t) == 2 and t[1][1][0] != EOS and t[1][1][1] == EOS,
+          "chat: the end of generation is not fed again as a pending token", t)
 
 # run -f FILE
 prompt = "Once upon a time, in a small town,"

@@ -22,8 +22,10 @@ typedef struct {
 
 static const tmpl_case cases[] = {
     {"teknium/OpenHermes-2.5-Mistral-7B", LT_CHAT_CHATML,
-     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content']"
+     " + "
+     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n"
+     "' "
      "}}{% endif %}",
      "<s>", "<|im_end|>", false},
     {"llama.cpp's default (chatml)", LT_CHAT_CHATML,
@@ -36,7 +38,8 @@ static const tmpl_case cases[] = {
      "", "", false},
     {"Qwen/Qwen2-7B-Instruct", LT_CHAT_CHATML,
      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
-     "'<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' "
+     "'<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|"
+     ">' "
      "+ message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
      "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
      "", "<|im_end|>", true},
@@ -45,10 +48,12 @@ static const tmpl_case cases[] = {
      "system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set "
      "system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] "
      "== 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
-     "user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != "
+     "user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message !"
+     "= "
      "false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
      "message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if "
-     "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif "
+     "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% eli"
+     "f "
      "message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% "
      "endfor %}",
      "<s>", "</s>", false},
@@ -63,11 +68,14 @@ static const tmpl_case cases[] = {
      "{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = "
      "messages[0]['content'] %}\n    {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- "
      "set loop_messages = messages %}\n{%- endif %}\n\n{{- bos_token }}\n{%- for message in "
-     "loop_messages %}\n    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}\n       "
+     "loop_messages %}\n    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}\n     "
+     "  "
      " {{- raise_exception('After the optional system message, conversation roles must alternate "
-     "user/assistant/user/assistant/...') }}\n    {%- endif %}\n    {%- if message['role'] == 'user' "
+     "user/assistant/user/assistant/...') }}\n    {%- endif %}\n    {%- if message['role'] == 'use"
+     "r' "
      "%}\n        {%- if loop.first and system_message is defined %}\n            {{- ' [INST] ' + "
-     "system_message + '\\n\\n' + message['content'] + ' [/INST]' }}\n        {%- else %}\n         "
+     "system_message + '\\n\\n' + message['content'] + ' [/INST]' }}\n        {%- else %}\n       "
+     "  "
      "   {{- ' [INST] ' + message['content'] + ' [/INST]' }}\n        {%- endif %}\n    {%- elif "
      "message['role'] == 'assistant' %}\n        {{- ' ' + message['content'] + eos_token}}\n    "
      "{%- else %}\n        {{- raise_exception('Only user and assistant roles are supported, with "
@@ -75,7 +83,8 @@ static const tmpl_case cases[] = {
      "<s>", "</s>", false},
     {"mistralai/Mistral-Large-Instruct-2411 (Mistral's v7 template)", LT_CHAT_MISTRAL_V7,
      "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + "
-     "message['content'] + '[/INST]' }}{% elif message['role'] == 'system' %}{{ '[SYSTEM_PROMPT] ' + "
+     "message['content'] + '[/INST]' }}{% elif message['role'] == 'system' %}{{ '[SYSTEM_PROMPT] '"
+     " + "
      "message['content'] + '[/SYSTEM_PROMPT]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + "
      "message['content'] + eos_token }}{% else %}{{ raise_exception('Only user, system and "
      "assistant roles are supported!') }}{% endif %}{% endfor %}",
@@ -123,7 +132,10 @@ static const conv convs[] = {
       {"user", " \tHi there \n"},
       {"assistant", "   I am an assistant   "},
       {"user", "\xc2\xa0What is 2+2?\xe3\x80\x80"}}},
-    {3, {{"system", ""}, {"user", "Gr\xc3\xbc\xc3\x9f" "e, \xe4\xb8\x96\xe7\x95\x8c"}, {"assistant", "\xf0\x9f\x91\x8b"}}},
+    {3,
+     {{"system", ""},
+      {"user", "Gr\xc3\xbc\xc3\x9f" "e, \xe4\xb8\x96\xe7\x95\x8c"},
+      {"assistant", "\xf0\x9f\x91\x8b"}}},
 };
 #define N_CONVS (sizeof convs / sizeof convs[0])
 
@@ -194,7 +206,8 @@ static void test_render(void) {
                     ASSERT_EQ(rc, LT_OK);
                     const bool same = rc == LT_OK && gn == wn && memcmp(got, want, wn) == 0;
                     if (!same)
-                        fprintf(stderr, "%s, conversation %zu, gen %d:\n jinja   [%s]\n looptune [%s]\n",
+                        fprintf(stderr,
+                                "%s, conversation %zu, gen %d:\n jinja   [%s]\n looptune [%s]\n",
                                 t->model, k, gen, want, got ? got : "(error)");
                     ASSERT_TRUE(same);
                     compared++;
@@ -216,7 +229,7 @@ static void test_refusals(void) {
     };
     int refused = 0;
     for (size_t c = 0; c < N_CASES; c++) {
-        const lt_chat_template lt = {.style = cases[c].style, .bos = cases[c].bos, .eos = cases[c].eos};
+        const lt_chat_template lt = {cases[c].style, cases[c].bos, cases[c].eos};
         for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
             if (cases[c].needs_system && strcmp(bad[k].m[0].role, "system")) continue;
             char *want, *got = NULL;
@@ -226,7 +239,8 @@ static void test_refusals(void) {
             ASSERT_TRUE(st == 0 || st == 3);
             ASSERT_EQ(rc == LT_OK, st == 0);
             if (st == 0 && rc == LT_OK && !(gn == wn && memcmp(got, want, wn) == 0))
-                fprintf(stderr, "%s, bad conversation %zu:\n jinja   [%s]\n looptune [%s]\n", cases[c].model, k, want, got);
+                fprintf(stderr, "%s, bad conversation %zu:\n jinja   [%s]\n looptune [%s]\n",
+                        cases[c].model, k, want, got);
             if (st == 0 && rc == LT_OK) ASSERT_TRUE(gn == wn && memcmp(got, want, wn) == 0);
             refused += st == 3;
             free(want);
@@ -242,7 +256,7 @@ static void test_after_reply(void) {
     const lt_chat_msg m[5] = {{"system", "Sys"}, {"user", "Q1"}, {"assistant", "R-E-P-L-Y"},
                               {"user", "Q2"}};
     for (size_t c = 0; c < N_CASES; c++) {
-        const lt_chat_template lt = {.style = cases[c].style, .bos = cases[c].bos, .eos = cases[c].eos};
+        const lt_chat_template lt = {cases[c].style, cases[c].bos, cases[c].eos};
         char *want, *got;
         size_t wn, gn;
         ASSERT_EQ(jinja(&cases[c], m, 4, true, &want, &wn), 0);
@@ -262,7 +276,8 @@ static void test_detect(void) {
     for (size_t c = 0; c < N_CASES; c++) {
         s = LT_CHAT_STYLE_COUNT;
         ASSERT_EQ(lt_chat_detect(cases[c].tmpl, strlen(cases[c].tmpl), &s), LT_OK);
-        if (s != cases[c].style) fprintf(stderr, "%s detected as %s\n", cases[c].model, lt_chat_style_name(s));
+        if (s != cases[c].style)
+            fprintf(stderr, "%s detected as %s\n", cases[c].model, lt_chat_style_name(s));
         ASSERT_EQ(s, cases[c].style);
     }
     /* no template: llama.cpp's default */
@@ -289,7 +304,8 @@ static void test_detect(void) {
     ASSERT_EQ(lt_chat_detect(gemma, strlen(gemma), &s), LT_ENOTFOUND);
     ASSERT_TRUE(strstr(lt_errmsg(), "'gemma'") != NULL);
     const char *old_mistral = "{{ bos_token }}{% for message in messages %}{% if message['role'] "
-                              "== 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif "
+                              "== 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% eli"
+                              "f "
                               "message['role'] == 'assistant' %}{{ message['content'] + eos_token}}"
                               "{% endif %}{% endfor %}";
     ASSERT_EQ(lt_chat_detect(old_mistral, strlen(old_mistral), &s), LT_ENOTFOUND);
@@ -302,7 +318,8 @@ int main(void) {
     test_detect();
     const char *data = getenv("LT_DATA_DIR"), *work = getenv("LT_WORK_DIR");
     snprintf(script, sizeof script, "%s/../reference/chat_jinja.py", data ? data : "tests/data");
-    snprintf(req_path, sizeof req_path, "%s/chat_jinja_%d.json", work ? work : "/tmp", (int)getpid());
+    snprintf(req_path, sizeof req_path, "%s/chat_jinja_%d.json", work ? work : "/tmp",
+             (int)getpid());
     char *out;
     size_t n;
     const lt_chat_msg hi = {"user", "hi"};
@@ -310,8 +327,9 @@ int main(void) {
     free(out);
     have_jinja = st == 0;
     if (!have_jinja) {
-        lt_test_skip("rendering against jinja2", st == 4 ? "the jinja2 package is not installed "
-                     "(scripts/deps.sh installs it)" : "python3 cannot run tests/reference/chat_jinja.py");
+        lt_test_skip("rendering against jinja2",
+                     st == 4 ? "the jinja2 package is not installed (scripts/deps.sh installs it)"
+                             : "python3 cannot run tests/reference/chat_jinja.py");
     } else {
         test_render();
         test_refusals();

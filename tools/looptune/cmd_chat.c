@@ -228,9 +228,12 @@ int lt_cmd_chat(int argc, char **argv) {
     size_t tlen = 0;
     const char *tsrc = tmpl_arg ? tmpl_arg : lt_model_chat_template(m, &tlen);
     if (tmpl_arg) tlen = strlen(tmpl_arg);
-    if (lt_chat_detect(tsrc, tlen, &tmpl.style))
-        FAIL("%s: %s: give --chat-template NAME (one of %s)",
-             tmpl_arg ? "--chat-template" : model_path, lt_errmsg(), lt_chat_style_list());
+    /* a name (no Jinja in it) is looked up as one; a template is recognised */
+    if (tmpl_arg && !strchr(tmpl_arg, '{')) {
+        if (lt_chat_style_parse(tmpl_arg, &tmpl.style)) FAIL("--chat-template: %s", lt_errmsg());
+    } else if (lt_chat_detect(tsrc, tlen, &tmpl.style))
+        FAIL("%s: %s: give --chat-template NAME", tmpl_arg ? "--chat-template" : model_path,
+             lt_errmsg());
     int64_t ctx_len = ctx ? ctx : m->cfg.seq_len;
     if (ctx > m->cfg.seq_len)
         FAIL("--ctx %lld exceeds the model's context length %lld", (long long)ctx,

@@ -23,9 +23,9 @@ static const char *const run_help =
     "  -z, --tokenizer FILE    llama2.c tokenizer.bin (overrides a GGUF's vocabulary)\n"
     "  -p, --prompt TEXT       prompt text (BOS added where the model asks for it; special\n"
     "                          tokens such as <|im_start|> written in it are parsed)\n"
+    "      --prompt-ids IDS    prompt as token ids, e.g. 1,400,300\n"
     "  -f, --file FILE         the prompt text from FILE (taken as -p takes it, one trailing\n"
     "                          newline dropped, as llama.cpp does)\n"
-    "      --prompt-ids IDS    prompt as token ids, e.g. 1,400,300\n"
     "  -n, --n-tokens N        tokens to generate (default 128)\n"
     "  -t, --threads T         threads (default 2 or the CPU count, whichever is smaller)\n"
     "      --ctx N             context length to allocate (default: the model's, at most 4096)\n"
@@ -81,8 +81,8 @@ typedef struct {
     const lt_vocab *vocab;
     bool print_ids;
     int64_t count;
-    lt_cli_tune *tune; /* NULL: no online tuning */
     const lt_vocab *eog; /* generation ends at its end-of-generation tokens (NULL: never) */
+    lt_cli_tune *tune; /* NULL: no online tuning */
     char held[4];      /* the start of a UTF-8 sequence the next token completes */
     size_t n_held;
 } out_state;
