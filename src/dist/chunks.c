@@ -229,14 +229,15 @@ int lt_dist_blobs_add(lt_dist_blobs *b, const Looptune__Chunk *c, int32_t partit
     }
     if (x->data[c->index]) {
         /* a replay of the same chunk is harmless; other bytes are not */
-        if (x->len[c->index] != c->data.len || memcmp(x->data[c->index], c->data.data, c->data.len))
+        if (x->len[c->index] != c->data.len ||
+            (c->data.len && memcmp(x->data[c->index], c->data.data, c->data.len)))
             return lt_error(LT_EFORMAT, "blob %016llx: chunk %u arrived twice with different "
                             "bytes", (unsigned long long)c->blob_id, c->index);
         return LT_OK;
     }
     uint8_t *d = malloc(c->data.len ? c->data.len : 1);
     if (!d) return lt_error(LT_ENOMEM, "dist: out of memory");
-    memcpy(d, c->data.data, c->data.len);
+    if (c->data.len) memcpy(d, c->data.data, c->data.len); /* an empty chunk's data is NULL */
     x->data[c->index] = d;
     x->len[c->index] = c->data.len;
     x->offset[c->index] = c->offset;

@@ -192,22 +192,25 @@ static int run_task(worker *w, const Looptune__Task *t, lt_dist_tensor *outs, si
     lt_dist_tensor in[8];
     size_t n_in = 0;
     int rc = LT_OK;
-    if (!kind_served(w, t->kind)) {
-        snprintf(why, n_why, "task kind '%s' is not run by worker %s", t->kind, w->id);
-        return LT_EUNSUPPORTED;
-    }
-    if (t->n_inputs > 8) {
-        snprintf(why, n_why, "%zu inputs: at most 8", t->n_inputs);
-        rc = LT_EFORMAT;
-    }
-    /* every input is claimed, so no chunk of this task is left behind */
-    for (size_t i = 0; i < t->n_inputs && i < 8; i++) {
-        int r = lt_dist_tensor_get(w->blobs, t->inputs[i], TASK_MAX_ELEMS, &in[n_in]);
-        if (r == LT_OK) n_in++;
-        else if (rc == LT_OK) {
-            rc = r;
-            snprintf(why, n_why, "input %s", lt_errmsg());
+    /* every input is claimed first, so no chunk of this task is left behind
+     * (kept chunks hold the partition's committed offset back) */
+    for (size_t i = 0; i < t->n_inputs; i++) {
+        lt_dist_tensor x;
+        int r = lt_dist_tensor_get(w->blobs, t->inputs[i], TASK_MAX_ELEMS, &x);
+        if (r == LT_OK && n_in < 8) {
+            in[n_in++] = x;
+            continue;
         }
+        if (r == LT_OK) free(x.data);
+        if (rc == LT_OK) {
+            rc = r ? r : LT_EFORMAT;
+            if (r) snprintf(why, n_why, "input %s", lt_errmsg());
+            else snprintf(why, n_why, "%zu inputs: at most 8", t->n_inputs);
+        }
+    }
+    if (rc == LT_OK && !kind_served(w, t->kind)) {
+        snprintf(why, n_why, "task kind '%s' is not run by worker %s", t->kind, w->id);
+        rc = LT_EUNSUPPORTED;
     }
     if (rc == LT_OK) {
         if (w->o->task_delay_ms > 0) {
