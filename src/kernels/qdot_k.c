@@ -47,7 +47,9 @@ static inline int32_t dot_range(const int8_t *lv, const int8_t *qx, int e0, int 
     return s;
 }
 
-static inline int low2(const uint8_t *qs, int e) { return qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32)) & 3; }
+static inline int low2(const uint8_t *qs, int e) {
+    return qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32)) & 3;
+}
 static inline int low4(const uint8_t *qs, int e) {
     const uint8_t v = qs[32 * (e / 64) + e % 32];
     return e % 64 < 32 ? v & 0x0f : v >> 4;

@@ -75,7 +75,9 @@ static bool quantisable(const char *name, int n_dims) {
 
 /* llama.cpp's layers that get more bits: the first and last eighth and
  * every third one between. */
-static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+static bool more_bits(int64_t i, int64_t n) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
 
 /* The type llama.cpp's llama_tensor_get_type gives a Llama tensor under the
  * mix (LLAMA_FTYPE_MOSTLY_Q3_K_M / Q4_K_M / Q5_K_M, one expert, no
@@ -211,10 +213,12 @@ int lt_quantize_file(const char *in, const char *out, const lt_quantize_opts *o)
         if (!st && !skip) st = lt_gguf_writer_raw(w, &kv);
     }
     if (!st) st = lt_gguf_writer_u32(w, "general.file_type", lt_quant_target_file_type(tg));
-    if (!st) st = lt_gguf_writer_u32(w, "general.quantization_version", 2); /* ggml's QK_K layouts */
+    /* ggml's current block layouts, as llama.cpp's quantiser writes */
+    if (!st) st = lt_gguf_writer_u32(w, "general.quantization_version", 2);
     for (int64_t i = 0; i < n && !st; i++) {
         const lt_gguf_tensor *t = lt_gguf_tensor_at(g, i);
-        ctx[i] = (convert_ctx){.src = t, .to = to[i], .f32 = row, .opts = o, .index = i, .count = n};
+        ctx[i] = (convert_ctx){
+            .src = t, .to = to[i], .f32 = row, .opts = o, .index = i, .count = n};
         st = lt__gguf_writer_tensor_fill(w, t->name, to[i], t->n_dims, t->ne, convert_rows,
                                          &ctx[i]);
     }
