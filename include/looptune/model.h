@@ -376,6 +376,8 @@ uint32_t lt_quant_target_file_type(const lt_quant_target *t);
 
 typedef struct {
     lt_quant_target target;
+    int threads; /* rows converted in parallel; 0: one thread per logical CPU (the
+                    file is the same for any count) */
     /* Called once per tensor when its rows are written (i of n, in file
      * order), may be NULL. */
     void (*progress)(void *ctx, int64_t i, int64_t n, const lt_gguf_tensor *t, lt_dtype to);

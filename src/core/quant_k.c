@@ -64,7 +64,9 @@ static void pack_q3k_scales(const uint8_t l[16], uint8_t s[12]) {
 
 /* ---- dequantisation ------------------------------------------------------------ */
 
-static inline int low2(const uint8_t *qs, int e) { return qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32)) & 3; }
+static inline int low2(const uint8_t *qs, int e) {
+    return qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32)) & 3;
+}
 static inline int low4(const uint8_t *qs, int e) {
     const uint8_t b = qs[32 * (e / 64) + e % 32];
     return e % 64 < 32 ? b & 0x0f : b >> 4;
@@ -316,7 +318,8 @@ static void quant_q2_k(const float *x, lt_block_q2_k *y) {
     float w[16], scales[16], mins[16], max_scale = 0.0f, max_min = 0.0f;
     for (int s = 0; s < 16; s++) {
         for (int i = 0; i < 16; i++) w[i] = fabsf(x[16 * s + i]);
-        scales[s] = affine_levels(16, 3, x + 16 * s, w, L + 16 * s, &mins[s], -0.5f, 0.1f, 15, true);
+        scales[s] =
+            affine_levels(16, 3, x + 16 * s, w, L + 16 * s, &mins[s], -0.5f, 0.1f, 15, true);
         if (scales[s] > max_scale) max_scale = scales[s];
         if (mins[s] > max_min) max_min = mins[s];
     }
@@ -331,7 +334,8 @@ static void quant_q2_k(const float *x, lt_block_q2_k *y) {
     }
     if (max_min > 0.0f) {
         const float iscale = 15.0f / max_min;
-        for (int s = 0; s < 16; s++) y->scales[s] |= (uint8_t)(lt__nearest_int(iscale * mins[s]) << 4);
+        for (int s = 0; s < 16; s++)
+            y->scales[s] |= (uint8_t)(lt__nearest_int(iscale * mins[s]) << 4);
         y->dmin = lt_f32_to_f16(max_min / 15.0f);
     }
     /* the levels again, against the scales as stored */
@@ -400,8 +404,10 @@ static void quant_q45_k(const float *x, int nmax, uint16_t *dh, uint16_t *dminh,
         for (int i = 0; i < 32; i++) sum_x2 += xs[i] * xs[i];
         const float av_x = sqrtf(sum_x2 / 32.0f);
         for (int i = 0; i < 32; i++) w[i] = av_x + fabsf(xs[i]);
-        sc_f[s] = nmax == 15 ? affine_levels(32, 15, xs, w, L + 32 * s, &mins[s], -1.0f, 0.1f, 20, false)
-                             : affine_levels(32, 31, xs, w, L + 32 * s, &mins[s], -0.5f, 0.1f, 15, false);
+        /* ggml's search ranges: q4_k 21 candidates from -1, q5_k 16 from -0.5 */
+        sc_f[s] = nmax == 15
+                      ? affine_levels(32, 15, xs, w, L + 32 * s, &mins[s], -1.0f, 0.1f, 20, false)
+                      : affine_levels(32, 31, xs, w, L + 32 * s, &mins[s], -0.5f, 0.1f, 15, false);
         if (sc_f[s] > max_scale) max_scale = sc_f[s];
         if (mins[s] > max_min) max_min = mins[s];
     }

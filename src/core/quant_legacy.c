@@ -111,7 +111,8 @@ void lt__quant_legacy(lt_dtype t, const float *src, void *dst, int64_t n) {
             /* the largest magnitude maps to the lowest level, -8 or -16 */
             const int half = t == LT_Q4_0 ? 8 : 16;
             const float d = signed_absmax(x) / (float)-half, id = d != 0.0f ? 1.0f / d : 0.0f;
-            for (int j = 0; j < LT_QK4; j++) q[j] = level(x[j] * id, (float)half + 0.5f, 2 * half - 1);
+            for (int j = 0; j < LT_QK4; j++)
+                q[j] = level(x[j] * id, (float)half + 0.5f, 2 * half - 1);
             if (t == LT_Q4_0) {
                 lt_block_q4_0 *y = (lt_block_q4_0 *)dst + b;
                 y->d = lt_f32_to_f16(d);

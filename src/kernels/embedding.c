@@ -1,9 +1,9 @@
 /* EMBED: row t of the output is the token-embedding table's row
  * step->tokens[t], dequantised to f32 (table of any dtype). Conversion is
  * exact for f16/bf16, d * q for q8_0 and lt_row_to_f32's for the other
- * quantisation types, so every ISA gives bit-identical rows. Threads share the n x dim output elements as
- * contiguous runs in 32-element units (one q8_0 block), so a single token's
- * row is split too. */
+ * quantisation types, so every ISA gives bit-identical rows. Threads share
+ * the n x dim output elements as contiguous runs in 32-element units (one
+ * q8_0 block), so a single token's row is split too. */
 #include "kernels/ops_internal.h"
 
 #include <string.h>
@@ -21,7 +21,8 @@ static void quant_cols(lt_dtype t, const void *row, int64_t c0, int64_t c1, floa
     LT_ASSERT(blk <= LT_QK_K);
     for (int64_t b = c0 / blk; b * blk < c1; b++) {
         lt_row_to_f32(t, (const char *)row + (size_t)b * bb, tmp, blk);
-        const int64_t lo = b * blk > c0 ? b * blk : c0, hi = (b + 1) * blk < c1 ? (b + 1) * blk : c1;
+        const int64_t lo = b * blk > c0 ? b * blk : c0;
+        const int64_t hi = (b + 1) * blk < c1 ? (b + 1) * blk : c1;
         memcpy(y + (lo - c0), tmp + (lo - b * blk), (size_t)(hi - lo) * sizeof *y);
     }
 }

@@ -47,10 +47,29 @@ static inline int32_t dot_range(const int8_t *lv, const int8_t *qx, int e0, int 
     return s;
 }
 
-static inline int low2(const uint8_t *qs, int e) { return qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32)) & 3; }
-static inline int low4(const uint8_t *qs, int e) {
-    const uint8_t v = qs[32 * (e / 64) + e % 32];
-    return e % 64 < 32 ? v & 0x0f : v >> 4;
+/* The 256 levels of a super-block unpacked in element order (the layout in
+ * src/core/quant_k.c), by loops over contiguous bytes the compiler can
+ * vectorise. 2-bit: element 128h + 32g + l in bits 2g of qs[32h + l]. */
+static inline void unpack2(const uint8_t *qs, int8_t lv[LT_QK_K]) {
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++)
+                lv[128 * h + 32 * g + l] = (int8_t)(qs[32 * h + l] >> (2 * g) & 3);
+}
+
+/* 4-bit: element 64c + l in the low nibble of qs[32c + l], 64c + 32 + l in
+ * its high nibble; with qh, the fifth bit of element e in bit e / 32 of
+ * qh[e % 32]. */
+static inline void unpack4(const uint8_t *qs, const uint8_t *qh, int8_t lv[LT_QK_K]) {
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            lv[64 * c + l] = (int8_t)(qs[32 * c + l] & 0x0f);
+            lv[64 * c + 32 + l] = (int8_t)(qs[32 * c + l] >> 4);
+        }
+    if (qh)
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++)
+                lv[32 * j + l] = (int8_t)(lv[32 * j + l] + (qh[l] >> j & 1) * 16);
 }
 
 float lt__qdot_q2_k(const void *row, const void *xq, int64_t nb) {
@@ -59,7 +78,7 @@ float lt__qdot_q2_k(const void *row, const void *xq, int64_t nb) {
     float acc = 0.0f;
     int8_t lv[LT_QK_K];
     for (int64_t b = 0; b < nb; b++) {
-        for (int e = 0; e < LT_QK_K; e++) lv[e] = (int8_t)low2(w[b].qs, e);
+        unpack2(w[b].qs, lv);
         int32_t S = 0, M = 0;
         for (int j = 0; j < 16; j++) {
             S += (w[b].scales[j] & 0x0f) * dot_range(lv, x[b].qs, 16 * j, 16);
@@ -77,8 +96,11 @@ float lt__qdot_q3_k(const void *row, const void *xq, int64_t nb) {
     float acc = 0.0f;
     int8_t lv[LT_QK_K], sc[16];
     for (int64_t b = 0; b < nb; b++) {
-        for (int e = 0; e < LT_QK_K; e++)
-            lv[e] = (int8_t)(low2(w[b].qs, e) - (w[b].hmask[e % 32] >> (e / 32) & 1 ? 0 : 4));
+        unpack2(w[b].qs, lv);
+        /* the third bit of element e in bit e / 32 of hmask[e % 32]; clear: less 4 */
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++)
+                lv[32 * j + l] = (int8_t)(lv[32 * j + l] - ((w[b].hmask[l] >> j & 1) ^ 1) * 4);
         lt_q3k_scales(w[b].scales, sc);
         int32_t S = 0;
         for (int j = 0; j < 16; j++) S += sc[j] * dot_range(lv, x[b].qs, 16 * j, 16);
@@ -92,8 +114,7 @@ static float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12], cons
                      const uint8_t *qs, const lt__xqk *x, float acc) {
     int8_t lv[LT_QK_K];
     uint8_t sc[8], m[8];
-    for (int e = 0; e < LT_QK_K; e++)
-        lv[e] = (int8_t)(low4(qs, e) + (qh && (qh[e % 32] >> (e / 32) & 1) ? 16 : 0));
+    unpack4(qs, qh, lv);
     lt_qk_scale_min(scales, sc, m);
     int32_t S = 0, M = 0;
     for (int j = 0; j < 8; j++) {
@@ -128,12 +149,16 @@ float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb) {
     float acc = 0.0f;
     int8_t lv[LT_QK_K];
     for (int64_t b = 0; b < nb; b++) {
-        for (int e = 0; e < LT_QK_K; e++) {
-            const int h = e / 128, g = (e % 128) / 32, l = e % 32;
-            const uint8_t v = w[b].ql[64 * h + 32 * (g % 2) + l];
-            const int lo = g >= 2 ? v >> 4 : v & 0x0f, hi = w[b].qh[32 * h + l] >> (2 * g) & 3;
-            lv[e] = (int8_t)((lo | hi << 4) - 32);
-        }
+        /* element 128h + 32g + l: 4 low bits in ql[64h + 32(g % 2) + l] (high
+         * nibble for g >= 2), 2 high bits at bit 2g of qh[32h + l], less 32 */
+        for (int h = 0; h < 2; h++)
+            for (int g = 0; g < 4; g++)
+                for (int l = 0; l < 32; l++) {
+                    const uint8_t v = w[b].ql[64 * h + 32 * (g % 2) + l];
+                    const int lo = g >= 2 ? v >> 4 : v & 0x0f;
+                    const int hi = w[b].qh[32 * h + l] >> (2 * g) & 3;
+                    lv[128 * h + 32 * g + l] = (int8_t)((lo | hi << 4) - 32);
+                }
         int32_t S = 0;
         for (int j = 0; j < 16; j++) S += w[b].scales[j] * dot_range(lv, x[b].qs, 16 * j, 16);
         acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)S, acc);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 /* ---- targets: a type alone, or a mix ------------------------------------------ */
 
@@ -75,7 +76,9 @@ static bool quantisable(const char *name, int n_dims) {
 
 /* llama.cpp's layers that get more bits: the first and last eighth and
  * every third one between. */
-static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+static bool more_bits(int64_t i, int64_t n) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
 
 /* The type llama.cpp's llama_tensor_get_type gives a Llama tensor under the
  * mix (LLAMA_FTYPE_MOSTLY_Q3_K_M / Q4_K_M / Q5_K_M, one expert, no
@@ -127,30 +130,71 @@ lt_dtype lt__quant_tensor_type(const lt_quant_target *tg, const char *name, int 
 typedef struct {
     const lt_gguf_tensor *src;
     lt_dtype to;
-    float *f32; /* one row */
+    lt_pool *pool;
+    float *f32; /* one row per pool thread */
+    const char *path; /* the input, for messages */
     const lt_quantize_opts *opts;
     int64_t index, count; /* the tensor's place in the file, for progress */
 } convert_ctx;
 
-static int convert_rows(void *vctx, int64_t row0, int64_t nrows, void *dst) {
-    convert_ctx *c = vctx;
+#define MAX_THREADS 256
+
+/* One chunk of rows, converted by every pool thread on its share. */
+typedef struct {
+    const convert_ctx *c;
+    int64_t row0, nrows;
+    void *dst;
+    /* per thread: the first row with a value that is not finite (-1: none),
+     * its column and whether it is NaN; the caller reports the first one */
+    int64_t bad_row[MAX_THREADS], bad_col[MAX_THREADS];
+    bool bad_nan[MAX_THREADS];
+} convert_job;
+
+static void convert_share(void *arg, int ith, int nth) {
+    convert_job *j = arg;
+    const convert_ctx *c = j->c;
     const int64_t ne0 = c->src->ne[0];
     const size_t in_rb = lt_dtype_row_bytes(c->src->dtype, ne0);
     const size_t out_rb = lt_dtype_row_bytes(c->to, ne0);
-    const char *in = (const char *)c->src->data + (size_t)row0 * in_rb;
-    if (c->to == c->src->dtype) {
-        memcpy(dst, in, (size_t)nrows * in_rb);
-    } else {
-        for (int64_t r = 0; r < nrows; r++) {
-            lt_row_to_f32(c->src->dtype, in + (size_t)r * in_rb, c->f32, ne0);
-            /* the quantisers' scales and levels are defined for finite values only */
-            for (int64_t i = 0; i < ne0 && lt_dtype_is_quant(c->to); i++)
-                if (!isfinite(c->f32[i]))
-                    return lt_error(LT_EFORMAT, "quantize: tensor '%s': row %lld holds %s at "
-                                    "column %lld", c->src->name, (long long)(row0 + r),
-                                    isnan(c->f32[i]) ? "NaN" : "an infinity", (long long)i);
-            lt_row_from_f32(c->to, c->f32, (char *)dst + (size_t)r * out_rb, ne0);
+    const char *in = (const char *)c->src->data + (size_t)j->row0 * in_rb;
+    float *row = c->f32 + (size_t)ith * (size_t)ne0;
+    j->bad_row[ith] = -1;
+    for (int64_t r = j->nrows * ith / nth; r < j->nrows * (ith + 1) / nth; r++) {
+        lt_row_to_f32(c->src->dtype, in + (size_t)r * in_rb, row, ne0);
+        /* the quantisers' scales and levels are defined for finite values only */
+        for (int64_t i = 0; i < ne0 && lt_dtype_is_quant(c->to); i++) {
+            if (!isfinite(row[i])) {
+                j->bad_row[ith] = j->row0 + r;
+                j->bad_col[ith] = i;
+                j->bad_nan[ith] = isnan(row[i]);
+                return;
+            }
         }
+        lt_row_from_f32(c->to, row, (char *)j->dst + (size_t)r * out_rb, ne0);
+    }
+}
+
+static int convert_rows(void *vctx, int64_t row0, int64_t nrows, void *dst) {
+    convert_ctx *c = vctx;
+    if (c->to == c->src->dtype) {
+        const size_t rb = lt_dtype_row_bytes(c->src->dtype, c->src->ne[0]);
+        memcpy(dst, (const char *)c->src->data + (size_t)row0 * rb, (size_t)nrows * rb);
+    } else {
+        static _Thread_local convert_job job; /* large; one conversion at a time per caller */
+        job.c = c;
+        job.row0 = row0;
+        job.nrows = nrows;
+        job.dst = dst;
+        lt_pool_run(c->pool, convert_share, &job);
+        int first = -1;
+        for (int t = 0; t < lt_pool_size(c->pool); t++)
+            if (job.bad_row[t] >= 0 && (first < 0 || job.bad_row[t] < job.bad_row[first]))
+                first = t;
+        if (first >= 0)
+            return lt_error(LT_EFORMAT, "%s: tensor '%s': row %lld holds %s at column %lld",
+                            c->path, c->src->name, (long long)job.bad_row[first],
+                            job.bad_nan[first] ? "NaN" : "an infinity",
+                            (long long)job.bad_col[first]);
     }
     const int64_t rows = c->src->ne[1] * c->src->ne[2] * c->src->ne[3];
     if (row0 + nrows == rows && c->opts->progress)
@@ -166,8 +210,11 @@ int lt_quantize_file(const char *in, const char *out, const lt_quantize_opts *o)
     const lt_quant_target *tg = &o->target;
     if ((unsigned)tg->type >= LT_DTYPE_COUNT || tg->mix < 0 || tg->mix > N_MIXES)
         return lt_error(LT_EINVAL, "quantize: bad target");
-    if (strcmp(in, out) == 0)
-        return lt_error(LT_EINVAL, "quantize: %s: the output must be another file", out);
+    /* writing the input would truncate the mapping the rows are read from */
+    struct stat si, so;
+    if (strcmp(in, out) == 0 || (stat(in, &si) == 0 && stat(out, &so) == 0 &&
+                                 si.st_dev == so.st_dev && si.st_ino == so.st_ino))
+        return lt_error(LT_EINVAL, "%s: the output must be another file than the input", out);
     lt_gguf *g = NULL;
     int st = lt_gguf_open(&g, in);
     if (st) return st;
@@ -184,18 +231,23 @@ int lt_quantize_file(const char *in, const char *out, const lt_quantize_opts *o)
     lt_dtype *to = calloc(nt, sizeof *to);
     convert_ctx *ctx = calloc(nt, sizeof *ctx);
     int64_t max_ne0 = 1;
-    if (!to || !ctx) st = lt_error(LT_ENOMEM, "quantize: out of memory");
+    if (!to || !ctx) st = lt_error(LT_ENOMEM, "%s: out of memory", in);
     for (int64_t i = 0; i < n && !st; i++) {
         const lt_gguf_tensor *t = lt_gguf_tensor_at(g, i);
         to[i] = lt__quant_tensor_type(tg, t->name, t->n_dims, t->ne[0], t->dtype, &ms);
         if (to[i] != t->dtype && !is_float(t->dtype) && t->dtype != LT_Q8_0 && !is_float(to[i]))
-            st = lt_error(LT_EUNSUPPORTED, "quantize: %s: tensor '%s' is %s: looptune quantises "
+            st = lt_error(LT_EUNSUPPORTED, "%s: tensor '%s' is %s: looptune quantises "
                           "from f32, f16, bf16 or q8_0 (or dequantises to a float type)", in,
                           t->name, lt_dtype_name(t->dtype));
         if (t->ne[0] > max_ne0) max_ne0 = t->ne[0];
     }
-    float *row = st ? NULL : malloc((size_t)max_ne0 * sizeof *row);
-    if (!st && !row) st = lt_error(LT_ENOMEM, "quantize: out of memory");
+    int nth = o->threads > 0 ? o->threads : lt_cpu()->logical_cpus;
+    if (nth < 1) nth = 1;
+    if (nth > MAX_THREADS) nth = MAX_THREADS;
+    lt_pool *pool = NULL;
+    if (!st) st = lt_pool_init(&pool, nth);
+    float *row = st ? NULL : malloc((size_t)nth * (size_t)max_ne0 * sizeof *row);
+    if (!st && !row) st = lt_error(LT_ENOMEM, "%s: out of memory", in);
 
     lt_gguf_writer *w = NULL;
     if (!st) st = lt_gguf_writer_open(&w, out);
@@ -211,10 +263,12 @@ int lt_quantize_file(const char *in, const char *out, const lt_quantize_opts *o)
         if (!st && !skip) st = lt_gguf_writer_raw(w, &kv);
     }
     if (!st) st = lt_gguf_writer_u32(w, "general.file_type", lt_quant_target_file_type(tg));
-    if (!st) st = lt_gguf_writer_u32(w, "general.quantization_version", 2); /* ggml's QK_K layouts */
+    /* ggml's current block layouts, as llama.cpp's quantiser writes */
+    if (!st) st = lt_gguf_writer_u32(w, "general.quantization_version", 2);
     for (int64_t i = 0; i < n && !st; i++) {
         const lt_gguf_tensor *t = lt_gguf_tensor_at(g, i);
-        ctx[i] = (convert_ctx){.src = t, .to = to[i], .f32 = row, .opts = o, .index = i, .count = n};
+        ctx[i] = (convert_ctx){.src = t, .to = to[i], .pool = pool, .f32 = row, .path = in,
+                               .opts = o, .index = i, .count = n};
         st = lt__gguf_writer_tensor_fill(w, t->name, to[i], t->n_dims, t->ne, convert_rows,
                                          &ctx[i]);
     }
@@ -223,6 +277,7 @@ int lt_quantize_file(const char *in, const char *out, const lt_quantize_opts *o)
         else st = lt_gguf_writer_close(w);
     }
     free(row);
+    lt_pool_free(pool);
     free(ctx);
     free(to);
     lt_gguf_close(g);

@@ -116,7 +116,8 @@ static lt_call matvec_call(fixture *f, bool acc) {
 /* y against both references (y0: what y held before an accumulating call). */
 static void check_refs(const fixture *f, const float *y, const float *y0, const char *what) {
     const int64_t blk = lt_dtype_block(f->t), nblk = f->cols / blk;
-    double *xh = malloc(sizeof(double) * (size_t)f->cols), *step = malloc(sizeof(double) * (size_t)nblk);
+    double *xh = malloc(sizeof(double) * (size_t)f->cols);
+    double *step = malloc(sizeof(double) * (size_t)nblk);
     quantise_x(f->t, f->x, f->cols, xh, step);
     int bad = 0;
     for (int64_t r = 0; r < f->rows; r++) {
@@ -131,7 +132,8 @@ static void check_refs(const fixture *f, const float *y, const float *y0, const 
                 mag2 += fabs((double)w[j] * xh[j]);
                 sw += fabs((double)w[j]);
             }
-            qb += step[b] * 0.5 * (1.0 + 1.0 / 64) * sw; /* half a step per element, plus rounding */
+            /* half a step per element, plus rounding */
+            qb += step[b] * 0.5 * (1.0 + 1.0 / 64) * sw;
         }
         const double e1 = fabs(y[r] - ref), e2 = fabs(y[r] - ref2);
         if (!(e1 <= qb + ROUND_TOL * mag) || !(e2 <= ROUND_TOL * mag2 + 1e-30)) {
@@ -263,8 +265,8 @@ static void test_embed(lt_dtype t) {
                 ot_run(ot_fn(LT_K_EMBED, isa), &c,
                        &(lt_step){.n_tokens = n, .tokens = tokens}, nth);
                 for (int64_t i = 0; i < n; i++)
-                    if (memcmp(out + i * dim, f.wf + tokens[i] * dim, sizeof(float) * (size_t)dim) &&
-                        differ++ < 3)
+                    if (memcmp(out + i * dim, f.wf + tokens[i] * dim,
+                               sizeof(float) * (size_t)dim) && differ++ < 3)
                         LT__FAIL("embed %s: %s, point %d, nth %d, token %lld", lt_dtype_name(t),
                                  lt_isa_name((lt_isa)isa), p, nth, (long long)i);
             }

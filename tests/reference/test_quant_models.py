@@ -12,7 +12,8 @@ and for llama.cpp's mixes q4_k_m, q5_k_m, q3_k_m.
   type): every tensor's type and bytes and general.file_type must be equal.
 - model-gen --dtype T writes the bytes `looptune quantize --type T` makes of model-gen's f32
   model of the same seed, every metadata pair is copied, the progress has a line per tensor,
-  and bad input gets a one-line error and a non-zero exit.
+  the file does not depend on --threads, and bad input gets a one-line error and a non-zero
+  exit.
 """
 
 import ctypes
@@ -218,6 +219,8 @@ def bad_input(ck):
         ("no type", [f32, out], "--type"),
         ("missing input", [os.path.join(wd, "nope.gguf"), out, "--type", "q4_0"], "nope.gguf"),
         ("output is the input", [f32, f32, "--type", "q4_0"], "another file"),
+        ("output is the input by another path",
+         [f32, os.path.join(wd, ".", os.path.basename(f32)), "--type", "q4_0"], "another file"),
         ("requantize", [q4k, out, "--type", "q4_0"], "is q4_k"),
         ("one file", [f32, "--type", "q4_0"], "IN.gguf OUT.gguf"),
         ("not gguf", [os.path.join(H.env_path("LT_DATA_DIR"), "stories260K.bin"), out, "--type",
@@ -249,6 +252,15 @@ def bad_input(ck):
     ck.check(p.returncode == 1 and len(err) == 1 and "row 2 holds NaN at column 5" in err[0] and
              not os.path.exists(out), "quantize NaN weight: one-line error",
              "exit %d, stderr %r" % (p.returncode, err))
+    # the file does not depend on the thread count
+    outs = []
+    for n in ("1", "3"):
+        o = os.path.join(wd, "threads_%s.gguf" % n)
+        p = H.run_cli(["quantize", f32, o, "--type", "q4_k_m", "--threads", n, "-q"])
+        outs.append(open(o, "rb").read() if p.returncode == 0 else b"")
+    ck.check(outs[0] and outs[0] == outs[1], "quantize --threads 1 and 3: the same file")
+    p = H.run_cli(["quantize", f32, out, "--type", "q4_0", "--threads", "0"])
+    ck.check(p.returncode == 1 and "bad --threads '0'" in p.stderr, "quantize --threads 0: error")
     # dequantising is allowed from any type
     p = H.run_cli(["quantize", q4k, out, "--type", "f32", "-q"])
     ck.check(p.returncode == 0, "quantize q4_k -> f32 (dequantise)", H.describe_failure(p)
