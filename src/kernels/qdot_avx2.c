@@ -4,20 +4,11 @@
  * one block after the other, as the portable path takes them: the same
  * bits. vpmaddubsw multiplies unsigned levels (or |level|) by signed x:
  * 2 x 63 x 127 at most, never saturating. */
-#include "kernels/qdot.h"
+#include "kernels/qdot_x86.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
-
-static inline int32_t hsum8(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-
-static inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
 /* The 32 unsigned 4-bit levels of a legacy block in element order. */
 static inline __m256i nibbles32(const uint8_t qs[16]) {
@@ -59,7 +50,7 @@ static float qdot_q4_0(const void *row, const void *xq, int64_t nb) {
     for (int64_t b = 0; b < nb; b++) {
         const __m256i lv = _mm256_sub_epi8(nibbles32(w[b].qs), eight);
         const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(dot_signed(lv, xv)), acc);
+        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)lt__hsum8(dot_signed(lv, xv)), acc);
     }
     return acc;
 }
@@ -70,9 +61,9 @@ static float qdot_q4_1(const void *row, const void *xq, int64_t nb) {
     float acc = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        const int32_t S = hsum8(dot_unsigned(nibbles32(w[b].qs), xv));
-        acc = fmaf(half(w[b].d) * x[b].d, (float)S, acc);
-        acc = fmaf(half(w[b].m), x[b].s, acc);
+        const int32_t S = lt__hsum8(dot_unsigned(nibbles32(w[b].qs), xv));
+        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)S, acc);
+        acc = fmaf(lt__half(w[b].m), x[b].s, acc);
     }
     return acc;
 }
@@ -86,7 +77,7 @@ static float qdot_q5_0(const void *row, const void *xq, int64_t nb) {
         const __m256i lv = _mm256_sub_epi8(_mm256_or_si256(nibbles32(w[b].qs), fifth_bits(w[b].qh)),
                                            sixteen);
         const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(dot_signed(lv, xv)), acc);
+        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)lt__hsum8(dot_signed(lv, xv)), acc);
     }
     return acc;
 }
@@ -98,8 +89,8 @@ static float qdot_q5_1(const void *row, const void *xq, int64_t nb) {
     for (int64_t b = 0; b < nb; b++) {
         const __m256i lv = _mm256_or_si256(nibbles32(w[b].qs), fifth_bits(w[b].qh));
         const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(dot_unsigned(lv, xv)), acc);
-        acc = fmaf(half(w[b].m), x[b].s, acc);
+        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)lt__hsum8(dot_unsigned(lv, xv)), acc);
+        acc = fmaf(lt__half(w[b].m), x[b].s, acc);
     }
     return acc;
 }
@@ -110,19 +101,13 @@ static float qdot_q5_1(const void *row, const void *xq, int64_t nb) {
  * scale, the minimums times the sub-blocks' x sums. */
 static inline float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, float acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m5 = _mm256_set1_epi8(0x10);
     uint8_t sc[8], m[8];
     lt_qk_scale_min(scales, sc, m);
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     __m256i s32 = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (qh) { /* bit 2j, then 2j + 1, moved to bit 4 */
-            const __m128i s0 = _mm_cvtsi32_si128(2 * j), s1 = _mm_cvtsi32_si128(2 * j + 1);
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h, s0), 4), m5));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h, s1), 4), m5));
-        }
+        __m256i lo, hi;
+        lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));
         const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));
         s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0),
@@ -130,31 +115,11 @@ static inline float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12
         s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1),
                                                       _mm256_set1_epi16(sc[2 * j + 1])));
     }
-    /* M: each minimum times its sub-block's two x sums */
-    const __m128i mv = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
-    const __m256i m2 = _mm256_set_m128i(_mm_unpackhi_epi16(mv, mv), _mm_unpacklo_epi16(mv, mv));
-    const int32_t M = hsum8(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), m2));
-    acc = fmaf(half(dh) * x->d, (float)hsum8(s32), acc);
-    return fmaf(-(half(dminh) * x->d), (float)M, acc);
+    acc = fmaf(lt__half(dh) * x->d, (float)lt__hsum8(s32), acc);
+    return fmaf(-(lt__half(dminh) * x->d), (float)lt__q45_mins(m, x->bsums), acc);
 }
 
-static float qdot_q4_k(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q4_k *w = row;
-    const lt__xqk *x = xq;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++)
-        acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, NULL, w[b].qs, &x[b], acc);
-    return acc;
-}
-
-static float qdot_q5_k(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q5_k *w = row;
-    const lt__xqk *x = xq;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++)
-        acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, w[b].qh, w[b].qs, &x[b], acc);
-    return acc;
-}
+LT__QDOT_Q45(dot_q45)
 
 /* The 2-bit levels (q >> 2g) & 3 of group g of a 32-byte quant row, dotted
  * with the group's x (32 values, scales k and k + 1 on vpmaddubsw's lanes
@@ -186,9 +151,9 @@ static float qdot_q2_k(const void *row, const void *xq, int64_t nb) {
         }
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(
             _mm_and_si128(_mm_loadu_si128((const __m128i *)w[b].scales), _mm_set1_epi8((char)0xf0)), 4));
-        const int32_t M = hsum8(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), mins));
-        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum8(s32), acc);
-        acc = fmaf(-(half(w[b].dmin) * x[b].d), (float)M, acc);
+        const int32_t M = lt__hsum8(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), mins));
+        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)lt__hsum8(s32), acc);
+        acc = fmaf(-(lt__half(w[b].dmin) * x[b].d), (float)M, acc);
     }
     return acc;
 }
@@ -221,8 +186,8 @@ static float qdot_q3_k(const void *row, const void *xq, int64_t nb) {
         }
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
         const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), sc16);
-        const int32_t S = hsum8(_mm256_sub_epi32(s32, _mm256_slli_epi32(back, 2)));
-        acc = fmaf(half(w[b].d) * x[b].d, (float)S, acc);
+        const int32_t S = lt__hsum8(_mm256_sub_epi32(s32, _mm256_slli_epi32(back, 2)));
+        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)S, acc);
     }
     return acc;
 }
@@ -264,8 +229,8 @@ static float qdot_q6_k(const void *row, const void *xq, int64_t nb) {
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
         const __m256i back =
             _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), sc16);
-        const int32_t S = hsum8(_mm256_sub_epi32(s32, _mm256_slli_epi32(back, 5)));
-        acc = fmaf(half(w[b].d) * x[b].d, (float)S, acc);
+        const int32_t S = lt__hsum8(_mm256_sub_epi32(s32, _mm256_slli_epi32(back, 5)));
+        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)S, acc);
     }
     return acc;
 }

@@ -2,21 +2,12 @@
  * activations quantised per block (qdot.h): 64 levels per register, each
  * block's integer sums exact, then qdot.h's float steps in block order: the
  * portable bits. The other types take the AVX2 dots (lt__qdot_of). */
-#include "kernels/qdot.h"
+#include "kernels/qdot_x86.h"
 
 #include <immintrin.h>
 #include <math.h>
 
 static inline int32_t hsum16(__m512i v) { return _mm512_reduce_add_epi32(v); }
-
-static inline int32_t hsum8(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-
-static inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
 /* Two 32-byte halves as one register: lo in bytes 0..31. */
 static inline __m512i join(__m256i lo, __m256i hi) {
@@ -28,48 +19,22 @@ static inline __m512i join(__m256i lo, __m256i hi) {
  * x's 64 bytes; vpmaddubsw's lanes 0..15 are sub-block 2j's, 16..31 2j + 1's. */
 static inline float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, float acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m5 = _mm256_set1_epi8(0x10);
     uint8_t sc[8], m[8];
     lt_qk_scale_min(scales, sc, m);
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     __m512i s32 = _mm512_setzero_si512();
     for (int j = 0; j < 4; j++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (qh) { /* bit 2j, then 2j + 1, moved to bit 4 */
-            const __m128i s0 = _mm_cvtsi32_si128(2 * j), s1 = _mm_cvtsi32_si128(2 * j + 1);
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h, s0), 4), m5));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h, s1), 4), m5));
-        }
+        __m256i lo, hi;
+        lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
         const __m512i xv = _mm512_loadu_si512(x->qs + 64 * j);
         const __m512i scv = join(_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
         s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(join(lo, hi), xv), scv));
     }
-    const __m128i mv = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
-    const __m256i m2 = _mm256_set_m128i(_mm_unpackhi_epi16(mv, mv), _mm_unpacklo_epi16(mv, mv));
-    const __m256i mm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), m2);
-    const int32_t M = hsum8(mm);
-    acc = fmaf(half(dh) * x->d, (float)hsum16(s32), acc);
-    return fmaf(-(half(dminh) * x->d), (float)M, acc);
+    acc = fmaf(lt__half(dh) * x->d, (float)hsum16(s32), acc);
+    return fmaf(-(lt__half(dminh) * x->d), (float)lt__q45_mins(m, x->bsums), acc);
 }
 
-static float qdot_q4_k(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q4_k *w = row;
-    const lt__xqk *x = xq;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++)
-        acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, NULL, w[b].qs, &x[b], acc);
-    return acc;
-}
-
-static float qdot_q5_k(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q5_k *w = row;
-    const lt__xqk *x = xq;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++)
-        acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, w[b].qh, w[b].qs, &x[b], acc);
-    return acc;
-}
+LT__QDOT_Q45(dot_q45)
 
 /* q6_k: as qdot_avx2.c's, two 32-level groups per register (g = 0, 1 and
  * g = 2, 3 of each half h: 64 consecutive elements), their four scales
@@ -115,7 +80,7 @@ static float qdot_q6_k(const void *row, const void *xq, int64_t nb) {
         const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums),
                                                _mm512_castsi512_si256(sc16));
         const __m512i all = _mm512_sub_epi32(s32, _mm512_zextsi256_si512(_mm256_slli_epi32(back, 5)));
-        acc = fmaf(half(w[b].d) * x[b].d, (float)hsum16(all), acc);
+        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)hsum16(all), acc);
     }
     return acc;
 }
