@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Killed workers lose nothing and double nothing.
 
-A matmul job of 128 tiles runs on two worker processes (each task held 60 ms
-by --task-delay-ms, so the job lasts a few seconds). While it runs, a worker
+A matmul job of 128 tiles runs on two worker processes (each task held
+150 ms by --task-delay-ms, so the job lasts about ten seconds on any host,
+long enough for every kill of the schedule, which takes up to 4.6 s). While it runs, a worker
 chosen at random is killed with SIGKILL at random moments, several times,
 and restarted each time under its instance id; the last kill leaves the
 worker dead, so the other one takes its partitions over after the session
@@ -35,7 +36,7 @@ TASKS = (M // 64) * (N // 32)
 
 def run_job(servers, wdir, mode, rnd, a, b, pa, pb):
     prefix = h.unique_prefix(f"kill{mode}")
-    extra = ["--task-delay-ms", "60"] + (["--at-least-once"] if mode == "alo" else [])
+    extra = ["--task-delay-ms", "150"] + (["--at-least-once"] if mode == "alo" else [])
     workers = [h.Worker(servers, prefix, f"{mode}-w{i}", wdir, extra).start() for i in range(2)]
     h.wait_assigned(workers)  # both share the partitions before the job starts
     pc = os.path.join(wdir, f"c-{mode}.npy")
