@@ -28,5 +28,10 @@ set(LT_NATIVE OFF CACHE BOOL "compile for the build machine's ISA (-march=native
 
 find_program(LT_QEMU_AARCH64 NAMES qemu-aarch64 qemu-aarch64-static)
 if(LT_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${LT_QEMU_AARCH64} -L ${LT_CROSS_SYSROOT})
+  # The cross sysroot's loader with its own libc: where Debian's arm64
+  # multiarch libc is installed too (the arm64 PCRE2 pulls it in), the
+  # loader would otherwise take /lib/aarch64-linux-gnu's, of another glibc
+  # build, and threaded programs hang. Other libraries still come from there.
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${LT_QEMU_AARCH64} -L ${LT_CROSS_SYSROOT}
+      -E LD_LIBRARY_PATH=${LT_CROSS_SYSROOT}/lib)
 endif()
