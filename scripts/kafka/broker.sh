@@ -2,14 +2,17 @@
 # The test Kafka broker: a real Apache Kafka 4 node (KRaft, broker and
 # controller in one JVM) on 127.0.0.1, in a temporary directory.
 #
-#   broker.sh start [--dir DIR] [--timeout S]   resolve jars (once), start, wait, print BOOTSTRAP=
+#   broker.sh start [--dir DIR] [--timeout S] [--host ADDR]
+#                                               resolve jars (once), start, wait, print BOOTSTRAP=
 #   broker.sh stop  [--dir DIR]                 kill it, remove its data
 #   broker.sh status [--dir DIR]                print BOOTSTRAP= if it runs, exit 1 if not
 #
 # DIR (default .cache/kafka/run) holds the pid, the bootstrap address and the
 # broker's log; the data directory is a fresh mktemp directory per start. Jars
 # come from Maven Central via scripts/kafka/pom.xml into .cache/kafka/jars and
-# are reused while the pom is unchanged.
+# are reused while the pom is unchanged. --host (default 127.0.0.1) is the
+# address clients connect to: one of this machine's own, such as the host end
+# of a veth pair that a test gives a worker in its own network namespace.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,11 +26,13 @@ cmd=${1:-}
 [ -n "$cmd" ] && shift
 dir=$cache/run
 timeout_s=90
+host=127.0.0.1
 while [ $# -gt 0 ]; do
     case $1 in
     --dir) dir=${2:?--dir needs a value}; shift 2 ;;
     --timeout) timeout_s=${2:?--timeout needs a value}; shift 2 ;;
-    *) die "unknown option '$1' (usage: broker.sh start|stop|status [--dir DIR] [--timeout S])" ;;
+    --host) host=${2:?--host needs a value}; shift 2 ;;
+    *) die "unknown option '$1' (usage: broker.sh start|stop|status [--dir DIR] [--timeout S] [--host ADDR])" ;;
     esac
 done
 
@@ -52,15 +57,18 @@ resolve_jars() {
     mv "$jars.tmp" "$jars"
 }
 
-# Two distinct free loopback ports (broker, controller), held open together
-# while the kernel picks them so they differ.
+# Two distinct free ports (broker on --host, controller on loopback), held
+# open together while the kernel picks them so they differ.
 free_ports() {
-    python3 - <<'PY'
-import socket
+    python3 - "$host" <<'PY'
+import socket, sys
 socks = []
-for _ in range(2):
+for addr in (sys.argv[1], "127.0.0.1"):
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    try:
+        s.bind((addr, 0))
+    except OSError as e:
+        sys.exit(f"cannot listen on {addr}: {e.strerror} (--host must be an address of this machine)")
     socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
@@ -127,7 +135,7 @@ do_start() {
 # dies on any other failure.
 launch() {
     local ports port cport data cluster_id
-    ports=$(free_ports)
+    ports=$(free_ports 2>"$dir/ports.err") || die "$(cat "$dir/ports.err")"
     port=${ports% *}
     cport=${ports#* }
     data=$(mktemp -d "${TMPDIR:-/tmp}/looptune-kafka.XXXXXX")
@@ -136,8 +144,8 @@ launch() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://$host:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://$host:$port
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
@@ -173,7 +181,7 @@ print(s)')
     echo "$pid" >"$dir/pid"
 
     local deadline=$((SECONDS + timeout_s))
-    until python3 "$here/probe.py" "127.0.0.1:$port" "$cluster_id" 2>"$dir/probe.err"; do
+    until python3 "$here/probe.py" "$host:$port" "$cluster_id" 2>"$dir/probe.err"; do
         if ! kill -0 "$pid" 2>/dev/null; then
             rm -f "$dir/pid"
             grep -q "Address already in use" "$dir/broker.log" && return 2
@@ -187,8 +195,8 @@ print(s)')
         fi
         sleep 0.3
     done
-    echo "127.0.0.1:$port" >"$dir/bootstrap"
-    echo "BOOTSTRAP=127.0.0.1:$port"
+    echo "$host:$port" >"$dir/bootstrap"
+    echo "BOOTSTRAP=$host:$port"
 }
 
 case $cmd in
@@ -201,5 +209,5 @@ status)
     fi
     echo "BOOTSTRAP=$(cat "$dir/bootstrap")"
     ;;
-*) die "usage: broker.sh start|stop|status [--dir DIR] [--timeout S]" ;;
+*) die "usage: broker.sh start|stop|status [--dir DIR] [--timeout S] [--host ADDR]" ;;
 esac
