@@ -4,36 +4,46 @@
  * qdot_k.c) and any later vector path share.
  *
  * Activations. The legacy types take x in blocks of 32 (lt__xq32, ggml's
- * q8_1 with f32 fields): d = max|x_b| / 127, q = rint(x * 127 / max|x_b|),
- * s = d * sum(q) (the term q4_1 / q5_1's minimum multiplies). The K-quants
+ * q8_0 with an f32 scale): d = max|x_b| / 127, q = rint(x * 127 / max|x_b|).
+ * The K-quants
  * take blocks of 256 (lt__xqk, ggml's q8_K): with v the element of largest
  * magnitude (the first of ties), q = nearest(-127 / v * x) capped at 127,
  * d = 1 / (-127 / v), and bsums[j] = the sum of q over elements 16j..16j+15.
  * A block of zeros has d = 0 and q = 0; a block holding a NaN or an
  * infinity has d = NaN and q = 0, so the row's result turns NaN as in f32.
  *
- * Exact arithmetic order (every path must give these bits): a row's blocks
- * b in increasing order, one float accumulator acc from 0; per block the
- * integer sums are exact in int32, then
- *   q4_0, q5_0:   acc = fmaf(d_w * d_x, (float)S, acc),  S = sum (q_w - 8 or 16) q_x
- *   q4_1, q5_1:   acc = fmaf(d_w * d_x, (float)S, acc), S = sum q_w q_x;
- *                 acc = fmaf(m_w, s_x, acc)
- *   q3_k, q6_k:   acc = fmaf(d_w * d_x, (float)S, acc), S = sum over sub-blocks j of
- *                 sc_j * sum (signed level) q_x
- *   q2_k, q4_k, q5_k: the same S with the unsigned levels, then
- *                 acc = fmaf(-(dmin_w * d_x), (float)M, acc), M = sum over sub-blocks
- *                 of m_j * (the bsums of its elements)
- * where d_w * d_x and dmin_w * d_x are rounded once (halves widened to
- * f32). The result is acc. */
+ * Exact arithmetic order (every path must give these bits). A block's
+ * products are summed exactly in int32 in 8 lanes: lane l takes the
+ * elements e with (e % 32) / 4 == l (a legacy block: elements 4l .. 4l + 3;
+ * a K-quant block: those of each of its 32-element groups). A row keeps
+ * float accumulators acc[(b % R) * 8 + l] from 0, R = 4 for the legacy
+ * types and 2 for the K-quants, so a vector path keeps R independent
+ * chains of 8 lanes and no block needs a horizontal sum. Per block b and
+ * lane l, with a = acc[(b % R) * 8 + l]:
+ *   q4_0, q5_0:   a = fmaf(d_w * d_x, (float)S_l, a),  S_l = sum (q_w - 8 or 16) q_x
+ *   q4_1, q5_1:   a = fmaf(d_w * d_x, (float)S_l, a),  S_l = sum q_w q_x;
+ *                 a = fmaf(m_w * d_x, (float)X_l, a),  X_l = sum q_x
+ *   q2_k, q4_k, q5_k: a = fmaf(d_w * d_x, (float)S_l, a), S_l = sum sc(e) level(e) q_x(e)
+ *                 with the unsigned levels and each element's sub-block scale; then
+ *                 a = fmaf(-(dmin_w * d_x), (float)M_l, a),
+ *                 M_l = mn_2l bsums[2l] + mn_2l+1 bsums[2l + 1], mn_i the minimum of
+ *                 elements 16i .. 16i + 15
+ *   q3_k, q6_k:   a = fmaf(d_w * d_x, (float)S_l, a), S_l = U_l - c (sc_2l bsums[2l] +
+ *                 sc_2l+1 bsums[2l + 1]), U_l = sum sc(e) (level(e) + c) q_x(e): the
+ *                 levels made unsigned (c = 4, 32) and the offset taken back per pair
+ *                 of 16-element groups
+ * The result: the lanes added in halves, n = 8R: while n > 1, acc[l] +=
+ * acc[l + n / 2] for l < n / 2, then n /= 2; acc[0]. The products d_w * d_x,
+ * m_w * d_x and dmin_w * d_x are rounded once (halves widened to f32). */
 #ifndef LT_KERNELS_QDOT_H
 #define LT_KERNELS_QDOT_H
 
 #include "looptune/core.h"
 
 typedef struct {
-    float d, s;       /* scale, and d * sum(qs) */
+    float d;          /* scale */
     int8_t qs[32];
-} lt__xq32;           /* 40 bytes */
+} lt__xq32;           /* 36 bytes */
 
 typedef struct {
     float d;
@@ -53,6 +63,14 @@ typedef struct {
     lt__xquant_fn quant;
     lt__qdot_fn dot;
 } lt__qtype;
+
+/* The lanes of qdot.h's order added in halves: acc[0 .. n) (n a power of
+ * two), overwritten. */
+static inline float lt__lanes_sum(float *acc, int n) {
+    for (; n > 1; n /= 2)
+        for (int l = 0; l < n / 2; l++) acc[l] += acc[l + n / 2];
+    return acc[0];
+}
 
 /* The entry of a type with integer dots here; NULL for f32, f16, bf16, q8_0. */
 const lt__qtype *lt__qtype_of(lt_dtype t);

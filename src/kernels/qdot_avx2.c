@@ -1,106 +1,85 @@
 /* AVX2 integer dots of every type of qdot.h (q4_0 .. q6_k) with
- * activations quantised per block: each block's integer sums in vector registers (exact in
- * int32, so any order gives the portable sums), then qdot.h's float steps
- * one block after the other, as the portable path takes them: the same
- * bits. vpmaddubsw multiplies unsigned levels (or |level|) by signed x:
- * 2 x 63 x 127 at most, never saturating. */
+ * activations quantised per block: each block's 8 lane sums in a register
+ * (exact in int32, so any order gives the portable sums), then qdot.h's
+ * float steps on its chain of 8 lanes: the portable bits. vpmaddubsw
+ * multiplies unsigned levels (or |level|) by signed x: 2 x 63 x 127 at
+ * most, never saturating. */
 #include "kernels/qdot_x86.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-/* The 32 unsigned 4-bit levels of a legacy block in element order. */
-static inline __m256i nibbles32(const uint8_t qs[16]) {
-    const __m128i q = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
-}
-
-/* 0x10 in byte j where bit j of the 32-bit qh is set: the fifth bits of a
- * q5_0 / q5_1 block in element order. */
-static inline __m256i fifth_bits(const uint8_t qh[4]) {
-    uint32_t h;
-    memcpy(&h, qh, 4);
-    const __m256i bytes = _mm256_shuffle_epi8(
-        _mm256_set1_epi32((int)h),
-        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit),
-                            _mm256_set1_epi8(0x10));
-}
-
-/* sum a x over 32 bytes, a signed and small (|a| <= 16), x signed */
+/* sum a x over each lane's 4 bytes, a signed and small (|a| <= 16), x signed */
 static inline __m256i dot_signed(__m256i a, __m256i xv) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(xv, a)),
                              _mm256_set1_epi16(1));
 }
 
-/* sum u x over 32 bytes, u unsigned (<= 63), x signed */
+/* sum u x over each lane's 4 bytes, u unsigned (<= 63), x signed */
 static inline __m256i dot_unsigned(__m256i u, __m256i xv) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), _mm256_set1_epi16(1));
 }
 
-/* q4_0: 32 levels q - 8 (low nibbles are elements 0..15, high nibbles
- * 16..31). */
-static float qdot_q4_0(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q4_0 *w = row;
-    const lt__xq32 *x = xq;
-    const __m256i eight = _mm256_set1_epi8(8);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i lv = _mm256_sub_epi8(nibbles32(w[b].qs), eight);
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)lt__hsum8(dot_signed(lv, xv)), acc);
+/* The loop of a legacy dot over step(w, x, acc) -> acc: R = 4 chains of 8
+ * lanes, block b into chain b % 4. */
+#define QDOT_LEGACY(name, block_t, step)                                                       \
+    static float name(const void *row, const void *xq, int64_t nb) {                          \
+        const block_t *w = row;                                                                \
+        const lt__xq32 *x = xq;                                                                \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                            \
+        int64_t b = 0;                                                                         \
+        for (; b + 3 < nb; b += 4) {                                                           \
+            a0 = step(&w[b], &x[b], a0);                                                       \
+            a1 = step(&w[b + 1], &x[b + 1], a1);                                               \
+            a2 = step(&w[b + 2], &x[b + 2], a2);                                               \
+            a3 = step(&w[b + 3], &x[b + 3], a3);                                               \
+        }                                                                                      \
+        if (b < nb) a0 = step(&w[b], &x[b], a0);                                               \
+        if (b + 1 < nb) a1 = step(&w[b + 1], &x[b + 1], a1);                                   \
+        if (b + 2 < nb) a2 = step(&w[b + 2], &x[b + 2], a2);                                   \
+        return lt__lanes_sum32(a0, a1, a2, a3);                                                \
     }
-    return acc;
+
+static inline __m256 step_q4_0(const lt_block_q4_0 *w, const lt__xq32 *x, __m256 a) {
+    const __m256i lv = _mm256_sub_epi8(lt__nibbles32(w->qs), _mm256_set1_epi8(8));
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
+    return lt__lane_fma(a, lt__half(w->d) * x->d, dot_signed(lv, xv));
 }
 
-static float qdot_q4_1(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q4_1 *w = row;
-    const lt__xq32 *x = xq;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        const int32_t S = lt__hsum8(dot_unsigned(nibbles32(w[b].qs), xv));
-        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)S, acc);
-        acc = fmaf(lt__half(w[b].m), x[b].s, acc);
-    }
-    return acc;
+static inline __m256 step_q5_0(const lt_block_q5_0 *w, const lt__xq32 *x, __m256 a) {
+    const __m256i lv = _mm256_sub_epi8(_mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh)),
+                                       _mm256_set1_epi8(16));
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
+    return lt__lane_fma(a, lt__half(w->d) * x->d, dot_signed(lv, xv));
 }
 
-static float qdot_q5_0(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q5_0 *w = row;
-    const lt__xq32 *x = xq;
-    const __m256i sixteen = _mm256_set1_epi8(16);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i lv = _mm256_sub_epi8(_mm256_or_si256(nibbles32(w[b].qs), fifth_bits(w[b].qh)),
-                                           sixteen);
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)lt__hsum8(dot_signed(lv, xv)), acc);
-    }
-    return acc;
+/* q4_1 / q5_1: the levels' term, then the minimum times each lane's x sum */
+static inline __m256 step_min(__m256i lv, uint16_t d, uint16_t m, const lt__xq32 *x, __m256 a) {
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
+    a = lt__lane_fma(a, lt__half(d) * x->d, dot_unsigned(lv, xv));
+    return lt__lane_fma(a, lt__half(m) * x->d, dot_unsigned(_mm256_set1_epi8(1), xv));
 }
 
-static float qdot_q5_1(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q5_1 *w = row;
-    const lt__xq32 *x = xq;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i lv = _mm256_or_si256(nibbles32(w[b].qs), fifth_bits(w[b].qh));
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)lt__hsum8(dot_unsigned(lv, xv)), acc);
-        acc = fmaf(lt__half(w[b].m), x[b].s, acc);
-    }
-    return acc;
+static inline __m256 step_q4_1(const lt_block_q4_1 *w, const lt__xq32 *x, __m256 a) {
+    return step_min(lt__nibbles32(w->qs), w->d, w->m, x, a);
 }
+
+static inline __m256 step_q5_1(const lt_block_q5_1 *w, const lt__xq32 *x, __m256 a) {
+    return step_min(_mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh)), w->d, w->m, x, a);
+}
+
+QDOT_LEGACY(qdot_q4_0, lt_block_q4_0, step_q4_0)
+QDOT_LEGACY(qdot_q4_1, lt_block_q4_1, step_q4_1)
+QDOT_LEGACY(qdot_q5_0, lt_block_q5_0, step_q5_0)
+QDOT_LEGACY(qdot_q5_1, lt_block_q5_1, step_q5_1)
 
 /* q4_k and q5_k (qh NULL for q4_k): four 32-byte groups, each the low
  * nibbles of sub-block 2j and the high ones of 2j + 1 (q5_k: bits 2j and
  * 2j + 1 of qh as their fifth bits); every sub-block's pair sums times its
  * scale, the minimums times the sub-blocks' x sums. */
-static inline float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
-                            const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, float acc) {
+static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
+                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
     uint8_t sc[8], m[8];
     lt_qk_scale_min(scales, sc, m);
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
@@ -115,8 +94,8 @@ static inline float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12
         s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1),
                                                       _mm256_set1_epi16(sc[2 * j + 1])));
     }
-    acc = fmaf(lt__half(dh) * x->d, (float)lt__hsum8(s32), acc);
-    return fmaf(-(lt__half(dminh) * x->d), (float)lt__q45_mins(m, x->bsums), acc);
+    acc = lt__lane_fma(acc, lt__half(dh) * x->d, s32);
+    return lt__lane_fma(acc, -(lt__half(dminh) * x->d), lt__q45_mins(m, x->bsums));
 }
 
 LT__QDOT_Q45(dot_q45)
@@ -132,108 +111,91 @@ static inline __m256i group_dot(__m256i lv, const int8_t *xqs, int16_t sc_lo, in
 
 /* q2_k: per 16 elements a 4-bit scale and a 4-bit minimum; element 128h +
  * 32g + l has bits 2g of qs[32h + l]. */
-static float qdot_q2_k(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q2_k *w = row;
-    const lt__xqk *x = xq;
+static inline __m256 step_q2_k(const lt_block_q2_k *w, const lt__xqk *x, __m256 acc) {
     const __m256i m2 = _mm256_set1_epi8(3);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i s32 = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * h));
-            for (int g = 0; g < 4; g++) {
-                const int k = 8 * h + 2 * g;
-                const __m256i lv = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m2);
-                s32 = _mm256_add_epi32(s32, group_dot(lv, x[b].qs + 128 * h + 32 * g,
-                                                      w[b].scales[k] & 0x0f,
-                                                      w[b].scales[k + 1] & 0x0f));
-            }
+    __m256i s32 = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * h));
+        for (int g = 0; g < 4; g++) {
+            const int k = 8 * h + 2 * g;
+            const __m256i lv = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m2);
+            s32 = _mm256_add_epi32(s32, group_dot(lv, x->qs + 128 * h + 32 * g,
+                                                  w->scales[k] & 0x0f, w->scales[k + 1] & 0x0f));
         }
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(
-            _mm_and_si128(_mm_loadu_si128((const __m128i *)w[b].scales), _mm_set1_epi8((char)0xf0)), 4));
-        const int32_t M = lt__hsum8(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), mins));
-        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)lt__hsum8(s32), acc);
-        acc = fmaf(-(lt__half(w[b].dmin) * x[b].d), (float)M, acc);
     }
-    return acc;
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(
+        _mm_and_si128(_mm_loadu_si128((const __m128i *)w->scales), _mm_set1_epi8((char)0xf0)), 4));
+    const __m256i M = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
+    acc = lt__lane_fma(acc, lt__half(w->d) * x->d, s32);
+    return lt__lane_fma(acc, -(lt__half(w->dmin) * x->d), M);
 }
+
+LT__QDOT_K(qdot_q2_k, lt_block_q2_k, step_q2_k)
 
 /* q3_k: levels low2 + 4 x hbit - 4 in [-4, 3], dotted unsigned (0..7) and
  * 4 x the x sums taken back; the third bit of element 128h + 32g + l is bit
  * 4h + g of hmask[l]. */
-static float qdot_q3_k(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q3_k *w = row;
-    const lt__xqk *x = xq;
+static inline __m256 step_q3_k(const lt_block_q3_k *w, const lt__xqk *x, __m256 acc) {
     const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        int8_t sc[16];
-        lt_q3k_scales(w[b].scales, sc);
-        const __m256i hm = _mm256_loadu_si256((const __m256i *)w[b].hmask);
-        __m256i s32 = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * h));
-            for (int g = 0; g < 4; g++) {
-                const int k = 8 * h + 2 * g;
-                const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m2);
-                /* bit 4h + g moved to bit 2 (a right shift within the byte, or left by 1 or 2) */
-                const int bit = 4 * h + g;
-                const __m256i hb = bit >= 2 ? _mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit - 2))
-                                            : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - bit));
-                const __m256i lv = _mm256_or_si256(lo, _mm256_and_si256(hb, m4));
-                s32 = _mm256_add_epi32(s32, group_dot(lv, x[b].qs + 128 * h + 32 * g, sc[k], sc[k + 1]));
-            }
+    int8_t sc[16];
+    lt_q3k_scales(w->scales, sc);
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)w->hmask);
+    __m256i s32 = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * h));
+        for (int g = 0; g < 4; g++) {
+            const int k = 8 * h + 2 * g;
+            const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m2);
+            /* bit 4h + g moved to bit 2 (a right shift within the byte, or left by 1 or 2) */
+            const int bit = 4 * h + g;
+            const __m256i hb = bit >= 2 ? _mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit - 2))
+                                        : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - bit));
+            const __m256i lv = _mm256_or_si256(lo, _mm256_and_si256(hb, m4));
+            s32 = _mm256_add_epi32(s32, group_dot(lv, x->qs + 128 * h + 32 * g, sc[k], sc[k + 1]));
         }
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-        const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), sc16);
-        const int32_t S = lt__hsum8(_mm256_sub_epi32(s32, _mm256_slli_epi32(back, 2)));
-        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)S, acc);
     }
-    return acc;
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), sc16);
+    return lt__lane_fma(acc, lt__half(w->d) * x->d, _mm256_sub_epi32(s32, _mm256_slli_epi32(back, 2)));
 }
+
+LT__QDOT_K(qdot_q3_k, lt_block_q3_k, step_q3_k)
 
 /* q6_k: levels lo | hi << 4 (0..63) dotted unsigned, then 32 x the block's
  * x sums taken back: sum sc (lv - 32) x = sum sc lv x - 32 sum sc bsum.
  * Half h, group g: low nibbles of ql[64h + 32(g % 2) ..] (g < 2) or high
  * ones, bits 2g of qh[32h ..]; each 32-level group spans scales 8h + 2g and
  * the next (vpmaddubsw's lanes 0..7 and 8..15). */
-static float qdot_q6_k(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q6_k *w = row;
-    const lt__xqk *x = xq;
+static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i s32 = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
-            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-            const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
-            /* bits 2g, 2g + 1 of qh moved to 4, 5 (what crosses a byte is masked off) */
-            const __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h),
-                                   _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h),
-                                   _mm256_and_si256(qh, m2h),
-                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h)};
-            for (int g = 0; g < 4; g++) {
-                const int k = 8 * h + 2 * g;
-                const __m256i xv =
-                    _mm256_loadu_si256((const __m256i *)(x[b].qs + 128 * h + 32 * g));
-                const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo[g], hi[g]), xv);
-                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(w[b].scales[k + 1]),
-                                                     _mm_set1_epi16(w[b].scales[k]));
-                s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, scv));
-            }
+    __m256i s32 = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+        /* bits 2g, 2g + 1 of qh moved to 4, 5 (what crosses a byte is masked off) */
+        const __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h),
+                               _mm256_and_si256(qh, m2h),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h)};
+        for (int g = 0; g < 4; g++) {
+            const int k = 8 * h + 2 * g;
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g));
+            const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo[g], hi[g]), xv);
+            const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(w->scales[k + 1]),
+                                                 _mm_set1_epi16(w->scales[k]));
+            s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, scv));
         }
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
-        const __m256i back =
-            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums), sc16);
-        const int32_t S = lt__hsum8(_mm256_sub_epi32(s32, _mm256_slli_epi32(back, 5)));
-        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)S, acc);
     }
-    return acc;
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), sc16);
+    return lt__lane_fma(acc, lt__half(w->d) * x->d, _mm256_sub_epi32(s32, _mm256_slli_epi32(back, 5)));
 }
+
+LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
 
 lt__qdot_fn lt__qdot_avx2_of(lt_dtype t) {
     switch (t) {

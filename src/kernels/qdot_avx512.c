@@ -1,13 +1,18 @@
 /* AVX-512 (F, BW, VL) integer dots of the K-quants q4_k, q5_k and q6_k with
- * activations quantised per block (qdot.h): 64 levels per register, each
- * block's integer sums exact, then qdot.h's float steps in block order: the
- * portable bits. The other types take the AVX2 dots (lt__qdot_of). */
+ * activations quantised per block (qdot.h): 64 levels per register, folded
+ * onto each block's 8 exact lane sums, then qdot.h's float steps on the
+ * block's chain of lanes: the portable bits. The other types take the AVX2
+ * dots (lt__qdot_of). */
 #include "kernels/qdot_x86.h"
 
 #include <immintrin.h>
 #include <math.h>
 
-static inline int32_t hsum16(__m512i v) { return _mm512_reduce_add_epi32(v); }
+/* 16 int32 lanes folded onto qdot.h's 8: lane l + 8 holds the elements of
+ * the group after lane l's. */
+static inline __m256i fold8(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
 
 /* Two 32-byte halves as one register: lo in bytes 0..31. */
 static inline __m512i join(__m256i lo, __m256i hi) {
@@ -17,8 +22,8 @@ static inline __m512i join(__m256i lo, __m256i hi) {
 /* q4_k and q5_k (qh NULL for q4_k): group j's 32 quant bytes give sub-block
  * 2j (low nibbles) and 2j + 1 (high nibbles), 64 levels that line up with
  * x's 64 bytes; vpmaddubsw's lanes 0..15 are sub-block 2j's, 16..31 2j + 1's. */
-static inline float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
-                            const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, float acc) {
+static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
+                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
     uint8_t sc[8], m[8];
     lt_qk_scale_min(scales, sc, m);
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
@@ -30,8 +35,8 @@ static inline float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12
         const __m512i scv = join(_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
         s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(join(lo, hi), xv), scv));
     }
-    acc = fmaf(lt__half(dh) * x->d, (float)hsum16(s32), acc);
-    return fmaf(-(lt__half(dminh) * x->d), (float)lt__q45_mins(m, x->bsums), acc);
+    acc = lt__lane_fma(acc, lt__half(dh) * x->d, fold8(s32));
+    return lt__lane_fma(acc, -(lt__half(dminh) * x->d), lt__q45_mins(m, x->bsums));
 }
 
 LT__QDOT_Q45(dot_q45)
@@ -39,9 +44,7 @@ LT__QDOT_Q45(dot_q45)
 /* q6_k: as qdot_avx2.c's, two 32-level groups per register (g = 0, 1 and
  * g = 2, 3 of each half h: 64 consecutive elements), their four scales
  * spread over vpmaddubsw's lanes by a word permutation. */
-static float qdot_q6_k(const void *row, const void *xq, int64_t nb) {
-    const lt_block_q6_k *w = row;
-    const lt__xqk *x = xq;
+static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
     /* lane i of 32 takes scale k + i / 8 */
     static const int16_t spread[4][32] = {
@@ -52,38 +55,35 @@ static float qdot_q6_k(const void *row, const void *xq, int64_t nb) {
         {S8(12), S8(13), S8(14), S8(15)},
 #undef S8
     };
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        const __m512i sc16 = _mm512_zextsi256_si512(
-            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales)));
-        __m512i s32 = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) {
-            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
-            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-            const __m256i lv0 = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                                _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
-            const __m256i lv1 = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                                _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
-            const __m256i lv2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                                _mm256_and_si256(qh, m2h));
-            const __m256i lv3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
-            for (int p = 0; p < 2; p++) {
-                const __m512i lv = p ? join(lv2, lv3) : join(lv0, lv1);
-                const __m512i xv = _mm512_loadu_si512(x[b].qs + 128 * h + 64 * p);
-                const __m512i scv = _mm512_permutexvar_epi16(
-                    _mm512_loadu_si512(spread[2 * h + p]), sc16);
-                s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(lv, xv), scv));
-            }
+    const __m512i sc16 = _mm512_zextsi256_si512(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales)));
+    __m512i s32 = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        const __m256i lv0 = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
+        const __m256i lv1 = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
+        const __m256i lv2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                            _mm256_and_si256(qh, m2h));
+        const __m256i lv3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
+        for (int p = 0; p < 2; p++) {
+            const __m512i lv = p ? join(lv2, lv3) : join(lv0, lv1);
+            const __m512i xv = _mm512_loadu_si512(x->qs + 128 * h + 64 * p);
+            const __m512i scv = _mm512_permutexvar_epi16(_mm512_loadu_si512(spread[2 * h + p]), sc16);
+            s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(lv, xv), scv));
         }
-        const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[b].bsums),
-                                               _mm512_castsi512_si256(sc16));
-        const __m512i all = _mm512_sub_epi32(s32, _mm512_zextsi256_si512(_mm256_slli_epi32(back, 5)));
-        acc = fmaf(lt__half(w[b].d) * x[b].d, (float)hsum16(all), acc);
     }
-    return acc;
+    const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
+                                           _mm512_castsi512_si256(sc16));
+    return lt__lane_fma(acc, lt__half(w->d) * x->d,
+                        _mm256_sub_epi32(fold8(s32), _mm256_slli_epi32(back, 5)));
 }
+
+LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
 
 lt__qdot_fn lt__qdot_avx512_of(lt_dtype t) {
     switch (t) {

@@ -40,11 +40,29 @@ void lt__xqk_quant(const float *x, int64_t n, void *out) {
     }
 }
 
-/* sum over the 16 or 32 elements [e0, e0 + n) of level * q_x */
-static inline int32_t dot_range(const int8_t *lv, const int8_t *qx, int e0, int n) {
-    int32_t s = 0;
-    for (int e = e0; e < e0 + n; e++) s += (int32_t)lv[e] * qx[e];
-    return s;
+/* qdot.h's lane sums of a super-block: S[l] = sum over the elements e with
+ * (e % 32) / 4 == l of sc16[e / 16] lv[e] q_x[e]. */
+static inline void lane_sums(const int8_t lv[LT_QK_K], const int8_t *qx, const int sc16[16],
+                             int32_t S[8]) {
+    memset(S, 0, 8 * sizeof S[0]);
+    for (int e = 0; e < LT_QK_K; e++) S[e % 32 / 4] += sc16[e / 16] * lv[e] * qx[e];
+}
+
+/* P[l] = mul16[2l] bsums[2l] + mul16[2l + 1] bsums[2l + 1]: a minimum's or an
+ * offset's term per lane. */
+static inline void pair_sums(const int mul16[16], const int16_t bsums[16], int32_t P[8]) {
+    for (int l = 0; l < 8; l++) P[l] = mul16[2 * l] * bsums[2 * l] + mul16[2 * l + 1] * bsums[2 * l + 1];
+}
+
+/* Block b into its lanes of acc (R = 2 chains of 8): d S, then (M non-NULL)
+ * dm M. */
+static inline void block_lanes(float acc[16], int64_t b, const int32_t S[8], float d,
+                               const int32_t *M, float dm) {
+    float *a = acc + (b % 2) * 8;
+    for (int l = 0; l < 8; l++) {
+        a[l] = fmaf(d, (float)S[l], a[l]);
+        if (M) a[l] = fmaf(dm, (float)M[l], a[l]);
+    }
 }
 
 /* The 256 levels of a super-block unpacked in element order (the layout in
@@ -75,93 +93,114 @@ static inline void unpack4(const uint8_t *qs, const uint8_t *qh, int8_t lv[LT_QK
 float lt__qdot_q2_k(const void *row, const void *xq, int64_t nb) {
     const lt_block_q2_k *w = row;
     const lt__xqk *x = xq;
-    float acc = 0.0f;
+    float acc[16] = {0};
     int8_t lv[LT_QK_K];
     for (int64_t b = 0; b < nb; b++) {
         unpack2(w[b].qs, lv);
-        int32_t S = 0, M = 0;
+        int sc[16], mn[16];
         for (int j = 0; j < 16; j++) {
-            S += (w[b].scales[j] & 0x0f) * dot_range(lv, x[b].qs, 16 * j, 16);
-            M += (w[b].scales[j] >> 4) * x[b].bsums[j];
+            sc[j] = w[b].scales[j] & 0x0f;
+            mn[j] = w[b].scales[j] >> 4;
         }
-        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)S, acc);
-        acc = fmaf(-(lt_f16_to_f32(w[b].dmin) * x[b].d), (float)M, acc);
+        int32_t S[8], M[8];
+        lane_sums(lv, x[b].qs, sc, S);
+        pair_sums(mn, x[b].bsums, M);
+        block_lanes(acc, b, S, lt_f16_to_f32(w[b].d) * x[b].d, M,
+                    -(lt_f16_to_f32(w[b].dmin) * x[b].d));
     }
-    return acc;
+    return lt__lanes_sum(acc, 16);
+}
+
+/* S less c times the offsets' pair sums (q3_k, q6_k: unsigned levels). */
+static inline void take_back(int32_t S[8], const int sc[16], const int16_t bsums[16], int c) {
+    int32_t P[8];
+    pair_sums(sc, bsums, P);
+    for (int l = 0; l < 8; l++) S[l] -= c * P[l];
 }
 
 float lt__qdot_q3_k(const void *row, const void *xq, int64_t nb) {
     const lt_block_q3_k *w = row;
     const lt__xqk *x = xq;
-    float acc = 0.0f;
-    int8_t lv[LT_QK_K], sc[16];
+    float acc[16] = {0};
+    int8_t lv[LT_QK_K], sc8[16];
     for (int64_t b = 0; b < nb; b++) {
         unpack2(w[b].qs, lv);
-        /* the third bit of element e in bit e / 32 of hmask[e % 32]; clear: less 4 */
+        /* the third bit of element e in bit e / 32 of hmask[e % 32]: the
+         * unsigned level low2 + 4 hbit, 4 above the signed one */
         for (int j = 0; j < 8; j++)
             for (int l = 0; l < 32; l++)
-                lv[32 * j + l] = (int8_t)(lv[32 * j + l] - ((w[b].hmask[l] >> j & 1) ^ 1) * 4);
-        lt_q3k_scales(w[b].scales, sc);
-        int32_t S = 0;
-        for (int j = 0; j < 16; j++) S += sc[j] * dot_range(lv, x[b].qs, 16 * j, 16);
-        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)S, acc);
+                lv[32 * j + l] = (int8_t)(lv[32 * j + l] + (w[b].hmask[l] >> j & 1) * 4);
+        lt_q3k_scales(w[b].scales, sc8);
+        int sc[16];
+        for (int j = 0; j < 16; j++) sc[j] = sc8[j];
+        int32_t S[8];
+        lane_sums(lv, x[b].qs, sc, S);
+        take_back(S, sc, x[b].bsums, 4);
+        block_lanes(acc, b, S, lt_f16_to_f32(w[b].d) * x[b].d, NULL, 0.0f);
     }
-    return acc;
+    return lt__lanes_sum(acc, 16);
 }
 
 /* q4_k (qh NULL) and q5_k */
-static float dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
-                     const uint8_t *qs, const lt__xqk *x, float acc) {
+static void dot_q45(float acc[16], int64_t b, uint16_t dh, uint16_t dminh,
+                    const uint8_t scales[12], const uint8_t *qh, const uint8_t *qs,
+                    const lt__xqk *x) {
     int8_t lv[LT_QK_K];
-    uint8_t sc[8], m[8];
+    uint8_t sc8[8], m8[8];
     unpack4(qs, qh, lv);
-    lt_qk_scale_min(scales, sc, m);
-    int32_t S = 0, M = 0;
-    for (int j = 0; j < 8; j++) {
-        S += sc[j] * dot_range(lv, x->qs, 32 * j, 32);
-        M += m[j] * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
+    lt_qk_scale_min(scales, sc8, m8);
+    int sc[16], mn[16];
+    for (int j = 0; j < 16; j++) {
+        sc[j] = sc8[j / 2];
+        mn[j] = m8[j / 2];
     }
-    acc = fmaf(lt_f16_to_f32(dh) * x->d, (float)S, acc);
-    return fmaf(-(lt_f16_to_f32(dminh) * x->d), (float)M, acc);
+    int32_t S[8], M[8];
+    lane_sums(lv, x->qs, sc, S);
+    pair_sums(mn, x->bsums, M);
+    block_lanes(acc, b, S, lt_f16_to_f32(dh) * x->d, M, -(lt_f16_to_f32(dminh) * x->d));
 }
 
 float lt__qdot_q4_k(const void *row, const void *xq, int64_t nb) {
     const lt_block_q4_k *w = row;
     const lt__xqk *x = xq;
-    float acc = 0.0f;
+    float acc[16] = {0};
     for (int64_t b = 0; b < nb; b++)
-        acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, NULL, w[b].qs, &x[b], acc);
-    return acc;
+        dot_q45(acc, b, w[b].d, w[b].dmin, w[b].scales, NULL, w[b].qs, &x[b]);
+    return lt__lanes_sum(acc, 16);
 }
 
 float lt__qdot_q5_k(const void *row, const void *xq, int64_t nb) {
     const lt_block_q5_k *w = row;
     const lt__xqk *x = xq;
-    float acc = 0.0f;
+    float acc[16] = {0};
     for (int64_t b = 0; b < nb; b++)
-        acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, w[b].qh, w[b].qs, &x[b], acc);
-    return acc;
+        dot_q45(acc, b, w[b].d, w[b].dmin, w[b].scales, w[b].qh, w[b].qs, &x[b]);
+    return lt__lanes_sum(acc, 16);
 }
 
 float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb) {
     const lt_block_q6_k *w = row;
     const lt__xqk *x = xq;
-    float acc = 0.0f;
+    float acc[16] = {0};
     int8_t lv[LT_QK_K];
     for (int64_t b = 0; b < nb; b++) {
         /* element 128h + 32g + l: 4 low bits in ql[64h + 32(g % 2) + l] (high
-         * nibble for g >= 2), 2 high bits at bit 2g of qh[32h + l], less 32 */
+         * nibble for g >= 2), 2 high bits at bit 2g of qh[32h + l]; unsigned,
+         * 32 above the signed level */
         for (int h = 0; h < 2; h++)
             for (int g = 0; g < 4; g++)
                 for (int l = 0; l < 32; l++) {
                     const uint8_t v = w[b].ql[64 * h + 32 * (g % 2) + l];
                     const int lo = g >= 2 ? v >> 4 : v & 0x0f;
                     const int hi = w[b].qh[32 * h + l] >> (2 * g) & 3;
-                    lv[128 * h + 32 * g + l] = (int8_t)((lo | hi << 4) - 32);
+                    lv[128 * h + 32 * g + l] = (int8_t)(lo | hi << 4);
                 }
-        int32_t S = 0;
-        for (int j = 0; j < 16; j++) S += w[b].scales[j] * dot_range(lv, x[b].qs, 16 * j, 16);
-        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)S, acc);
+        int sc[16];
+        for (int j = 0; j < 16; j++) sc[j] = w[b].scales[j];
+        int32_t S[8];
+        lane_sums(lv, x[b].qs, sc, S);
+        take_back(S, sc, x[b].bsums, 32);
+        block_lanes(acc, b, S, lt_f16_to_f32(w[b].d) * x[b].d, NULL, 0.0f);
     }
-    return acc;
+    return lt__lanes_sum(acc, 16);
 }

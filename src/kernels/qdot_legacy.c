@@ -20,18 +20,15 @@ void lt__xq32_quant(const float *x, int64_t n, void *out) {
         }
         const float inv = 127.0f / amax;
         if (!finite || !(inv <= FLT_MAX)) { /* NaN / infinity, or zero (or nearly) */
-            y[b].d = y[b].s = finite ? 0.0f : NAN;
+            y[b].d = finite ? 0.0f : NAN;
             memset(y[b].qs, 0, sizeof y[b].qs);
             continue;
         }
         y[b].d = amax / 127.0f;
-        int32_t sum = 0;
         for (int j = 0; j < 32; j++) {
             long v = lrintf(xb[j] * inv); /* |v| <= 127: |xb[j] * inv| <= 127 (1 + 2^-24) */
             y[b].qs[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-            sum += y[b].qs[j];
         }
-        y[b].s = y[b].d * (float)sum;
     }
 }
 
@@ -46,58 +43,77 @@ static inline void levels(const uint8_t qs[16], const uint8_t *qh, int off, int8
     }
 }
 
-static inline int32_t dot32(const int8_t *a, const int8_t *b) {
-    int32_t s = 0;
-    for (int j = 0; j < 32; j++) s += (int32_t)a[j] * b[j];
-    return s;
+/* qdot.h's 8 lane sums of a block: S[l] = sum over elements 4l .. 4l + 3 of
+ * a q_x, and (X non-NULL) X[l] = the sum of their q_x. */
+static inline void lane_sums(const int8_t q[32], const int8_t *qx, int32_t S[8], int32_t *X) {
+    for (int l = 0; l < 8; l++) {
+        S[l] = 0;
+        if (X) X[l] = 0;
+        for (int i = 4 * l; i < 4 * l + 4; i++) {
+            S[l] += (int32_t)q[i] * qx[i];
+            if (X) X[l] += qx[i];
+        }
+    }
+}
+
+/* One block into its lanes of acc (R = 4 chains of 8): the scale's term, and
+ * with a minimum (has_m) the minimum's. */
+static inline void block_lanes(float acc[32], int64_t b, const int8_t q[32], const lt__xq32 *x,
+                               float dw, bool has_m, float mw) {
+    int32_t S[8], X[8];
+    lane_sums(q, x->qs, S, has_m ? X : NULL);
+    float *a = acc + (b % 4) * 8;
+    const float d = dw * x->d, m = mw * x->d;
+    for (int l = 0; l < 8; l++) {
+        a[l] = fmaf(d, (float)S[l], a[l]);
+        if (has_m) a[l] = fmaf(m, (float)X[l], a[l]);
+    }
 }
 
 float lt__qdot_q4_0(const void *row, const void *xq, int64_t nb) {
     const lt_block_q4_0 *w = row;
     const lt__xq32 *x = xq;
-    float acc = 0.0f;
+    float acc[32] = {0};
     int8_t q[32];
     for (int64_t b = 0; b < nb; b++) {
         levels(w[b].qs, NULL, 8, q);
-        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)dot32(q, x[b].qs), acc);
+        block_lanes(acc, b, q, &x[b], lt_f16_to_f32(w[b].d), false, 0.0f);
     }
-    return acc;
+    return lt__lanes_sum(acc, 32);
 }
 
 float lt__qdot_q5_0(const void *row, const void *xq, int64_t nb) {
     const lt_block_q5_0 *w = row;
     const lt__xq32 *x = xq;
-    float acc = 0.0f;
+    float acc[32] = {0};
     int8_t q[32];
     for (int64_t b = 0; b < nb; b++) {
         levels(w[b].qs, w[b].qh, 16, q);
-        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)dot32(q, x[b].qs), acc);
+        block_lanes(acc, b, q, &x[b], lt_f16_to_f32(w[b].d), false, 0.0f);
     }
-    return acc;
+    return lt__lanes_sum(acc, 32);
 }
 
 float lt__qdot_q4_1(const void *row, const void *xq, int64_t nb) {
     const lt_block_q4_1 *w = row;
     const lt__xq32 *x = xq;
-    float acc = 0.0f;
+    float acc[32] = {0};
     int8_t q[32];
     for (int64_t b = 0; b < nb; b++) {
         levels(w[b].qs, NULL, 0, q);
-        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)dot32(q, x[b].qs), acc);
-        acc = fmaf(lt_f16_to_f32(w[b].m), x[b].s, acc);
+        block_lanes(acc, b, q, &x[b], lt_f16_to_f32(w[b].d), true, lt_f16_to_f32(w[b].m));
     }
-    return acc;
+    return lt__lanes_sum(acc, 32);
 }
 
 float lt__qdot_q5_1(const void *row, const void *xq, int64_t nb) {
     const lt_block_q5_1 *w = row;
     const lt__xq32 *x = xq;
-    float acc = 0.0f;
+    float acc[32] = {0};
     int8_t q[32];
     for (int64_t b = 0; b < nb; b++) {
         levels(w[b].qs, w[b].qh, 0, q);
-        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)dot32(q, x[b].qs), acc);
-        acc = fmaf(lt_f16_to_f32(w[b].m), x[b].s, acc);
+        block_lanes(acc, b, q, &x[b], lt_f16_to_f32(w[b].d), true, lt_f16_to_f32(w[b].m));
     }
-    return acc;
+    return lt__lanes_sum(acc, 32);
 }

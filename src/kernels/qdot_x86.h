@@ -5,14 +5,47 @@
 #define LT_KERNELS_QDOT_X86_H
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/qdot.h"
 
-static inline int32_t lt__hsum8(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
+/* qdot.h's lanes of a 16-lane row (chains a0, a1) added in halves. */
+static inline float lt__lanes_sum16(__m256 a0, __m256 a1) {
+    const __m256 s8 = _mm256_add_ps(a0, a1);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* ... and of a 32-lane row (chains a0 .. a3): lane l + 16 is chain l / 8 + 2's. */
+static inline float lt__lanes_sum32(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    return lt__lanes_sum16(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+}
+
+/* a + d s, s the 8 exact int32 lane sums of a block */
+static inline __m256 lt__lane_fma(__m256 a, float d, __m256i s) {
+    return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), a);
+}
+
+/* The 32 unsigned 4-bit levels of a legacy block in element order (low
+ * nibbles are elements 0..15, high nibbles 16..31). */
+static inline __m256i lt__nibbles32(const uint8_t qs[16]) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+/* 0x10 in byte j where bit j of the 32-bit qh is set: the fifth bits of a
+ * q5_0 / q5_1 block in element order. */
+static inline __m256i lt__fifth_bits(const uint8_t qh[4]) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i bytes = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)h),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit),
+                            _mm256_set1_epi8(0x10));
 }
 
 static inline float lt__half(uint16_t h) { return _cvtsh_ss(h); }
@@ -32,30 +65,38 @@ static inline void lt__q45_levels(__m256i q, __m256i h, bool with_h, int j, __m2
     *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h, s1), 4), m5));
 }
 
-/* M of q4_k / q5_k: each sub-block's minimum times its two x sums. */
-static inline int32_t lt__q45_mins(const uint8_t m[8], const int16_t bsums[16]) {
+/* M_l of q4_k / q5_k: sub-block l's minimum times its two x sums. */
+static inline __m256i lt__q45_mins(const uint8_t m[8], const int16_t bsums[16]) {
     const __m128i mv = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
     const __m256i m2 = _mm256_set_m128i(_mm_unpackhi_epi16(mv, mv), _mm_unpacklo_epi16(mv, mv));
-    return lt__hsum8(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), m2));
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), m2);
 }
 
-/* qdot_q4_k and qdot_q5_k over a file's dot_q45(d, dmin, scales, qh, qs, x, acc). */
-#define LT__QDOT_Q45(dot_q45)                                                                  \
-    static float qdot_q4_k(const void *row, const void *xq, int64_t nb) {                     \
-        const lt_block_q4_k *w = row;                                                          \
+/* The loop of a K-quant dot over a file's step(w, x, acc) -> acc, one
+ * block into its chain of 8 lanes (R = 2 chains). */
+#define LT__QDOT_K(name, block_t, step)                                                        \
+    static float name(const void *row, const void *xq, int64_t nb) {                          \
+        const block_t *w = row;                                                                \
         const lt__xqk *x = xq;                                                                 \
-        float acc = 0.0f;                                                                      \
-        for (int64_t b = 0; b < nb; b++)                                                       \
-            acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, NULL, w[b].qs, &x[b], acc);          \
-        return acc;                                                                            \
-    }                                                                                          \
-    static float qdot_q5_k(const void *row, const void *xq, int64_t nb) {                     \
-        const lt_block_q5_k *w = row;                                                          \
-        const lt__xqk *x = xq;                                                                 \
-        float acc = 0.0f;                                                                      \
-        for (int64_t b = 0; b < nb; b++)                                                       \
-            acc = dot_q45(w[b].d, w[b].dmin, w[b].scales, w[b].qh, w[b].qs, &x[b], acc);       \
-        return acc;                                                                            \
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                             \
+        int64_t b = 0;                                                                         \
+        for (; b + 1 < nb; b += 2) {                                                           \
+            a0 = step(&w[b], &x[b], a0);                                                       \
+            a1 = step(&w[b + 1], &x[b + 1], a1);                                               \
+        }                                                                                      \
+        if (b < nb) a0 = step(&w[b], &x[b], a0);                                               \
+        return lt__lanes_sum16(a0, a1);                                                        \
     }
+
+/* step functions of q4_k and q5_k over a file's dot_q45(d, dmin, scales, qh, qs, x, acc) */
+#define LT__QDOT_Q45(dot_q45)                                                                  \
+    static inline __m256 step_q4_k(const lt_block_q4_k *w, const lt__xqk *x, __m256 acc) {     \
+        return dot_q45(w->d, w->dmin, w->scales, NULL, w->qs, x, acc);                         \
+    }                                                                                          \
+    static inline __m256 step_q5_k(const lt_block_q5_k *w, const lt__xqk *x, __m256 acc) {     \
+        return dot_q45(w->d, w->dmin, w->scales, w->qh, w->qs, x, acc);                        \
+    }                                                                                          \
+    LT__QDOT_K(qdot_q4_k, lt_block_q4_k, step_q4_k)                                            \
+    LT__QDOT_K(qdot_q5_k, lt_block_q5_k, step_q5_k)
 
 #endif
