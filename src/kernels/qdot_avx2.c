@@ -80,8 +80,9 @@ QDOT_LEGACY(qdot_q5_1, lt_block_q5_1, step_q5_1)
  * scale, the minimums times the sub-blocks' x sums. */
 static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
                              const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
-    uint8_t sc[8], m[8];
-    lt_qk_scale_min(scales, sc, m);
+    __m128i sc, mn;
+    lt__q45_scales(scales, &sc, &mn);
+    const __m256i sc2 = _mm256_broadcastsi128_si256(sc);
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     __m256i s32 = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++) {
@@ -90,12 +91,12 @@ static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[1
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));
         const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));
         s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0),
-                                                      _mm256_set1_epi16(sc[2 * j])));
+                                                      lt__bcast16(sc2, 2 * j)));
         s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1),
-                                                      _mm256_set1_epi16(sc[2 * j + 1])));
+                                                      lt__bcast16(sc2, 2 * j + 1)));
     }
     acc = lt__lane_fma(acc, lt__half(dh) * x->d, s32);
-    return lt__lane_fma(acc, -(lt__half(dminh) * x->d), lt__q45_mins(m, x->bsums));
+    return lt__lane_fma(acc, -(lt__half(dminh) * x->d), lt__q45_mins(mn, x->bsums));
 }
 
 LT__QDOT_Q45(dot_q45)

@@ -24,19 +24,30 @@ static inline __m512i join(__m256i lo, __m256i hi) {
  * x's 64 bytes; vpmaddubsw's lanes 0..15 are sub-block 2j's, 16..31 2j + 1's. */
 static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
                              const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
-    uint8_t sc[8], m[8];
-    lt_qk_scale_min(scales, sc, m);
+    /* vpshufb controls: scale 2j in the 16-bit lanes 0..15, 2j + 1 in 16..31 */
+    static const uint8_t spread[4][64] = {
+#define W(k) 2 * (k), 2 * (k) + 1
+#define W8(k) W(k), W(k), W(k), W(k), W(k), W(k), W(k), W(k)
+#define J(j) {W8(2 * j), W8(2 * j), W8(2 * j + 1), W8(2 * j + 1)}
+        J(0), J(1), J(2), J(3),
+#undef J
+#undef W8
+#undef W
+    };
+    __m128i sc, mn;
+    lt__q45_scales(scales, &sc, &mn);
+    const __m512i sc4 = _mm512_broadcast_i32x4(sc);
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     __m512i s32 = _mm512_setzero_si512();
     for (int j = 0; j < 4; j++) {
         __m256i lo, hi;
         lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
         const __m512i xv = _mm512_loadu_si512(x->qs + 64 * j);
-        const __m512i scv = join(_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
+        const __m512i scv = _mm512_shuffle_epi8(sc4, _mm512_loadu_si512(spread[j]));
         s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(join(lo, hi), xv), scv));
     }
     acc = lt__lane_fma(acc, lt__half(dh) * x->d, fold8(s32));
-    return lt__lane_fma(acc, -(lt__half(dminh) * x->d), lt__q45_mins(m, x->bsums));
+    return lt__lane_fma(acc, -(lt__half(dminh) * x->d), lt__q45_mins(mn, x->bsums));
 }
 
 LT__QDOT_Q45(dot_q45)

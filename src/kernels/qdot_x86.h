@@ -65,10 +65,36 @@ static inline void lt__q45_levels(__m256i q, __m256i h, bool with_h, int j, __m2
     *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h, s1), 4), m5));
 }
 
-/* M_l of q4_k / q5_k: sub-block l's minimum times its two x sums. */
-static inline __m256i lt__q45_mins(const uint8_t m[8], const int16_t bsums[16]) {
-    const __m128i mv = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
-    const __m256i m2 = _mm256_set_m128i(_mm_unpackhi_epi16(mv, mv), _mm_unpacklo_epi16(mv, mv));
+/* The 8 six-bit scales and minimums of a q4_k / q5_k super-block (the
+ * layout of lt_qk_scale_min) as 16-bit lanes, four bytes at a time. */
+static inline void lt__q45_scales(const uint8_t s[12], __m128i *sc, __m128i *mn) {
+    uint32_t u[3];
+    memcpy(u, s, sizeof u);
+    const uint32_t lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
+    const uint32_t sc_hi = (u[2] & lo4) | (u[0] >> 6 & lo2) << 4;
+    const uint32_t mn_hi = (u[2] >> 4 & lo4) | (u[1] >> 6 & lo2) << 4;
+    *sc = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc_hi, (int)(u[0] & lo6)));
+    *mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)mn_hi, (int)(u[1] & lo6)));
+}
+
+/* vpshufb controls: 16-bit lane k of a 128-bit lane in every 16-bit lane */
+static const uint8_t lt__bcast_w[8][16] = {
+#define W(k) 2 * (k), 2 * (k) + 1
+#define W8(k) W(k), W(k), W(k), W(k), W(k), W(k), W(k), W(k)
+    {W8(0)}, {W8(1)}, {W8(2)}, {W8(3)}, {W8(4)}, {W8(5)}, {W8(6)}, {W8(7)},
+#undef W8
+#undef W
+};
+
+/* 16-bit lane k of v (8 lanes) in all 16 lanes */
+static inline __m256i lt__bcast16(__m256i v2, int k) {
+    return _mm256_shuffle_epi8(v2, _mm256_broadcastsi128_si256(
+                                       _mm_loadu_si128((const __m128i *)lt__bcast_w[k])));
+}
+
+/* M_l of q4_k / q5_k: sub-block l's minimum (mn: 8 lanes) times its two x sums. */
+static inline __m256i lt__q45_mins(__m128i mn, const int16_t bsums[16]) {
+    const __m256i m2 = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
     return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), m2);
 }
 
