@@ -24,6 +24,9 @@ typedef struct {
 } lt_cli_load_stats;
 int lt_cli_load_model(const char *cmd, const char *path, const char *tokenizer, bool use_mmap,
                       lt_model **out, lt_cli_load_stats *st);
+/* The second half alone: m's weights (opened from path) copied into memory,
+ * with the same progress; a command that checks more between the two. */
+int lt_cli_load_weights(const char *cmd, const char *path, lt_model *m, lt_cli_load_stats *st);
 
 /* Strict parsers: the whole string must be a number within [lo, hi]. */
 bool lt_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

@@ -238,10 +238,8 @@ int lt_cmd_chat(int argc, char **argv) {
     if (ctx > m->cfg.seq_len)
         FAIL("--ctx %lld exceeds the model's context length %lld", (long long)ctx,
              (long long)m->cfg.seq_len);
-    if ((rc = lt_model_make_resident(m))) {
-        lt_cli_fail_status(cmd, rc, "cannot load the weights into memory");
-        goto done;
-    }
+    lt_cli_load_stats ls = {0};
+    if ((rc = lt_cli_load_weights(cmd, model_path, m, &ls))) goto done;
     if (!threads) threads = lt_cpu()->logical_cpus < 2 ? 1 : 2;
     if ((rc = lt_pool_init(&pool, (int)threads))) {
         lt_cli_fail_status(cmd, rc, "cannot start threads");

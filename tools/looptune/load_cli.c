@@ -32,37 +32,46 @@ static void on_progress(void *user, size_t done, size_t total) {
     fflush(stderr);
 }
 
+static bool is_large(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && (uint64_t)sb.st_size >= LARGE_BYTES;
+}
+
+int lt_cli_load_weights(const char *cmd, const char *path, lt_model *m, lt_cli_load_stats *st) {
+    const bool large = is_large(path), tty = isatty(STDERR_FILENO) == 1;
+    progress_state ps = {cmd, large && tty, -1, 0};
+    const double t0 = lt_now_s();
+    int rc = lt_model_make_resident_progress(m, on_progress, &ps);
+    if (rc) {
+        lt_cli_fail_status(cmd, rc, "cannot load the weights into memory");
+        return rc;
+    }
+    st->weights_s = lt_now_s() - t0;
+    st->bytes = ps.total;
+    if (large && !tty)
+        fprintf(stderr, "looptune %s: %.1f MB of weights in memory in %.0f ms\n", cmd,
+                (double)st->bytes / 1e6, 1e3 * st->weights_s);
+    return LT_OK;
+}
+
 int lt_cli_load_model(const char *cmd, const char *path, const char *tokenizer, bool use_mmap,
                       lt_model **out, lt_cli_load_stats *st) {
     *out = NULL;
     *st = (lt_cli_load_stats){0};
-    struct stat sb;
-    const bool large = stat(path, &sb) == 0 && (uint64_t)sb.st_size >= LARGE_BYTES;
-    const bool tty = isatty(STDERR_FILENO) == 1, lines = large && !tty;
     lt_model *m;
-    double t0 = lt_now_s();
+    const double t0 = lt_now_s();
     int rc = lt_model_open(&m, path, tokenizer);
     if (rc) {
         lt_cli_fail_status(cmd, rc, "cannot load model");
         return rc;
     }
     st->open_s = lt_now_s() - t0;
-    if (lines)
+    if (is_large(path) && isatty(STDERR_FILENO) != 1)
         fprintf(stderr, "looptune %s: opened %s in %.0f ms (%s, %s)\n", cmd, path,
                 1e3 * st->open_s, m->format, lt_dtype_name(m->wtype));
-    if (!use_mmap) {
-        progress_state ps = {cmd, large && tty, -1, 0};
-        t0 = lt_now_s();
-        if ((rc = lt_model_make_resident_progress(m, on_progress, &ps))) {
-            lt_cli_fail_status(cmd, rc, "cannot load the weights into memory");
-            lt_model_close(m);
-            return rc;
-        }
-        st->weights_s = lt_now_s() - t0;
-        st->bytes = ps.total;
-        if (lines)
-            fprintf(stderr, "looptune %s: %.1f MB of weights in memory in %.0f ms\n", cmd,
-                    (double)st->bytes / 1e6, 1e3 * st->weights_s);
+    if (!use_mmap && (rc = lt_cli_load_weights(cmd, path, m, st))) {
+        lt_model_close(m);
+        return rc;
     }
     *out = m;
     return LT_OK;
