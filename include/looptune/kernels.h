@@ -34,7 +34,13 @@ typedef struct {
 } lt_params;
 
 /* Runtime values that change from one step of the program to the next.
- * A step processes n_tokens consecutive tokens at positions pos..pos+n-1.
+ * A step processes n_tokens tokens of one sequence at positions
+ * pos..pos+n-1, or (token_pos set) tokens of several sequences at once,
+ * token t at position token_pos[t] of sequence slot token_slot[t] (a
+ * batched decode step). A sequence slot is a plane of the KV caches: the
+ * caches are [kv_dim][ctx][slots], token t's keys and values go to row
+ * lt_step_pos(t) of plane lt_step_slot(t), and its attention reads rows
+ * 0 .. lt_step_pos(t) of that plane.
  *
  * seq identifies one execution of a program: the executors (lt_exec_*) set
  * it from a process-wide counter, so no two executions share a value. A
@@ -47,7 +53,18 @@ typedef struct {
     int64_t n_tokens;      /* tokens in this step (>= 1) */
     const int32_t *tokens; /* [n_tokens] token ids (read by EMBED) */
     uint64_t seq;          /* execution number set by the executor; 0 = none */
+    int32_t slot;              /* the sequence slot of every token (token_slot NULL) */
+    const int64_t *token_pos;  /* [n_tokens] each token's position, or NULL */
+    const int32_t *token_slot; /* [n_tokens] each token's slot (with token_pos), or NULL */
 } lt_step;
+
+/* Token t's position and sequence slot in step s. */
+static inline int64_t lt_step_pos(const lt_step *s, int64_t t) {
+    return s->token_pos ? s->token_pos[t] : s->pos + t;
+}
+static inline int32_t lt_step_slot(const lt_step *s, int64_t t) {
+    return s->token_slot ? s->token_slot[t] : s->slot;
+}
 
 /* MATVEC ia[1]: what the kernel computes from x before the product. */
 typedef enum { LT_MV_PRE_NONE = 0, LT_MV_PRE_RMSNORM = 1, LT_MV_PRE_SWIGLU = 2 } lt_mv_prologue;

@@ -427,6 +427,7 @@ typedef struct lt_llama lt_llama;
 typedef struct {
     int64_t max_batch;  /* largest prefill batch (default min(seq_len, 256)) */
     int64_t ctx_len;    /* KV cache length (maximum: the model's seq_len; 0: lt_llama_default_ctx) */
+    int64_t n_slots;    /* sequences the KV cache holds at once, ctx_len each (<= 0: 1) */
     bool all_logits;    /* prefill computes logits for every token, not only the last */
     int executor;       /* lt_executor: 0 dispatch, 1 looped */
     bool no_loop_pass;  /* skip the kernel-looping pass (programs stay flat) */
@@ -446,6 +447,17 @@ int64_t lt_llama_max_batch(const lt_llama *l);
  * pos + n <= ctx_len, ids < vocab: validated). Logits of the last token (or
  * of every token with all_logits) are then in lt_llama_logits. */
 int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos);
+/* The same in sequence slot `slot` (0 .. n_slots - 1): its prompt's prefill. */
+int lt_llama_eval_slot(lt_llama *l, int32_t slot, const int32_t *tokens, int64_t n, int64_t pos);
+/* A batched step over several sequences: token t at position pos[t] of slot
+ * slots[t], every token's logits then in lt_llama_logits (n rows). A step
+ * reads the weights once for all its tokens. Any mix works: one token of
+ * each of several sequences (decode), several consecutive tokens of one
+ * (its prefill, causal within the step), both at once; a slot's positions
+ * must not repeat in a step. Validated as lt_llama_eval (and slots < n_slots). */
+int lt_llama_eval_batch(lt_llama *l, const int32_t *tokens, const int64_t *pos,
+                        const int32_t *slots, int64_t n);
+int64_t lt_llama_n_slots(const lt_llama *l);
 /* Logits of the last eval: rows of vocab_size floats; *n_rows gets the count. */
 const float *lt_llama_logits(const lt_llama *l, int64_t *n_rows);
 /* The program that evaluates n tokens (built if needed), for printing. */

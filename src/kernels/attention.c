@@ -1,8 +1,9 @@
 /* ATTENTION (causal, grouped-query, decode and prefill) and KV_STORE (append
  * key/value rows to the f32 cache).
  *
- * ATTENTION: query t (position p = step->pos + t), head h reads kv head
- * h / (heads / kv_heads) and attends to cache rows 0..p with scale
+ * ATTENTION: query t (position p = lt_step_pos(step, t)), head h reads kv
+ * head h / (heads / kv_heads) and attends to rows 0..p of the caches' plane
+ * lt_step_slot(step, t) (its sequence) with scale
  * 1/sqrt(head_dim). Keys are visited in blocks of kv_block with an online
  * (running-max) softmax: per block the scores go to this thread's scratch
  * row, the running max m and sum l are updated, the output accumulated so far
@@ -71,7 +72,6 @@ static void attention_drive(const lt_call *c, const lt_step *step, int ith, int 
     const size_t kstride = kc->nb[1] / sizeof(float), vstride = vc->nb[1] / sizeof(float);
     const float scale = 1.0f / sqrtf((float)hd);
     LT_ASSERT(ith < scratch->ne[1]);
-    LT_ASSERT(step->pos >= 0 && step->pos + n <= seq_len);
     LT_ASSERT(hd <= LT__MAX_HEAD_DIM);
 
     int64_t kv_block = c->params.v[P_KV_BLOCK];
@@ -86,7 +86,10 @@ static void attention_drive(const lt_call *c, const lt_step *step, int ith, int 
     for (int64_t t = 0; t < n; t++) {
         int64_t k0, k1;
         lt__split(ntask, 1, (int)((ith + t) % nth), nth, &k0, &k1);
-        const int64_t keys = step->pos + t + 1;
+        const int64_t keys = lt_step_pos(step, t) + 1;
+        LT_ASSERT(keys >= 1 && keys <= seq_len);
+        const float *kplane = lt__kv_row(kc, step, t) - (keys - 1) * (int64_t)kstride;
+        const float *vplane = lt__kv_row(vc, step, t) - (keys - 1) * (int64_t)vstride;
         float *orow = lt__row_f32(out, t);
         const float *qrow = lt__row_f32(q, t);
         for (int64_t task = k0; task < k1; task++) {
@@ -98,8 +101,8 @@ static void attention_drive(const lt_call *c, const lt_step *step, int ith, int 
                 for (int64_t h = h0; h < h1; h++) {
                     const int64_t kvh = h / group, e = h - h0;
                     float *acc = orow + h * hd;
-                    const float *kb = (const float *)kc->data + j0 * kstride + kvh * hd;
-                    const float *vb = (const float *)vc->data + j0 * vstride + kvh * hd;
+                    const float *kb = kplane + j0 * kstride + kvh * hd;
+                    const float *vb = vplane + j0 * vstride + kvh * hd;
                     aops->scores(s, qbuf + e * hd, kb, kstride, nk, hd);
                     float bm = xops->max(s, nk);
                     if (j0 == 0) {
@@ -125,14 +128,13 @@ static void kv_store_drive(const lt_call *c, const lt_step *step, int ith, int n
                            const lt__act_ops *xops) {
     const lt_tensor *cache = c->op[0], *src = c->op[1];
     const int64_t d = src->ne[0], n = src->ne[1];
-    LT_ASSERT(step->pos >= 0 && step->pos + n <= cache->ne[1]);
     int active = lt__active_threads(n * d, c->params.v[0], nth);
     if (ith >= active) return;
     int64_t lo, hi;
     lt__split(n * d, LT__SPLIT_UNIT, ith, active, &lo, &hi);
     for (int64_t f = lo; f < hi;) {
         int64_t r = f / d, c0 = f % d, c1 = c0 + (hi - f) < d ? c0 + (hi - f) : d;
-        xops->copy(lt__row_f32(cache, step->pos + r) + c0, lt__row_f32(src, r) + c0, c1 - c0);
+        xops->copy(lt__kv_row(cache, step, r) + c0, lt__row_f32(src, r) + c0, c1 - c0);
         f += c1 - c0;
     }
 }
@@ -171,7 +173,9 @@ static int attention_check(const lt_call *c) {
     const int64_t heads = c->ia[0], kv_heads = c->ia[1], hd = c->ia[2];
     int rc;
     for (int i = 0; i < 5; i++)
-        if ((rc = lt__check_f32_rows(c->op[i], "attention", names[i])) != LT_OK) return rc;
+        if ((rc = (i == 2 || i == 3 ? lt__check_f32_cache : lt__check_f32_rows)(
+                 c->op[i], "attention", names[i])) != LT_OK)
+            return rc;
     if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
         return lt_error(LT_EINVAL, "attention: %lld heads is not a multiple of %lld kv heads",
                         (long long)heads, (long long)kv_heads);
@@ -189,12 +193,13 @@ static int attention_check(const lt_call *c) {
         return lt_error(LT_EINVAL, "attention: cache rows (k %lld, v %lld) must be "
                         "kv_heads*head_dim = %lld", (long long)kc->ne[0], (long long)vc->ne[0],
                         (long long)(kv_heads * hd));
-    if (kc->ne[1] != vc->ne[1])
-        return lt_error(LT_EINVAL, "attention: k cache has %lld rows but v cache %lld",
-                        (long long)kc->ne[1], (long long)vc->ne[1]);
-    if (q->ne[1] > kc->ne[1])
+    if (kc->ne[1] != vc->ne[1] || kc->ne[2] != vc->ne[2])
+        return lt_error(LT_EINVAL, "attention: k cache has %lld rows x %lld slots but v cache "
+                        "%lld x %lld", (long long)kc->ne[1], (long long)kc->ne[2],
+                        (long long)vc->ne[1], (long long)vc->ne[2]);
+    if (q->ne[1] > kc->ne[1] * kc->ne[2])
         return lt_error(LT_EINVAL, "attention: %lld tokens exceed the cache's %lld rows",
-                        (long long)q->ne[1], (long long)kc->ne[1]);
+                        (long long)q->ne[1], (long long)(kc->ne[1] * kc->ne[2]));
     if (scratch->ne[0] < kc->ne[1])
         return lt_error(LT_EINVAL, "attention: scratch rows of %lld are shorter than seq_len %lld",
                         (long long)scratch->ne[0], (long long)kc->ne[1]);
@@ -216,14 +221,14 @@ static void kv_store_cost(const lt_call *c, const lt_step *s, double *bytes, dou
 static int kv_store_check(const lt_call *c) {
     const lt_tensor *cache = c->op[0], *src = c->op[1];
     int rc;
-    if ((rc = lt__check_f32_rows(cache, "kv_store", "cache")) != LT_OK) return rc;
+    if ((rc = lt__check_f32_cache(cache, "kv_store", "cache")) != LT_OK) return rc;
     if ((rc = lt__check_f32_rows(src, "kv_store", "src")) != LT_OK) return rc;
     if (src->ne[0] != cache->ne[0])
         return lt_error(LT_EINVAL, "kv_store: src rows of %lld but cache rows of %lld",
                         (long long)src->ne[0], (long long)cache->ne[0]);
-    if (src->ne[1] > cache->ne[1])
+    if (src->ne[1] > cache->ne[1] * cache->ne[2])
         return lt_error(LT_EINVAL, "kv_store: %lld rows exceed the cache's %lld",
-                        (long long)src->ne[1], (long long)cache->ne[1]);
+                        (long long)src->ne[1], (long long)(cache->ne[1] * cache->ne[2]));
     if (lt__overlap(cache, src)) return lt_error(LT_EINVAL, "kv_store: src overlaps the cache");
     return LT_OK;
 }

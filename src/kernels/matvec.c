@@ -175,14 +175,14 @@ static int check_epilogue(const lt_call *call) {
     if (post & LT_MV_POST_STORE) {
         const lt_tensor *cache = call->op[4];
         if (!cache) return lt_error(LT_EINVAL, "matvec: the store epilogue needs a cache (op4)");
-        int rc = lt__check_f32_rows(cache, "matvec", "cache");
+        int rc = lt__check_f32_cache(cache, "matvec", "cache");
         if (rc != LT_OK) return rc;
         if (cache->ne[0] != rows || cache->ne[1] < 1)
             return lt_error(LT_EINVAL, "matvec: the cache has rows of %lld but y has %lld",
                             (long long)cache->ne[0], (long long)rows);
         /* byte extents: W's rows are of its own dtype, not f32 */
         const char *c0 = cache->data;
-        const char *c1 = c0 + (size_t)(cache->ne[1] - 1) * cache->nb[1] + (size_t)rows * 4;
+        const char *c1 = c0 + lt_tensor_span(cache);
         for (int o = 0; o < LT_MAX_OPERANDS; o++) {
             const lt_tensor *t = call->op[o];
             if (o == 4 || !t || !t->data) continue;

@@ -21,7 +21,9 @@ void lt__mv_epilogue(const lt_call *call, const lt_step *step, int ith, int nth,
     lt__linear_split(call->op[1]->ne[1], per, ith, nth, &r0, &r1);
     if (r0 >= r1) return;
     float *y = call->op[0]->data;
-    const int64_t pos = step ? step->pos : 0;
+    const lt_step none = {0};
+    if (!step) step = &none;
+    const int64_t pos = lt_step_pos(step, 0);
     if (call->ia[2] & LT_MV_POST_BIAS) {
         const float *b = call->op[5]->data;
         for (int64_t r = r0; r < r1; r++) y[r] = y[r] + b[r];
@@ -47,8 +49,6 @@ void lt__mv_epilogue(const lt_call *call, const lt_step *step, int ith, int nth,
         }
     }
     if (call->ia[2] & LT_MV_POST_STORE) {
-        const lt_tensor *cache = call->op[4];
-        LT_ASSERT(pos >= 0 && pos < cache->ne[1]);
-        memcpy(lt__row_f32(cache, pos) + r0, y + r0, (size_t)(r1 - r0) * sizeof(float));
+        memcpy(lt__kv_row(call->op[4], step, 0) + r0, y + r0, (size_t)(r1 - r0) * sizeof(float));
     }
 }

@@ -43,14 +43,25 @@ static inline int lt__active_threads(int64_t work, int32_t min_chunk, int nth) {
 static inline int lt__overlap(const lt_tensor *a, const lt_tensor *b) {
     const char *pa = a->data, *pb = b->data;
     if (!pa || !pb) return 0;
+    /* a cache's planes (slots) are part of it */
     size_t na = (size_t)(a->ne[1] - 1) * a->nb[1] + (size_t)a->ne[0] * sizeof(float);
     size_t nb = (size_t)(b->ne[1] - 1) * b->nb[1] + (size_t)b->ne[0] * sizeof(float);
+    if (a->ne[2] > 1) na += (size_t)(a->ne[2] - 1) * a->nb[2];
+    if (b->ne[2] > 1) nb += (size_t)(b->ne[2] - 1) * b->nb[2];
     return pa < pb + nb && pb < pa + na;
 }
 
 /* Row r of an f32 tensor. */
 static inline float *lt__row_f32(const lt_tensor *t, int64_t r) {
     return (float *)((char *)t->data + (size_t)r * t->nb[1]);
+}
+
+/* The KV cache row of token t of step s: row lt_step_pos of plane
+ * lt_step_slot (kernels.h). */
+static inline float *lt__kv_row(const lt_tensor *cache, const lt_step *s, int64_t t) {
+    const int64_t pos = lt_step_pos(s, t), slot = lt_step_slot(s, t);
+    LT_ASSERT(pos >= 0 && pos < cache->ne[1] && slot >= 0 && slot < cache->ne[2]);
+    return (float *)((char *)cache->data + (size_t)slot * cache->nb[2] + (size_t)pos * cache->nb[1]);
 }
 
 /* Shared weight check: the layout is one W's dtype has (split is q8_0's). */
@@ -78,6 +89,20 @@ static inline int lt__check_f32_rows(const lt_tensor *t, const char *kernel, con
         t->nb[1] % sizeof(float) != 0)
         return lt_error(LT_EINVAL, "%s: operand %s has strides {%zu, %zu}, expected contiguous "
                         "f32 rows", kernel, what, t->nb[0], t->nb[1]);
+    return LT_OK;
+}
+
+/* A KV cache: f32 rows in planes, one plane per sequence slot ([d][ctx][slots]). */
+static inline int lt__check_f32_cache(const lt_tensor *t, const char *kernel, const char *what) {
+    if (!t) return lt_error(LT_EINVAL, "%s: operand %s is missing", kernel, what);
+    lt_tensor plane = *t;
+    plane.ne[2] = 1;
+    int rc = lt__check_f32_rows(&plane, kernel, what);
+    if (rc != LT_OK) return rc;
+    if (t->ne[2] < 1 || t->ne[3] != 1 || t->nb[2] < (size_t)t->ne[1] * t->nb[1])
+        return lt_error(LT_EINVAL, "%s: cache %s has %lld planes of stride %zu, expected slots of "
+                        "%lld rows", kernel, what, (long long)t->ne[2], t->nb[2],
+                        (long long)t->ne[1]);
     return LT_OK;
 }
 

@@ -1,7 +1,7 @@
 /* ROPE: rotary position embedding of q (and k) in place. Pair i of a head
  * of head_dim floats (mode NORM: x[2i], x[2i+1], the llama2.c / GGUF llama
  * convention; mode NEOX: x[i], x[i + head_dim/2], GGUF qwen2's) of token t
- * rotates by the angle p * freq_i with p = step->pos + t and, computed in
+ * rotates by the angle p * freq_i with p = lt_step_pos(step, t) and, computed in
  * float exactly as llama2.c does,
  *     freq_i = 1.0f / powf(base, (float)(2*i) / (float)head_dim)
  *     val    = (float)p * freq_i,  then val / factors[i] with factors (op2)
@@ -86,7 +86,7 @@ static void rope_drive(const lt_call *call, const lt_step *step, int ith, int nt
     for (int64_t u = lo; u < hi; u++) {
         int64_t t = u / per, h = u % per;
         if (t != t_table) {
-            lt__rope_tables(hd, call->fa[0], mode, factors, step->pos + t, &c, &s);
+            lt__rope_tables(hd, call->fa[0], mode, factors, lt_step_pos(step, t), &c, &s);
             t_table = t;
         }
         float *x = h < hq ? lt__row_f32(q, t) + h * hd : lt__row_f32(k, t) + (h - hq) * hd;

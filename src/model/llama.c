@@ -14,7 +14,7 @@ struct lt_llama {
     const lt_model *m;
     lt_pool *pool;
     lt_llama_opts opts;
-    float *kcache, *vcache; /* [n_layers][ctx_len][kv_dim] */
+    float *kcache, *vcache; /* [n_layers][n_slots][ctx_len][kv_dim] */
     struct {
         int64_t n;
         bool all_logits;
@@ -111,8 +111,9 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
             CHECK(bid[i] = ext(p, name, LT_BUF_WEIGHT, bt[i]));
         }
         lt_tensor kc, vc;
-        lt_tensor_init(&kc, LT_F32, kv_dim, ctx, 1, 1, l->kcache + L * ctx * kv_dim);
-        lt_tensor_init(&vc, LT_F32, kv_dim, ctx, 1, 1, l->vcache + L * ctx * kv_dim);
+        const int64_t slots = l->opts.n_slots, plane = ctx * kv_dim;
+        lt_tensor_init(&kc, LT_F32, kv_dim, ctx, slots, 1, l->kcache + L * slots * plane);
+        lt_tensor_init(&vc, LT_F32, kv_dim, ctx, slots, 1, l->vcache + L * slots * plane);
         int kcid, vcid;
         snprintf(name, sizeof name, "blk.%lld.k_cache", (long long)L);
         CHECK(kcid = ext(p, name, LT_BUF_STATE, &kc));
@@ -199,10 +200,11 @@ fail:
 }
 #undef CHECK
 
-/* Finds or builds the program for n tokens. Slot 0 holds the decode program
- * for good; prefill programs share the other slots, least recently used out. */
-static int get_program(lt_llama *l, int64_t n, int *slot_out) {
-    bool all = l->opts.all_logits && n > 1;
+/* Finds or builds the program for n tokens (all: every token's logits).
+ * Slot 0 holds the decode program for good; prefill programs share the other
+ * slots, least recently used out. */
+static int get_program(lt_llama *l, int64_t n, bool all, int *slot_out) {
+    all = all && n > 1;
     for (int i = 0; i < LT_LLAMA_PROGRAM_CACHE; i++) {
         if (l->progs[i].p && l->progs[i].n == n && l->progs[i].all_logits == all) {
             l->progs[i].last_use = ++l->use_clock;
@@ -249,9 +251,12 @@ int lt_llama_init(lt_llama **out, const lt_model *m, lt_pool *pool, const lt_lla
     if (l->opts.ctx_len <= 0) l->opts.ctx_len = lt_llama_default_ctx(c);
     if (l->opts.ctx_len > c->seq_len) l->opts.ctx_len = c->seq_len;
     if (l->opts.max_batch <= 0) l->opts.max_batch = 256;
-    if (l->opts.max_batch > l->opts.ctx_len) l->opts.max_batch = l->opts.ctx_len;
+    if (l->opts.n_slots <= 0) l->opts.n_slots = 1;
+    const int64_t seq_tokens = l->opts.ctx_len * l->opts.n_slots;
+    if (l->opts.max_batch > seq_tokens) l->opts.max_batch = seq_tokens;
     int64_t kv_dim = c->n_kv_heads * (c->dim / c->n_heads);
-    size_t cache_bytes = (size_t)(c->n_layers * l->opts.ctx_len * kv_dim) * sizeof(float);
+    size_t cache_bytes =
+        (size_t)(c->n_layers * l->opts.n_slots * l->opts.ctx_len * kv_dim) * sizeof(float);
     l->kcache = lt_aligned_alloc(LT_CACHE_LINE, cache_bytes);
     l->vcache = lt_aligned_alloc(LT_CACHE_LINE, cache_bytes);
     if (!l->kcache || !l->vcache) {
@@ -262,7 +267,7 @@ int lt_llama_init(lt_llama **out, const lt_model *m, lt_pool *pool, const lt_lla
     int rc = lt_exec_init(&l->exec, (lt_executor)l->opts.executor);
     l->exec_tuned = UINT64_MAX; /* the first eval takes the context's values */
     if (!rc) rc = lt__tuning_init(&l->tuning, m, lt_pool_size(pool));
-    if (!rc) rc = get_program(l, 1, &slot); /* the decode program lives in slot 0 */
+    if (!rc) rc = get_program(l, 1, false, &slot); /* the decode program lives in slot 0 */
     if (!rc && l->opts.max_batch > 1) {
         /* every prefill program has the same keys: learn them now, so values
          * for prefill can be set before the first one is built */
@@ -293,6 +298,7 @@ void lt_llama_free(lt_llama *l) {
 const lt_model *lt_llama_model(const lt_llama *l) { return l->m; }
 int64_t lt_llama_ctx_len(const lt_llama *l) { return l->opts.ctx_len; }
 int64_t lt_llama_max_batch(const lt_llama *l) { return l->opts.max_batch; }
+int64_t lt_llama_n_slots(const lt_llama *l) { return l->opts.n_slots; }
 
 /* The values in force on the program in slot and on the executor, if the
  * context changed since they last took them. */
@@ -310,28 +316,38 @@ static void bring_up_to_date(lt_llama *l, int slot) {
     }
 }
 
-int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
+static int check_tokens(const lt_llama *l, const int32_t *tokens, int64_t n) {
     if (n < 1 || n > l->opts.max_batch)
         return lt_error(LT_EINVAL, "batch of %lld tokens (allowed 1..%lld)", (long long)n,
                         (long long)l->opts.max_batch);
-    if (pos < 0 || pos + n > l->opts.ctx_len)
-        return lt_error(LT_ERANGE, "positions %lld..%lld exceed the context length %lld",
-                        (long long)pos, (long long)(pos + n - 1), (long long)l->opts.ctx_len);
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= l->m->cfg.vocab_size)
             return lt_error(LT_ERANGE, "token id %d outside the vocabulary (0..%lld)", tokens[i],
                             (long long)l->m->cfg.vocab_size - 1);
+    return LT_OK;
+}
+
+static int check_slot(const lt_llama *l, int64_t slot) {
+    if (slot < 0 || slot >= l->opts.n_slots)
+        return lt_error(LT_ERANGE, "sequence slot %lld outside 0..%lld", (long long)slot,
+                        (long long)l->opts.n_slots - 1);
+    return LT_OK;
+}
+
+/* Runs the program for step (all: every token's logits). */
+static int run_step(lt_llama *l, const lt_step *step, bool all) {
+    const int64_t n = step->n_tokens;
     int slot;
-    int rc = get_program(l, n, &slot);
+    int rc = get_program(l, n, all, &slot);
     if (rc) return rc;
     /* a token boundary: what changed in the tuning context since the program
      * last ran reaches it now */
     lt_program *p = l->progs[slot].p;
     bring_up_to_date(l, slot);
-    lt_step step = {.pos = pos, .n_tokens = n, .tokens = tokens};
+    lt_step st_copy = *step;
     lt_exec_stats st;
     const lt_regime regime = n > 1 ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
-    rc = lt_exec_step(l->exec, p, l->pool, lt__tuning_threads(l->tuning, regime), &step,
+    rc = lt_exec_step(l->exec, p, l->pool, lt__tuning_threads(l->tuning, regime), &st_copy,
                       l->timing ? &st : NULL);
     if (rc) return rc;
     if (l->timing) {
@@ -346,6 +362,41 @@ int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
     return LT_OK;
 }
 
+int lt_llama_eval_slot(lt_llama *l, int32_t slot, const int32_t *tokens, int64_t n, int64_t pos) {
+    int rc = check_tokens(l, tokens, n);
+    if (!rc) rc = check_slot(l, slot);
+    if (rc) return rc;
+    if (pos < 0 || pos + n > l->opts.ctx_len)
+        return lt_error(LT_ERANGE, "positions %lld..%lld exceed the context length %lld",
+                        (long long)pos, (long long)(pos + n - 1), (long long)l->opts.ctx_len);
+    const lt_step step = {.pos = pos, .n_tokens = n, .tokens = tokens, .slot = slot};
+    return run_step(l, &step, l->opts.all_logits);
+}
+
+int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
+    return lt_llama_eval_slot(l, 0, tokens, n, pos);
+}
+
+int lt_llama_eval_batch(lt_llama *l, const int32_t *tokens, const int64_t *pos,
+                        const int32_t *slots, int64_t n) {
+    int rc = check_tokens(l, tokens, n);
+    if (rc) return rc;
+    for (int64_t t = 0; t < n; t++) {
+        if ((rc = check_slot(l, slots[t]))) return rc;
+        if (pos[t] < 0 || pos[t] >= l->opts.ctx_len)
+            return lt_error(LT_ERANGE, "position %lld of slot %d exceeds the context length %lld",
+                            (long long)pos[t], slots[t], (long long)l->opts.ctx_len);
+        /* two tokens on one cache row would race (and make no sense) */
+        for (int64_t u = 0; u < t; u++)
+            if (slots[u] == slots[t] && pos[u] == pos[t])
+                return lt_error(LT_EINVAL, "slot %d position %lld appears twice in one batch",
+                                slots[t], (long long)pos[t]);
+    }
+    const lt_step step = {.pos = pos[0], .n_tokens = n, .tokens = tokens, .slot = slots[0],
+                          .token_pos = pos, .token_slot = slots};
+    return run_step(l, &step, true);
+}
+
 const float *lt_llama_logits(const lt_llama *l, int64_t *n_rows) {
     if (n_rows) *n_rows = l->n_logit_rows;
     return l->logits;
@@ -354,7 +405,7 @@ const float *lt_llama_logits(const lt_llama *l, int64_t *n_rows) {
 int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out) {
     if (n < 1 || n > l->opts.max_batch) return lt_error(LT_EINVAL, "no program for %lld tokens", (long long)n);
     int slot;
-    int rc = get_program(l, n, &slot);
+    int rc = get_program(l, n, l->opts.all_logits, &slot);
     if (rc) return rc;
     *out = l->progs[slot].p;
     return LT_OK;
