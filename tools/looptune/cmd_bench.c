@@ -23,6 +23,8 @@ static const char *const bench_help =
     "  -t, --threads T      threads (default 2 or the CPU count, whichever is smaller)\n"
     "  -n, --tokens N       tokens per run (default 64)\n"
     "  -r, --runs R         measured runs (default 5)\n"
+    "  -s, --seqs S         decode S sequences together, one batch of S tokens per step\n"
+    "                       (default 1); tokens/s counts every sequence's tokens\n"
     "      --membw-mib M    bandwidth array size in MiB (default 256)\n"
     "      --isa ISA        force kernels to portable, avx2 or avx512\n"
     "      --executor E     looped (default) or dispatch\n"
@@ -42,29 +44,45 @@ static const char *const bench_help =
 /* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
 static const char *const bench_help_end = "  -h, --help           this help\n";
 
-/* One decode run: token 1 at position 0, then n greedy tokens. Only the
- * evaluations are timed (as llama.cpp's own counters do): the argmax that
- * picks the next token is not part of decode speed. Returns tokens/s and the
- * synchronisation counters of the n timed steps. */
-static int decode_run(lt_llama *l, int64_t n, double *tok_s, lt_llama_sync *sync) {
+#define LT_BENCH_MAX_SEQS 256
+
+/* One decode run: token 1 at position 0 of each of seqs sequences, then n
+ * greedy tokens each (with seqs > 1, one batch of a token per sequence per
+ * step). Only the evaluations are timed (as llama.cpp's own counters do):
+ * the argmax that picks the next token is not part of decode speed. Returns
+ * the tokens/s of all sequences and the synchronisation counters of the n
+ * timed steps. */
+static int decode_run(lt_llama *l, int64_t n, int64_t seqs, double *tok_s, lt_llama_sync *sync) {
     const int64_t vocab = lt_llama_model(l)->cfg.vocab_size;
-    int32_t tok = 1 % (int32_t)vocab;
-    int rc = lt_llama_eval(l, &tok, 1, 0);
+    int32_t tok[LT_BENCH_MAX_SEQS], slot[LT_BENCH_MAX_SEQS];
+    int64_t pos[LT_BENCH_MAX_SEQS];
+    for (int64_t s = 0; s < seqs; s++) {
+        tok[s] = (int32_t)((1 + s) % vocab); /* other tokens: other sequences */
+        slot[s] = (int32_t)s;
+        pos[s] = 0;
+    }
+    int rc = seqs == 1 ? lt_llama_eval(l, tok, 1, 0) : lt_llama_eval_batch(l, tok, pos, slot, seqs);
     if (rc) return rc;
     lt_llama_sync s0, s1;
     lt_llama_sync_stats(l, &s0);
     uint64_t busy = 0;
     for (int64_t i = 0; i < n; i++) {
         const float *lg = lt_llama_logits(l, NULL);
-        int32_t best = 0;
-        for (int64_t j = 1; j < vocab; j++)
-            if (lg[j] > lg[best]) best = (int32_t)j;
-        tok = best;
+        for (int64_t s = 0; s < seqs; s++) {
+            const float *row = lg + s * vocab;
+            int32_t best = 0;
+            for (int64_t j = 1; j < vocab; j++)
+                if (row[j] > row[best]) best = (int32_t)j;
+            tok[s] = best;
+            pos[s] = i + 1;
+        }
         uint64_t t0 = lt_now_ns();
-        if ((rc = lt_llama_eval(l, &tok, 1, i + 1))) return rc;
+        rc = seqs == 1 ? lt_llama_eval(l, tok, 1, i + 1)
+                       : lt_llama_eval_batch(l, tok, pos, slot, seqs);
+        if (rc) return rc;
         busy += lt_now_ns() - t0;
     }
-    *tok_s = (double)n / ((double)busy * 1e-9);
+    *tok_s = (double)(n * seqs) / ((double)busy * 1e-9);
     lt_llama_sync_stats(l, &s1);
     sync->steps = s1.steps - s0.steps;
     sync->sync_points = s1.sync_points - s0.sync_points;
@@ -117,7 +135,7 @@ static void print_table_row(const char *name, int decimals, lt_summary s) {
 int lt_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     const char *model_path = NULL;
-    int64_t threads = 0, n_tok = 64, runs = 5, membw_mib = 256;
+    int64_t threads = 0, n_tok = 64, runs = 5, membw_mib = 256, seqs = 1;
     bool json = false, compare = false, use_mmap = false, no_fuse = false;
     lt_executor executor = LT_EXEC_LOOPED;
     enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_NFP, O_STORE, O_NOWARM,
@@ -130,6 +148,7 @@ int lt_cmd_bench(int argc, char **argv) {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"threads", required_argument, 0, 't'},
         {"tokens", required_argument, 0, 'n'}, {"runs", required_argument, 0, 'r'},
+        {"seqs", required_argument, 0, 's'},
         {"membw-mib", required_argument, 0, O_MEMBW}, {"isa", required_argument, 0, O_ISA},
         {"json", no_argument, 0, O_JSON},      {"executor", required_argument, 0, O_EXEC},
         {"compare-executors", no_argument, 0, O_CMP}, {"help", no_argument, 0, 'h'},
@@ -144,7 +163,7 @@ int lt_cmd_bench(int argc, char **argv) {
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:t:n:r:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:t:n:r:s:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
         int k = lt_cli_kafka_option(cmd, c, optarg, &kafka);
         if (k == LT_CLI_OPT_ERROR) BAIL_QUIET();
         if (k == LT_CLI_OPT_HANDLED) continue;
@@ -161,6 +180,10 @@ int lt_cmd_bench(int argc, char **argv) {
         case 'r':
             if (!lt_cli_parse_i64(optarg, 1, 1000, &runs))
                 BAIL("bad --runs '%s': expected 1..1000", optarg);
+            break;
+        case 's':
+            if (!lt_cli_parse_i64(optarg, 1, LT_BENCH_MAX_SEQS, &seqs))
+                BAIL("bad --seqs '%s': expected 1..%d", optarg, LT_BENCH_MAX_SEQS);
             break;
         case O_MEMBW:
             if (!lt_cli_parse_i64(optarg, 1, 1 << 16, &membw_mib))
@@ -231,7 +254,7 @@ int lt_cmd_bench(int argc, char **argv) {
     }
     for (int e = 0; e < n_exec; e++) {
         lt_llama_opts lo = {.ctx_len = n_tok + 1, .executor = (int)ex[e].e,
-                            .no_fuse_pass = no_fuse};
+                            .no_fuse_pass = no_fuse, .n_slots = seqs};
         if ((rc = lt_llama_init(&ex[e].l, m, pool, &lo))) {
             lt_cli_fail_status(cmd, rc, "cannot build the program");
             goto done;
@@ -242,30 +265,32 @@ int lt_cmd_bench(int argc, char **argv) {
         /* wait times are read with two clock reads per synchronisation */
         lt_llama_set_timing(ex[e].l, true);
     }
-    /* bytes read per decoded token: all weights, plus the KV cache rows
-     * attention reads, averaged over the positions of a run */
+    /* bytes read per decoded token: all weights (once per step: shared by
+     * the step's seqs tokens), plus the KV cache rows attention reads,
+     * averaged over the positions of a run */
     const lt_llama_config *cf = &m->cfg;
     double kv_row = (double)(cf->n_kv_heads * (cf->dim / cf->n_heads)) * sizeof(float);
     double kv_avg = 2.0 * (double)cf->n_layers * kv_row * ((double)n_tok / 2.0 + 1.0);
-    double bytes_tok = (double)lt_model_weight_bytes_per_token(m) + kv_avg;
+    double bytes_tok = (double)lt_model_weight_bytes_per_token(m) / (double)seqs + kv_avg;
 
     for (int e = 0; e < n_exec; e++) { /* warm-up */
         double warm;
         lt_llama_sync sy;
-        if ((rc = decode_run(ex[e].l, n_tok, &warm, &sy))) {
+        if ((rc = decode_run(ex[e].l, n_tok, seqs, &warm, &sy))) {
             lt_cli_fail_status(cmd, rc, "decode failed");
             goto done;
         }
     }
     if (!json)
-        fprintf(stderr, "looptune bench: %s, %s weights, %lld threads, %lld runs of %lld tokens\n",
-                model_path, lt_dtype_name(m->wtype), (long long)threads, (long long)runs,
-                (long long)n_tok);
+        fprintf(stderr, "looptune bench: %s, %s weights, %lld threads, %lld runs of %lld tokens"
+                "%s%.0lld%s\n", model_path, lt_dtype_name(m->wtype), (long long)threads,
+                (long long)runs, (long long)n_tok, seqs > 1 ? " x " : "",
+                seqs > 1 ? (long long)seqs : 0ll, seqs > 1 ? " sequences" : "");
     for (int64_t r = 0; r < runs; r++) {
         /* alternate: each executor, then the bandwidth, so all see the same machine */
         for (int e = 0; e < n_exec; e++) {
             lt_llama_sync sy;
-            if ((rc = decode_run(ex[e].l, n_tok, &ex[e].tps[r], &sy))) {
+            if ((rc = decode_run(ex[e].l, n_tok, seqs, &ex[e].tps[r], &sy))) {
                 lt_cli_fail_status(cmd, rc, "decode failed");
                 goto done;
             }
@@ -300,8 +325,8 @@ int lt_cmd_bench(int argc, char **argv) {
         print_json_string(model_path);
         printf(",\"dtype\":");
         print_json_string(lt_dtype_name(m->wtype));
-        printf(",\"threads\":%lld,\"tokens\":%lld,\"runs\":%lld,\"isa\":", (long long)threads,
-               (long long)n_tok, (long long)runs);
+        printf(",\"threads\":%lld,\"tokens\":%lld,\"seqs\":%lld,\"runs\":%lld,\"isa\":",
+               (long long)threads, (long long)n_tok, (long long)seqs, (long long)runs);
         print_json_string(lt_isa_name(lt_isa_active()));
         printf(",\"bytes_per_token\":%.0f,", bytes_tok);
         print_stat_json("read_gb_s", s_r, false);
