@@ -194,6 +194,13 @@ static int check_epilogue(const lt_call *call) {
     return LT_OK;
 }
 
+/* n contiguous f32 rows of ne0 */
+static bool is_f32_rows(const lt_tensor *t, int64_t ne0, int64_t n) {
+    return t->dtype == LT_F32 && t->ne[0] == ne0 && t->ne[1] == n && t->ne[2] == 1 &&
+           t->ne[3] == 1 && t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0 &&
+           t->nb[1] >= (size_t)ne0 * sizeof(float) && t->data != NULL;
+}
+
 static int matvec_check(const lt_call *call) {
     const lt_tensor *y = call->op[0], *W = call->op[1], *x = call->op[2];
     if (!y || !W || !x) return lt_error(LT_EINVAL, "matvec: operands y, W, x are required");
@@ -215,10 +222,19 @@ static int matvec_check(const lt_call *call) {
         W->nb[1] < lt_dtype_row_bytes(W->dtype, cols))
         return lt_error(LT_EINVAL, "matvec: W rows are not contiguous (nb = {%zu, %zu})",
                         W->nb[0], W->nb[1]);
-    if (!is_f32_vector(y, rows))
+    const int64_t n = x->ne[1];
+    if (n > 1) { /* several tokens: y and x as rows, no prologue or epilogue */
+        if (!is_f32_rows(y, rows, n) || !is_f32_rows(x, cols, n))
+            return lt_error(LT_EINVAL, "matvec: y and x must be %lld f32 rows of %lld and %lld",
+                            (long long)n, (long long)rows, (long long)cols);
+        if (call->ia[1] != LT_MV_PRE_NONE || call->ia[2] != 0)
+            return lt_error(LT_EINVAL, "matvec: a matvec of %lld tokens takes no prologue or "
+                            "epilogue", (long long)n);
+    }
+    if (n <= 1 && !is_f32_vector(y, rows))
         return lt_error(LT_EINVAL, "matvec: y must be a contiguous f32 vector of %lld rows",
                         (long long)rows);
-    if (!is_f32_vector(x, cols))
+    if (n <= 1 && !is_f32_vector(x, cols))
         return lt_error(LT_EINVAL, "matvec: x must be a contiguous f32 vector of %lld columns",
                         (long long)cols);
     if (call->ia[0] != 0 && call->ia[0] != 1)
@@ -246,7 +262,13 @@ static void matvec_cost(const lt_call *call, const lt_step *step, double *bytes,
     (void)step;
     const lt_tensor *W = call->op[1];
     const double rows = (double)W->ne[1], cols = (double)W->ne[0];
+    const double n = (double)call->op[2]->ne[1]; /* tokens: W is read once for all */
     double wbytes = rows * (double)lt_dtype_row_bytes(W->dtype, W->ne[0]);
+    if (n > 1) {
+        *bytes = wbytes + 4.0 * n * (cols + rows * (call->ia[0] ? 2.0 : 1.0));
+        *flops = 2.0 * n * rows * cols;
+        return;
+    }
     *bytes = wbytes + 4.0 * cols * (call->ia[1] ? 2.0 : 1.0) +
              4.0 * rows * (call->ia[0] ? 2.0 : 1.0) +
              4.0 * rows * ((call->ia[2] & LT_MV_POST_STORE) ? 1.0 : 0.0) +
@@ -320,11 +342,44 @@ static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, i
 }
 #endif
 
+/* A matvec of several tokens (a batched decode step: one token of each of
+ * several sequences) as one matvec per token, each the bits it gives alone,
+ * over chunks of the thread's rows of W small enough to stay in L2 while
+ * every token passes: W is read from memory once per step. */
+#define TOKENS_CHUNK_BYTES (256 << 10)
+
+static void matvec_tokens(const lt_call *call, int ith, int nth, lt_kernel_fn one_token) {
+    const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
+    const int64_t n = X->ne[1], per = lt__mv_task_rows(call);
+    int64_t r0, r1;
+    lt__linear_split(W->ne[1], per, ith, nth, &r0, &r1);
+    int64_t chunk = (int64_t)(TOKENS_CHUNK_BYTES / W->nb[1]) / per * per;
+    if (chunk < per) chunk = per;
+    const lt_step one = {.n_tokens = 1}; /* seq 0: each sub-call quantises its own x */
+    for (int64_t c = r0; c < r1; c += chunk) {
+        lt_tensor w1 = *W, y1 = *Y, x1 = *X;
+        w1.data = (char *)W->data + (size_t)c * W->nb[1];
+        w1.ne[1] = y1.ne[0] = r1 - c < chunk ? r1 - c : chunk;
+        y1.ne[1] = x1.ne[1] = 1;
+        lt_call sub = *call;
+        sub.op[0] = &y1, sub.op[1] = &w1, sub.op[2] = &x1;
+        for (int64_t i = 0; i < n; i++) {
+            y1.data = (char *)Y->data + (size_t)i * Y->nb[1] + (size_t)c * sizeof(float);
+            x1.data = (char *)X->data + (size_t)i * X->nb[1];
+            one_token(&sub, &one, 0, 1);
+        }
+    }
+}
+
 /* The entries: the input after the prologue by the ISA's own primitives
  * (those of the norm or gate kernel the prologue stands for), the path, then
  * the epilogue on the rows the thread computed. */
 #define ENTRY(isa, ISA)                                                                     \
     static void matvec_##isa(const lt_call *call, const lt_step *step, int ith, int nth) { \
+        if (call->op[2]->ne[1] > 1) {                                                      \
+            matvec_tokens(call, ith, nth, matvec_##isa);                                   \
+            return;                                                                        \
+        }                                                                                  \
         const float *x = lt__mv_input(call, step, ISA);                                    \
         if (x) matvec_##isa##_x(call, step, ith, nth, x);                                 \
         else lt__mv_input_oom(call, step, ith, nth, ISA, matvec_##isa##_x);               \
@@ -396,6 +451,7 @@ static int64_t matvec_units(const lt_call *call) {
 /* A task writes its rows of y and, storing, the same columns of the cache row. */
 static bool matvec_task_cols(const lt_call *call, int op, int task, int n_tasks, int64_t *c0,
                              int64_t *c1) {
+    if (call->op[0]->ne[1] > 1) return false; /* several tokens: not said */
     if (op != 0 && !(op == 4 && (call->ia[2] & LT_MV_POST_STORE))) return false;
     lt__linear_split(call->op[1]->ne[1], lt__mv_task_rows(call), task, n_tasks, c0, c1);
     return true;

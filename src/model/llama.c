@@ -18,6 +18,7 @@ struct lt_llama {
     struct {
         int64_t n;
         bool all_logits;
+        bool batch; /* a batched decode step: matvecs of n tokens, not matmuls */
         lt_program *p;
         int logits; /* buffer id of the logits */
         uint64_t last_use;
@@ -43,11 +44,14 @@ static int ext(lt_program *p, const char *name, lt_buf_kind kind, const lt_tenso
     return lt_program_add_buffer(p, name, kind, t);
 }
 
-/* y = W x (ia[0] = accumulate: y += W x); matvec for one token, matmul for more. */
-static int linear(lt_program *p, int64_t n, int y, int w, int x, bool acc, const char *label) {
+/* y = W x (ia[0] = accumulate: y += W x); matvec for one token (or each
+ * token of a batched decode step: its decode bits), matmul for a prefill. */
+static int linear(lt_program *p, int64_t n, bool batch, int y, int w, int x, bool acc,
+                  const char *label) {
     int ops[3] = {y, w, x};
     int64_t ia[4] = {acc ? 1 : 0, 0, 0, 0};
-    return lt_program_add_node(p, n == 1 ? LT_K_MATVEC : LT_K_MATMUL, ops, 3, ia, NULL, label);
+    return lt_program_add_node(p, n == 1 || batch ? LT_K_MATVEC : LT_K_MATMUL, ops, 3, ia, NULL,
+                               label);
 }
 
 #define CHECK(expr)                                                                                \
@@ -56,8 +60,10 @@ static int linear(lt_program *p, int64_t n, int y, int w, int x, bool acc, const
         if (lt__rc < 0) goto fail;                                                                 \
     } while (0)
 
-/* Emits the forward pass for n tokens. Reads top to bottom like the model. */
-static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int *logits_id) {
+/* Emits the forward pass for n tokens (batch: of several sequences, by
+ * matvecs). Reads top to bottom like the model. */
+static int build(lt_llama *l, int64_t n, bool all_logits, bool batch, lt_program **out,
+                 int *logits_id) {
     const lt_model *m = l->m;
     const lt_llama_config *c = &m->cfg;
     const int64_t hd = c->dim / c->n_heads, kv_dim = c->n_kv_heads * hd, q_dim = c->n_heads * hd;
@@ -65,7 +71,7 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
     const int nth = lt_pool_size(l->pool);
     char name[64], label[64];
     lt_program *p = NULL;
-    int rc = lt_program_init(&p, n == 1 ? "llama-decode" : "llama-prefill");
+    int rc = lt_program_init(&p, n == 1 ? "llama-decode" : batch ? "llama-batch" : "llama-prefill");
     if (rc) return rc;
 
     /* activations: one row per token */
@@ -125,9 +131,9 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
          * rope (the arch's pairs, Llama 3's factors); cache */
         CHECK(lt_program_add_node(p, LT_K_RMSNORM, (int[]){xb, x, wid[0]}, 3, NULL,
                                   (float[]){c->rms_eps, 0, 0, 0}, LBL("attn_norm")));
-        CHECK(linear(p, n, q, wid[1], xb, false, LBL("q")));
-        CHECK(linear(p, n, k, wid[2], xb, false, LBL("k")));
-        CHECK(linear(p, n, v, wid[3], xb, false, LBL("v")));
+        CHECK(linear(p, n, batch, q, wid[1], xb, false, LBL("q")));
+        CHECK(linear(p, n, batch, k, wid[2], xb, false, LBL("k")));
+        CHECK(linear(p, n, batch, v, wid[3], xb, false, LBL("v")));
         const int qkv[3] = {q, k, v};
         static const char *const bl[3] = {"q_bias", "k_bias", "v_bias"};
         for (int i = 0; i < 3; i++)
@@ -144,15 +150,15 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
                                   (int64_t[]){c->n_heads, c->n_kv_heads, hd, 0}, NULL,
                                   LBL("attention")));
         /* x += Wo att (residual fused into the projection) */
-        CHECK(linear(p, n, x, wid[4], att, true, LBL("attn_output")));
+        CHECK(linear(p, n, batch, x, wid[4], att, true, LBL("attn_output")));
         /* feed-forward block: x += W_down (silu(W_gate xb) * W_up xb) */
         CHECK(lt_program_add_node(p, LT_K_RMSNORM, (int[]){xb, x, wid[5]}, 3, NULL,
                                   (float[]){c->rms_eps, 0, 0, 0}, LBL("ffn_norm")));
-        CHECK(linear(p, n, hb, wid[6], xb, false, LBL("ffn_gate")));
-        CHECK(linear(p, n, hb2, wid[8], xb, false, LBL("ffn_up")));
+        CHECK(linear(p, n, batch, hb, wid[6], xb, false, LBL("ffn_gate")));
+        CHECK(linear(p, n, batch, hb2, wid[8], xb, false, LBL("ffn_up")));
         CHECK(lt_program_add_node(p, LT_K_SWIGLU, (int[]){hb, hb, hb2}, 3, NULL, NULL,
                                   LBL("swiglu")));
-        CHECK(linear(p, n, x, wid[7], hb, true, LBL("ffn_down")));
+        CHECK(linear(p, n, batch, x, wid[7], hb, true, LBL("ffn_down")));
 #undef LBL
     }
 
@@ -169,7 +175,7 @@ static int build(lt_llama *l, int64_t n, bool all_logits, lt_program **out, int 
     CHECK(logits = act(p, "logits", c->vocab_size, rows));
     CHECK(lt_program_add_node(p, LT_K_RMSNORM, (int[]){xbs, xs, out_norm}, 3, NULL,
                               (float[]){c->rms_eps, 0, 0, 0}, "output_norm"));
-    CHECK(linear(p, rows, logits, cls, xbs, false, "classifier"));
+    CHECK(linear(p, rows, batch, logits, cls, xbs, false, "classifier"));
     if (l->opts.dump_program) lt_program_print(p, l->opts.dump_program);
     if (!l->opts.no_fuse_pass) {
         int fused;
@@ -200,13 +206,15 @@ fail:
 }
 #undef CHECK
 
-/* Finds or builds the program for n tokens (all: every token's logits).
- * Slot 0 holds the decode program for good; prefill programs share the other
- * slots, least recently used out. */
-static int get_program(lt_llama *l, int64_t n, bool all, int *slot_out) {
+/* Finds or builds the program for n tokens (all: every token's logits;
+ * batch: a batched decode step). Slot 0 holds the decode program for good;
+ * prefill and batch programs share the other slots, least recently used out. */
+static int get_program(lt_llama *l, int64_t n, bool all, bool batch, int *slot_out) {
     all = all && n > 1;
+    batch = batch && n > 1;
     for (int i = 0; i < LT_LLAMA_PROGRAM_CACHE; i++) {
-        if (l->progs[i].p && l->progs[i].n == n && l->progs[i].all_logits == all) {
+        if (l->progs[i].p && l->progs[i].n == n && l->progs[i].all_logits == all &&
+            l->progs[i].batch == batch) {
             l->progs[i].last_use = ++l->use_clock;
             *slot_out = i;
             return LT_OK;
@@ -222,7 +230,7 @@ static int get_program(lt_llama *l, int64_t n, bool all, int *slot_out) {
     }
     lt_program *p;
     int logits;
-    int rc = build(l, n, all, &p, &logits);
+    int rc = build(l, n, all, batch, &p, &logits);
     if (rc) return rc;
     if (l->progs[slot].p) lt__tuning_detach(l->tuning, l->progs[slot].p);
     lt_program_free(l->progs[slot].p);
@@ -235,6 +243,7 @@ static int get_program(lt_llama *l, int64_t n, bool all, int *slot_out) {
     l->progs[slot].p = p;
     l->progs[slot].n = n;
     l->progs[slot].all_logits = all;
+    l->progs[slot].batch = batch;
     l->progs[slot].logits = logits;
     l->progs[slot].last_use = ++l->use_clock;
     *slot_out = slot;
@@ -267,13 +276,13 @@ int lt_llama_init(lt_llama **out, const lt_model *m, lt_pool *pool, const lt_lla
     int rc = lt_exec_init(&l->exec, (lt_executor)l->opts.executor);
     l->exec_tuned = UINT64_MAX; /* the first eval takes the context's values */
     if (!rc) rc = lt__tuning_init(&l->tuning, m, lt_pool_size(pool));
-    if (!rc) rc = get_program(l, 1, false, &slot); /* the decode program lives in slot 0 */
+    if (!rc) rc = get_program(l, 1, false, false, &slot); /* the decode program: slot 0 */
     if (!rc && l->opts.max_batch > 1) {
         /* every prefill program has the same keys: learn them now, so values
          * for prefill can be set before the first one is built */
         lt_program *probe;
         int logits;
-        rc = build(l, 2, l->opts.all_logits, &probe, &logits);
+        rc = build(l, 2, l->opts.all_logits, false, &probe, &logits);
         if (!rc) rc = lt__tuning_learn(l->tuning, probe);
         lt_program_free(probe);
     }
@@ -334,11 +343,12 @@ static int check_slot(const lt_llama *l, int64_t slot) {
     return LT_OK;
 }
 
-/* Runs the program for step (all: every token's logits). */
-static int run_step(lt_llama *l, const lt_step *step, bool all) {
+/* Runs the program for step (all: every token's logits; batch: a batched
+ * decode step). */
+static int run_step(lt_llama *l, const lt_step *step, bool all, bool batch) {
     const int64_t n = step->n_tokens;
     int slot;
-    int rc = get_program(l, n, all, &slot);
+    int rc = get_program(l, n, all, batch, &slot);
     if (rc) return rc;
     /* a token boundary: what changed in the tuning context since the program
      * last ran reaches it now */
@@ -346,7 +356,7 @@ static int run_step(lt_llama *l, const lt_step *step, bool all) {
     bring_up_to_date(l, slot);
     lt_step st_copy = *step;
     lt_exec_stats st;
-    const lt_regime regime = n > 1 ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
+    const lt_regime regime = n > 1 && !batch ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
     rc = lt_exec_step(l->exec, p, l->pool, lt__tuning_threads(l->tuning, regime), &st_copy,
                       l->timing ? &st : NULL);
     if (rc) return rc;
@@ -370,7 +380,7 @@ int lt_llama_eval_slot(lt_llama *l, int32_t slot, const int32_t *tokens, int64_t
         return lt_error(LT_ERANGE, "positions %lld..%lld exceed the context length %lld",
                         (long long)pos, (long long)(pos + n - 1), (long long)l->opts.ctx_len);
     const lt_step step = {.pos = pos, .n_tokens = n, .tokens = tokens, .slot = slot};
-    return run_step(l, &step, l->opts.all_logits);
+    return run_step(l, &step, l->opts.all_logits, false);
 }
 
 int lt_llama_eval(lt_llama *l, const int32_t *tokens, int64_t n, int64_t pos) {
@@ -394,7 +404,7 @@ int lt_llama_eval_batch(lt_llama *l, const int32_t *tokens, const int64_t *pos,
     }
     const lt_step step = {.pos = pos[0], .n_tokens = n, .tokens = tokens, .slot = slots[0],
                           .token_pos = pos, .token_slot = slots};
-    return run_step(l, &step, true);
+    return run_step(l, &step, true, true);
 }
 
 const float *lt_llama_logits(const lt_llama *l, int64_t *n_rows) {
@@ -405,7 +415,7 @@ const float *lt_llama_logits(const lt_llama *l, int64_t *n_rows) {
 int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out) {
     if (n < 1 || n > l->opts.max_batch) return lt_error(LT_EINVAL, "no program for %lld tokens", (long long)n);
     int slot;
-    int rc = get_program(l, n, l->opts.all_logits, &slot);
+    int rc = get_program(l, n, l->opts.all_logits, false, &slot);
     if (rc) return rc;
     *out = l->progs[slot].p;
     return LT_OK;

@@ -32,7 +32,10 @@ static int producer(const lt_program *p, int i, int b, int64_t taken, bool alone
     for (int j = i - 1; j >= 0; j--) {
         const lt__node *m = &p->nodes[j];
         if (lt__node_writes(p, m, r)) {
-            if (m->kernel != LT_K_MATVEC || m->ops[0] != b || (m->ia[2] & taken)) return -1;
+            /* (a matvec of several tokens takes no epilogue) */
+            if (m->kernel != LT_K_MATVEC || m->ops[0] != b || (m->ia[2] & taken) ||
+                p->bufs[b].t.ne[1] != 1)
+                return -1;
             for (int o = 1; o < m->n_ops; o++) /* b as its own W, x or norm weight */
                 if (m->ops[o] >= 0 && lt__buf_root(p, m->ops[o]) == r) return -1;
             return j;

@@ -52,8 +52,8 @@ static bool fusable(const lt_program *p, int i, bool *is_reader) {
         if (lt__node_reads(p, m, y)) {
             /* a matvec without a prologue (op3 unused), maybe with an epilogue */
             if (m->kernel != LT_K_MATVEC || m->n_ops < 3 || (m->n_ops > 3 && m->ops[3] >= 0) ||
-                m->ops[2] != y || m->ia[1] != 0)
-                return false;
+                m->ops[2] != y || m->ia[1] != 0 || p->bufs[m->ops[0]].t.ne[1] != 1)
+                return false; /* (a matvec of several tokens takes no prologue) */
             for (int o = 0; o < m->n_ops; o++) /* y as W, the output or a cache */
                 if (o != 2 && m->ops[o] >= 0 && lt__buf_root(p, m->ops[o]) == y) return false;
             is_reader[j] = true;
