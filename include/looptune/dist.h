@@ -54,13 +54,21 @@ void lt_npy_free(lt_npy *a); /* frees data; a zeroed a is a no-op */
 #define LT_DIST_CHUNK_MIN 1024
 #define LT_DIST_CHUNK_MAX (900 * 1024)
 
-/* A tensor in memory: f32, row-major. */
+/* A tensor in memory, row-major: f32, or (dtype) f16, bf16 or q8_0 rows in
+ * the library's layouts (the last dimension then a multiple of the dtype's
+ * block), data pointing at those bytes. */
 typedef struct {
     char name[16];
     int ndim;
     int64_t shape[4];
     float *data;
+    lt_dtype dtype; /* LT_F32 (zero) unless it travels converted */
 } lt_dist_tensor;
+
+/* Bytes of t's data by its dtype and shape; 0 for a dtype tensors do not
+ * travel in (f32, f16, bf16, q8_0 do) or a last dimension that is no
+ * multiple of its block. */
+size_t lt_dist_tensor_bytes(const lt_dist_tensor *t);
 
 /* Records to produce together, in order: (key, encoded Envelope) pairs. */
 typedef struct {
@@ -106,9 +114,10 @@ void lt_dist_blobs_free(lt_dist_blobs *b); /* NULL is a no-op */
 int lt_dist_blobs_add(lt_dist_blobs *b, const Looptune__Chunk *c, int32_t partition,
                       int64_t offset);
 /* The tensor msg describes, as t (data malloc'd: free it), with its blob (if
- * chunked) removed from b. LT_EFORMAT with why: a dtype other than f32, a
- * shape that disagrees with the bytes or is above max_elems, a missing
- * chunk, a chunk that failed its CRC32C, the whole failing its CRC32C. */
+ * chunked) removed from b. LT_EFORMAT with why: a dtype other than f32, f16,
+ * bf16 or q8_0, a shape that disagrees with the bytes or is above max_elems,
+ * a missing chunk, a chunk that failed its CRC32C, the whole failing its
+ * CRC32C. */
 int lt_dist_tensor_get(lt_dist_blobs *b, const Looptune__Tensor *msg, int64_t max_elems,
                        lt_dist_tensor *t);
 /* Forgets every blob received from partition p (revoked). */
@@ -151,6 +160,10 @@ const lt_dist_kind *lt_dist_kind_at(size_t i);
  * distributed product equals the single-node one. */
 int lt_dist_matmul(lt_pool *pool, const float *a, const float *bt, int64_t m, int64_t n,
                    int64_t k, float *c);
+/* The same with bt [n] rows of k elements in bt_dtype (f32, f16, bf16 or
+ * q8_0; q8_0 needs k a multiple of 32), the kernel's weight operand. */
+int lt_dist_matmul_dt(lt_pool *pool, const float *a, const void *bt, lt_dtype bt_dtype,
+                      int64_t m, int64_t n, int64_t k, float *c);
 
 /* ---- topics ------------------------------------------------------------------------ */
 

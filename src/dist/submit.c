@@ -307,13 +307,15 @@ static int on_result(job *j, const Looptune__Result *r, const lt_record *rec) {
     }
     if (j->noop_elems) {
         if (!why[0] && (n_out != 1 || strcmp(out[0].name, "x") || out[0].ndim != 1 ||
+                        out[0].dtype != LT_F32 ||
                         out[0].shape[0] != j->noop_elems ||
                         memcmp(out[0].data, j->noop_x, (size_t)j->noop_elems * sizeof(float))))
             snprintf(why, sizeof why, "output: x sent back unchanged expected");
     } else if (!why[0] && (n_out != 1 || strcmp(out[0].name, "c") || out[0].ndim != 2 ||
-                           out[0].shape[0] != mt || out[0].shape[1] != nt))
-        snprintf(why, sizeof why, "output: one %" PRId64 "x%" PRId64 " tensor 'c' expected", mt,
-                 nt);
+                           out[0].dtype != LT_F32 || out[0].shape[0] != mt ||
+                           out[0].shape[1] != nt))
+        snprintf(why, sizeof why, "output: one %" PRId64 "x%" PRId64 " f32 tensor 'c' expected",
+                 mt, nt);
     int rc = LT_OK;
     if (why[0] && s->done) {
         j->st->rejected++; /* a broken answer for a tile already applied */
