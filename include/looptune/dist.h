@@ -165,6 +165,14 @@ int lt_dist_matmul(lt_pool *pool, const float *a, const float *bt, int64_t m, in
 int lt_dist_matmul_dt(lt_pool *pool, const float *a, const void *bt, lt_dtype bt_dtype,
                       int64_t m, int64_t n, int64_t k, float *c);
 
+/* What a matmul job computes, on one node: A and B^T converted to dtype as
+ * they travel (A widened back to f32 as the workers do), each k-split of
+ * block_k (<= 0: all of k) multiplied with the matmul kernel, the partial
+ * products added in split order, split 0 first, as the coordinator adds
+ * them. b is B [k][n]. The distributed product equals it bit for bit. */
+int lt_dist_matmul_local(lt_pool *pool, const float *a, const float *b, int64_t m, int64_t n,
+                         int64_t k, lt_dtype dtype, int64_t block_k, float *c);
+
 /* ---- topics ------------------------------------------------------------------------ */
 
 /* Creates the tasks, results and tasks.dead topics of prefix that are
@@ -208,6 +216,8 @@ typedef struct {
     const char *prefix;       /* NULL: "looptune." */
     int32_t partitions;       /* of topics created when missing; <= 0: 6 */
     int64_t block_m, block_n; /* output tile; <= 0: 128 */
+    int64_t block_k;          /* k-split: each task a range of k this long; <= 0: all of k */
+    lt_dtype dtype;           /* the operands travel as f32 (zero), f16, bf16 or q8_0 */
     size_t chunk_bytes;       /* 0: LT_DIST_CHUNK_BYTES */
     uint32_t max_attempts;    /* 0: 3 */
     double worker_timeout_s;  /* no worker heard from this long: the job fails; <= 0: 30 */
@@ -245,7 +255,10 @@ typedef struct {
 } lt_submit_stats;
 
 /* C[m][n] = A[m][k] B[k][n] over the cluster: tiles block_m x block_n of C
- * as tasks, results applied once each. LT_ETIMEOUT when no worker is alive
+ * as tasks, results applied once each. With block_k < k each tile is
+ * ceil(k / block_k) tasks whose partial tiles are added in split order (C
+ * equals lt_dist_matmul_local's bit for bit); opts.dtype converts the
+ * operands before they travel (q8_0: k and block_k multiples of 32). LT_ETIMEOUT when no worker is alive
  * (none heard from for worker_timeout_s) or the job timed out; LT_EFORMAT
  * when a task was dead-lettered (stats.dead_reason says why); with resume,
  * LT_ENOTFOUND when the job has no task on the topic, LT_EINVAL when its

@@ -1,6 +1,10 @@
 /* The coordinator of a matmul job: C = A B cut into output tiles, one task
  * per tile with A's row panel and B's column panel (transposed) as inputs,
- * chunked as needed. It follows the results topic (read_committed, from
+ * chunked as needed. With a k-split a tile is several tasks, each the
+ * product of a range of k, and the coordinator adds their partial tiles in
+ * split order (0 first) once all have come, so C does not depend on the
+ * order results arrive in. Operands may travel converted (f16, bf16, q8_0),
+ * converted here once. It follows the results topic (read_committed, from
  * the moment before the first task is sent) and applies each (job, task)
  * once: a result for a tile already applied is counted as a duplicate and
  * dropped. A FAILED attempt is sent again as attempt + 1, and after
@@ -35,9 +39,16 @@ typedef struct {
     const lt_submit_opts *o;
     lt_submit_stats *st;
     int64_t m, n, k, bm, bn, tiles_n;
+    int64_t bk, splits; /* k range of a task, and tasks per tile (1: no k-split) */
     const float *a;
     float *bt; /* [n][k] B transposed: a column panel of B is a run of its rows */
     float *c;
+    lt_dtype dtype;         /* the operands as they travel */
+    const uint8_t *aq, *btq; /* A [m] and B^T [n] rows of k in dtype (a, bt for f32) */
+    uint8_t *aq_own, *btq_own;
+    size_t arb;             /* bytes of a row of k in dtype */
+    float **partial;        /* [tasks] k-split partial tiles until their tile is whole */
+    int64_t *tile_have;     /* [tiles] partial tiles arrived */
     task_state *ts;
     char topic_tasks[256], topic_results[256], topic_dead[256];
     lt_producer *tasks, *dead;
@@ -71,11 +82,32 @@ static void random_job_id(char *buf, size_t n, const char *kind) {
     snprintf(buf, n, "%s-%016" PRIx64, kind, x);
 }
 
+/* Task t is split t % splits of tile t / splits. */
 static void tile_of(const job *j, int64_t t, int64_t *i0, int64_t *mt, int64_t *j0, int64_t *nt) {
+    t /= j->splits;
     *i0 = t / j->tiles_n * j->bm;
     *j0 = t % j->tiles_n * j->bn;
     *mt = j->m - *i0 < j->bm ? j->m - *i0 : j->bm;
     *nt = j->n - *j0 < j->bn ? j->n - *j0 : j->bn;
+}
+
+/* The k range of task t: [*k0, *k0 + *kn). */
+static void split_of(const job *j, int64_t t, int64_t *k0, int64_t *kn) {
+    *k0 = t % j->splits * j->bk;
+    *kn = j->k - *k0 < j->bk ? j->k - *k0 : j->bk;
+}
+
+/* Rows [r0, r0 + rows) of src (rows of k in dtype), columns [k0, k0 + kn):
+ * a pointer into src when that is all of k, else a copy in *own (free it). */
+static const uint8_t *panel_rows(const job *j, const uint8_t *src, int64_t r0, int64_t rows,
+                                 int64_t k0, int64_t kn, uint8_t **own) {
+    *own = NULL;
+    if (kn == j->k) return src + (size_t)r0 * j->arb;
+    const size_t off = lt_dtype_row_bytes(j->dtype, k0), rb = lt_dtype_row_bytes(j->dtype, kn);
+    if (!(*own = malloc(rb * (size_t)rows))) return NULL;
+    for (int64_t i = 0; i < rows; i++)
+        memcpy(*own + (size_t)i * rb, src + (size_t)(r0 + i) * j->arb + off, rb);
+    return *own;
 }
 
 /* Sends every record of o with the producer, waiting out a full queue. */
@@ -126,31 +158,45 @@ static void fill_task(const job *j, int64_t t, uint32_t attempt, Looptune__Task 
     task->max_attempts = j->o->max_attempts ? j->o->max_attempts : 3;
     task->deadline_ns = j->deadline_wall_ns;
     task->total_tasks = (uint64_t)j->st->tasks;
-    static const char *const names[5] = {"row0", "col0", "rows", "cols", "k"};
-    const int64_t vals[5] = {i0, j0, mt, nt, j->k};
-    for (int i = 0; i < 5; i++) {
+    int64_t k0, kn;
+    split_of(j, t, &k0, &kn);
+    static const char *const names[9] = {"row0", "col0", "rows", "cols", "k",
+                                         "split", "splits", "k0", "k_len"};
+    const int64_t vals[9] = {i0, j0, mt, nt, j->k, t % j->splits, j->splits, k0, kn};
+    const int n_params = j->splits > 1 ? 9 : 5;
+    for (int i = 0; i < n_params; i++) {
         looptune__param__init(&params[i]);
         params[i].name = (char *)names[i];
         params[i].value = vals[i];
         pp[i] = &params[i];
     }
-    task->n_params = j->noop_elems ? 0 : 5;
+    task->n_params = j->noop_elems ? 0 : (size_t)n_params;
     task->params = pp;
 }
 
 static int send_task(job *j, int64_t t, uint32_t attempt) {
-    int64_t i0, mt, j0, nt;
+    int64_t i0, mt, j0, nt, k0, kn;
     tile_of(j, t, &i0, &mt, &j0, &nt);
+    split_of(j, t, &k0, &kn);
     char key[192];
     snprintf(key, sizeof key, "%s/%" PRId64, j->st->job_id, t);
     lt_dist_route r = {.job_id = j->st->job_id, .task_index = (uint64_t)t, .attempt = attempt,
                        .chunk_bytes = j->o->chunk_bytes, .key = key};
+    uint8_t *own_a = NULL, *own_b = NULL;
     lt_dist_tensor in[2] = {
-        {.name = "a", .ndim = 2, .shape = {mt, j->k}, .data = (float *)j->a + i0 * j->k},
-        {.name = "b_t", .ndim = 2, .shape = {nt, j->k}, .data = j->bt + j0 * j->k},
+        {.name = "a", .ndim = 2, .shape = {mt, kn}, .dtype = j->dtype},
+        {.name = "b_t", .ndim = 2, .shape = {nt, kn}, .dtype = j->dtype},
     };
     int n_in = 2;
-    if (j->noop_elems) {
+    if (!j->noop_elems) {
+        in[0].data = (float *)panel_rows(j, j->aq, i0, mt, k0, kn, &own_a);
+        in[1].data = (float *)panel_rows(j, j->btq, j0, nt, k0, kn, &own_b);
+        if (!in[0].data || !in[1].data) {
+            free(own_a);
+            free(own_b);
+            return lt_error(LT_ENOMEM, "submit: out of memory");
+        }
+    } else {
         in[0] = (lt_dist_tensor){.name = "x", .ndim = 1, .shape = {j->noop_elems},
                                  .data = (float *)j->noop_x};
         n_in = 1;
@@ -158,9 +204,12 @@ static int send_task(job *j, int64_t t, uint32_t attempt) {
     bool corrupt = t == j->o->corrupt_task && attempt <= j->o->corrupt_attempts;
     float *copy = NULL;
     if (corrupt) {
-        size_t bytes = (size_t)(in[0].shape[0] * (in[0].ndim > 1 ? in[0].shape[1] : 1)) *
-                       sizeof(float);
-        if (!(copy = malloc(bytes))) return lt_error(LT_ENOMEM, "submit: out of memory");
+        size_t bytes = lt_dist_tensor_bytes(&in[0]);
+        if (!(copy = malloc(bytes))) {
+            free(own_a);
+            free(own_b);
+            return lt_error(LT_ENOMEM, "submit: out of memory");
+        }
         memcpy(copy, in[0].data, bytes);
         in[0].data = copy;
     }
@@ -176,7 +225,7 @@ static int send_task(job *j, int64_t t, uint32_t attempt) {
     size_t n_chunks = o.n;
     if (!rc && corrupt) rc = corrupt_first(&o, copy, msgs[0].chunk_count > 0);
     Looptune__Task task;
-    Looptune__Param params[5], *pp[5];
+    Looptune__Param params[9], *pp[9];
     fill_task(j, t, attempt, &task, params, pp);
     task.n_inputs = (size_t)n_in;
     task.inputs = ptrs;
@@ -193,6 +242,8 @@ static int send_task(job *j, int64_t t, uint32_t attempt) {
     }
     lt_dist_outbox_free(&o);
     free(copy);
+    free(own_a);
+    free(own_b);
     return rc;
 }
 
@@ -200,7 +251,7 @@ static int send_task(job *j, int64_t t, uint32_t attempt) {
 static int dead_letter(job *j, int64_t t, const char *reason) {
     task_state *s = &j->ts[t];
     Looptune__Task task;
-    Looptune__Param params[5], *pp[5];
+    Looptune__Param params[9], *pp[9];
     fill_task(j, t, s->attempt, &task, params, pp);
     Looptune__DeadLetter dl = LOOPTUNE__DEAD_LETTER__INIT;
     dl.task = &task;
@@ -328,8 +379,30 @@ static int on_result(job *j, const Looptune__Result *r, const lt_record *rec) {
         snprintf(w2, sizeof w2, "%s: %s", r->worker && *r->worker ? r->worker : "a worker", why);
         rc = attempt_failed(j, t, r->attempt, w2);
     } else {
-        for (int64_t i = 0; j->c && i < mt; i++)
-            memcpy(j->c + (i0 + i) * j->n + j0, out[0].data + i * nt, (size_t)nt * sizeof(float));
+        if (j->splits == 1) {
+            for (int64_t i = 0; j->c && i < mt; i++)
+                memcpy(j->c + (i0 + i) * j->n + j0, out[0].data + i * nt,
+                       (size_t)nt * sizeof(float));
+        } else {
+            /* a partial tile waits for the tile's others; then they are
+             * added in split order, whatever order they came in */
+            j->partial[t] = out[0].data;
+            out[0].data = NULL;
+            const int64_t tile = t / j->splits, first = tile * j->splits;
+            if (++j->tile_have[tile] == j->splits) {
+                for (int64_t i = 0; i < mt; i++)
+                    for (int64_t jj = 0; jj < nt; jj++) {
+                        float acc = j->partial[first][i * nt + jj];
+                        for (int64_t q = 1; q < j->splits; q++)
+                            acc += j->partial[first + q][i * nt + jj];
+                        j->c[(i0 + i) * j->n + j0 + jj] = acc;
+                    }
+                for (int64_t q = 0; q < j->splits; q++) {
+                    free(j->partial[first + q]);
+                    j->partial[first + q] = NULL;
+                }
+            }
+        }
         s->done = true;
         if (j->sent_ns[t]) j->rt_ms[j->st->applied] = (double)(lt_now_ns() - j->sent_ns[t]) * 1e-6;
         j->st->applied++;
@@ -471,20 +544,39 @@ static int resume_task(job *j, const Looptune__Envelope *env, const lt_record *r
                         "tiles make %lld", j->st->job_id, (unsigned long long)t->total_tasks,
                         (long long)j->st->tasks);
     tile_of(j, ti, &i0, &mt, &j0, &nt);
+    int64_t k0, kn;
+    split_of(j, ti, &k0, &kn);
+    int64_t splits = param_of(t, "splits");
     if (param_of(t, "row0") != i0 || param_of(t, "col0") != j0 || param_of(t, "rows") != mt ||
-        param_of(t, "cols") != nt || param_of(t, "k") != j->k)
+        param_of(t, "cols") != nt || param_of(t, "k") != j->k ||
+        (splits < 0 ? 1 : splits) != j->splits ||
+        (j->splits > 1 && (param_of(t, "k0") != k0 || param_of(t, "k_len") != kn)))
         return lt_error(LT_EINVAL, "resume: job %s's task %lld is another tile (another "
                         "shape or --block)", j->st->job_id, (long long)ti);
     if (!j->resume_checked) {
-        const float *mine[2] = {j->a + i0 * j->k, j->bt + j0 * j->k};
-        const int64_t elems[2] = {mt * j->k, nt * j->k};
+        for (size_t i = 0; i < t->n_inputs && i < 2; i++)
+            if (!t->inputs[i]->dtype || strcmp(t->inputs[i]->dtype, lt_dtype_name(j->dtype)))
+                return lt_error(LT_EINVAL, "resume: job %s's operands travel as %s, not %s "
+                                "(--dtype)", j->st->job_id, t->inputs[i]->dtype,
+                                lt_dtype_name(j->dtype));
+        uint8_t *own[2];
+        const uint8_t *mine[2] = {panel_rows(j, j->aq, i0, mt, k0, kn, &own[0]),
+                                  panel_rows(j, j->btq, j0, nt, k0, kn, &own[1])};
+        const int64_t rows[2] = {mt, nt};
         for (size_t i = 0; i < t->n_inputs && i < 2; i++) {
-            uint32_t crc = lt_crc32c(mine[i], (size_t)elems[i] * sizeof(float));
-            if (crc != t->inputs[i]->crc32c)
+            uint32_t crc = mine[i] ? lt_crc32c(mine[i], lt_dtype_row_bytes(j->dtype, kn) *
+                                                            (size_t)rows[i])
+                                   : 0;
+            if (crc != t->inputs[i]->crc32c) {
+                free(own[0]);
+                free(own[1]);
                 return lt_error(LT_EINVAL, "resume: the operands differ from job %s's (task "
                                 "%lld's %s has CRC32C %08x, yours %08x)", j->st->job_id,
                                 (long long)ti, t->inputs[i]->name, t->inputs[i]->crc32c, crc);
+            }
         }
+        free(own[0]);
+        free(own[1]);
         j->resume_checked = true;
     }
     if (t->attempt > j->ts[ti].attempt) j->ts[ti].attempt = t->attempt;
@@ -625,6 +717,7 @@ static int job_run(job *j, uint64_t t0, const char *what) {
     lt_dist_blobs_free(j->blobs);
     for (int64_t t = 0; j->ts && t < st->tasks; t++)
         for (int i = 0; i < j->ts[t].n_errors; i++) free(j->ts[t].errors[i]);
+    for (int64_t t = 0; j->partial && t < st->tasks; t++) free(j->partial[t]);
     if (err == LT_EFORMAT && st->dead)
         return lt_error(err, "task dead-lettered to %s: %s", j->topic_dead, st->dead_reason);
     return err ? lt_error(err, "%s", msg) : LT_OK;
@@ -635,28 +728,70 @@ static void job_free(job *j) {
     free(j->sent_ns);
     free(j->rt_ms);
     free(j->bt);
+    free(j->aq_own);
+    free(j->btq_own);
+    free(j->partial);
+    free(j->tile_have);
+}
+
+/* rows x k of f32 in dtype: a copy in *out (malloc'd). */
+static int convert_rows(lt_dtype dt, const float *src, int64_t rows, int64_t k, uint8_t **out) {
+    const size_t rb = lt_dtype_row_bytes(dt, k);
+    if (!(*out = malloc(rb * (size_t)rows))) return lt_error(LT_ENOMEM, "submit: out of memory");
+    for (int64_t i = 0; i < rows; i++) lt_row_from_f32(dt, src + i * k, *out + (size_t)i * rb, k);
+    return LT_OK;
 }
 
 int lt_submit_matmul(const lt_submit_opts *o, const float *a, const float *b, int64_t m,
                      int64_t n, int64_t k, float *c, lt_submit_stats *st) {
     memset(st, 0, sizeof *st);
     if (m < 1 || n < 1 || k < 1) return lt_error(LT_EINVAL, "submit: empty matrices");
-    job j = {.m = m, .n = n, .k = k, .a = a, .c = c};
+    job j = {.m = m, .n = n, .k = k, .a = a, .c = c, .dtype = o->dtype};
+    if (o->dtype != LT_F32 && o->dtype != LT_F16 && o->dtype != LT_BF16 && o->dtype != LT_Q8_0)
+        return lt_error(LT_EINVAL, "submit: operands travel as f32, f16, bf16 or q8_0, not %s",
+                        lt_dtype_name(o->dtype));
     j.bm = o->block_m > 0 ? o->block_m : 128;
     j.bn = o->block_n > 0 ? o->block_n : 128;
+    j.bk = o->block_k > 0 && o->block_k < k ? o->block_k : k;
     if (j.bm > m) j.bm = m;
     if (j.bn > n) j.bn = n;
+    const int64_t blk = lt_dtype_block(j.dtype);
+    if (k % blk || j.bk % blk)
+        return lt_error(LT_EINVAL, "submit: %s operands need K (%" PRId64 ") and the k-split "
+                        "(%" PRId64 ") multiples of %" PRId64, lt_dtype_name(j.dtype), k, j.bk,
+                        blk);
+    j.splits = (k + j.bk - 1) / j.bk;
     j.tiles_n = (n + j.bn - 1) / j.bn;
-    st->tasks = (m + j.bm - 1) / j.bm * j.tiles_n;
+    const int64_t tiles = (m + j.bm - 1) / j.bm * j.tiles_n;
+    st->tasks = tiles * j.splits;
+    j.arb = lt_dtype_row_bytes(j.dtype, k);
     uint64_t t0 = lt_now_ns();
     int rc = job_init(&j, o, st, "mm");
     if (!rc && !(j.bt = malloc((size_t)(n * k) * sizeof(float))))
         rc = lt_error(LT_ENOMEM, "submit: out of memory");
     for (int64_t r = 0; !rc && r < k; r++)
         for (int64_t col = 0; col < n; col++) j.bt[col * k + r] = b[r * n + col];
-    char what[160];
-    snprintf(what, sizeof what, "%" PRId64 "x%" PRId64 " = %" PRId64 "x%" PRId64 " times %" PRId64
-             "x%" PRId64 " in tiles of %" PRId64 "x%" PRId64, m, n, m, k, k, n, j.bm, j.bn);
+    j.aq = (const uint8_t *)a;
+    j.btq = (const uint8_t *)j.bt;
+    if (!rc && j.dtype != LT_F32) {
+        rc = convert_rows(j.dtype, a, m, k, &j.aq_own);
+        if (!rc) rc = convert_rows(j.dtype, j.bt, n, k, &j.btq_own);
+        j.aq = j.aq_own;
+        j.btq = j.btq_own;
+    }
+    if (!rc && j.splits > 1 &&
+        (!(j.partial = calloc((size_t)st->tasks, sizeof *j.partial)) ||
+         !(j.tile_have = calloc((size_t)tiles, sizeof *j.tile_have))))
+        rc = lt_error(LT_ENOMEM, "submit: out of memory");
+    char what[256];
+    int w = snprintf(what, sizeof what, "%" PRId64 "x%" PRId64 " = %" PRId64 "x%" PRId64
+                     " times %" PRId64 "x%" PRId64 " in tiles of %" PRId64 "x%" PRId64, m, n, m,
+                     k, k, n, j.bm, j.bn);
+    if (j.splits > 1)
+        w += snprintf(what + w, sizeof what - (size_t)w, ", k in %" PRId64 " splits of %" PRId64,
+                      j.splits, j.bk);
+    if (j.dtype != LT_F32)
+        snprintf(what + w, sizeof what - (size_t)w, ", operands as %s", lt_dtype_name(j.dtype));
     if (!rc) rc = job_run(&j, t0, what);
     job_free(&j);
     return rc;
@@ -670,6 +805,7 @@ int lt_submit_noop(const lt_submit_opts *o, int64_t tasks, size_t bytes, lt_subm
     st->tasks = tasks;
     j.bm = j.bn = 1;
     j.tiles_n = 1;
+    j.splits = 1;
     j.noop_elems = (int64_t)((bytes + sizeof(float) - 1) / sizeof(float));
     if (j.noop_elems < 1) j.noop_elems = 1;
     float *x = malloc((size_t)j.noop_elems * sizeof *x);
