@@ -246,7 +246,11 @@ typedef struct {
     int64_t dead;            /* tasks dead-lettered */
     int64_t rejected;        /* records on the results topic that were malformed, dropped */
     int64_t chunks_sent;
-    int64_t bytes_sent;      /* record bytes produced to the tasks topic */
+    int64_t bytes_sent;      /* record bytes (values) produced to the tasks topic */
+    int64_t bytes_received;  /* record bytes (values) of the job's chunks and results read */
+    /* matmul: what the plain tile scheme sends, every task with its f32 panels
+     * of A and B: 4 k (m tiles_n + n tiles_m) bytes, 8 n^2 t for n x n in t x t */
+    int64_t bytes_plain;
     int64_t workers_seen;    /* distinct workers heard from */
     int64_t resumed;         /* tasks applied from an earlier coordinator's results (resume) */
     double rt_median_ms, rt_p99_ms; /* a task's last send to its result applied */

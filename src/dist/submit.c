@@ -424,6 +424,7 @@ static int on_record(job *j, const lt_record *rec) {
     switch (env->payload_case) {
     case LOOPTUNE__ENVELOPE__PAYLOAD_HEARTBEAT: heard_from(j, env->heartbeat); break;
     case LOOPTUNE__ENVELOPE__PAYLOAD_CHUNK:
+        if (!strcmp(env->chunk->job_id, j->st->job_id)) j->st->bytes_received += (int64_t)rec->len;
         if (!strcmp(env->chunk->job_id, j->st->job_id) &&
             lt_dist_blobs_add(j->blobs, env->chunk, rec->partition, rec->offset)) {
             j->st->rejected++;
@@ -432,7 +433,10 @@ static int on_record(job *j, const lt_record *rec) {
         }
         break;
     case LOOPTUNE__ENVELOPE__PAYLOAD_RESULT:
-        if (!strcmp(env->result->job_id, j->st->job_id)) rc = on_result(j, env->result, rec);
+        if (!strcmp(env->result->job_id, j->st->job_id)) {
+            j->st->bytes_received += (int64_t)rec->len;
+            rc = on_result(j, env->result, rec);
+        }
         break;
     default:
         j->st->rejected++;
@@ -762,8 +766,11 @@ int lt_submit_matmul(const lt_submit_opts *o, const float *a, const float *b, in
                         blk);
     j.splits = (k + j.bk - 1) / j.bk;
     j.tiles_n = (n + j.bn - 1) / j.bn;
-    const int64_t tiles = (m + j.bm - 1) / j.bm * j.tiles_n;
+    const int64_t tiles_m = (m + j.bm - 1) / j.bm, tiles = tiles_m * j.tiles_n;
     st->tasks = tiles * j.splits;
+    /* every tile's task(s) with its f32 row panel of A and column panel of B:
+     * sum over tiles of 4 k (rows + cols), 8 n^2 t for n x n in t x t tiles */
+    st->bytes_plain = 4 * k * (m * j.tiles_n + n * tiles_m);
     j.arb = lt_dtype_row_bytes(j.dtype, k);
     uint64_t t0 = lt_now_ns();
     int rc = job_init(&j, o, st, "mm");

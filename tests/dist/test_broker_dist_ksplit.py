@@ -136,8 +136,12 @@ def main():
                             t.nbytes == t.shape[0] * t.shape[1] // 32 * 34 for t in ins),
                 "q8_0: panels' dtype and bytes")
         d32 = float(np.abs(c.astype(np.float64) - a3.astype(np.float64) @ b3).max())
-        h.say(f"q8_0: panels of 34 bytes per 32 values in k-splits of 96; max |C - Aq@Bq| = "
-              f"{e:.3g} (tolerance {tol:.3g}), |C - A@B| = {d32:.3g}")
+        ratio = fig["bytes_sent"] / fig["bytes_plain"]
+        h.check(0.26 < ratio < 0.30, f"q8_0: {ratio:.3f} of the f32 bytes sent, expected ~34/128")
+        h.check(fig["bytes_sent"] == h.job_bytes(servers, prefix + "tasks", job),
+                "q8_0: bytes sent differ from the tasks topic's")
+        h.say(f"q8_0: panels of 34 bytes per 32 values in k-splits of 96 ({ratio:.3f}x the f32 "
+              f"bytes); max |C - Aq@Bq| = {e:.3g} (tolerance {tol:.3g}), |C - A@B| = {d32:.3g}")
     finally:
         codes = [w.stop() for w in workers]
     h.check(codes == [0, 0], f"workers' exit codes {codes}")

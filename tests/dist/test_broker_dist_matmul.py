@@ -100,7 +100,14 @@ def main():
         whole = b"".join(got[i].data for i in range(per))
         h.check(whole == a2[:64].tobytes(), "task 0's a, reassembled here, is not A's rows")
         h.check(h.crc32c(whole) == ta.crc32c, "the whole tensor's CRC32C differs from ours")
-        h.say(f"job 2: {fig['chunks']} chunks of <= 512 KiB, task 0's panel reassembled in Python")
+        sent = sum(len(v) for _, _, k, v in recs if k and k.startswith(b"big-inputs/"))
+        got = h.job_bytes(servers, prefix + "results", "big-inputs")
+        h.check(fig["bytes_sent"] == sent and fig["bytes_received"] == got,
+                f"bytes over Kafka: the coordinator says {fig['bytes_sent']} sent, "
+                f"{fig['bytes_received']} received; the topics hold {sent} and {got}")
+        h.check(fig["bytes_plain"] == 4 * 4500 * (128 * 2 + 128 * 2), f"plain: {fig}")
+        h.say(f"job 2: {fig['chunks']} chunks of <= 512 KiB, task 0's panel reassembled in Python; "
+              f"{sent} bytes on the tasks topic, {got} on the results topic, as reported")
 
         # 3. an oversized result tile: chunked by the worker
         a3 = rng.uniform(-1, 1, (600, 8)).astype(np.float32)

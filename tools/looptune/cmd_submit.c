@@ -176,6 +176,16 @@ static void print_job(const lt_submit_stats *st) {
         printf("round trip: median %.2f ms, p99 %.2f ms; %.1f tasks/s\n", st->rt_median_ms,
                st->rt_p99_ms, st->seconds > 0 ? (double)(st->applied - st->resumed) / st->seconds
                                                 : 0.0);
+    if (st->bytes_plain > 0)
+        printf("bytes over Kafka: %.1f MB sent (plain tile scheme %.1f MB: %.2fx), %.1f MB "
+               "received (%lld, %lld, %lld bytes)\n", (double)st->bytes_sent * 1e-6,
+               (double)st->bytes_plain * 1e-6, (double)st->bytes_sent / (double)st->bytes_plain,
+               (double)st->bytes_received * 1e-6, (long long)st->bytes_sent,
+               (long long)st->bytes_plain, (long long)st->bytes_received);
+    else
+        printf("bytes over Kafka: %.1f MB sent, %.1f MB received (%lld, %lld bytes)\n",
+               (double)st->bytes_sent * 1e-6, (double)st->bytes_received * 1e-6,
+               (long long)st->bytes_sent, (long long)st->bytes_received);
     fflush(stdout);
 }
 
