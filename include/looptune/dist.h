@@ -128,6 +128,42 @@ size_t lt_dist_blobs_expire(lt_dist_blobs *b, uint64_t age_ns);
 int64_t lt_dist_blobs_min_offset(const lt_dist_blobs *b, int32_t partition);
 size_t lt_dist_blobs_count(const lt_dist_blobs *b);
 
+/* ---- panels: operands kept for later tasks ---------------------------------------- */
+
+/* A worker's panel cache: tensors that tasks carried with a panel id
+ * (Tensor.panel_id), kept so that later tasks may reference them by id
+ * (Tensor.panel_ref) instead of carrying the bytes again. Bounded by bytes,
+ * least recently used first out; a panel goes when the last partition it
+ * came from is revoked. */
+#define LT_DIST_PANEL_CACHE_BYTES ((size_t)1 << 30)
+typedef struct lt_dist_panels lt_dist_panels;
+
+int lt_dist_panels_init(lt_dist_panels **out, size_t max_bytes); /* 0: 1 GiB */
+void lt_dist_panels_free(lt_dist_panels *c); /* NULL is a no-op */
+/* Keeps a copy of t (its bytes' CRC32C crc32c) as panel id, received from
+ * partition; the least recently used panels make room. The same id and
+ * bytes again only adds the partition. A panel above the whole bound is not
+ * kept (LT_OK: its references will miss). */
+int lt_dist_panels_put(lt_dist_panels *c, uint64_t id, int32_t partition, const lt_dist_tensor *t,
+                       uint32_t crc32c);
+/* A copy of the panel msg references (msg->panel_id) as t (free t->data),
+ * named as msg. LT_ENOTFOUND naming it when the cache does not hold it, or
+ * holds another tensor under that id (dtype, shape, bytes or CRC32C
+ * differ). c NULL: always LT_ENOTFOUND. */
+int lt_dist_panels_get(lt_dist_panels *c, const Looptune__Tensor *msg, lt_dist_tensor *t);
+/* Forgets partition p (revoked): panels from no other partition go. */
+void lt_dist_panels_drop_partition(lt_dist_panels *c, int32_t partition);
+size_t lt_dist_panels_count(const lt_dist_panels *c);
+size_t lt_dist_panels_bytes(const lt_dist_panels *c);
+
+/* An input of a task read from partition: a panel reference from the cache
+ * c, else the tensor from its inline bytes or its chunks in b (as
+ * lt_dist_tensor_get), kept in c too when it carries a panel id. LT_ENOTFOUND
+ * only for a reference c cannot serve (the task needs its panel sent again);
+ * any other error is the tensor's own. */
+int lt_dist_input_get(lt_dist_blobs *b, lt_dist_panels *c, const Looptune__Tensor *msg,
+                      int32_t partition, int64_t max_elems, lt_dist_tensor *t);
+
 /* ---- task kinds ------------------------------------------------------------------- */
 
 /* A task in hand: its record and its inputs, assembled. */
