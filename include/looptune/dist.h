@@ -230,6 +230,7 @@ typedef struct {
     int heartbeat_ms;         /* <= 0: 1000 */
     int task_delay_ms;        /* sleep before each task (demonstrations, kill tests) */
     int session_timeout_ms;   /* <= 0: 6000 */
+    size_t panel_cache_bytes; /* bound of the panel cache; 0: LT_DIST_PANEL_CACHE_BYTES */
     const _Atomic bool *stop; /* set (by a signal handler) to finish the task in hand and leave */
 } lt_worker_opts;
 
@@ -239,6 +240,7 @@ typedef struct {
     int64_t tasks_dropped;   /* results not committed: the partition moved to another member */
     int64_t tasks_expired;   /* tasks past their deadline, skipped */
     int64_t rejected;        /* records that were not a well-formed task or chunk */
+    int64_t panels_missed;   /* tasks answered NEED_PANEL: a referenced panel not in the cache */
     lt_stage_stats stage;
 } lt_worker_stats;
 
