@@ -214,6 +214,8 @@ int lt_dist_matmul_local(lt_pool *pool, const float *a, const float *b, int64_t 
 /* Creates the tasks, results and tasks.dead topics of prefix that are
  * missing, with `partitions` partitions each (<= 0: 6). */
 int lt_dist_ensure_topics(const lt_kafka_conn *conn, const char *prefix, int32_t partitions);
+/* The partition count of topic. */
+int lt_dist_topic_partitions(const lt_kafka_conn *conn, const char *topic, int32_t *out);
 
 /* ---- worker ------------------------------------------------------------------------ */
 
@@ -249,6 +251,12 @@ int lt_worker_run(const lt_worker_opts *opts, lt_worker_stats *stats);
 
 /* ---- coordinator: submit matmul ------------------------------------------------------ */
 
+typedef enum {
+    LT_PANEL_BY_AUTO = 0, /* the one that moves fewer bytes (rows on a tie) */
+    LT_PANEL_BY_ROWS,     /* a tile row to a partition: A's row panels reused */
+    LT_PANEL_BY_COLS,     /* a tile column to a partition: B's column panels reused */
+} lt_dist_panel_by;
+
 typedef struct {
     lt_kafka_conn conn;
     const char *prefix;       /* NULL: "looptune." */
@@ -272,6 +280,15 @@ typedef struct {
      * operands must be the job's (checked against its tasks' CRC32C). */
     bool resume;
     int64_t window;           /* at most this many tasks in flight; <= 0: all at once */
+    /* matmul: panel reuse (the default). The tasks of one tile row (or
+     * column) go to one partition of the tasks topic, row r to partition r
+     * mod the partitions; the row's panel of A travels with its first task
+     * and the others reference it by id, as do tasks of the same partition
+     * that need a panel of B sent there before (when all of B fits in half
+     * the smallest panel cache the workers announce). A worker without the
+     * panel answers NEED_PANEL and gets the task again with the bytes. */
+    bool no_panel_reuse;      /* the plain tile scheme: every task carries its panels */
+    lt_dist_panel_by panel_by;
 } lt_submit_opts;
 
 typedef struct {
@@ -291,6 +308,12 @@ typedef struct {
     int64_t bytes_plain;
     int64_t workers_seen;    /* distinct workers heard from */
     int64_t resumed;         /* tasks applied from an earlier coordinator's results (resume) */
+    /* panel reuse (matmul) */
+    char panel_by[8];        /* "rows", "cols", or "" (the plain tile scheme) */
+    int64_t panels_sent;     /* panels sent with their bytes and an id */
+    int64_t panel_refs;      /* panels referenced by id instead */
+    int64_t need_panel;      /* NEED_PANEL answers received */
+    int64_t panel_resends;   /* tasks sent again with their panels after one */
     double rt_median_ms, rt_p99_ms; /* a task's last send to its result applied */
     double seconds;
     char dead_reason[512];   /* the first dead letter's "task T: reason" */

@@ -24,6 +24,8 @@
 
 typedef struct {
     uint32_t attempt; /* the latest attempt sent */
+    uint32_t resends; /* sends of that attempt after NEED_PANEL answers */
+    uint32_t ref_gen[2]; /* the carrying send of each panel the latest send referenced (0: carried) */
     bool done;
     int n_errors;
     char *errors[MAX_ERRORS];
@@ -32,13 +34,14 @@ typedef struct {
 typedef struct {
     char id[128];
     uint64_t last_ns;
+    uint64_t cache_bytes; /* its panel cache's bound (0: a worker without one) */
     bool leaving;
 } worker_seen;
 
 typedef struct {
     const lt_submit_opts *o;
     lt_submit_stats *st;
-    int64_t m, n, k, bm, bn, tiles_n;
+    int64_t m, n, k, bm, bn, tiles_m, tiles_n;
     int64_t bk, splits; /* k range of a task, and tasks per tile (1: no k-split) */
     const float *a;
     float *bt; /* [n][k] B transposed: a column panel of B is a run of its rows */
@@ -49,6 +52,14 @@ typedef struct {
     size_t arb;             /* bytes of a row of k in dtype */
     float **partial;        /* [tasks] k-split partial tiles until their tile is whole */
     int64_t *tile_have;     /* [tiles] partial tiles arrived */
+    /* panel reuse */
+    int by;                 /* LT_PANEL_BY_ROWS or _COLS; 0: the plain tile scheme */
+    bool reuse[2];          /* A's, B's panels are carried once a partition, then referenced */
+    int32_t parts;          /* partitions of the tasks topic */
+    uint32_t *pgen;         /* [panel * parts + partition] the send that carried it there (0 none) */
+    uint32_t *pcrc;         /* [panel] its CRC32C, once carried */
+    uint32_t gen;           /* sends that carried a panel, so far */
+    int64_t *order;         /* [tasks] the order of the first sends (NULL: by index) */
     task_state *ts;
     char topic_tasks[256], topic_results[256], topic_dead[256];
     lt_producer *tasks, *dead;
@@ -110,13 +121,14 @@ static const uint8_t *panel_rows(const job *j, const uint8_t *src, int64_t r0, i
     return *own;
 }
 
-/* Sends every record of o with the producer, waiting out a full queue. */
-static int send_all(job *j, lt_producer *p, const lt_dist_outbox *o) {
+/* Sends every record of o with the producer (to partition, or by key when
+ * < 0), waiting out a full queue. */
+static int send_all(job *j, lt_producer *p, const lt_dist_outbox *o, int32_t partition) {
     for (size_t i = 0; i < o->n; i++) {
         int tries = 0;
         int rc;
-        while ((rc = lt_producer_send(p, o->keys[i], strlen(o->keys[i]), o->values[i],
-                                      o->lens[i])) == LT_PRODUCER_DROPPED) {
+        while ((rc = lt_producer_send_to(p, partition, o->keys[i], strlen(o->keys[i]),
+                                         o->values[i], o->lens[i])) == LT_PRODUCER_DROPPED) {
             if (++tries > 3000)
                 return lt_error(LT_ETIMEOUT, "submit: the producer's queue stayed full for 30 s");
             struct timespec ts = {0, 10000000};
@@ -174,7 +186,35 @@ static void fill_task(const job *j, int64_t t, uint32_t attempt, Looptune__Task 
     task->params = pp;
 }
 
-static int send_task(job *j, int64_t t, uint32_t attempt) {
+/* Panel reuse: panel `which` (0 A's row panel, 1 B's column panel) of task
+ * t, numbered over both operands and the k-splits. */
+static int64_t panel_index(const job *j, int64_t t, int which) {
+    const int64_t tile = t / j->splits, q = t % j->splits;
+    return which == 0 ? tile / j->tiles_n * j->splits + q
+                      : (j->tiles_m + tile % j->tiles_n) * j->splits + q;
+}
+
+/* The partition task t goes to: its tile row's (or column's), rows dealt
+ * round the partitions; -1 (the partitioner's, by key) without reuse. */
+static int32_t partition_of(const job *j, int64_t t) {
+    if (!j->by) return -1;
+    const int64_t tile = t / j->splits;
+    const int64_t line = j->by == LT_PANEL_BY_ROWS ? tile / j->tiles_n : tile % j->tiles_n;
+    return (int32_t)(line % j->parts);
+}
+
+/* The id of panel pi: the same for the job's every send of it (FNV-1a). */
+static uint64_t panel_id(const job *j, int64_t pi) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *c = j->st->job_id; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+    for (int b = 0; b < 8; b++) h = (h ^ (uint8_t)((uint64_t)pi >> (8 * b))) * 0x100000001b3ull;
+    return h ? h : 1;
+}
+
+/* Sends task t as attempt. With panel reuse a panel already carried to the
+ * task's partition is referenced by id (the worker keeps it), unless
+ * carry_all: then every panel travels with its bytes again. */
+static int send_task(job *j, int64_t t, uint32_t attempt, bool carry_all) {
     int64_t i0, mt, j0, nt, k0, kn;
     tile_of(j, t, &i0, &mt, &j0, &nt);
     split_of(j, t, &k0, &kn);
@@ -182,45 +222,70 @@ static int send_task(job *j, int64_t t, uint32_t attempt) {
     snprintf(key, sizeof key, "%s/%" PRId64, j->st->job_id, t);
     lt_dist_route r = {.job_id = j->st->job_id, .task_index = (uint64_t)t, .attempt = attempt,
                        .chunk_bytes = j->o->chunk_bytes, .key = key};
-    uint8_t *own_a = NULL, *own_b = NULL;
+    uint8_t *own[2] = {NULL, NULL};
     lt_dist_tensor in[2] = {
         {.name = "a", .ndim = 2, .shape = {mt, kn}, .dtype = j->dtype},
         {.name = "b_t", .ndim = 2, .shape = {nt, kn}, .dtype = j->dtype},
     };
     int n_in = 2;
-    if (!j->noop_elems) {
-        in[0].data = (float *)panel_rows(j, j->aq, i0, mt, k0, kn, &own_a);
-        in[1].data = (float *)panel_rows(j, j->btq, j0, nt, k0, kn, &own_b);
-        if (!in[0].data || !in[1].data) {
-            free(own_a);
-            free(own_b);
-            return lt_error(LT_ENOMEM, "submit: out of memory");
-        }
-    } else {
+    if (j->noop_elems) {
         in[0] = (lt_dist_tensor){.name = "x", .ndim = 1, .shape = {j->noop_elems},
                                  .data = (float *)j->noop_x};
         n_in = 1;
     }
     bool corrupt = t == j->o->corrupt_task && attempt <= j->o->corrupt_attempts;
+    const int32_t part = partition_of(j, t);
+    task_state *ts = &j->ts[t];
     float *copy = NULL;
-    if (corrupt) {
-        size_t bytes = lt_dist_tensor_bytes(&in[0]);
-        if (!(copy = malloc(bytes))) {
-            free(own_a);
-            free(own_b);
-            return lt_error(LT_ENOMEM, "submit: out of memory");
-        }
-        memcpy(copy, in[0].data, bytes);
-        in[0].data = copy;
-    }
     lt_dist_outbox o = {0};
     Looptune__Tensor msgs[2], *ptrs[2];
     int64_t shapes[2][4];
     int rc = LT_OK;
     for (int i = 0; i < n_in && !rc; i++) {
         looptune__tensor__init(&msgs[i]);
-        rc = lt_dist_tensor_put(&in[i], &r, &o, &msgs[i], shapes[i]);
         ptrs[i] = &msgs[i];
+        /* a corrupted panel is not kept: it travels without an id */
+        const bool panel = !j->noop_elems && j->by && j->reuse[i] && !(corrupt && i == 0);
+        const int64_t pi = panel ? panel_index(j, t, i) : -1;
+        uint32_t *gen = panel ? &j->pgen[pi * j->parts + part] : NULL;
+        ts->ref_gen[i] = 0;
+        if (panel && *gen && !carry_all && !corrupt) {
+            /* carried to this partition before: its worker keeps it */
+            for (int d = 0; d < in[i].ndim; d++) shapes[i][d] = in[i].shape[d];
+            msgs[i].name = in[i].name;
+            msgs[i].dtype = (char *)lt_dtype_name(in[i].dtype);
+            msgs[i].n_shape = (size_t)in[i].ndim;
+            msgs[i].shape = shapes[i];
+            msgs[i].nbytes = lt_dist_tensor_bytes(&in[i]);
+            msgs[i].crc32c = j->pcrc[pi];
+            msgs[i].panel_id = panel_id(j, pi);
+            msgs[i].panel_ref = true;
+            ts->ref_gen[i] = *gen;
+            j->st->panel_refs++;
+            continue;
+        }
+        if (!j->noop_elems &&
+            !(in[i].data = (float *)panel_rows(j, i ? j->btq : j->aq, i ? j0 : i0, i ? nt : mt,
+                                               k0, kn, &own[i]))) {
+            rc = lt_error(LT_ENOMEM, "submit: out of memory");
+            break;
+        }
+        if (corrupt && i == 0) {
+            size_t bytes = lt_dist_tensor_bytes(&in[0]);
+            if (!(copy = malloc(bytes ? bytes : 1))) {
+                rc = lt_error(LT_ENOMEM, "submit: out of memory");
+                break;
+            }
+            memcpy(copy, in[0].data, bytes);
+            in[0].data = copy;
+        }
+        rc = lt_dist_tensor_put(&in[i], &r, &o, &msgs[i], shapes[i]);
+        if (!rc && panel) {
+            msgs[i].panel_id = panel_id(j, pi);
+            j->pcrc[pi] = msgs[i].crc32c;
+            *gen = ++j->gen; /* later tasks of this partition reference this send */
+            j->st->panels_sent++;
+        }
     }
     size_t n_chunks = o.n;
     if (!rc && corrupt) rc = corrupt_first(&o, copy, msgs[0].chunk_count > 0);
@@ -229,21 +294,22 @@ static int send_task(job *j, int64_t t, uint32_t attempt) {
     fill_task(j, t, attempt, &task, params, pp);
     task.n_inputs = (size_t)n_in;
     task.inputs = ptrs;
+    task.panel_resend = ts->resends;
     Looptune__Envelope env;
     lt_envelope_init(&env);
     env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_TASK;
     env.task = &task;
     if (!rc) rc = lt_dist_outbox_add(&o, key, &env);
-    if (!rc) rc = send_all(j, j->tasks, &o);
+    if (!rc) rc = send_all(j, j->tasks, &o, part);
     if (!rc) {
         j->st->chunks_sent += (int64_t)n_chunks;
-        j->ts[t].attempt = attempt;
+        ts->attempt = attempt;
         j->sent_ns[t] = lt_now_ns();
     }
     lt_dist_outbox_free(&o);
     free(copy);
-    free(own_a);
-    free(own_b);
+    free(own[0]);
+    free(own[1]);
     return rc;
 }
 
@@ -266,7 +332,7 @@ static int dead_letter(job *j, int64_t t, const char *reason) {
     snprintf(key, sizeof key, "%s/%" PRId64, j->st->job_id, t);
     lt_dist_outbox o = {0};
     int rc = lt_dist_outbox_add(&o, key, &env);
-    if (!rc) rc = send_all(j, j->dead, &o);
+    if (!rc) rc = send_all(j, j->dead, &o, -1);
     lt_dist_outbox_free(&o);
     j->st->dead++;
     if (!j->st->dead_reason[0])
@@ -297,7 +363,8 @@ static int attempt_failed(job *j, int64_t t, uint32_t attempt, const char *why) 
         return rc ? rc : LT_EFORMAT;
     }
     j->st->retries++;
-    return send_task(j, t, attempt + 1);
+    s->resends = 0;
+    return send_task(j, t, attempt + 1, true); /* every panel carried again */
 }
 
 static void heard_from(job *j, const Looptune__Heartbeat *hb) {
@@ -307,6 +374,7 @@ static void heard_from(job *j, const Looptune__Heartbeat *hb) {
         if (!strcmp(j->workers[i].id, hb->worker)) {
             j->workers[i].last_ns = lt_now_ns();
             j->workers[i].leaving = leaving;
+            j->workers[i].cache_bytes = hb->panel_cache_bytes;
             return;
         }
     if (j->n_workers == MAX_WORKERS) return;
@@ -314,6 +382,7 @@ static void heard_from(job *j, const Looptune__Heartbeat *hb) {
     snprintf(w->id, sizeof w->id, "%s", hb->worker);
     w->last_ns = lt_now_ns();
     w->leaving = leaving;
+    w->cache_bytes = hb->panel_cache_bytes;
     j->st->workers_seen = j->n_workers;
 }
 
@@ -337,6 +406,31 @@ static int on_result(job *j, const Looptune__Result *r, const lt_record *rec) {
     }
     int64_t t = (int64_t)r->task_index;
     task_state *s = &j->ts[t];
+    if (r->status == LOOPTUNE__STATUS__STATUS_NEED_PANEL) {
+        j->st->need_panel++;
+        if (s->done || !j->sent_ns[t] || r->attempt != s->attempt ||
+            r->panel_resend != s->resends)
+            return LT_OK; /* an answer to an earlier send (or coordinator): a later one is out */
+        if (!j->by || (!s->ref_gen[0] && !s->ref_gen[1])) {
+            char why[560];
+            snprintf(why, sizeof why, "%s: asked for a panel its task carried (%s)",
+                     r->worker && *r->worker ? r->worker : "a worker", r->error ? r->error : "");
+            return attempt_failed(j, t, r->attempt, why);
+        }
+        /* the panels it referenced are not on that partition's worker (it
+         * came from another member, its cache evicted them): the next send
+         * carries them, unless one carried them again meanwhile */
+        const int32_t part = partition_of(j, t);
+        for (int i = 0; i < 2; i++) {
+            uint32_t *gen = &j->pgen[panel_index(j, t, i) * j->parts + part];
+            if (s->ref_gen[i] && *gen == s->ref_gen[i]) *gen = 0;
+        }
+        s->resends++;
+        j->st->panel_resends++;
+        lt_log(LT_LOG_INFO, "submit: job %s task %" PRId64 ": %s: sent again with its panels",
+               j->st->job_id, t, r->error && *r->error ? r->error : "a panel is missing");
+        return send_task(j, t, s->attempt, s->resends > 2); /* third time: every panel */
+    }
     if (r->status != LOOPTUNE__STATUS__STATUS_OK) {
         char why[520];
         snprintf(why, sizeof why, "%s%s%s", r->worker && *r->worker ? r->worker : "a worker",
@@ -653,6 +747,39 @@ static int job_init(job *j, const lt_submit_opts *o, lt_submit_stats *st, const 
     return LT_OK;
 }
 
+/* Panel reuse, once the workers are heard from: the tasks topic's
+ * partitions, and which operands' panels are referenced. The keyed
+ * operand's always (a tile row's tasks are consecutive on its partition);
+ * the other's when all of it fits in half the smallest panel cache a live
+ * worker announces (else least-recently-used eviction would miss on every
+ * row). A live worker that announces no cache predates panels: then the
+ * plain tile scheme. */
+static int panels_plan(job *j) {
+    uint64_t least = UINT64_MAX, now = lt_now_ns();
+    for (int i = 0; i < j->n_workers; i++)
+        if (!j->workers[i].leaving && now - j->workers[i].last_ns < ALIVE_NS &&
+            j->workers[i].cache_bytes < least)
+            least = j->workers[i].cache_bytes;
+    if (least == 0) {
+        lt_log(LT_LOG_WARN, "submit: job %s: a worker without a panel cache is alive: every "
+               "task carries its panels", j->st->job_id);
+        j->by = 0;
+        j->st->panel_by[0] = 0;
+        return LT_OK;
+    }
+    const int keyed = j->by == LT_PANEL_BY_ROWS ? 0 : 1;
+    const uint64_t other = (uint64_t)(keyed ? j->m : j->n) * j->arb;
+    j->reuse[keyed] = true;
+    j->reuse[!keyed] = other <= least / 2;
+    int rc = lt_dist_topic_partitions(&j->o->conn, j->topic_tasks, &j->parts);
+    if (rc) return rc;
+    const int64_t n_panels = (j->tiles_m + j->tiles_n) * j->splits;
+    j->pgen = calloc((size_t)(n_panels * j->parts), sizeof *j->pgen);
+    j->pcrc = calloc((size_t)n_panels, sizeof *j->pcrc);
+    if (!j->pgen || !j->pcrc) return lt_error(LT_ENOMEM, "submit: out of memory");
+    return LT_OK;
+}
+
 /* Sends the job's tasks (at most opts.window in flight) and collects their
  * results; then the round-trip figures, and everything closed. */
 static int job_run(job *j, uint64_t t0, const char *what) {
@@ -673,11 +800,21 @@ static int job_run(job *j, uint64_t t0, const char *what) {
         else rc = resume_job(j);
     }
     if (!rc && st->applied < st->tasks) rc = wait_for_worker(j);
+    if (!rc && j->by) rc = panels_plan(j);
+    char panels[160] = "";
+    if (!rc && j->by)
+        snprintf(panels, sizeof panels, "; panels by %s: %s once a %s%s",
+                 st->panel_by, j->by == LT_PANEL_BY_ROWS ? "A's row panel" : "B's column panel",
+                 j->by == LT_PANEL_BY_ROWS ? "row" : "column",
+                 !(j->reuse[0] && j->reuse[1]) ? ""
+                 : j->by == LT_PANEL_BY_ROWS   ? ", B's column panels once a partition"
+                                               : ", A's row panels once a partition");
     if (!rc)
-        fprintf(stderr, "submit: job %s: %s, %" PRId64 " tasks, %d workers alive\n", st->job_id,
-                what, st->tasks, workers_alive(j));
+        fprintf(stderr, "submit: job %s: %s, %" PRId64 " tasks, %d workers alive%s\n", st->job_id,
+                what, st->tasks, workers_alive(j), panels);
     int64_t window = o->window > 0 ? o->window : INT64_MAX, sent = 0;
-    for (int64_t t = 0; !rc && t < st->tasks; t++) {
+    for (int64_t i = 0; !rc && i < st->tasks; i++) {
+        const int64_t t = j->order ? j->order[i] : i;
         if (j->ts[t].done) continue;
         /* at most window tasks in flight: results are taken as they come */
         lt_record rec;
@@ -692,7 +829,7 @@ static int job_run(job *j, uint64_t t0, const char *what) {
                               j->topic_results, wt);
         }
         if (rc) break;
-        rc = send_task(j, t, j->ts[t].attempt + 1); /* 1, or the next after a resumed job's */
+        rc = send_task(j, t, j->ts[t].attempt + 1, false); /* 1, or the next after a resumed job's */
         sent++;
         while (!rc && lt_follower_poll(j->results, 0, &rec) == 1) rc = on_record(j, &rec);
     }
@@ -736,6 +873,9 @@ static void job_free(job *j) {
     free(j->btq_own);
     free(j->partial);
     free(j->tile_have);
+    free(j->pgen);
+    free(j->pcrc);
+    free(j->order);
 }
 
 /* rows x k of f32 in dtype: a copy in *out (malloc'd). */
@@ -767,6 +907,7 @@ int lt_submit_matmul(const lt_submit_opts *o, const float *a, const float *b, in
     j.splits = (k + j.bk - 1) / j.bk;
     j.tiles_n = (n + j.bn - 1) / j.bn;
     const int64_t tiles_m = (m + j.bm - 1) / j.bm, tiles = tiles_m * j.tiles_n;
+    j.tiles_m = tiles_m;
     st->tasks = tiles * j.splits;
     /* every tile's task(s) with its f32 row panel of A and column panel of B:
      * sum over tiles of 4 k (rows + cols), 8 n^2 t for n x n in t x t tiles */
@@ -790,6 +931,24 @@ int lt_submit_matmul(const lt_submit_opts *o, const float *a, const float *b, in
         (!(j.partial = calloc((size_t)st->tasks, sizeof *j.partial)) ||
          !(j.tile_have = calloc((size_t)tiles, sizeof *j.tile_have))))
         rc = lt_error(LT_ENOMEM, "submit: out of memory");
+    if (!rc && !o->no_panel_reuse) {
+        /* keyed by rows: A once a row, B every task; by columns the converse */
+        const double by_rows = (double)m + (double)tiles_m * (double)n;
+        const double by_cols = (double)j.tiles_n * (double)m + (double)n;
+        j.by = o->panel_by ? (int)o->panel_by
+                           : by_rows <= by_cols ? LT_PANEL_BY_ROWS : LT_PANEL_BY_COLS;
+        snprintf(st->panel_by, sizeof st->panel_by, "%s",
+                 j.by == LT_PANEL_BY_ROWS ? "rows" : "cols");
+        if (j.by == LT_PANEL_BY_COLS) { /* a column's tasks one after the other */
+            if (!(j.order = malloc((size_t)st->tasks * sizeof *j.order)))
+                rc = lt_error(LT_ENOMEM, "submit: out of memory");
+            int64_t at = 0;
+            for (int64_t cc = 0; !rc && cc < j.tiles_n; cc++)
+                for (int64_t rr = 0; rr < tiles_m; rr++)
+                    for (int64_t q = 0; q < j.splits; q++)
+                        j.order[at++] = (rr * j.tiles_n + cc) * j.splits + q;
+        }
+    }
     char what[256];
     int w = snprintf(what, sizeof what, "%" PRId64 "x%" PRId64 " = %" PRId64 "x%" PRId64
                      " times %" PRId64 "x%" PRId64 " in tiles of %" PRId64 "x%" PRId64, m, n, m,

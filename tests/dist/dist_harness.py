@@ -159,6 +159,9 @@ JOB_RE = re.compile(
     r"(?P<workers>\d+) workers seen, (?P<seconds>[0-9.]+) s")
 BYTES_RE = re.compile(r"bytes over Kafka: .*\((?P<bytes_sent>\d+), (?:(?P<bytes_plain>\d+), )?"
                       r"(?P<bytes_received>\d+) bytes\)")
+PANELS_RE = re.compile(r"panels: by (?P<panel_by>rows|cols), (?P<panels_sent>\d+) sent, "
+                       r"(?P<panel_refs>\d+) referenced, (?P<need_panel>\d+) NEED_PANEL answers, "
+                       r"(?P<panel_resends>\d+) tasks sent again")
 VERIFY_RE = re.compile(r"verify: max \|C - C_local\| = (?P<diff>\S+), (?P<differ>\d+) of "
                        r"(?P<total>\d+) elements differ")
 
@@ -176,6 +179,9 @@ def parse_job(out):
     m = BYTES_RE.search(out)
     if m:
         d.update({k: int(v) for k, v in m.groupdict().items() if v is not None})
+    p = PANELS_RE.search(out)
+    if p:
+        d.update({k: v if k == "panel_by" else int(v) for k, v in p.groupdict().items()})
     v = VERIFY_RE.search(out)
     if v:
         d["verify_diff"] = float(v["diff"])

@@ -34,6 +34,11 @@ static const char *const submit_help_end =
     "      --dtype T           the operands travel as f32 (default), f16, bf16 (half the\n"
     "                          bytes) or q8_0 (34 bytes per 32 values; K and the split\n"
     "                          multiples of 32); workers compute from them as they came\n"
+    "      --no-panel-reuse    the plain tile scheme: every task carries its panels of A\n"
+    "                          and B (for comparison; workers before panels need it)\n"
+    "      --panel-by rows|cols  panel reuse keyed by tile rows (A's row panel travels\n"
+    "                          once a row) or columns (B's once a column); default the\n"
+    "                          one that moves fewer bytes\n"
     "      --verify            also compute C on this node and print the largest\n"
     "                          difference (the same conversion, splits and kernel: 0\n"
     "                          expected), and with --dtype or a k-split the difference\n"
@@ -176,6 +181,11 @@ static void print_job(const lt_submit_stats *st) {
         printf("round trip: median %.2f ms, p99 %.2f ms; %.1f tasks/s\n", st->rt_median_ms,
                st->rt_p99_ms, st->seconds > 0 ? (double)(st->applied - st->resumed) / st->seconds
                                                 : 0.0);
+    if (st->panel_by[0])
+        printf("panels: by %s, %lld sent, %lld referenced, %lld NEED_PANEL answers, %lld tasks "
+               "sent again with their panels\n", st->panel_by, (long long)st->panels_sent,
+               (long long)st->panel_refs, (long long)st->need_panel,
+               (long long)st->panel_resends);
     if (st->bytes_plain > 0)
         printf("bytes over Kafka: %.1f MB sent (plain tile scheme %.1f MB: %.2fx), %.1f MB "
                "received (%lld, %lld, %lld bytes)\n", (double)st->bytes_sent * 1e-6,
@@ -192,7 +202,7 @@ static void print_job(const lt_submit_stats *st) {
 static int submit_matmul(int argc, char **argv) {
     const char *cmd = "submit matmul";
     enum { O_A = 256, O_B, O_M, O_N, O_K, O_SEED, O_BLOCK, O_VERIFY, O_THREADS, O_RESUME,
-           O_DTYPE };
+           O_DTYPE, O_NO_REUSE, O_PANEL_BY };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         {"a", required_argument, 0, O_A},
@@ -207,6 +217,8 @@ static int submit_matmul(int argc, char **argv) {
         {"threads", required_argument, 0, O_THREADS},
         {"resume", no_argument, 0, O_RESUME},
         {"dtype", required_argument, 0, O_DTYPE},
+        {"no-panel-reuse", no_argument, 0, O_NO_REUSE},
+        {"panel-by", required_argument, 0, O_PANEL_BY},
         JOB_OPTIONS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -256,6 +268,12 @@ static int submit_matmul(int argc, char **argv) {
                 FAIL("bad --dtype '%s': expected f32, f16, bf16 or q8_0", optarg);
             break;
         case O_VERIFY: verify = true; break;
+        case O_NO_REUSE: so.no_panel_reuse = true; break;
+        case O_PANEL_BY:
+            if (!strcmp(optarg, "rows")) so.panel_by = LT_PANEL_BY_ROWS;
+            else if (!strcmp(optarg, "cols")) so.panel_by = LT_PANEL_BY_COLS;
+            else FAIL("bad --panel-by '%s': expected rows or cols", optarg);
+            break;
         case O_RESUME: so.resume = true; break;
         case O_THREADS:
             if (!lt_cli_parse_i64(optarg, 1, 256, &threads))
@@ -271,6 +289,8 @@ static int submit_matmul(int argc, char **argv) {
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune submit --help)", argv[optind]);
     if (!out) FAIL("no --out C.npy");
     if (so.resume && !so.job_id) FAIL("--resume needs --job-id ID: the job to take up");
+    if (so.no_panel_reuse && so.panel_by)
+        FAIL("--panel-by and --no-panel-reuse contradict each other: give one");
     bool files = pa || pb, random = m || n || k;
     if (files && random) FAIL("give either --a and --b or --m, --n and --k, not both");
     if (files && (!pa || !pb)) FAIL("--a and --b go together");
