@@ -18,8 +18,14 @@ static const char *const submit_help =
     "panel (chunked below Kafka's record limit, CRC32C per chunk). Results are read\n"
     "read_committed and applied once per task; a failed attempt is sent again, and\n"
     "after --max-attempts the task goes to the tasks.dead topic and the job fails.\n"
-    "A progress line every 2 s on stderr; the job's figures on stdout. Arrays are\n"
-    "numpy .npy files of little-endian float32 in C order.\n"
+    "Panel reuse (the default): a tile row's tasks go to one partition of the tasks\n"
+    "topic, its A panel travels with the first and the others reference it by id in\n"
+    "the worker's panel cache (a worker without it asks for it again: the task is\n"
+    "sent again with it, not counted as a failure); so do B's panels within a\n"
+    "partition when B fits the workers' caches. A progress line every 2 s on\n"
+    "stderr; the job's figures on stdout, with the bytes over Kafka against the\n"
+    "plain tile scheme's (4 K (M tiles_n + N tiles_m): 8 n^2 t for n x n in t x t\n"
+    "tiles). Arrays are numpy .npy files of little-endian float32 in C order.\n"
     "\n"
     "  -b, --brokers B         Kafka bootstrap servers (required)\n";
 static const char *const submit_help_end =
@@ -53,7 +59,8 @@ static const char *const submit_help_end =
     "      --window W          at most W tasks in flight (default all at once)\n"
     "      --resume            take up job --job-id where an earlier submit left it (it\n"
     "                          died): its results so far are read back and applied, the\n"
-    "                          other tasks sent again; the same operands and --block\n"
+    "                          other tasks sent again; the same operands, --block and\n"
+    "                          --dtype\n"
     "      --test-corrupt T[:N]  tests: corrupt a byte of task T's input in its first N\n"
     "                          sends (default all: a poison task)\n"
     "  -h, --help              this help\n";
