@@ -54,13 +54,21 @@ void lt_npy_free(lt_npy *a); /* frees data; a zeroed a is a no-op */
 #define LT_DIST_CHUNK_MIN 1024
 #define LT_DIST_CHUNK_MAX (900 * 1024)
 
-/* A tensor in memory: f32, row-major. */
+/* A tensor in memory, row-major: f32, or (dtype) f16, bf16 or q8_0 rows in
+ * the library's layouts (the last dimension then a multiple of the dtype's
+ * block), data pointing at those bytes. */
 typedef struct {
     char name[16];
     int ndim;
     int64_t shape[4];
     float *data;
+    lt_dtype dtype; /* LT_F32 (zero) unless it travels converted */
 } lt_dist_tensor;
+
+/* Bytes of t's data by its dtype and shape; 0 for a dtype tensors do not
+ * travel in (f32, f16, bf16, q8_0 do) or a last dimension that is no
+ * multiple of its block. */
+size_t lt_dist_tensor_bytes(const lt_dist_tensor *t);
 
 /* Records to produce together, in order: (key, encoded Envelope) pairs. */
 typedef struct {
@@ -106,9 +114,10 @@ void lt_dist_blobs_free(lt_dist_blobs *b); /* NULL is a no-op */
 int lt_dist_blobs_add(lt_dist_blobs *b, const Looptune__Chunk *c, int32_t partition,
                       int64_t offset);
 /* The tensor msg describes, as t (data malloc'd: free it), with its blob (if
- * chunked) removed from b. LT_EFORMAT with why: a dtype other than f32, a
- * shape that disagrees with the bytes or is above max_elems, a missing
- * chunk, a chunk that failed its CRC32C, the whole failing its CRC32C. */
+ * chunked) removed from b. LT_EFORMAT with why: a dtype other than f32, f16,
+ * bf16 or q8_0, a shape that disagrees with the bytes or is above max_elems,
+ * a missing chunk, a chunk that failed its CRC32C, the whole failing its
+ * CRC32C. */
 int lt_dist_tensor_get(lt_dist_blobs *b, const Looptune__Tensor *msg, int64_t max_elems,
                        lt_dist_tensor *t);
 /* Forgets every blob received from partition p (revoked). */
@@ -118,6 +127,42 @@ size_t lt_dist_blobs_expire(lt_dist_blobs *b, uint64_t age_ns);
 /* The lowest offset of a kept chunk from partition p, or -1 if none. */
 int64_t lt_dist_blobs_min_offset(const lt_dist_blobs *b, int32_t partition);
 size_t lt_dist_blobs_count(const lt_dist_blobs *b);
+
+/* ---- panels: operands kept for later tasks ---------------------------------------- */
+
+/* A worker's panel cache: tensors that tasks carried with a panel id
+ * (Tensor.panel_id), kept so that later tasks may reference them by id
+ * (Tensor.panel_ref) instead of carrying the bytes again. Bounded by bytes,
+ * least recently used first out; a panel goes when the last partition it
+ * came from is revoked. */
+#define LT_DIST_PANEL_CACHE_BYTES ((size_t)1 << 30)
+typedef struct lt_dist_panels lt_dist_panels;
+
+int lt_dist_panels_init(lt_dist_panels **out, size_t max_bytes); /* 0: 1 GiB */
+void lt_dist_panels_free(lt_dist_panels *c); /* NULL is a no-op */
+/* Keeps a copy of t (its bytes' CRC32C crc32c) as panel id, received from
+ * partition; the least recently used panels make room. The same id and
+ * bytes again only adds the partition. A panel above the whole bound is not
+ * kept (LT_OK: its references will miss). */
+int lt_dist_panels_put(lt_dist_panels *c, uint64_t id, int32_t partition, const lt_dist_tensor *t,
+                       uint32_t crc32c);
+/* A copy of the panel msg references (msg->panel_id) as t (free t->data),
+ * named as msg. LT_ENOTFOUND naming it when the cache does not hold it, or
+ * holds another tensor under that id (dtype, shape, bytes or CRC32C
+ * differ). c NULL: always LT_ENOTFOUND. */
+int lt_dist_panels_get(lt_dist_panels *c, const Looptune__Tensor *msg, lt_dist_tensor *t);
+/* Forgets partition p (revoked): panels from no other partition go. */
+void lt_dist_panels_drop_partition(lt_dist_panels *c, int32_t partition);
+size_t lt_dist_panels_count(const lt_dist_panels *c);
+size_t lt_dist_panels_bytes(const lt_dist_panels *c);
+
+/* An input of a task read from partition: a panel reference from the cache
+ * c, else the tensor from its inline bytes or its chunks in b (as
+ * lt_dist_tensor_get), kept in c too when it carries a panel id. LT_ENOTFOUND
+ * only for a reference c cannot serve (the task needs its panel sent again);
+ * any other error is the tensor's own. */
+int lt_dist_input_get(lt_dist_blobs *b, lt_dist_panels *c, const Looptune__Tensor *msg,
+                      int32_t partition, int64_t max_elems, lt_dist_tensor *t);
 
 /* ---- task kinds ------------------------------------------------------------------- */
 
@@ -151,12 +196,26 @@ const lt_dist_kind *lt_dist_kind_at(size_t i);
  * distributed product equals the single-node one. */
 int lt_dist_matmul(lt_pool *pool, const float *a, const float *bt, int64_t m, int64_t n,
                    int64_t k, float *c);
+/* The same with bt [n] rows of k elements in bt_dtype (f32, f16, bf16 or
+ * q8_0; q8_0 needs k a multiple of 32), the kernel's weight operand. */
+int lt_dist_matmul_dt(lt_pool *pool, const float *a, const void *bt, lt_dtype bt_dtype,
+                      int64_t m, int64_t n, int64_t k, float *c);
+
+/* What a matmul job computes, on one node: A and B^T converted to dtype as
+ * they travel (A widened back to f32 as the workers do), each k-split of
+ * block_k (<= 0: all of k) multiplied with the matmul kernel, the partial
+ * products added in split order, split 0 first, as the coordinator adds
+ * them. b is B [k][n]. The distributed product equals it bit for bit. */
+int lt_dist_matmul_local(lt_pool *pool, const float *a, const float *b, int64_t m, int64_t n,
+                         int64_t k, lt_dtype dtype, int64_t block_k, float *c);
 
 /* ---- topics ------------------------------------------------------------------------ */
 
 /* Creates the tasks, results and tasks.dead topics of prefix that are
  * missing, with `partitions` partitions each (<= 0: 6). */
 int lt_dist_ensure_topics(const lt_kafka_conn *conn, const char *prefix, int32_t partitions);
+/* The partition count of topic. */
+int lt_dist_topic_partitions(const lt_kafka_conn *conn, const char *topic, int32_t *out);
 
 /* ---- worker ------------------------------------------------------------------------ */
 
@@ -173,6 +232,7 @@ typedef struct {
     int heartbeat_ms;         /* <= 0: 1000 */
     int task_delay_ms;        /* sleep before each task (demonstrations, kill tests) */
     int session_timeout_ms;   /* <= 0: 6000 */
+    size_t panel_cache_bytes; /* bound of the panel cache; 0: LT_DIST_PANEL_CACHE_BYTES */
     const _Atomic bool *stop; /* set (by a signal handler) to finish the task in hand and leave */
 } lt_worker_opts;
 
@@ -182,6 +242,7 @@ typedef struct {
     int64_t tasks_dropped;   /* results not committed: the partition moved to another member */
     int64_t tasks_expired;   /* tasks past their deadline, skipped */
     int64_t rejected;        /* records that were not a well-formed task or chunk */
+    int64_t panels_missed;   /* tasks answered NEED_PANEL: a referenced panel not in the cache */
     lt_stage_stats stage;
 } lt_worker_stats;
 
@@ -190,11 +251,19 @@ int lt_worker_run(const lt_worker_opts *opts, lt_worker_stats *stats);
 
 /* ---- coordinator: submit matmul ------------------------------------------------------ */
 
+typedef enum {
+    LT_PANEL_BY_AUTO = 0, /* the one that moves fewer bytes (rows on a tie) */
+    LT_PANEL_BY_ROWS,     /* a tile row to a partition: A's row panels reused */
+    LT_PANEL_BY_COLS,     /* a tile column to a partition: B's column panels reused */
+} lt_dist_panel_by;
+
 typedef struct {
     lt_kafka_conn conn;
     const char *prefix;       /* NULL: "looptune." */
     int32_t partitions;       /* of topics created when missing; <= 0: 6 */
     int64_t block_m, block_n; /* output tile; <= 0: 128 */
+    int64_t block_k;          /* k-split: each task a range of k this long; <= 0: all of k */
+    lt_dtype dtype;           /* the operands travel as f32 (zero), f16, bf16 or q8_0 */
     size_t chunk_bytes;       /* 0: LT_DIST_CHUNK_BYTES */
     uint32_t max_attempts;    /* 0: 3 */
     double worker_timeout_s;  /* no worker heard from this long: the job fails; <= 0: 30 */
@@ -211,6 +280,15 @@ typedef struct {
      * operands must be the job's (checked against its tasks' CRC32C). */
     bool resume;
     int64_t window;           /* at most this many tasks in flight; <= 0: all at once */
+    /* matmul: panel reuse (the default). The tasks of one tile row (or
+     * column) go to one partition of the tasks topic, row r to partition r
+     * mod the partitions; the row's panel of A travels with its first task
+     * and the others reference it by id, as do tasks of the same partition
+     * that need a panel of B sent there before (when all of B fits in half
+     * the smallest panel cache the workers announce). A worker without the
+     * panel answers NEED_PANEL and gets the task again with the bytes. */
+    bool no_panel_reuse;      /* the plain tile scheme: every task carries its panels */
+    lt_dist_panel_by panel_by;
 } lt_submit_opts;
 
 typedef struct {
@@ -223,16 +301,29 @@ typedef struct {
     int64_t dead;            /* tasks dead-lettered */
     int64_t rejected;        /* records on the results topic that were malformed, dropped */
     int64_t chunks_sent;
-    int64_t bytes_sent;      /* record bytes produced to the tasks topic */
+    int64_t bytes_sent;      /* record bytes (values) produced to the tasks topic */
+    int64_t bytes_received;  /* record bytes (values) of the job's chunks and results read */
+    /* matmul: what the plain tile scheme sends, every task with its f32 panels
+     * of A and B: 4 k (m tiles_n + n tiles_m) bytes, 8 n^2 t for n x n in t x t */
+    int64_t bytes_plain;
     int64_t workers_seen;    /* distinct workers heard from */
     int64_t resumed;         /* tasks applied from an earlier coordinator's results (resume) */
+    /* panel reuse (matmul) */
+    char panel_by[8];        /* "rows", "cols", or "" (the plain tile scheme) */
+    int64_t panels_sent;     /* panels sent with their bytes and an id */
+    int64_t panel_refs;      /* panels referenced by id instead */
+    int64_t need_panel;      /* NEED_PANEL answers received */
+    int64_t panel_resends;   /* tasks sent again with their panels after one */
     double rt_median_ms, rt_p99_ms; /* a task's last send to its result applied */
     double seconds;
     char dead_reason[512];   /* the first dead letter's "task T: reason" */
 } lt_submit_stats;
 
 /* C[m][n] = A[m][k] B[k][n] over the cluster: tiles block_m x block_n of C
- * as tasks, results applied once each. LT_ETIMEOUT when no worker is alive
+ * as tasks, results applied once each. With block_k < k each tile is
+ * ceil(k / block_k) tasks whose partial tiles are added in split order (C
+ * equals lt_dist_matmul_local's bit for bit); opts.dtype converts the
+ * operands before they travel (q8_0: k and block_k multiples of 32). LT_ETIMEOUT when no worker is alive
  * (none heard from for worker_timeout_s) or the job timed out; LT_EFORMAT
  * when a task was dead-lettered (stats.dead_reason says why); with resume,
  * LT_ENOTFOUND when the job has no task on the topic, LT_EINVAL when its

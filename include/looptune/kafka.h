@@ -95,6 +95,10 @@ int lt_producer_open(lt_producer **out, const lt_producer_opts *opts);
  * (counted in stats.dropped). Never blocks, never logs. */
 int lt_producer_send(lt_producer *p, const void *key, size_t key_len, const void *value,
                      size_t len);
+/* The same to partition `partition` of the topic (< 0: the partitioner's
+ * choice by key, as lt_producer_send). */
+int lt_producer_send_to(lt_producer *p, int32_t partition, const void *key, size_t key_len,
+                        const void *value, size_t len);
 /* Encodes env and queues it. key NULL: the envelope's natural key
  * (lt_envelope_key). LT_EINVAL for an envelope lt_envelope_encode refuses. */
 int lt_producer_send_envelope(lt_producer *p, const char *key, const Looptune__Envelope *env);

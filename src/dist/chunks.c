@@ -78,13 +78,33 @@ static uint64_t blob_id_new(void) {
     return (x ^ (x >> 31)) | 1; /* never 0: 0 means inline */
 }
 
+static bool dtype_travels(lt_dtype d) {
+    return d == LT_F32 || d == LT_F16 || d == LT_BF16 || d == LT_Q8_0;
+}
+
+/* Bytes of a tensor of dtype d and this shape; 0 if the last dimension is
+ * no multiple of d's block. */
+static size_t dtype_bytes(lt_dtype d, int ndim, const int64_t *shape) {
+    if (ndim < 1 || shape[ndim - 1] < 1) return 0;
+    int64_t last = shape[ndim - 1];
+    if (last % lt_dtype_block(d)) return 0;
+    return lt_dtype_row_bytes(d, last) * (size_t)(tensor_elems(ndim, shape) / last);
+}
+
+size_t lt_dist_tensor_bytes(const lt_dist_tensor *t) {
+    return dtype_travels(t->dtype) ? dtype_bytes(t->dtype, t->ndim, t->shape) : 0;
+}
+
 int lt_dist_tensor_put(const lt_dist_tensor *t, const lt_dist_route *r, lt_dist_outbox *o,
                        Looptune__Tensor *msg, int64_t *shape_buf) {
     size_t chunk = r->chunk_bytes ? r->chunk_bytes : LT_DIST_CHUNK_BYTES;
-    size_t nbytes = (size_t)tensor_elems(t->ndim, t->shape) * sizeof(float);
+    size_t nbytes = lt_dist_tensor_bytes(t);
+    if (!nbytes && tensor_elems(t->ndim, t->shape))
+        return lt_error(LT_EINVAL, "tensor %s: %s rows of %lld elements", t->name,
+                        lt_dtype_name(t->dtype), (long long)t->shape[t->ndim - 1]);
     for (int i = 0; i < t->ndim; i++) shape_buf[i] = t->shape[i];
     msg->name = (char *)t->name;
-    msg->dtype = "f32";
+    msg->dtype = (char *)lt_dtype_name(t->dtype);
     msg->n_shape = (size_t)t->ndim;
     msg->shape = shape_buf;
     msg->nbytes = nbytes;
@@ -252,9 +272,11 @@ int lt_dist_tensor_get(lt_dist_blobs *b, const Looptune__Tensor *msg, int64_t ma
     memset(t, 0, sizeof *t);
     const char *name = msg->name && *msg->name ? msg->name : "?";
     snprintf(t->name, sizeof t->name, "%s", name);
-    if (!msg->dtype || strcmp(msg->dtype, "f32"))
-        return lt_error(LT_EFORMAT, "tensor %s: dtype '%s', expected f32", name,
-                        msg->dtype ? msg->dtype : "");
+    lt_dtype dt = LT_F32;
+    if (!msg->dtype || lt_dtype_parse(msg->dtype, &dt) || !dtype_travels(dt))
+        return lt_error(LT_EFORMAT, "tensor %s: dtype '%s', expected f32, f16, bf16 or q8_0",
+                        name, msg->dtype ? msg->dtype : "");
+    t->dtype = dt;
     if (msg->n_shape < 1 || msg->n_shape > 4)
         return lt_error(LT_EFORMAT, "tensor %s: %zu dimensions", name, msg->n_shape);
     int64_t elems = 1;
@@ -266,7 +288,11 @@ int lt_dist_tensor_get(lt_dist_blobs *b, const Looptune__Tensor *msg, int64_t ma
         t->shape[i] = msg->shape[i];
     }
     t->ndim = (int)msg->n_shape;
-    size_t nbytes = (size_t)elems * sizeof(float);
+    size_t nbytes = dtype_bytes(dt, t->ndim, t->shape);
+    if (!nbytes)
+        return lt_error(LT_EFORMAT, "tensor %s: %s rows of %lld elements: a multiple of %lld "
+                        "expected", name, lt_dtype_name(dt), (long long)t->shape[t->ndim - 1],
+                        (long long)lt_dtype_block(dt));
     if (msg->nbytes != nbytes)
         return lt_error(LT_EFORMAT, "tensor %s: %llu bytes announced, its shape needs %zu", name,
                         (unsigned long long)msg->nbytes, nbytes);

@@ -122,7 +122,7 @@ static int on_result_record(acc *a, lt_dist_jobs *out, const Looptune__Envelope 
     if (r->status == LOOPTUNE__STATUS__STATUS_OK) {
         j->info.ok_results++;
         mark(j->done, j->info.tasks, r->task_index, &j->info.done);
-    } else {
+    } else if (r->status != LOOPTUNE__STATUS__STATUS_NEED_PANEL) { /* a panel asked for again */
         j->info.failed++;
     }
     return LT_OK;

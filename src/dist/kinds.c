@@ -1,7 +1,10 @@
 /* The registry of task kinds: noop (inputs sent back) and matmul, one output tile
  * C[m][n] = A[m][k] B from A's row panel "a" [m][k] and B's column panel
  * sent transposed, "b_t" [n][k] (the layout of the library's matmul kernel,
- * Y = X W^T), run with that kernel on the worker's thread pool. */
+ * Y = X W^T), run with that kernel on the worker's thread pool. Panels that
+ * travel converted (f16, bf16, q8_0) are computed from as they came: b_t is
+ * the kernel's weight operand in its dtype, a is widened to f32 (the
+ * kernel's activations) first. */
 #include "looptune/dist.h"
 #include "looptune/kernels.h"
 
@@ -22,12 +25,15 @@ static void matmul_thread(void *arg, int ith, int nth) {
     j->fn(j->call, &step, ith, nth);
 }
 
-int lt_dist_matmul(lt_pool *pool, const float *a, const float *bt, int64_t m, int64_t n,
-                   int64_t k, float *c) {
+int lt_dist_matmul_dt(lt_pool *pool, const float *a, const void *bt, lt_dtype bt_dtype,
+                      int64_t m, int64_t n, int64_t k, float *c) {
     const lt_kernel *kern = lt_kernel_get(LT_K_MATMUL);
     lt_tensor ty, tw, tx;
+    if (k % lt_dtype_block(bt_dtype))
+        return lt_error(LT_EINVAL, "matmul: %s rows of %lld elements: a multiple of %lld expected",
+                        lt_dtype_name(bt_dtype), (long long)k, (long long)lt_dtype_block(bt_dtype));
     lt_tensor_init(&ty, LT_F32, n, m, 1, 1, c);
-    lt_tensor_init(&tw, LT_F32, k, n, 1, 1, (void *)bt);
+    lt_tensor_init(&tw, bt_dtype, k, n, 1, 1, (void *)bt);
     lt_tensor_init(&tx, LT_F32, k, m, 1, 1, (void *)a);
     lt_call call = {.op = {&ty, &tw, &tx}};
     lt_params_default(kern, &call.params);
@@ -36,6 +42,11 @@ int lt_dist_matmul(lt_pool *pool, const float *a, const float *bt, int64_t m, in
     matmul_job j = {.fn = lt_kernel_fn_for(kern, lt_isa_active()), .call = &call};
     lt_pool_run(pool, matmul_thread, &j);
     return LT_OK;
+}
+
+int lt_dist_matmul(lt_pool *pool, const float *a, const float *bt, int64_t m, int64_t n,
+                   int64_t k, float *c) {
+    return lt_dist_matmul_dt(pool, a, bt, LT_F32, m, n, k, c);
 }
 
 static const lt_dist_tensor *input(const lt_dist_task_in *in, const char *name) {
@@ -58,6 +69,15 @@ static int matmul_run(const lt_dist_task_in *in, lt_dist_tensor *outs, size_t *n
     if (m * n > MATMUL_MAX_ELEMS)
         return lt_error(LT_EFORMAT, "matmul task: output tile %lldx%lld too large",
                         (long long)m, (long long)n);
+    /* a converted row panel is widened to the kernel's f32 activations */
+    float *af = a->data;
+    if (a->dtype != LT_F32) {
+        if (!(af = malloc((size_t)(m * k) * sizeof *af)))
+            return lt_error(LT_ENOMEM, "matmul task: out of memory");
+        const size_t rb = lt_dtype_row_bytes(a->dtype, k);
+        for (int64_t i = 0; i < m; i++)
+            lt_row_to_f32(a->dtype, (const char *)a->data + (size_t)i * rb, af + i * k, k);
+    }
     lt_dist_tensor *c = &outs[0];
     memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "c");
@@ -65,8 +85,9 @@ static int matmul_run(const lt_dist_task_in *in, lt_dist_tensor *outs, size_t *n
     c->shape[0] = m;
     c->shape[1] = n;
     c->data = malloc((size_t)(m * n) * sizeof(float));
-    if (!c->data) return lt_error(LT_ENOMEM, "matmul task: out of memory");
-    int rc = lt_dist_matmul(in->pool, a->data, bt->data, m, n, k, c->data);
+    int rc = c->data ? lt_dist_matmul_dt(in->pool, af, bt->data, bt->dtype, m, n, k, c->data)
+                     : lt_error(LT_ENOMEM, "matmul task: out of memory");
+    if (af != a->data) free(af);
     if (rc) {
         free(c->data);
         c->data = NULL;
@@ -85,15 +106,14 @@ static int noop_run(const lt_dist_task_in *in, lt_dist_tensor *outs, size_t *n_o
                         LT_DIST_MAX_OUTPUTS);
     for (size_t i = 0; i < in->n_inputs; i++) {
         const lt_dist_tensor *x = &in->inputs[i];
-        int64_t elems = 1;
-        for (int d = 0; d < x->ndim; d++) elems *= x->shape[d];
+        size_t bytes = lt_dist_tensor_bytes(x);
         outs[i] = *x;
-        outs[i].data = malloc((size_t)elems * sizeof(float));
+        outs[i].data = malloc(bytes ? bytes : 1);
         if (!outs[i].data) {
             for (size_t k = 0; k < i; k++) free(outs[k].data);
             return lt_error(LT_ENOMEM, "noop task: out of memory");
         }
-        memcpy(outs[i].data, x->data, (size_t)elems * sizeof(float));
+        memcpy(outs[i].data, x->data, bytes);
     }
     *n_outs = in->n_inputs;
     return LT_OK;

@@ -5,6 +5,20 @@
 
 #include <stdio.h>
 
+int lt_dist_topic_partitions(const lt_kafka_conn *conn, const char *topic, int32_t *out) {
+    *out = 0;
+    lt_kafka_admin *a;
+    int rc = lt_kafka_admin_open(&a, conn);
+    if (rc) return rc;
+    lt_topic_info info;
+    rc = lt_kafka_admin_describe_topic(a, topic, 15000, &info);
+    lt_kafka_admin_close(a);
+    if (rc) return rc;
+    *out = info.partitions;
+    lt_kafka_props_free(info.configs);
+    return *out > 0 ? LT_OK : lt_error(LT_EKAFKA, "topic %s: no partitions", topic);
+}
+
 int lt_dist_ensure_topics(const lt_kafka_conn *conn, const char *prefix, int32_t partitions) {
     if (!prefix) prefix = LT_KAFKA_TOPIC_PREFIX;
     if (partitions <= 0) partitions = 6;

@@ -11,7 +11,14 @@
  * still keeps (the task that needs it has not run yet) or else past the
  * last record it read, so a worker killed at any point leaves the
  * partition's next owner every record it needs. A heartbeat thread says on
- * the results topic that the worker is alive, with its state. */
+ * the results topic that the worker is alive, with its state.
+ *
+ * Panels (operands several tasks share) are kept in a bounded cache after
+ * the task that carried them, and later tasks reference them by id. They
+ * never hold an offset back: a task whose panel the cache does not hold
+ * (the partition came from another member, the cache evicted it) is
+ * answered NEED_PANEL like any result, and the coordinator sends it again
+ * with the panel's bytes. */
 #define _GNU_SOURCE /* gethostname */
 #include "looptune/dist.h"
 
@@ -39,6 +46,7 @@ typedef struct {
     char group[256];
     lt_stage *stage;
     lt_dist_blobs *blobs;
+    lt_dist_panels *panels;
     lt_pool *pool;
     part_pos *pos;
     int32_t n_pos;
@@ -94,6 +102,8 @@ static void send_heartbeat(worker *w) {
     hb.job_id = job;
     hb.uptime_s = uptime_s(w);
     hb.exactly_once = !w->o->at_least_once;
+    hb.panel_cache_bytes =
+        w->o->panel_cache_bytes ? w->o->panel_cache_bytes : LT_DIST_PANEL_CACHE_BYTES;
     Looptune__Envelope env;
     lt_envelope_init(&env);
     env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_HEARTBEAT;
@@ -166,7 +176,12 @@ static void forget_partition(void *arg, int32_t p) {
     if (pp) *pp = (part_pos){-1, -1};
 }
 
-static void on_revoke(void *arg, int32_t p) { forget_partition(arg, p); }
+/* Revoked: the partition's panels go too (its next owner gets the tasks
+ * that reference them; kept panels survive a rewind, which rereads only). */
+static void on_revoke(void *arg, int32_t p) {
+    forget_partition(arg, p);
+    lt_dist_panels_drop_partition(((worker *)arg)->panels, p);
+}
 
 /* Reads partition p again from its committed offset, if it is still ours. */
 static void rewind_partition(worker *w, int32_t p) {
@@ -185,9 +200,10 @@ static bool kind_served(const worker *w, const char *kind) {
     return false;
 }
 
-/* Runs task t, or says why not (*why): LT_OK with outs filled, or an error. */
-static int run_task(worker *w, const Looptune__Task *t, lt_dist_tensor *outs, size_t *n_outs,
-                    char *why, size_t n_why) {
+/* Runs task t (read at partition p), or says why not (*why): LT_OK with outs
+ * filled, or an error; *need_panel when a panel it references is not kept. */
+static int run_task(worker *w, const Looptune__Task *t, int32_t p, lt_dist_tensor *outs,
+                    size_t *n_outs, char *why, size_t n_why, bool *need_panel) {
     *n_outs = 0;
     lt_dist_tensor in[8];
     size_t n_in = 0;
@@ -196,7 +212,8 @@ static int run_task(worker *w, const Looptune__Task *t, lt_dist_tensor *outs, si
      * (kept chunks hold the partition's committed offset back) */
     for (size_t i = 0; i < t->n_inputs; i++) {
         lt_dist_tensor x;
-        int r = lt_dist_tensor_get(w->blobs, t->inputs[i], TASK_MAX_ELEMS, &x);
+        int r = lt_dist_input_get(w->blobs, w->panels, t->inputs[i], p, TASK_MAX_ELEMS, &x);
+        if (r == LT_ENOTFOUND) *need_panel = true;
         if (r == LT_OK && n_in < 8) {
             in[n_in++] = x;
             continue;
@@ -237,7 +254,8 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     lt_dist_tensor outs[LT_DIST_MAX_OUTPUTS];
     size_t n_outs = 0;
     char why[512] = "";
-    int rc = run_task(w, t, outs, &n_outs, why, sizeof why);
+    bool need_panel = false;
+    int rc = run_task(w, t, p, outs, &n_outs, why, sizeof why, &need_panel);
     double secs = (double)(lt_now_ns() - t0) * 1e-9;
 
     lt_dist_outbox ob = {0};
@@ -250,6 +268,7 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     res.attempt = t->attempt;
     res.seconds = secs;
     res.exactly_once = lt_stage_exactly_once(w->stage);
+    res.panel_resend = t->panel_resend;
     lt_dist_route route = {.job_id = t->job_id, .task_index = t->task_index,
                            .attempt = t->attempt, .key = key};
     int prc = LT_OK;
@@ -265,10 +284,14 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     } else {
         if (prc) snprintf(why, sizeof why, "result: %s", lt_errmsg());
         lt_dist_outbox_free(&ob); /* chunks of outputs that will not be sent */
-        res.status = LOOPTUNE__STATUS__STATUS_FAILED;
+        res.status = need_panel && !prc ? LOOPTUNE__STATUS__STATUS_NEED_PANEL
+                                        : LOOPTUNE__STATUS__STATUS_FAILED;
         res.error = why;
-        lt_log(LT_LOG_WARN, "worker %s: task %s attempt %u failed: %s", w->id, key, t->attempt,
-               why);
+        if (res.status == LOOPTUNE__STATUS__STATUS_NEED_PANEL)
+            lt_log(LT_LOG_INFO, "worker %s: task %s: %s: asking for it", w->id, key, why);
+        else
+            lt_log(LT_LOG_WARN, "worker %s: task %s attempt %u failed: %s", w->id, key,
+                   t->attempt, why);
     }
     Looptune__Envelope env;
     lt_envelope_init(&env);
@@ -300,7 +323,8 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     lt_stage_stats_get(w->stage, &w->st->stage);
     if (crc == LT_OK) {
         w->st->tasks_done++;
-        if (res.status != LOOPTUNE__STATUS__STATUS_OK) w->st->tasks_failed++;
+        if (res.status == LOOPTUNE__STATUS__STATUS_NEED_PANEL) w->st->panels_missed++;
+        else if (res.status != LOOPTUNE__STATUS__STATUS_OK) w->st->tasks_failed++;
     } else if (crc == LT_ESTATE) {
         w->st->tasks_dropped++;
     }
@@ -421,6 +445,7 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
 
     int rc = lt_dist_ensure_topics(&o->conn, prefix, o->partitions);
     if (!rc) rc = lt_dist_blobs_init(&w.blobs, 0);
+    if (!rc) rc = lt_dist_panels_init(&w.panels, o->panel_cache_bytes);
     if (!rc) rc = lt_pool_init(&w.pool, o->threads > 0 ? o->threads : 1);
     lt_producer_opts po = {.conn = o->conn, .topic = w.topic_results, .linger_ms = -1};
     if (!rc) rc = lt_producer_open(&w.hb, &po);
@@ -480,6 +505,7 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
     lt_producer_close(w.hb);
     lt_pool_free(w.pool);
     lt_dist_blobs_free(w.blobs);
+    lt_dist_panels_free(w.panels);
     free(w.pos);
     pthread_mutex_destroy(&w.mu);
     return err ? lt_error(err, "%s", msg) : LT_OK;

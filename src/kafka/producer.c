@@ -105,17 +105,28 @@ fail:
     return rc;
 }
 
-int lt_producer_send_n(lt_producer *p, const void *key, size_t key_len, const void *value,
-                       size_t len, int64_t n_records) {
+static int send_to(lt_producer *p, int32_t partition, const void *key, size_t key_len,
+                   const void *value, size_t len, int64_t n_records) {
     if (n_records < 1) n_records = 1;
     /* No RD_KAFKA_MSG_F_BLOCK: a full queue returns at once with QUEUE_FULL. */
-    if (rd_kafka_produce(p->rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, (void *)value, len,
+    if (rd_kafka_produce(p->rkt, partition < 0 ? RD_KAFKA_PARTITION_UA : partition,
+                         RD_KAFKA_MSG_F_COPY, (void *)value, len,
                          key, key_len, n_records > 1 ? (void *)(intptr_t)n_records : NULL) == -1) {
         atomic_fetch_add_explicit(&p->dropped, n_records, memory_order_relaxed);
         return LT_PRODUCER_DROPPED;
     }
     atomic_fetch_add_explicit(&p->sent, n_records, memory_order_relaxed);
     return LT_OK;
+}
+
+int lt_producer_send_n(lt_producer *p, const void *key, size_t key_len, const void *value,
+                       size_t len, int64_t n_records) {
+    return send_to(p, -1, key, key_len, value, len, n_records);
+}
+
+int lt_producer_send_to(lt_producer *p, int32_t partition, const void *key, size_t key_len,
+                        const void *value, size_t len) {
+    return send_to(p, partition, key, key_len, value, len, 1);
 }
 
 int lt_producer_send(lt_producer *p, const void *key, size_t key_len, const void *value,

@@ -157,6 +157,11 @@ JOB_RE = re.compile(
     r"duplicates dropped, (?P<retries>\d+) retries, (?P<failed>\d+) failed results, "
     r"(?P<dead>\d+) dead, (?P<chunks>\d+) chunks sent, (?P<rejected>\d+) records rejected, "
     r"(?P<workers>\d+) workers seen, (?P<seconds>[0-9.]+) s")
+BYTES_RE = re.compile(r"bytes over Kafka: .*\((?P<bytes_sent>\d+), (?:(?P<bytes_plain>\d+), )?"
+                      r"(?P<bytes_received>\d+) bytes\)")
+PANELS_RE = re.compile(r"panels: by (?P<panel_by>rows|cols), (?P<panels_sent>\d+) sent, "
+                       r"(?P<panel_refs>\d+) referenced, (?P<need_panel>\d+) NEED_PANEL answers, "
+                       r"(?P<panel_resends>\d+) tasks sent again")
 VERIFY_RE = re.compile(r"verify: max \|C - C_local\| = (?P<diff>\S+), (?P<differ>\d+) of "
                        r"(?P<total>\d+) elements differ")
 
@@ -171,6 +176,12 @@ def parse_job(out):
     check(m, f"no job summary in the output:\n{out}")
     d = {k: (v if k == "job" else float(v) if k == "seconds" else int(v))
          for k, v in m.groupdict().items()}
+    m = BYTES_RE.search(out)
+    if m:
+        d.update({k: int(v) for k, v in m.groupdict().items() if v is not None})
+    p = PANELS_RE.search(out)
+    if p:
+        d.update({k: v if k == "panel_by" else int(v) for k, v in p.groupdict().items()})
     v = VERIFY_RE.search(out)
     if v:
         d["verify_diff"] = float(v["diff"])
@@ -206,6 +217,12 @@ def jobs(servers, prefix, *extra):
                               attempts=int(f[8]))
     check(alive is not None, f"looptune jobs: no workers line:\n{p.stdout}")
     return rows, alive
+
+
+def job_bytes(servers, topic, job):
+    """Bytes of the values of job's records on topic (key "job/..."), counted here."""
+    return sum(len(v) for _, _, k, v in records(servers, topic)
+               if k and k.startswith(job.encode() + b"/"))
 
 
 def records(servers, topic, timeout_s=30, committed_only=True):

@@ -43,7 +43,11 @@ def corrupted_chunk(servers, prefix, wdir, workers, pa, pb, a, b):
                                  "--job-id", f"crc-{os.getpid()}")
     h.check(rc == 0, f"corrupted chunk: the job failed ({rc}):\n{out}\n{err}")
     h.check(fig["retries"] == 1 and fig["failed"] == 1 and fig["dead"] == 0, f"{fig}")
-    h.check(fig["applied"] == fig["tasks"] == 16 and fig["chunks"] == 17 * 2 * 4, f"{fig}")  # 16 tasks, task 2 twice
+    # 4 chunks a panel; panels by rows, each of the 4 rows on a partition of
+    # its own: A's row panel once a row (4 x 4), B's column panel with each
+    # task (16 x 4); task 2's corrupted send carries its A panel too (+4)
+    # and its retry carries both (+8)
+    h.check(fig["applied"] == fig["tasks"] == 16 and fig["chunks"] == 16 + 64 + 4 + 8, f"{fig}")
     h.check("task 2 attempt 1 of 3 failed" in err and "chunk 1 of 4: CRC32C mismatch" in err,
             f"the coordinator did not report the corrupted chunk:\n{err}")
     h.check(any("CRC32C mismatch" in w.text() for w in workers), "no worker logged the CRC error")

@@ -7,7 +7,8 @@
    products), and --verify says it equals looptune's single-node product bit
    for bit; every task is applied once, no duplicate.
 2. Oversized tensors: A's row panels of 64 x 4500 f32 (1.15 MB, over Kafka's
-   ~1 MB record limit) travel in 3 chunks each; the tasks topic is read back
+   ~1 MB record limit) travel in 3 chunks each, once a row (panel reuse: the
+   row's other task references it); the tasks topic is read back
    here: every record is below 1 MB, the chunks' CRC32C is recomputed, and
    task 0's panel reassembled from them equals A's rows byte for byte.
 3. A result tile of 600x600 f32 (1.44 MB) is chunked by the worker and
@@ -74,7 +75,11 @@ def main():
         panel = 64 * 4500 * 4
         per = math.ceil(panel / (512 * 1024))
         h.check(per == 3, "the test's arithmetic")
-        h.check(fig["chunks"] == 4 * 2 * per, f"chunks sent: {fig['chunks']}, expected {4 * 2 * per}")
+        # panels by rows: A's row panel with the first task of each of the 2
+        # rows, B's column panel with every one of the 4 tasks (each row has
+        # a partition of its own: no B panel is there twice)
+        want = (2 + 4) * per
+        h.check(fig["chunks"] == want, f"chunks sent: {fig['chunks']}, expected {want}")
         close_to_numpy(np.load(pc), a2, b2, "oversized inputs")
         recs = h.records(servers, prefix + "tasks")
         h.check(recs, "nothing on the tasks topic")
@@ -100,7 +105,14 @@ def main():
         whole = b"".join(got[i].data for i in range(per))
         h.check(whole == a2[:64].tobytes(), "task 0's a, reassembled here, is not A's rows")
         h.check(h.crc32c(whole) == ta.crc32c, "the whole tensor's CRC32C differs from ours")
-        h.say(f"job 2: {fig['chunks']} chunks of <= 512 KiB, task 0's panel reassembled in Python")
+        sent = sum(len(v) for _, _, k, v in recs if k and k.startswith(b"big-inputs/"))
+        got = h.job_bytes(servers, prefix + "results", "big-inputs")
+        h.check(fig["bytes_sent"] == sent and fig["bytes_received"] == got,
+                f"bytes over Kafka: the coordinator says {fig['bytes_sent']} sent, "
+                f"{fig['bytes_received']} received; the topics hold {sent} and {got}")
+        h.check(fig["bytes_plain"] == 4 * 4500 * (128 * 2 + 128 * 2), f"plain: {fig}")
+        h.say(f"job 2: {fig['chunks']} chunks of <= 512 KiB, task 0's panel reassembled in Python; "
+              f"{sent} bytes on the tasks topic, {got} on the results topic, as reported")
 
         # 3. an oversized result tile: chunked by the worker
         a3 = rng.uniform(-1, 1, (600, 8)).astype(np.float32)

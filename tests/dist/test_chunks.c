@@ -197,6 +197,147 @@ static void test_bad_chunks(void) {
     free(x);
 }
 
+/* Converted tensors travel as their dtype's bytes (f16: 2 a value, q8_0: 34
+ * per 32), chunked or inline, and come back with their dtype; a q8_0 row
+ * that is no multiple of 32 is refused on both sides. */
+static void test_dtypes(void) {
+    const int64_t rows = 64, cols = 4096; /* f16: 512 KiB, two chunks; q8_0: 139264 bytes */
+    float *x = malloc((size_t)(rows * cols) * sizeof *x);
+    for (int64_t i = 0; i < rows * cols; i++) x[i] = (float)(i % 613) * 0.01f - 3.0f;
+    static const lt_dtype dts[] = {LT_F16, LT_BF16, LT_Q8_0};
+    for (size_t d = 0; d < 3; d++) {
+        size_t rb = lt_dtype_row_bytes(dts[d], cols);
+        uint8_t *raw = malloc(rb * (size_t)rows);
+        for (int64_t i = 0; i < rows; i++)
+            lt_row_from_f32(dts[d], x + i * cols, raw + (size_t)i * rb, cols);
+        lt_dist_tensor t = {.name = "b_t", .ndim = 2, .shape = {rows, cols},
+                            .data = (float *)raw, .dtype = dts[d]};
+        ASSERT_EQ(lt_dist_tensor_bytes(&t), rb * (size_t)rows);
+        lt_dist_route r = {.job_id = "j1", .task_index = 1, .attempt = 1, .key = "j1/1",
+                           .chunk_bytes = 256 * 1024};
+        lt_dist_outbox o = {0};
+        Looptune__Tensor msg = LOOPTUNE__TENSOR__INIT;
+        int64_t shape[4];
+        ASSERT_EQ(lt_dist_tensor_put(&t, &r, &o, &msg, shape), LT_OK);
+        ASSERT_STREQ(msg.dtype, lt_dtype_name(dts[d]));
+        ASSERT_EQ(msg.nbytes, rb * (size_t)rows);
+        ASSERT_EQ(o.n, (rb * (size_t)rows + 256 * 1024 - 1) / (256 * 1024));
+        lt_dist_blobs *b;
+        ASSERT_EQ(lt_dist_blobs_init(&b, 0), LT_OK);
+        for (size_t i = 0; i < o.n; i++) {
+            Looptune__Envelope *env;
+            ASSERT_EQ(lt_envelope_decode(o.values[i], o.lens[i], &env), LT_OK);
+            ASSERT_EQ(lt_dist_blobs_add(b, env->chunk, 0, (int64_t)i), LT_OK);
+            lt_envelope_free(env);
+        }
+        lt_dist_tensor back;
+        ASSERT_EQ(lt_dist_tensor_get(b, &msg, rows * cols, &back), LT_OK);
+        ASSERT_EQ(back.dtype, dts[d]);
+        ASSERT_TRUE(back.data && !memcmp(back.data, raw, rb * (size_t)rows));
+        free(back.data);
+        lt_dist_blobs_free(b);
+        lt_dist_outbox_free(&o);
+        free(raw);
+    }
+    /* q8_0 rows of 40 elements: no whole blocks */
+    uint8_t junk[34 * 4] = {0};
+    lt_dist_tensor bad = {.name = "a", .ndim = 2, .shape = {2, 40}, .data = (float *)junk,
+                          .dtype = LT_Q8_0};
+    ASSERT_EQ(lt_dist_tensor_bytes(&bad), 0);
+    lt_dist_route r = {.job_id = "j1", .task_index = 1, .attempt = 1, .key = "j1/1"};
+    lt_dist_outbox o = {0};
+    Looptune__Tensor msg = LOOPTUNE__TENSOR__INIT;
+    int64_t shape[4];
+    ASSERT_EQ(lt_dist_tensor_put(&bad, &r, &o, &msg, shape), LT_EINVAL);
+    Looptune__Tensor in = LOOPTUNE__TENSOR__INIT;
+    int64_t sh[2] = {2, 40};
+    in.name = "a";
+    in.dtype = "q8_0";
+    in.n_shape = 2;
+    in.shape = sh;
+    in.nbytes = 34 * 4;
+    in.data.data = junk;
+    in.data.len = sizeof junk;
+    lt_dist_tensor t;
+    ASSERT_EQ(lt_dist_tensor_get(NULL, &in, 1000, &t), LT_EFORMAT);
+    ASSERT_TRUE(strstr(lt_errmsg(), "a multiple of 32") != NULL);
+    lt_dist_outbox_free(&o);
+    free(x);
+}
+
+/* The matmul kind on converted panels: b_t in f16 or q8_0 is the kernel's
+ * weight as it came, a is widened first; the result equals the product of
+ * the widened operands within f32 rounding, and the f32 product within the
+ * conversion's error. */
+static void test_matmul_dtypes(void) {
+    const int64_t m = 24, n = 40, k = 128;
+    float *a = malloc((size_t)(m * k) * sizeof *a), *bt = malloc((size_t)(n * k) * sizeof *bt);
+    float *c = malloc((size_t)(m * n) * sizeof *c);
+    uint64_t s = 99;
+    for (int64_t i = 0; i < m * k; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        a[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    for (int64_t i = 0; i < n * k; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        bt[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    lt_pool *pool;
+    ASSERT_EQ(lt_pool_init(&pool, 1), LT_OK);
+    static const lt_dtype dts[] = {LT_F16, LT_Q8_0};
+    for (size_t d = 0; d < 2; d++) {
+        size_t rb = lt_dtype_row_bytes(dts[d], k);
+        uint8_t *qa = malloc(rb * (size_t)m), *qb = malloc(rb * (size_t)n);
+        float *wa = malloc((size_t)(m * k) * sizeof *wa), *wb = malloc((size_t)(n * k) * sizeof *wb);
+        for (int64_t i = 0; i < m; i++) {
+            lt_row_from_f32(dts[d], a + i * k, qa + (size_t)i * rb, k);
+            lt_row_to_f32(dts[d], qa + (size_t)i * rb, wa + i * k, k);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            lt_row_from_f32(dts[d], bt + i * k, qb + (size_t)i * rb, k);
+            lt_row_to_f32(dts[d], qb + (size_t)i * rb, wb + i * k, k);
+        }
+        lt_dist_tensor ins[2] = {
+            {.name = "a", .ndim = 2, .shape = {m, k}, .data = (float *)qa, .dtype = dts[d]},
+            {.name = "b_t", .ndim = 2, .shape = {n, k}, .data = (float *)qb, .dtype = dts[d]},
+        };
+        Looptune__Task task = LOOPTUNE__TASK__INIT;
+        lt_dist_task_in in = {.task = &task, .inputs = ins, .n_inputs = 2, .pool = pool};
+        lt_dist_tensor out[LT_DIST_MAX_OUTPUTS];
+        size_t n_out = 0;
+        ASSERT_EQ(lt_dist_kind_find("matmul")->run(&in, out, &n_out), LT_OK);
+        ASSERT_EQ(n_out, 1);
+        ASSERT_EQ(out[0].dtype, LT_F32);
+        ASSERT_EQ(lt_dist_matmul_dt(pool, wa, qb, dts[d], m, n, k, c), LT_OK);
+        ASSERT_TRUE(!memcmp(c, out[0].data, (size_t)(m * n) * sizeof *c));
+        double worst_w = 0, worst_f = 0;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double rw = 0, rf = 0;
+                for (int64_t l = 0; l < k; l++) {
+                    rw += (double)wa[i * k + l] * wb[j * k + l];
+                    rf += (double)a[i * k + l] * bt[j * k + l];
+                }
+                double g = out[0].data[i * n + j];
+                if (fabs(rw - g) > worst_w) worst_w = fabs(rw - g);
+                if (fabs(rf - g) > worst_f) worst_f = fabs(rf - g);
+            }
+        ASSERT_TRUE(worst_w < 1e-4);
+        /* f16: 2^-11 relative per operand; q8_0: 1/254 of a block's absmax */
+        ASSERT_TRUE(worst_f < (dts[d] == LT_F16 ? 0.05 : 0.5));
+        ASSERT_TRUE(worst_f > 0);
+        free(out[0].data);
+        free(qa);
+        free(qb);
+        free(wa);
+        free(wb);
+    }
+    lt_pool_free(pool);
+    free(a);
+    free(bt);
+    free(c);
+}
+
 /* A tile of the product equals the same rows and columns of the whole one
  * bit for bit, and both a float64 reference within f32 rounding. */
 static void test_matmul_tiles(void) {
@@ -244,5 +385,7 @@ int main(void) {
     test_roundtrip();
     test_bad_chunks();
     test_matmul_tiles();
+    test_dtypes();
+    test_matmul_dtypes();
     return lt_test_finish();
 }

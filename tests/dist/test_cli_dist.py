@@ -62,6 +62,20 @@ def main():
 
     one_line_error(base + ["--m", "8", "--n", "8", "--k", "8", "--block", "0x4"], "bad --block '0x4'")
     one_line_error(base + ["--m", "8", "--n", "8", "--k", "8", "--block", "64"], "bad --block")
+    one_line_error(base + ["--m", "8", "--n", "8", "--k", "8", "--block", "4x4x4x4"],
+                   "bad --block '4x4x4x4'", "ROWSxCOLSxK")
+    one_line_error(base + ["--m", "8", "--n", "8", "--k", "8", "--block", "4x4x0"],
+                   "bad --block '4x4x0'")
+    one_line_error(base + ["--m", "8", "--n", "8", "--k", "8", "--dtype", "q4_0"],
+                   "bad --dtype 'q4_0'", "f32, f16, bf16 or q8_0")
+    one_line_error(base + ["--m", "8", "--n", "8", "--k", "40", "--dtype", "q8_0"],
+                   "--dtype q8_0 needs K a multiple of 32", "K is 40")
+    one_line_error(base + ["--m", "8", "--n", "8", "--k", "64", "--dtype", "q8_0", "--block",
+                           "8x8x48"], "k-split of --block a multiple of 32, not 48")
+    one_line_error(base + ["--m", "8", "--n", "8", "--k", "8", "--panel-by", "diagonal"],
+                   "bad --panel-by 'diagonal': expected rows or cols")
+    one_line_error(base + ["--m", "8", "--n", "8", "--k", "8", "--panel-by", "rows",
+                           "--no-panel-reuse"], "--panel-by and --no-panel-reuse contradict")
     one_line_error(base + ["--m", "8", "--n", "8"], "--m, --n and --k go together")
     one_line_error(base + ["--m", "0", "--n", "8", "--k", "8"], "bad --m '0'")
     one_line_error(base + ["--a", path("good.npy"), "--m", "4", "--n", "4", "--k", "4"],
@@ -89,6 +103,8 @@ def main():
                    cmd="worker")
     one_line_error(["worker", "--brokers", NOWHERE, "--session-timeout-ms", "10"],
                    "bad --session-timeout-ms", cmd="worker")
+    one_line_error(["worker", "--brokers", NOWHERE, "--panel-cache-mb", "0"],
+                   "bad --panel-cache-mb '0'", cmd="worker")
     one_line_error(["worker", "--brokers", NOWHERE, "extra"], "unexpected argument 'extra'",
                    cmd="worker")
     one_line_error(["jobs"], "no broker", cmd="jobs")

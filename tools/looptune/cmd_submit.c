@@ -18,8 +18,14 @@ static const char *const submit_help =
     "panel (chunked below Kafka's record limit, CRC32C per chunk). Results are read\n"
     "read_committed and applied once per task; a failed attempt is sent again, and\n"
     "after --max-attempts the task goes to the tasks.dead topic and the job fails.\n"
-    "A progress line every 2 s on stderr; the job's figures on stdout. Arrays are\n"
-    "numpy .npy files of little-endian float32 in C order.\n"
+    "Panel reuse (the default): a tile row's tasks go to one partition of the tasks\n"
+    "topic, its A panel travels with the first and the others reference it by id in\n"
+    "the worker's panel cache (a worker without it asks for it again: the task is\n"
+    "sent again with it, not counted as a failure); so do B's panels within a\n"
+    "partition when B fits the workers' caches. A progress line every 2 s on\n"
+    "stderr; the job's figures on stdout, with the bytes over Kafka against the\n"
+    "plain tile scheme's (4 K (M tiles_n + N tiles_m): 8 n^2 t for n x n in t x t\n"
+    "tiles). Arrays are numpy .npy files of little-endian float32 in C order.\n"
     "\n"
     "  -b, --brokers B         Kafka bootstrap servers (required)\n";
 static const char *const submit_help_end =
@@ -27,9 +33,22 @@ static const char *const submit_help_end =
     "      --m M --n N --k K   random operands instead (uniform in [-1, 1))\n"
     "      --seed S            their seed (default 1)\n"
     "  -o, --out C.npy         where C goes (required)\n"
-    "      --block MxN         output tile of a task (default 128x128)\n"
+    "      --block MxN[xK]     output tile of a task (default 128x128); with K, each\n"
+    "                          tile is ceil(K_total / K) tasks over ranges of k, whose\n"
+    "                          partial tiles are added here in split order (so C is the\n"
+    "                          same whatever order they come in)\n"
+    "      --dtype T           the operands travel as f32 (default), f16, bf16 (half the\n"
+    "                          bytes) or q8_0 (34 bytes per 32 values; K and the split\n"
+    "                          multiples of 32); workers compute from them as they came\n"
+    "      --no-panel-reuse    the plain tile scheme: every task carries its panels of A\n"
+    "                          and B (for comparison; workers before panels need it)\n"
+    "      --panel-by rows|cols  panel reuse keyed by tile rows (A's row panel travels\n"
+    "                          once a row) or columns (B's once a column); default the\n"
+    "                          one that moves fewer bytes\n"
     "      --verify            also compute C on this node and print the largest\n"
-    "                          difference (the same kernel: 0 expected)\n"
+    "                          difference (the same conversion, splits and kernel: 0\n"
+    "                          expected), and with --dtype or a k-split the difference\n"
+    "                          from the f32 product in one k pass\n"
     "      --threads T         threads of --verify's product (default 1)\n"
     "      --worker-timeout S  fail when no worker is heard from for S s (default 30)\n"
     "      --timeout S         fail the job after S s (default 3600)\n"
@@ -40,7 +59,8 @@ static const char *const submit_help_end =
     "      --window W          at most W tasks in flight (default all at once)\n"
     "      --resume            take up job --job-id where an earlier submit left it (it\n"
     "                          died): its results so far are read back and applied, the\n"
-    "                          other tasks sent again; the same operands and --block\n"
+    "                          other tasks sent again; the same operands, --block and\n"
+    "                          --dtype\n"
     "      --test-corrupt T[:N]  tests: corrupt a byte of task T's input in its first N\n"
     "                          sends (default all: a poison task)\n"
     "  -h, --help              this help\n";
@@ -62,15 +82,26 @@ static void random_fill(float *x, int64_t n, uint64_t *state) {
     }
 }
 
-static bool parse_block(const char *s, int64_t *bm, int64_t *bn) {
-    const char *x = strchr(s, 'x');
-    if (!x) return false;
-    char m[32];
-    size_t l = (size_t)(x - s);
-    if (!l || l >= sizeof m) return false;
-    memcpy(m, s, l);
-    m[l] = 0;
-    return lt_cli_parse_i64(m, 1, 1 << 20, bm) && lt_cli_parse_i64(x + 1, 1, 1 << 20, bn);
+/* ROWSxCOLS or ROWSxCOLSxK (*bk 0 without the third) */
+static bool parse_block(const char *s, int64_t *bm, int64_t *bn, int64_t *bk) {
+    int64_t v[3] = {0, 0, 0};
+    int n = 0;
+    for (const char *p = s; n < 3; n++) {
+        const char *x = strchr(p, 'x');
+        char part[32];
+        size_t l = x ? (size_t)(x - p) : strlen(p);
+        if (!l || l >= sizeof part) return false;
+        memcpy(part, p, l);
+        part[l] = 0;
+        if (!lt_cli_parse_i64(part, 1, 1 << 20, &v[n])) return false;
+        if (!x) break;
+        p = x + 1;
+    }
+    if (n < 1 || n > 2) return false; /* two or three numbers */
+    *bm = v[0];
+    *bn = v[1];
+    *bk = v[2];
+    return true;
 }
 
 /* The options of every job kind (--worker-timeout, --timeout, --max-attempts,
@@ -157,12 +188,28 @@ static void print_job(const lt_submit_stats *st) {
         printf("round trip: median %.2f ms, p99 %.2f ms; %.1f tasks/s\n", st->rt_median_ms,
                st->rt_p99_ms, st->seconds > 0 ? (double)(st->applied - st->resumed) / st->seconds
                                                 : 0.0);
+    if (st->panel_by[0])
+        printf("panels: by %s, %lld sent, %lld referenced, %lld NEED_PANEL answers, %lld tasks "
+               "sent again with their panels\n", st->panel_by, (long long)st->panels_sent,
+               (long long)st->panel_refs, (long long)st->need_panel,
+               (long long)st->panel_resends);
+    if (st->bytes_plain > 0)
+        printf("bytes over Kafka: %.1f MB sent (plain tile scheme %.1f MB: %.2fx), %.1f MB "
+               "received (%lld, %lld, %lld bytes)\n", (double)st->bytes_sent * 1e-6,
+               (double)st->bytes_plain * 1e-6, (double)st->bytes_sent / (double)st->bytes_plain,
+               (double)st->bytes_received * 1e-6, (long long)st->bytes_sent,
+               (long long)st->bytes_plain, (long long)st->bytes_received);
+    else
+        printf("bytes over Kafka: %.1f MB sent, %.1f MB received (%lld, %lld bytes)\n",
+               (double)st->bytes_sent * 1e-6, (double)st->bytes_received * 1e-6,
+               (long long)st->bytes_sent, (long long)st->bytes_received);
     fflush(stdout);
 }
 
 static int submit_matmul(int argc, char **argv) {
     const char *cmd = "submit matmul";
-    enum { O_A = 256, O_B, O_M, O_N, O_K, O_SEED, O_BLOCK, O_VERIFY, O_THREADS, O_RESUME };
+    enum { O_A = 256, O_B, O_M, O_N, O_K, O_SEED, O_BLOCK, O_VERIFY, O_THREADS, O_RESUME,
+           O_DTYPE, O_NO_REUSE, O_PANEL_BY };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         {"a", required_argument, 0, O_A},
@@ -176,6 +223,9 @@ static int submit_matmul(int argc, char **argv) {
         {"verify", no_argument, 0, O_VERIFY},
         {"threads", required_argument, 0, O_THREADS},
         {"resume", no_argument, 0, O_RESUME},
+        {"dtype", required_argument, 0, O_DTYPE},
+        {"no-panel-reuse", no_argument, 0, O_NO_REUSE},
+        {"panel-by", required_argument, 0, O_PANEL_BY},
         JOB_OPTIONS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -214,10 +264,23 @@ static int submit_matmul(int argc, char **argv) {
             break;
         case 'o': out = optarg; break;
         case O_BLOCK:
-            if (!parse_block(optarg, &so.block_m, &so.block_n))
-                FAIL("bad --block '%s': expected ROWSxCOLS, e.g. 128x128", optarg);
+            if (!parse_block(optarg, &so.block_m, &so.block_n, &so.block_k))
+                FAIL("bad --block '%s': expected ROWSxCOLS or ROWSxCOLSxK, e.g. 128x128 or "
+                     "128x128x512", optarg);
+            break;
+        case O_DTYPE:
+            if (lt_dtype_parse(optarg, &so.dtype) ||
+                (so.dtype != LT_F32 && so.dtype != LT_F16 && so.dtype != LT_BF16 &&
+                 so.dtype != LT_Q8_0))
+                FAIL("bad --dtype '%s': expected f32, f16, bf16 or q8_0", optarg);
             break;
         case O_VERIFY: verify = true; break;
+        case O_NO_REUSE: so.no_panel_reuse = true; break;
+        case O_PANEL_BY:
+            if (!strcmp(optarg, "rows")) so.panel_by = LT_PANEL_BY_ROWS;
+            else if (!strcmp(optarg, "cols")) so.panel_by = LT_PANEL_BY_COLS;
+            else FAIL("bad --panel-by '%s': expected rows or cols", optarg);
+            break;
         case O_RESUME: so.resume = true; break;
         case O_THREADS:
             if (!lt_cli_parse_i64(optarg, 1, 256, &threads))
@@ -233,6 +296,8 @@ static int submit_matmul(int argc, char **argv) {
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune submit --help)", argv[optind]);
     if (!out) FAIL("no --out C.npy");
     if (so.resume && !so.job_id) FAIL("--resume needs --job-id ID: the job to take up");
+    if (so.no_panel_reuse && so.panel_by)
+        FAIL("--panel-by and --no-panel-reuse contradict each other: give one");
     bool files = pa || pb, random = m || n || k;
     if (files && random) FAIL("give either --a and --b or --m, --n and --k, not both");
     if (files && (!pa || !pb)) FAIL("--a and --b go together");
@@ -255,7 +320,14 @@ static int submit_matmul(int argc, char **argv) {
         if (!m || !n || !k) FAIL("empty matrices");
         a = A.data;
         b = B.data;
-    } else {
+    }
+    if (so.dtype == LT_Q8_0 && k % 32)
+        FAIL("--dtype q8_0 needs K a multiple of 32 (blocks of 32 along k), K is %lld",
+             (long long)k);
+    if (so.dtype == LT_Q8_0 && so.block_k && so.block_k < k && so.block_k % 32)
+        FAIL("--dtype q8_0 needs the k-split of --block a multiple of 32, not %lld",
+             (long long)so.block_k);
+    if (!files) {
         a = malloc((size_t)(m * k) * sizeof *a);
         b = malloc((size_t)(k * n) * sizeof *b);
         own_ab = true;
@@ -277,19 +349,12 @@ static int submit_matmul(int argc, char **argv) {
     int64_t shape[2] = {m, n};
     if (lt_npy_write(out, c, 2, shape)) FAIL("%s", lt_errmsg());
     if (verify) {
-        float *bt = malloc((size_t)(n * k) * sizeof *bt);
         cref = malloc((size_t)(m * n) * sizeof *cref);
-        if (!bt || !cref) {
-            free(bt);
-            FAIL("--verify: out of memory");
-        }
-        for (int64_t r = 0; r < k; r++)
-            for (int64_t col = 0; col < n; col++) bt[col * k + r] = b[r * n + col];
-        if (lt_pool_init(&pool, (int)threads) || lt_dist_matmul(pool, a, bt, m, n, k, cref)) {
-            free(bt);
+        if (!cref) FAIL("--verify: out of memory");
+        /* the job's own arithmetic: its conversion, its k-splits added in order */
+        if (lt_pool_init(&pool, (int)threads) ||
+            lt_dist_matmul_local(pool, a, b, m, n, k, so.dtype, so.block_k, cref))
             FAIL("--verify: %s", lt_errmsg());
-        }
-        free(bt);
         double worst = 0;
         int64_t differ = 0;
         for (int64_t i = 0; i < m * n; i++) {
@@ -299,6 +364,22 @@ static int submit_matmul(int argc, char **argv) {
         }
         printf("verify: max |C - C_local| = %.9g, %lld of %lld elements differ%s\n", worst,
                (long long)differ, (long long)(m * n), differ ? "" : " (bit-exact)");
+        if (so.dtype != LT_F32 || (so.block_k && so.block_k < k)) {
+            /* what the conversion and the split order cost against plain f32 */
+            if (lt_dist_matmul_local(pool, a, b, m, n, k, LT_F32, 0, cref))
+                FAIL("--verify: %s", lt_errmsg());
+            double w32 = 0, ref_max = 0;
+            for (int64_t i = 0; i < m * n; i++) {
+                double d = fabs((double)c[i] - (double)cref[i]);
+                if (d > w32 || isnan(d)) w32 = isnan(d) ? INFINITY : d;
+                if (fabs((double)cref[i]) > ref_max) ref_max = fabs((double)cref[i]);
+            }
+            printf("verify: max |C - C_f32| = %.9g (max |C_f32| %.6g; the f32 product in one "
+                   "pass over k: what %s%s%s costs)\n", w32, ref_max,
+                   so.dtype != LT_F32 ? lt_dtype_name(so.dtype) : "",
+                   so.dtype != LT_F32 && so.block_k && so.block_k < k ? " and " : "",
+                   so.block_k && so.block_k < k ? "the k-split" : "");
+        }
     }
     exit_code = 0;
 done:

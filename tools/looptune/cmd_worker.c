@@ -35,6 +35,9 @@ static const char *const worker_help_end =
     "      --partitions N      partitions of the topics it creates (default 6)\n"
     "      --session-timeout-ms MS  group session timeout (default 6000)\n"
     "      --task-delay-ms MS  sleep before each task (demonstrations and tests)\n"
+    "      --panel-cache-mb MB  bound of the cache of panels (operands later tasks of a\n"
+    "                          job reference by id; least recently used out first;\n"
+    "                          default 1024; a task whose panel it lacks asks for it)\n"
     "  -h, --help              this help\n";
 
 static _Atomic bool stop_requested;
@@ -53,7 +56,8 @@ static void on_signal(int sig) {
 
 int lt_cmd_worker(int argc, char **argv) {
     const char *cmd = "worker";
-    enum { O_GROUP = 256, O_INSTANCE, O_THREADS, O_KINDS, O_ALO, O_PARTS, O_SESSION, O_DELAY };
+    enum { O_GROUP = 256, O_INSTANCE, O_THREADS, O_KINDS, O_ALO, O_PARTS, O_SESSION, O_DELAY,
+           O_PANELS };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         {"group", required_argument, 0, O_GROUP},
@@ -64,6 +68,7 @@ int lt_cmd_worker(int argc, char **argv) {
         {"partitions", required_argument, 0, O_PARTS},
         {"session-timeout-ms", required_argument, 0, O_SESSION},
         {"task-delay-ms", required_argument, 0, O_DELAY},
+        {"panel-cache-mb", required_argument, 0, O_PANELS},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lt_cli_kafka kafka;
@@ -126,6 +131,11 @@ int lt_cmd_worker(int argc, char **argv) {
                 FAIL("bad --task-delay-ms '%s': expected 0..600000", optarg);
             wo.task_delay_ms = (int)v;
             break;
+        case O_PANELS:
+            if (!lt_cli_parse_i64(optarg, 1, 1 << 24, &v))
+                FAIL("bad --panel-cache-mb '%s': expected 1..16777216", optarg);
+            wo.panel_cache_bytes = (size_t)v << 20;
+            break;
         case 'h':
             lt_cli_kafka_help(worker_help, 26, true, worker_help_end);
             exit_code = 0;
@@ -150,10 +160,11 @@ int lt_cmd_worker(int argc, char **argv) {
     int rc = lt_worker_run(&wo, &st);
     fprintf(stderr, "worker: %lld tasks done (%lld failed), %lld dropped (partition moved), %lld "
             "expired, %lld records rejected; %lld commits, %lld transactions aborted, %lld "
-            "producer restarts\n",
+            "producer restarts; %lld panels asked for again\n",
             (long long)st.tasks_done, (long long)st.tasks_failed, (long long)st.tasks_dropped,
             (long long)st.tasks_expired, (long long)st.rejected, (long long)st.stage.committed,
-            (long long)st.stage.aborted, (long long)st.stage.producer_restarts);
+            (long long)st.stage.aborted, (long long)st.stage.producer_restarts,
+            (long long)st.panels_missed);
     if (rc) FAIL("%s", lt_errmsg());
     exit_code = 0;
 done:
