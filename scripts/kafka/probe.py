@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Readiness probe for the test Kafka broker, standard library only: asks the
 broker at HOST:PORT for its API versions, then for cluster metadata, and exits 0
-once the metadata lists at least one broker (the node has joined its own KRaft
-quorum and serves clients) and, if CLUSTER_ID is given, names that cluster (so
-another broker that happens to hold the port is not taken for ours). Exit 1
-with one line on stderr otherwise.
+once the metadata lists at least BROKERS brokers (1 by default: the node has
+joined its own KRaft quorum and serves clients; a cluster's size: every node
+is registered and unfenced) and, if CLUSTER_ID is given, names that cluster
+(so another broker that happens to hold the port is not taken for ours).
+Exit 1 with one line on stderr otherwise.
 
-    probe.py HOST:PORT [CLUSTER_ID]"""
+    probe.py HOST:PORT [CLUSTER_ID [BROKERS]]"""
 import socket
 import struct
 import sys
@@ -68,19 +69,23 @@ def probe(host, port, timeout):
 
 
 def main():
-    if len(sys.argv) not in (2, 3) or ":" not in sys.argv[1]:
-        print("usage: probe.py HOST:PORT [CLUSTER_ID]", file=sys.stderr)
+    if len(sys.argv) not in (2, 3, 4) or ":" not in sys.argv[1] or \
+            (len(sys.argv) == 4 and not sys.argv[3].isdigit()):
+        print("usage: probe.py HOST:PORT [CLUSTER_ID [BROKERS]]", file=sys.stderr)
         return 2
     host, port = sys.argv[1].rsplit(":", 1)
+    want = int(sys.argv[3]) if len(sys.argv) == 4 else 1
     try:
         n, cluster = probe(host, int(port), 5.0)
     except (OSError, RuntimeError, struct.error) as e:
         print(f"probe {sys.argv[1]}: {e}", file=sys.stderr)
         return 1
-    if n < 1:
-        print(f"probe {sys.argv[1]}: metadata lists no broker yet", file=sys.stderr)
+    if n < want:
+        print(f"probe {sys.argv[1]}: metadata lists {max(n, 0)} of {want} brokers yet"
+              if want > 1 else f"probe {sys.argv[1]}: metadata lists no broker yet",
+              file=sys.stderr)
         return 1
-    if len(sys.argv) == 3 and cluster != sys.argv[2]:
+    if len(sys.argv) >= 3 and cluster != sys.argv[2]:
         print(f"probe {sys.argv[1]}: cluster {cluster}, not {sys.argv[2]}: another broker holds "
               "the port", file=sys.stderr)
         return 1
