@@ -201,6 +201,11 @@ typedef struct {
     int session_timeout_ms;       /* 0: 6000 */
     int transaction_timeout_ms;   /* 0: 15000: how long a dead member's open transaction
                                      holds back read_committed readers */
+    /* Tests: a commit with records flushes them, says so on stderr ("...
+     * records produced, committing in MS ms") and sleeps this long before
+     * it commits (the transaction, or at-least-once the offsets), so a test
+     * can kill the process in between. 0: none. */
+    int test_commit_delay_ms;
     /* Called from poll when partitions of the input topic are revoked or lost. */
     void (*on_revoke)(void *arg, int32_t partition);
     void *arg;

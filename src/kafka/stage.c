@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define STAGE_TXN_TIMEOUT_MS 30000 /* one call of the transactional API */
 #define STAGE_TRIES 6             /* transactions tried per commit */
@@ -21,6 +22,7 @@ struct lt_stage {
     rd_kafka_conf_t *producer_conf; /* a copy kept to recreate the producer */
     char *topic;
     bool eos;
+    int test_commit_delay_ms;
     bool txn_open;      /* begin_transaction called, neither commit nor abort yet */
     bool *owned;        /* [n_owned] partition p of the input topic is assigned */
     int32_t n_owned;
@@ -184,6 +186,7 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
     if (!s) return lt_error(LT_ENOMEM, "kafka stage: out of memory");
     lt__kafka_client_init(&s->client, "stage");
     s->eos = opts->transactional_id && *opts->transactional_id;
+    s->test_commit_delay_ms = opts->test_commit_delay_ms;
     s->on_revoke = opts->on_revoke;
     s->arg = opts->arg;
     s->topic = strdup(opts->topic);
@@ -294,6 +297,17 @@ static rd_kafka_resp_err_t produce(lt_stage *s, const lt_stage_record *r) {
     }
 }
 
+/* Tests: the records of a commit are on the broker, the commit not made. */
+static void test_delay(lt_stage *s, size_t n) {
+    if (s->test_commit_delay_ms <= 0 || !n) return;
+    rd_kafka_flush(s->producer, STAGE_TXN_TIMEOUT_MS);
+    lt_log(LT_LOG_INFO, "kafka stage: %zu records produced, committing in %d ms (test delay)", n,
+           s->test_commit_delay_ms);
+    struct timespec ts = {s->test_commit_delay_ms / 1000,
+                          (long)(s->test_commit_delay_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 /* At-least-once: produce, wait for every acknowledgement, then commit. */
 static int commit_plain(lt_stage *s, const lt_stage_record *recs, size_t n,
                         const lt_stage_offset *offs, size_t n_offs) {
@@ -309,6 +323,7 @@ static int commit_plain(lt_stage *s, const lt_stage_record *recs, size_t n,
         return lt_error(LT_EKAFKA, "kafka stage: %lld records not delivered: %s",
                         (long long)s->batch_failed, s->batch_error);
     if (!n_offs) return LT_OK;
+    test_delay(s, n);
     if (!offsets_owned(s, offs, n_offs)) {
         s->stats.dropped++;
         return lt_error(LT_ESTATE, "kafka stage: partitions moved to another member");
@@ -374,6 +389,7 @@ static int commit_txn(lt_stage *s, const lt_stage_record *recs, size_t n,
                     what = pe == RD_KAFKA_RESP_ERR__FATAL ? 3 : 2;
                 }
             }
+            if (!what) test_delay(s, n);
             if (!what && n_offs) {
                 rd_kafka_topic_partition_list_t *l = offset_list(s, offs, n_offs);
                 rd_kafka_consumer_group_metadata_t *gm =
