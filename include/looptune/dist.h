@@ -160,6 +160,13 @@ int lt_dist_ensure_topics(const lt_kafka_conn *conn, const char *prefix, int32_t
 
 /* ---- worker ------------------------------------------------------------------------ */
 
+/* A worker's batch: the tasks it has fetched already, run one after the
+ * other, their results and offsets committed together (one transaction).
+ * It closes when nothing more is fetched, or at this many tasks, or when it
+ * has been open this long. */
+#define LT_WORKER_BATCH 64
+#define LT_WORKER_BATCH_MS 20
+
 typedef struct {
     lt_kafka_conn conn;
     const char *prefix;       /* topic prefix; NULL: "looptune." */
@@ -172,6 +179,9 @@ typedef struct {
     int32_t partitions;       /* of topics created when missing; <= 0: 6 */
     int heartbeat_ms;         /* <= 0: 1000 */
     int task_delay_ms;        /* sleep before each task (demonstrations, kill tests) */
+    int batch_max;            /* tasks per commit at most; <= 0: LT_WORKER_BATCH; 1: none */
+    int batch_ms;             /* a batch closes once open this long; <= 0: LT_WORKER_BATCH_MS */
+    int test_commit_delay_ms; /* tests: lt_stage_opts.test_commit_delay_ms */
     int session_timeout_ms;   /* <= 0: 6000 */
     const _Atomic bool *stop; /* set (by a signal handler) to finish the task in hand and leave */
 } lt_worker_opts;
@@ -179,7 +189,8 @@ typedef struct {
 typedef struct {
     int64_t tasks_done;      /* results committed */
     int64_t tasks_failed;    /* of them, FAILED */
-    int64_t tasks_dropped;   /* results not committed: the partition moved to another member */
+    int64_t tasks_dropped;   /* results not committed: a partition of their batch moved to
+                                another member */
     int64_t tasks_expired;   /* tasks past their deadline, skipped */
     int64_t rejected;        /* records that were not a well-formed task or chunk */
     lt_stage_stats stage;
