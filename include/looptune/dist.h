@@ -239,6 +239,8 @@ typedef struct {
     int64_t resumed;         /* tasks applied from an earlier coordinator's results (resume) */
     double rt_median_ms, rt_p99_ms; /* a task's last send to its result applied */
     double seconds;
+    double busy_seconds;     /* the first task sent to the last result applied (the job's
+                                throughput, without its setup and its wait for a worker) */
     char dead_reason[512];   /* the first dead letter's "task T: reason" */
 } lt_submit_stats;
 

@@ -579,6 +579,7 @@ static int job_run(job *j, uint64_t t0, const char *what) {
         fprintf(stderr, "submit: job %s: %s, %" PRId64 " tasks, %d workers alive\n", st->job_id,
                 what, st->tasks, workers_alive(j));
     int64_t window = o->window > 0 ? o->window : INT64_MAX, sent = 0;
+    uint64_t first_send = 0;
     for (int64_t t = 0; !rc && t < st->tasks; t++) {
         if (j->ts[t].done) continue;
         /* at most window tasks in flight: results are taken as they come */
@@ -594,6 +595,7 @@ static int job_run(job *j, uint64_t t0, const char *what) {
                               j->topic_results, wt);
         }
         if (rc) break;
+        if (!first_send) first_send = lt_now_ns();
         rc = send_task(j, t, j->ts[t].attempt + 1); /* 1, or the next after a resumed job's */
         sent++;
         while (!rc && lt_follower_poll(j->results, 0, &rec) == 1) rc = on_record(j, &rec);
@@ -610,6 +612,7 @@ static int job_run(job *j, uint64_t t0, const char *what) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", err ? lt_errmsg() : "");
     st->seconds = (double)(lt_now_ns() - t0) * 1e-9;
+    if (first_send) st->busy_seconds = (double)(lt_now_ns() - first_send) * 1e-9;
     int n_rt = (int)(st->applied - st->resumed);
     if (n_rt > 0) {
         lt_sort_f64(j->rt_ms, n_rt);

@@ -155,8 +155,9 @@ static void print_job(const lt_submit_stats *st) {
            (long long)st->workers_seen, st->seconds, (long long)st->resumed);
     if (st->applied > st->resumed)
         printf("round trip: median %.2f ms, p99 %.2f ms; %.1f tasks/s\n", st->rt_median_ms,
-               st->rt_p99_ms, st->seconds > 0 ? (double)(st->applied - st->resumed) / st->seconds
-                                                : 0.0);
+               st->rt_p99_ms,
+               st->busy_seconds > 0 ? (double)(st->applied - st->resumed) / st->busy_seconds
+                                    : 0.0);
     fflush(stdout);
 }
 
