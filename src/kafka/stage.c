@@ -172,6 +172,8 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
         "auto.offset.reset", "earliest",
         "socket.connection.setup.timeout.ms", "10000",
         "fetch.wait.max.ms", "100",
+        /* small requests go out at once: a task's round trip is a chain of them */
+        "socket.nagle.disable", "true",
         NULL};
     const char *const pdefaults[] = {
         "enable.idempotence", "true",
@@ -181,6 +183,11 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
         /* librdkafka wants it <= transaction.timeout.ms */
         "message.timeout.ms", txn_timeout,
         "socket.connection.setup.timeout.ms", "10000",
+        "socket.nagle.disable", "true",
+        /* a transaction begun while the broker still writes the last one's
+         * markers is refused (CONCURRENT_TRANSACTIONS) and retried after
+         * this: 100 ms by default, which back-to-back commits hit often */
+        "retry.backoff.ms", "20",
         NULL};
     lt_stage *s = calloc(1, sizeof *s);
     if (!s) return lt_error(LT_ENOMEM, "kafka stage: out of memory");
