@@ -565,7 +565,9 @@ static int job_run(job *j, uint64_t t0, const char *what) {
     if (!rc) rc = lt_dist_blobs_init(&j->blobs, 0);
     /* results are followed from before the first task goes out */
     if (!rc) rc = lt_follower_open(&j->results, &o->conn, j->topic_results, 15000);
-    lt_producer_opts po = {.conn = o->conn, .topic = j->topic_tasks, .linger_ms = 5,
+    /* no linger: a lone task goes at once (the round trip), and a flood
+     * still batches behind the requests in flight */
+    lt_producer_opts po = {.conn = o->conn, .topic = j->topic_tasks, .linger_ms = -1,
                            .close_timeout_ms = 30000};
     if (!rc) rc = lt_producer_open(&j->tasks, &po);
     po.topic = j->topic_dead;
