@@ -4,7 +4,7 @@
 Exactly once: a worker alone in its group (--batch 64, and
 --test-commit-delay-ms, which flushes a batch's results into the open
 transaction, says "N records produced" and waits before committing) is
-killed with SIGKILL inside a batch, twice, each time restarted under its
+killed with SIGKILL inside a batch of several tasks, twice, each time restarted under its
 instance id (whose init_transactions aborts the open transaction), the last
 time without the delay. The noop job completes with one result applied per
 task and no duplicate; the results topic read read_committed holds exactly
@@ -31,13 +31,14 @@ PRODUCED_RE = re.compile(r"kafka stage: (\d+) records produced, committing in")
 
 
 def wait_produced(w, timeout_s=90):
-    """Records of the batch this run of w holds in an uncommitted commit."""
+    """Records of a batch of several tasks that this run of w holds in an
+    uncommitted commit (a first task may come alone: its batch is let go)."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         run = w.text().split(f"---- start {w.starts}\n")[-1]
-        m = PRODUCED_RE.search(run)
-        if m:
-            return int(m[1])
+        several = [int(n) for n in PRODUCED_RE.findall(run) if int(n) >= 2]
+        if several:
+            return several[0]
         h.check(w.proc.poll() is None, f"worker {w.wid} exited ({w.proc.returncode}):\n{run}")
         time.sleep(0.05)
     h.fail(f"worker {w.wid} produced no batch in {timeout_s} s")
@@ -85,8 +86,6 @@ def run(servers, wdir, mode):
         code = w.stop() if w.proc else None
     h.check(sub.returncode == 0, f"{mode}: submit failed ({sub.returncode}):\n{out}\n{err}")
     h.check(code == 0, f"{mode}: the last worker's exit code {code}")
-    h.check(max(killed) >= 2, f"{mode}: the kills fell in batches of {killed} results: a batch "
-            "of several tasks was expected")
     fig = h.parse_job(out)
     h.check(fig["tasks"] == TASKS and fig["applied"] == TASKS,
             f"{mode}: {fig['applied']} results applied for {fig['tasks']} tasks")
