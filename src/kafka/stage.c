@@ -105,6 +105,17 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
+/* At-least-once offset commits, served in poll: only a failure is news. */
+static void on_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                      rd_kafka_topic_partition_list_t *offsets, void *opaque) {
+    (void)rk;
+    (void)offsets;
+    lt_stage *s = opaque;
+    if (!err || err == RD_KAFKA_RESP_ERR__NO_OFFSET) return;
+    s->stats.commit_failed++;
+    lt__kafka_warn(&s->client.warner, "stage", rd_kafka_err2str(err));
+}
+
 /* At-least-once delivery reports: count the batch's failures. */
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk;
@@ -215,6 +226,7 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
     lt__kafka_conf_callbacks(cconf, &s->client);
     rd_kafka_conf_set_opaque(cconf, s);
     rd_kafka_conf_set_rebalance_cb(cconf, on_rebalance);
+    rd_kafka_conf_set_offset_commit_cb(cconf, on_commit);
     lt__kafka_conf_callbacks(s->producer_conf, &s->client);
     rd_kafka_conf_set_opaque(s->producer_conf, s);
     rd_kafka_conf_set_dr_msg_cb(s->producer_conf, on_delivery);
@@ -336,7 +348,11 @@ static int commit_plain(lt_stage *s, const lt_stage_record *recs, size_t n,
         return lt_error(LT_ESTATE, "kafka stage: partitions moved to another member");
     }
     rd_kafka_topic_partition_list_t *l = offset_list(s, offs, n_offs);
-    e = rd_kafka_commit(s->consumer, l, 0);
+    /* Asynchronous: the group coordinator holds offset commits back to
+     * batch them (group.coordinator.append.linger.ms, 5 ms), which the next
+     * task need not wait for. One that fails repeats tasks, as at least
+     * once allows; closing the consumer waits for those in flight. */
+    e = rd_kafka_commit(s->consumer, l, 1);
     rd_kafka_topic_partition_list_destroy(l);
     if (e) return lt__kafka_status(e, "kafka stage: commit offsets");
     s->stats.committed++;
