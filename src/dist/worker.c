@@ -43,6 +43,7 @@ typedef struct {
     size_t bytes;
     int64_t n_tasks, n_failed;
     uint64_t t0;  /* its first task's start */
+    char first[192]; /* its first task's key, for the logs */
     bool revoked; /* a partition it read a task from was revoked: it must not commit */
 } batch;
 
@@ -262,7 +263,10 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     snprintf(key, sizeof key, "%s/%" PRIu64, t->job_id, t->task_index);
     set_state(w, "busy", t->job_id, t->task_index);
     uint64_t t0 = lt_now_ns();
-    if (!w->batch.n_tasks) w->batch.t0 = t0;
+    if (!w->batch.n_tasks) {
+        w->batch.t0 = t0;
+        snprintf(w->batch.first, sizeof w->batch.first, "%s", key);
+    }
     lt_dist_tensor outs[LT_DIST_MAX_OUTPUTS];
     size_t n_outs = 0;
     char why[512] = "";
@@ -349,8 +353,9 @@ static int commit_batch(worker *w) {
     if (b->revoked) {
         /* a partition it read was revoked: its task runs on the new owner,
          * so no result of the batch may commit */
-        lt_log(LT_LOG_WARN, "worker %s: a batch of %" PRId64 " results dropped: a partition "
-               "it read was revoked; its tasks run again", w->id, n_tasks);
+        lt_log(LT_LOG_WARN, "worker %s: task %s: result dropped: a partition its batch of "
+               "%" PRId64 " read was revoked; the batch's tasks run again", w->id, b->first,
+               n_tasks);
         pthread_mutex_lock(&w->mu);
         w->st->tasks_dropped += n_tasks;
         pthread_mutex_unlock(&w->mu);
@@ -390,8 +395,13 @@ static int commit_batch(worker *w) {
     } else {
         /* Not committed: the batch's partitions are read again from their
          * committed offsets here, or by their new owners. */
-            lt_log(LT_LOG_WARN, "worker %s: a batch of %" PRId64 " results not committed (%s); "
-               "its tasks run again", w->id, n_tasks, why);
+        if (n_tasks == 1)
+            lt_log(LT_LOG_WARN, "worker %s: task %s: result not committed (%s); the task runs "
+                   "again", w->id, b->first, why);
+        else
+            lt_log(LT_LOG_WARN, "worker %s: task %s: result not committed (%s); it and the "
+                   "%" PRId64 " other tasks of its batch run again", w->id, b->first, why,
+                   n_tasks - 1);
         for (size_t i = 0; i < n_offs; i++) {
             part_pos *pp = pos_of(w, offs[i].partition);
             if (pp) pp->batched = true;
