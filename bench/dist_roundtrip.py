@@ -10,8 +10,9 @@ and p99 over the job) and all tasks at once (throughput, tasks/s from the
 first send to the last result). Rounds interleave the modes, in an order
 that turns each round, so a change of the machine's load hits them all.
 Reports min/median/max over the rounds, the tasks per commit the workers
-made (their exit summaries), the machine (lscpu) and its load (the load
-averages before and after).
+made in the throughput jobs (from their exit summaries: each task of a
+--window 1 job is a commit of its own), the machine (lscpu) and its load
+(the load averages before and after).
 
 usage: bench/dist_roundtrip.py [--bin build/looptune] [--brokers B] [--rounds 3]
                                [--latency-tasks 300] [--throughput-tasks 20000] [--bytes 4]
@@ -149,7 +150,11 @@ def main():
                 d = DONE_RE.search(open(f).read())
                 if d:
                     tasks, commits = tasks + int(d[1]), commits + int(d[2])
-            per_commit[m] = tasks / commits if commits else float("nan")
+            # a task alone in flight is a commit of its own: the rest is the
+            # throughput jobs' (and a few idle commits of skipped offsets)
+            alone = a.rounds * a.latency_tasks
+            per_commit[m] = (tasks - alone) / (commits - alone) if commits > alone \
+                else float("nan")
         if own_broker:
             subprocess.run([os.path.join(ROOT, "scripts/kafka/broker.sh"), "stop", "--dir",
                             os.path.join(tmp, "broker")], capture_output=True)
@@ -160,7 +165,7 @@ def main():
     print(f"{'':22} {'round trip median ms':>28} {'round trip p99 ms':>28} {'tasks/s':>28} "
           f"{'tasks/commit':>13}")
     print(f"{'':22} {'min / median / max':>28} {'min / median / max':>28} "
-          f"{'min / median / max':>28}")
+          f"{'min / median / max':>28} {'(throughput)':>13}")
     for m in modes:
         print(f"{m:22} {summary(res[m]['median']):>28} {summary(res[m]['p99']):>28} "
               f"{summary(res[m]['tps']):>28} {per_commit[m]:13.1f}")
