@@ -124,11 +124,15 @@ class Pool:
             os.path.join(self.wdir, f"worker-{wid}.log"))
         return wid
 
-    def settle(self, timeout_s=120):
-        """Until every worker holds partitions."""
+    def settle(self, timeout_s=120, quiet_s=1.0):
+        """Until every worker holds partitions and the group has been quiet
+        for quiet_s (a cooperative rebalance takes two rounds)."""
         deadline = time.time() + timeout_s
         while time.time() < deadline:
-            if all(w.held() > 0 for w in self.workers.values()):
+            last = max((t for w in self.workers.values() for t, l in w.since(0)
+                        if "kafka stage: " in l), default=0)
+            if all(w.held() > 0 for w in self.workers.values()) and \
+                    time.monotonic() - last >= quiet_s:
                 return
             time.sleep(0.05)
         sys.exit(f"dist_recovery: the group did not settle: "
@@ -222,7 +226,7 @@ def main():
                        os.path.join(wdir, f"submit-{kills}.log"))
             started(sub)
             # somewhere in the job: it has tasks in flight on every worker
-            time.sleep(rnd.uniform(0.05, 0.7) * statistics.median(baseline[kind]))
+            time.sleep(rnd.uniform(0.05, 0.5) * statistics.median(baseline[kind]))
             wid = rnd.choice(sorted(pool.workers))
             victim = pool.workers.pop(wid)
             victim.p.send_signal(signal.SIGKILL)
@@ -237,9 +241,12 @@ def main():
             if a.mode == "restart":
                 pool.start(wid)
             t_assign = None
+            # restart: the new process takes the partitions back (no
+            # rebalance); replace: the others get them after the rebalance
+            takers = [pool.workers[wid]] if a.mode == "restart" else list(pool.workers.values())
             while sub.ended is None or t_assign is None:
                 if t_assign is None:
-                    for w in pool.workers.values():
+                    for w in takers:
                         for t, l in w.since(t_kill):
                             m = ASSIGNED_RE.search(l)
                             if m and int(m[1]) > 0 and (t_assign is None or t < t_assign):
