@@ -164,7 +164,7 @@ int lt_dist_ensure_topics(const lt_kafka_conn *conn, const char *prefix, int32_t
  * other, their results and offsets committed together (one transaction).
  * It closes when nothing more is fetched, or at this many tasks, or when it
  * has been open this long. */
-#define LT_WORKER_BATCH 64
+#define LT_WORKER_BATCH 1024
 #define LT_WORKER_BATCH_MS 20
 
 typedef struct {

@@ -33,7 +33,7 @@ static const char *const worker_help_end =
     "      --kinds K,...       task kinds to run (default all: matmul)\n"
     "      --at-least-once     no transactions: produce, flush, then commit the offsets\n"
     "                          (a crash in between repeats tasks; for comparison)\n"
-    "      --batch N           tasks per commit at most (default 64; 1: a commit per\n"
+    "      --batch N           tasks per commit at most (default 1024; 1: a commit per\n"
     "                          task); a batch never waits for tasks not fetched yet\n"
     "      --batch-ms MS       a batch commits once open this long (default 20)\n"
     "      --partitions N      partitions of the topics it creates (default 6)\n"
