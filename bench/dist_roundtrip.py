@@ -19,6 +19,9 @@ usage: bench/dist_roundtrip.py [--bin build/looptune] [--brokers B] [--rounds 3]
                                [--modes exactly-once,at-least-once,exactly-once:b1]
 A mode is exactly-once or at-least-once, with :bN for workers run with --batch N
 (b1: a commit per task; its throughput job is cut to --unbatched-tasks).
+--baseline-bin OLD adds each mode without :bN once more as MODE@base, workers
+and jobs run by OLD (an earlier build, without batches: its throughput job is
+cut to --unbatched-tasks too).
 Without --brokers (or LT_KAFKA_BOOTSTRAP) it starts the test broker
 (scripts/kafka/broker.sh) in a temporary directory and stops it at the end."""
 import argparse
@@ -58,10 +61,15 @@ def loadavg():
 
 
 def parse_mode(m):
+    m = m.removesuffix("@base")
     base, _, batch = m.partition(":b")
     if base not in ("exactly-once", "at-least-once") or (batch and not batch.isdigit()):
         sys.exit(f"dist_roundtrip: bad mode '{m}': exactly-once or at-least-once, :bN optional")
     return base, int(batch) if batch else None
+
+
+def binary_of(a, mode):
+    return a.baseline_bin if mode.endswith("@base") else a.bin
 
 
 def workers(binary, brokers, prefix, mode, logdir):
@@ -112,8 +120,11 @@ def main():
     ap.add_argument("--unbatched-tasks", type=int, default=300)
     ap.add_argument("--bytes", type=int, default=4)
     ap.add_argument("--modes", default="exactly-once,at-least-once")
+    ap.add_argument("--baseline-bin")
     a = ap.parse_args()
     modes = a.modes.split(",")
+    if a.baseline_bin:
+        modes += [f"{m}@base" for m in modes if not parse_mode(m)[1]]
     for m in modes:
         parse_mode(m)
     tmp = tempfile.mkdtemp(prefix="lt-dist-bench-")
@@ -121,20 +132,22 @@ def main():
     load_before = loadavg()
     brokers = a.brokers or start_broker(os.path.join(tmp, "broker"))
     tag = f"b{os.getpid()}"
-    prefixes = {m: f"{tag}-{m.replace(':', '-')}." for m in modes}
+    prefixes = {m: f"{tag}-{m.replace(':', '-').replace('@', '-')}." for m in modes}
     procs, logs = {}, {}
     res = {m: {"median": [], "p99": [], "tps": []} for m in modes}
     per_commit = {}
     try:
         for m in modes:
-            procs[m], logs[m] = workers(a.bin, brokers, prefixes[m], m, tmp)
+            procs[m], logs[m] = workers(binary_of(a, m), brokers, prefixes[m], m, tmp)
         for r in range(a.rounds):
             k = r % len(modes)
             order = modes[k:] + modes[:k]
             for m in (order if r % 2 == 0 else order[::-1]):
-                med, p99, _ = job(a.bin, brokers, prefixes[m], a.latency_tasks, 1, a.bytes)
-                n = a.unbatched_tasks if parse_mode(m)[1] == 1 else a.throughput_tasks
-                _, _, tps = job(a.bin, brokers, prefixes[m], n, 0, a.bytes)
+                b = binary_of(a, m)
+                med, p99, _ = job(b, brokers, prefixes[m], a.latency_tasks, 1, a.bytes)
+                unbatched = parse_mode(m)[1] == 1 or m.endswith("@base")
+                n = a.unbatched_tasks if unbatched else a.throughput_tasks
+                _, _, tps = job(b, brokers, prefixes[m], n, 0, a.bytes)
                 res[m]["median"].append(med)
                 res[m]["p99"].append(p99)
                 res[m]["tps"].append(tps)
