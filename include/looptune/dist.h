@@ -219,6 +219,13 @@ int lt_dist_topic_partitions(const lt_kafka_conn *conn, const char *topic, int32
 
 /* ---- worker ------------------------------------------------------------------------ */
 
+/* A worker's batch: the tasks it has fetched already, run one after the
+ * other, their results and offsets committed together (one transaction).
+ * It closes when nothing more is fetched, or at this many tasks, or when it
+ * has been open this long. */
+#define LT_WORKER_BATCH 1024
+#define LT_WORKER_BATCH_MS 20
+
 typedef struct {
     lt_kafka_conn conn;
     const char *prefix;       /* topic prefix; NULL: "looptune." */
@@ -231,6 +238,9 @@ typedef struct {
     int32_t partitions;       /* of topics created when missing; <= 0: 6 */
     int heartbeat_ms;         /* <= 0: 1000 */
     int task_delay_ms;        /* sleep before each task (demonstrations, kill tests) */
+    int batch_max;            /* tasks per commit at most; <= 0: LT_WORKER_BATCH; 1: none */
+    int batch_ms;             /* a batch closes once open this long; <= 0: LT_WORKER_BATCH_MS */
+    int test_commit_delay_ms; /* tests: lt_stage_opts.test_commit_delay_ms */
     int session_timeout_ms;   /* <= 0: 6000 */
     size_t panel_cache_bytes; /* bound of the panel cache; 0: LT_DIST_PANEL_CACHE_BYTES */
     const _Atomic bool *stop; /* set (by a signal handler) to finish the task in hand and leave */
@@ -239,7 +249,8 @@ typedef struct {
 typedef struct {
     int64_t tasks_done;      /* results committed */
     int64_t tasks_failed;    /* of them, FAILED */
-    int64_t tasks_dropped;   /* results not committed: the partition moved to another member */
+    int64_t tasks_dropped;   /* results not committed: a partition of their batch moved to
+                                another member */
     int64_t tasks_expired;   /* tasks past their deadline, skipped */
     int64_t rejected;        /* records that were not a well-formed task or chunk */
     int64_t panels_missed;   /* tasks answered NEED_PANEL: a referenced panel not in the cache */
@@ -316,6 +327,8 @@ typedef struct {
     int64_t panel_resends;   /* tasks sent again with their panels after one */
     double rt_median_ms, rt_p99_ms; /* a task's last send to its result applied */
     double seconds;
+    double busy_seconds;     /* the first task sent to the last result applied (the job's
+                                throughput, without its setup and its wait for a worker) */
     char dead_reason[512];   /* the first dead letter's "task T: reason" */
 } lt_submit_stats;
 

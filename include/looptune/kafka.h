@@ -184,7 +184,8 @@ void lt_consumer_close(lt_consumer *c);
  * metadata fencing members that lost their partitions (KIP-447): readers
  * with isolation.level=read_committed see each piece of work's outputs once.
  * Without one (at-least-once), the records are produced and flushed, then
- * the offsets committed: a crash between the two repeats the work.
+ * the offsets committed (asynchronously: a commit that fails, or a crash
+ * before it lands, repeats the work).
  *
  * The group uses cooperative-sticky assignment; the stage (un)assigns
  * itself and tells the caller which partitions it lost, so the caller can
@@ -205,6 +206,11 @@ typedef struct {
     int session_timeout_ms;       /* 0: 6000 */
     int transaction_timeout_ms;   /* 0: 15000: how long a dead member's open transaction
                                      holds back read_committed readers */
+    /* Tests: a commit with records flushes them, says so on stderr ("...
+     * records produced, committing in MS ms") and sleeps this long before
+     * it commits (the transaction, or at-least-once the offsets), so a test
+     * can kill the process in between. 0: none. */
+    int test_commit_delay_ms;
     /* Called from poll when partitions of the input topic are revoked or lost. */
     void (*on_revoke)(void *arg, int32_t partition);
     void *arg;
@@ -231,6 +237,8 @@ typedef struct {
     int64_t retried;           /* calls retried after a retriable error */
     int64_t producer_restarts; /* producers recreated after a fatal error */
     int64_t dropped;           /* commits given up because the partitions moved away */
+    int64_t commit_failed;     /* at-least-once: offset commits the group refused (their
+                                  tasks run again) */
 } lt_stage_stats;
 
 /* Joins the group and, with a transactional id, initialises transactions
@@ -241,7 +249,8 @@ int lt_stage_poll(lt_stage *s, int timeout_ms, lt_record *rec);
 /* Whether partition p of the input topic is assigned to this member now. */
 bool lt_stage_owns(const lt_stage *s, int32_t partition);
 /* Produces recs[0..n) and commits offs[0..n_offs) of the input topic
- * together. LT_OK: both landed. LT_ESTATE: some offset's partition is no
+ * together. LT_OK: both landed (at-least-once: the records landed, the
+ * offsets' commit is on its way). LT_ESTATE: some offset's partition is no
  * longer this member's, nothing was committed, and the work is dropped (the
  * partition's new owner repeats it). LT_EKAFKA after the retries ran out
  * or a fatal error of the consumer. */

@@ -790,7 +790,9 @@ static int job_run(job *j, uint64_t t0, const char *what) {
     if (!rc) rc = lt_dist_blobs_init(&j->blobs, 0);
     /* results are followed from before the first task goes out */
     if (!rc) rc = lt_follower_open(&j->results, &o->conn, j->topic_results, 15000);
-    lt_producer_opts po = {.conn = o->conn, .topic = j->topic_tasks, .linger_ms = 5,
+    /* no linger: a lone task goes at once (the round trip), and a flood
+     * still batches behind the requests in flight */
+    lt_producer_opts po = {.conn = o->conn, .topic = j->topic_tasks, .linger_ms = -1,
                            .close_timeout_ms = 30000};
     if (!rc) rc = lt_producer_open(&j->tasks, &po);
     po.topic = j->topic_dead;
@@ -813,6 +815,7 @@ static int job_run(job *j, uint64_t t0, const char *what) {
         fprintf(stderr, "submit: job %s: %s, %" PRId64 " tasks, %d workers alive%s\n", st->job_id,
                 what, st->tasks, workers_alive(j), panels);
     int64_t window = o->window > 0 ? o->window : INT64_MAX, sent = 0;
+    uint64_t first_send = 0;
     for (int64_t i = 0; !rc && i < st->tasks; i++) {
         const int64_t t = j->order ? j->order[i] : i;
         if (j->ts[t].done) continue;
@@ -829,6 +832,7 @@ static int job_run(job *j, uint64_t t0, const char *what) {
                               j->topic_results, wt);
         }
         if (rc) break;
+        if (!first_send) first_send = lt_now_ns();
         rc = send_task(j, t, j->ts[t].attempt + 1, false); /* 1, or the next after a resumed job's */
         sent++;
         while (!rc && lt_follower_poll(j->results, 0, &rec) == 1) rc = on_record(j, &rec);
@@ -845,6 +849,7 @@ static int job_run(job *j, uint64_t t0, const char *what) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", err ? lt_errmsg() : "");
     st->seconds = (double)(lt_now_ns() - t0) * 1e-9;
+    if (first_send) st->busy_seconds = (double)(lt_now_ns() - first_send) * 1e-9;
     int n_rt = (int)(st->applied - st->resumed);
     if (n_rt > 0) {
         lt_sort_f64(j->rt_ms, n_rt);

@@ -1,11 +1,14 @@
 /* The worker: a member of the workers' consumer group on the tasks topic.
  * Chunks are kept until the task that references them arrives; the task
- * runs with its kind's function on the worker's thread pool; its result
- * (outputs chunked as needed) and the consumed offsets go out in one
- * transaction through the kafka layer's stage. A task that cannot run
- * (corrupted or missing input, unknown kind, a kind's refusal) is answered
- * with a FAILED result, so the coordinator retries or dead-letters it; a
- * record that is no task or chunk is logged and skipped, never a crash.
+ * runs with its kind's function on the worker's thread pool. Tasks run in
+ * batches: every task the consumer has fetched already (up to a bound in
+ * count and in time) runs, then all their results (outputs chunked as
+ * needed) and the consumed offsets go out in one transaction through the
+ * kafka layer's stage, so a commit's cost is shared by the batch, and a
+ * task alone is committed at once (nothing is waited for). A task that
+ * cannot run (corrupted or missing input, unknown kind, a kind's refusal) is
+ * answered with a FAILED result, so the coordinator retries or dead-letters
+ * it; a record that is no task or chunk is logged and skipped, never a crash.
  *
  * Offsets: per partition, the worker commits up to the lowest chunk it
  * still keeps (the task that needs it has not run yet) or else past the
@@ -31,13 +34,25 @@
 #include <unistd.h>
 
 #define TASK_MAX_ELEMS (1ll << 28)          /* per input tensor: 1 GiB of f32 */
-#define MAX_FAILURES 5 /* results in a row not committed (not a moved partition): give up */
+#define MAX_FAILURES 5 /* commits in a row that failed (not a moved partition): give up */
 #define BLOB_MAX_AGE_NS (600ull * 1000000000ull) /* chunks whose task never came */
+#define BATCH_MAX_BYTES (64u << 20) /* results held for one commit */
 
 typedef struct {
     int64_t consumed; /* offset after the last record read; -1 none */
     int64_t committed; /* last offset committed; -1 none */
+    bool batched;      /* a task of the open batch was read here */
 } part_pos;
+
+/* Tasks run and not committed yet: their results' records, in order. */
+typedef struct {
+    lt_dist_outbox ob;
+    size_t bytes;
+    int64_t n_tasks, n_failed, n_need_panel; /* FAILED results; NEED_PANEL answers */
+    uint64_t t0;  /* its first task's start */
+    char first[192]; /* its first task's key, for the logs */
+    bool revoked; /* a partition it read a task from was revoked: it must not commit */
+} batch;
 
 typedef struct {
     const lt_worker_opts *o;
@@ -61,7 +76,8 @@ typedef struct {
     _Atomic bool hb_stop;
     pthread_t hb_thread;
     bool hb_started;
-    int failures; /* results in a row the stage could not commit */
+    int failures; /* commits in a row the stage could not make */
+    batch batch;
 } worker;
 
 static void set_state(worker *w, const char *state, const char *job, uint64_t task);
@@ -140,7 +156,7 @@ static part_pos *pos_of(worker *w, int32_t p) {
         int32_t n = p + 1;
         part_pos *v = realloc(w->pos, (size_t)n * sizeof *v);
         if (!v) return NULL;
-        for (int32_t i = w->n_pos; i < n; i++) v[i] = (part_pos){-1, -1};
+        for (int32_t i = w->n_pos; i < n; i++) v[i] = (part_pos){-1, -1, false};
         w->pos = v;
         w->n_pos = n;
     }
@@ -173,14 +189,17 @@ static void forget_partition(void *arg, int32_t p) {
     worker *w = arg;
     lt_dist_blobs_drop_partition(w->blobs, p);
     part_pos *pp = pos_of(w, p);
-    if (pp) *pp = (part_pos){-1, -1};
+    if (pp) *pp = (part_pos){-1, -1, false};
 }
 
-/* Revoked: the partition's panels go too (its next owner gets the tasks
- * that reference them; kept panels survive a rewind, which rereads only). */
+/* Revoked: the open batch may not commit if it read from p, and the
+ * partition's panels go too (its next owner gets the tasks that reference
+ * them; kept panels survive a rewind, which rereads only). */
 static void on_revoke(void *arg, int32_t p) {
-    forget_partition(arg, p);
-    lt_dist_panels_drop_partition(((worker *)arg)->panels, p);
+    worker *w = arg;
+    if (p >= 0 && p < w->n_pos && w->pos[p].batched) w->batch.revoked = true;
+    forget_partition(w, p);
+    lt_dist_panels_drop_partition(w->panels, p);
 }
 
 /* Reads partition p again from its committed offset, if it is still ours. */
@@ -243,14 +262,27 @@ static int run_task(worker *w, const Looptune__Task *t, int32_t p, lt_dist_tenso
     return rc;
 }
 
-/* Answers task t (read at partition p): runs it, then commits its result
- * with the offsets in one go. LT_OK also when the result was dropped
- * (partition moved away); an error only when the stage gave up. */
+/* Drops the records of o from the n-th on (a result that will not go). */
+static void outbox_cut(lt_dist_outbox *o, size_t n) {
+    while (o->n > n) {
+        o->n--;
+        free(o->keys[o->n]);
+        free(o->values[o->n]);
+    }
+}
+
+/* Runs task t (read at partition p) and adds its result (outputs chunked
+ * as needed) to the open batch; the batch commits later, all of it at once.
+ * An error only when the result cannot be encoded. */
 static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     char key[192];
     snprintf(key, sizeof key, "%s/%" PRIu64, t->job_id, t->task_index);
     set_state(w, "busy", t->job_id, t->task_index);
     uint64_t t0 = lt_now_ns();
+    if (!w->batch.n_tasks) {
+        w->batch.t0 = t0;
+        snprintf(w->batch.first, sizeof w->batch.first, "%s", key);
+    }
     lt_dist_tensor outs[LT_DIST_MAX_OUTPUTS];
     size_t n_outs = 0;
     char why[512] = "";
@@ -258,7 +290,8 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     int rc = run_task(w, t, p, outs, &n_outs, why, sizeof why, &need_panel);
     double secs = (double)(lt_now_ns() - t0) * 1e-9;
 
-    lt_dist_outbox ob = {0};
+    lt_dist_outbox *ob = &w->batch.ob;
+    size_t first = ob->n; /* this result's records start here */
     Looptune__Tensor msgs[LT_DIST_MAX_OUTPUTS], *ptrs[LT_DIST_MAX_OUTPUTS];
     int64_t shapes[LT_DIST_MAX_OUTPUTS][4];
     Looptune__Result res = LOOPTUNE__RESULT__INIT;
@@ -274,7 +307,7 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     int prc = LT_OK;
     for (size_t i = 0; rc == LT_OK && prc == LT_OK && i < n_outs; i++) {
         looptune__tensor__init(&msgs[i]);
-        prc = lt_dist_tensor_put(&outs[i], &route, &ob, &msgs[i], shapes[i]);
+        prc = lt_dist_tensor_put(&outs[i], &route, ob, &msgs[i], shapes[i]);
         ptrs[i] = &msgs[i];
     }
     if (rc == LT_OK && prc == LT_OK) {
@@ -283,7 +316,7 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
         res.outputs = ptrs;
     } else {
         if (prc) snprintf(why, sizeof why, "result: %s", lt_errmsg());
-        lt_dist_outbox_free(&ob); /* chunks of outputs that will not be sent */
+        outbox_cut(ob, first); /* chunks of outputs that will not be sent */
         res.status = need_panel && !prc ? LOOPTUNE__STATUS__STATUS_NEED_PANEL
                                         : LOOPTUNE__STATUS__STATUS_FAILED;
         res.error = why;
@@ -297,57 +330,113 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     lt_envelope_init(&env);
     env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_RESULT;
     env.result = &res;
-    int erc = lt_dist_outbox_add(&ob, key, &env);
+    int erc = lt_dist_outbox_add(ob, key, &env);
     for (size_t i = 0; i < n_outs; i++) free(outs[i].data);
     if (erc) {
-        lt_dist_outbox_free(&ob);
-        set_state(w, "idle", NULL, 0);
+        outbox_cut(ob, first);
         return erc;
     }
+    for (size_t i = first; i < ob->n; i++) w->batch.bytes += ob->lens[i];
+    w->batch.n_tasks++;
+    w->batch.n_failed += res.status == LOOPTUNE__STATUS__STATUS_FAILED;
+    w->batch.n_need_panel += res.status == LOOPTUNE__STATUS__STATUS_NEED_PANEL;
+    part_pos *pp = pos_of(w, p);
+    if (pp) pp->batched = true;
+    return LT_OK;
+}
 
-    lt_stage_record *recs = calloc(ob.n, sizeof *recs);
+/* The open batch has reached a bound: its task count, its bytes, its age. */
+static bool batch_full(const worker *w) {
+    const batch *b = &w->batch;
+    int max = w->o->batch_max > 0 ? w->o->batch_max : LT_WORKER_BATCH;
+    int ms = w->o->batch_ms > 0 ? w->o->batch_ms : LT_WORKER_BATCH_MS;
+    return b->n_tasks >= max || b->bytes >= BATCH_MAX_BYTES ||
+           lt_now_ns() - b->t0 >= (uint64_t)ms * 1000000ull;
+}
+
+/* Forgets the open batch; the partitions it read tasks from are read again
+ * from their committed offsets (here, or by their new owner) when rewind. */
+static void batch_end(worker *w, bool rewind) {
+    for (int32_t p = 0; p < w->n_pos; p++) {
+        if (!w->pos[p].batched) continue;
+        w->pos[p].batched = false;
+        if (rewind) rewind_partition(w, p);
+    }
+    lt_dist_outbox_free(&w->batch.ob);
+    w->batch = (batch){0};
+    set_state(w, "idle", NULL, 0);
+}
+
+/* Commits the open batch: every result's records and the offsets in one go
+ * (one transaction). LT_OK also when it was dropped (a partition of it
+ * moved away); an error only when the stage gave up. */
+static int commit_batch(worker *w) {
+    batch *b = &w->batch;
+    int64_t n_tasks = b->n_tasks;
+    if (b->revoked) {
+        /* a partition it read was revoked: its task runs on the new owner,
+         * so no result of the batch may commit */
+        lt_log(LT_LOG_WARN, "worker %s: task %s: result dropped: a partition its batch of "
+               "%" PRId64 " read was revoked; the batch's tasks run again", w->id, b->first,
+               n_tasks);
+        pthread_mutex_lock(&w->mu);
+        w->st->tasks_dropped += n_tasks;
+        pthread_mutex_unlock(&w->mu);
+        batch_end(w, true);
+        return LT_OK;
+    }
+    lt_dist_outbox *ob = &b->ob;
+    lt_stage_record *recs = calloc(ob->n ? ob->n : 1, sizeof *recs);
     lt_stage_offset *offs = calloc((size_t)w->n_pos + 1, sizeof *offs);
     if (!recs || !offs) {
         free(recs);
         free(offs);
-        lt_dist_outbox_free(&ob);
+        batch_end(w, true);
         return lt_error(LT_ENOMEM, "worker: out of memory");
     }
-    for (size_t i = 0; i < ob.n; i++)
-        recs[i] = (lt_stage_record){.topic = w->topic_results, .key = ob.keys[i],
-                                    .key_len = strlen(ob.keys[i]), .value = ob.values[i],
-                                    .len = ob.lens[i]};
+    for (size_t i = 0; i < ob->n; i++)
+        recs[i] = (lt_stage_record){.topic = w->topic_results, .key = ob->keys[i],
+                                    .key_len = strlen(ob->keys[i]), .value = ob->values[i],
+                                    .len = ob->lens[i]};
     size_t n_offs = committable(w, offs);
-    int crc = lt_stage_commit(w->stage, recs, ob.n, offs, n_offs);
+    int crc = lt_stage_commit(w->stage, recs, ob->n, offs, n_offs);
+    char why[512] = "";
+    if (crc) snprintf(why, sizeof why, "%s", lt_errmsg());
     pthread_mutex_lock(&w->mu);
     lt_stage_stats_get(w->stage, &w->st->stage);
     if (crc == LT_OK) {
-        w->st->tasks_done++;
-        if (res.status == LOOPTUNE__STATUS__STATUS_NEED_PANEL) w->st->panels_missed++;
-        else if (res.status != LOOPTUNE__STATUS__STATUS_OK) w->st->tasks_failed++;
+        w->st->tasks_done += n_tasks;
+        w->st->tasks_failed += b->n_failed;
+        w->st->panels_missed += b->n_need_panel;
     } else if (crc == LT_ESTATE) {
-        w->st->tasks_dropped++;
+        w->st->tasks_dropped += n_tasks;
     }
     pthread_mutex_unlock(&w->mu);
     if (crc == LT_OK) {
         committed(w, offs, n_offs);
         w->failures = 0;
+        batch_end(w, false);
     } else {
-        /* Not committed: the task's partition is read again from its
-         * committed offset here, or by its new owner. */
-        lt_log(LT_LOG_WARN, "worker %s: task %s: result not committed (%s); the task runs "
-               "again", w->id, key, lt_errmsg());
-        for (size_t i = 0; i < n_offs; i++) rewind_partition(w, offs[i].partition);
-        if (lt_stage_owns(w->stage, p)) rewind_partition(w, p);
+        /* Not committed: the batch's partitions are read again from their
+         * committed offsets here, or by their new owners. */
+        if (n_tasks == 1)
+            lt_log(LT_LOG_WARN, "worker %s: task %s: result not committed (%s); the task runs "
+                   "again", w->id, b->first, why);
+        else
+            lt_log(LT_LOG_WARN, "worker %s: task %s: result not committed (%s); it and the "
+                   "%" PRId64 " other tasks of its batch run again", w->id, b->first, why,
+                   n_tasks - 1);
+        for (size_t i = 0; i < n_offs; i++) {
+            part_pos *pp = pos_of(w, offs[i].partition);
+            if (pp) pp->batched = true;
+        }
+        batch_end(w, true);
         if (crc != LT_ESTATE) w->failures++;
     }
     free(recs);
     free(offs);
-    lt_dist_outbox_free(&ob);
-    set_state(w, "idle", NULL, 0);
     if (w->failures >= MAX_FAILURES)
-        return lt_error(LT_EKAFKA, "%d results in a row could not be committed: %s",
-                        w->failures, lt_errmsg());
+        return lt_error(LT_EKAFKA, "%d commits in a row failed: %s", w->failures, why);
     return LT_OK;
 }
 
@@ -455,20 +544,24 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
                             .transactional_id = o->at_least_once ? NULL : txn_id,
                             .instance_id = o->instance_id,
                             .session_timeout_ms = o->session_timeout_ms,
+                            .test_commit_delay_ms = o->test_commit_delay_ms,
                             .on_revoke = on_revoke, .arg = &w};
         rc = lt_stage_open(&w.stage, &so);
     }
     if (!rc) {
         w.hb_started = !pthread_create(&w.hb_thread, NULL, heartbeat_main, &w);
-        lt_log(LT_LOG_INFO, "worker %s: group %s on %s, %d threads, %s", w.id,
-               w.group, w.topic_tasks,
+        lt_log(LT_LOG_INFO, "worker %s: group %s on %s, %d threads, %s, batches of up to %d "
+               "tasks or %d ms", w.id, w.group, w.topic_tasks,
                o->threads > 0 ? o->threads : 1,
-               o->at_least_once ? "at-least-once" : "exactly-once (transactions)");
+               o->at_least_once ? "at-least-once" : "exactly-once (transactions)",
+               o->batch_max > 0 ? o->batch_max : LT_WORKER_BATCH,
+               o->batch_ms > 0 ? o->batch_ms : LT_WORKER_BATCH_MS);
     }
     uint64_t last_idle = lt_now_ns();
     while (!rc && !atomic_load(o->stop)) {
         lt_record rec;
-        int got = lt_stage_poll(w.stage, 200, &rec);
+        /* a batch takes what the consumer has fetched already, never waits */
+        int got = lt_stage_poll(w.stage, w.batch.n_tasks ? 0 : 200, &rec);
         if (got < 0) {
             if (got == LT_ENOTFOUND) {
                 lt_log(LT_LOG_WARN, "worker %s: %s", w.id, lt_errmsg());
@@ -479,6 +572,12 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
         }
         if (got == 1) {
             rc = handle_record(&w, &rec);
+            if (!rc && (w.batch.revoked || (w.batch.n_tasks && batch_full(&w))))
+                rc = commit_batch(&w);
+            continue;
+        }
+        if (w.batch.n_tasks || w.batch.revoked) {
+            rc = commit_batch(&w);
             continue;
         }
         /* idle: commit what was skipped, forget chunks whose task never came */
@@ -490,6 +589,8 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
             rc = commit_idle(&w);
         }
     }
+    /* stopping: the batch in hand commits, then what was skipped */
+    if (w.stage && !rc && (w.batch.n_tasks || w.batch.revoked)) rc = commit_batch(&w);
     if (w.stage && !rc) rc = commit_idle(&w);
     int err = rc;
     char msg[512];
@@ -504,6 +605,7 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
     lt_stage_close(w.stage); /* leaves the group: its partitions go to the others at once */
     lt_producer_close(w.hb);
     lt_pool_free(w.pool);
+    lt_dist_outbox_free(&w.batch.ob);
     lt_dist_blobs_free(w.blobs);
     lt_dist_panels_free(w.panels);
     free(w.pos);

@@ -66,6 +66,7 @@ int lt_follower_open(lt_follower **out, const lt_kafka_conn *conn, const char *t
         "enable.partition.eof", "false",
         "socket.connection.setup.timeout.ms", "10000",
         "fetch.wait.max.ms", "50", /* control messages are few: deliver them promptly */
+        "socket.nagle.disable", "true",
         NULL};
     rd_kafka_conf_t *conf;
     int rc = lt__kafka_conf_new(&conf, conn, defaults);

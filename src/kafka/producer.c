@@ -62,6 +62,8 @@ int lt_producer_open(lt_producer **out, const lt_producer_opts *opts) {
         /* a dead broker surfaces as warnings and failures, not a frozen client */
         "message.timeout.ms", "30000",
         "socket.connection.setup.timeout.ms", "10000",
+        /* a batch is one write: Nagle would only hold a lone record back */
+        "socket.nagle.disable", "true",
         NULL};
     rd_kafka_conf_t *conf;
     int rc = lt__kafka_conf_new(&conf, &opts->conn, defaults);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define STAGE_TXN_TIMEOUT_MS 30000 /* one call of the transactional API */
 #define STAGE_TRIES 6             /* transactions tried per commit */
@@ -21,6 +22,7 @@ struct lt_stage {
     rd_kafka_conf_t *producer_conf; /* a copy kept to recreate the producer */
     char *topic;
     bool eos;
+    int test_commit_delay_ms;
     bool txn_open;      /* begin_transaction called, neither commit nor abort yet */
     bool *owned;        /* [n_owned] partition p of the input topic is assigned */
     int32_t n_owned;
@@ -103,6 +105,17 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
+/* At-least-once offset commits, served in poll: only a failure is news. */
+static void on_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                      rd_kafka_topic_partition_list_t *offsets, void *opaque) {
+    (void)rk;
+    (void)offsets;
+    lt_stage *s = opaque;
+    if (!err || err == RD_KAFKA_RESP_ERR__NO_OFFSET) return;
+    s->stats.commit_failed++;
+    lt__kafka_warn(&s->client.warner, "stage", rd_kafka_err2str(err));
+}
+
 /* At-least-once delivery reports: count the batch's failures. */
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk;
@@ -170,6 +183,8 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
         "auto.offset.reset", "earliest",
         "socket.connection.setup.timeout.ms", "10000",
         "fetch.wait.max.ms", "100",
+        /* small requests go out at once: a task's round trip is a chain of them */
+        "socket.nagle.disable", "true",
         NULL};
     const char *const pdefaults[] = {
         "enable.idempotence", "true",
@@ -179,11 +194,17 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
         /* librdkafka wants it <= transaction.timeout.ms */
         "message.timeout.ms", txn_timeout,
         "socket.connection.setup.timeout.ms", "10000",
+        "socket.nagle.disable", "true",
+        /* a transaction begun while the broker still writes the last one's
+         * markers is refused (CONCURRENT_TRANSACTIONS) and retried after
+         * this: 100 ms by default, which back-to-back commits hit often */
+        "retry.backoff.ms", "20",
         NULL};
     lt_stage *s = calloc(1, sizeof *s);
     if (!s) return lt_error(LT_ENOMEM, "kafka stage: out of memory");
     lt__kafka_client_init(&s->client, "stage");
     s->eos = opts->transactional_id && *opts->transactional_id;
+    s->test_commit_delay_ms = opts->test_commit_delay_ms;
     s->on_revoke = opts->on_revoke;
     s->arg = opts->arg;
     s->topic = strdup(opts->topic);
@@ -205,6 +226,7 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
     lt__kafka_conf_callbacks(cconf, &s->client);
     rd_kafka_conf_set_opaque(cconf, s);
     rd_kafka_conf_set_rebalance_cb(cconf, on_rebalance);
+    rd_kafka_conf_set_offset_commit_cb(cconf, on_commit);
     lt__kafka_conf_callbacks(s->producer_conf, &s->client);
     rd_kafka_conf_set_opaque(s->producer_conf, s);
     rd_kafka_conf_set_dr_msg_cb(s->producer_conf, on_delivery);
@@ -294,6 +316,17 @@ static rd_kafka_resp_err_t produce(lt_stage *s, const lt_stage_record *r) {
     }
 }
 
+/* Tests: the records of a commit are on the broker, the commit not made. */
+static void test_delay(lt_stage *s, size_t n) {
+    if (s->test_commit_delay_ms <= 0 || !n) return;
+    rd_kafka_flush(s->producer, STAGE_TXN_TIMEOUT_MS);
+    lt_log(LT_LOG_INFO, "kafka stage: %zu records produced, committing in %d ms (test delay)", n,
+           s->test_commit_delay_ms);
+    struct timespec ts = {s->test_commit_delay_ms / 1000,
+                          (long)(s->test_commit_delay_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 /* At-least-once: produce, wait for every acknowledgement, then commit. */
 static int commit_plain(lt_stage *s, const lt_stage_record *recs, size_t n,
                         const lt_stage_offset *offs, size_t n_offs) {
@@ -309,12 +342,17 @@ static int commit_plain(lt_stage *s, const lt_stage_record *recs, size_t n,
         return lt_error(LT_EKAFKA, "kafka stage: %lld records not delivered: %s",
                         (long long)s->batch_failed, s->batch_error);
     if (!n_offs) return LT_OK;
+    test_delay(s, n);
     if (!offsets_owned(s, offs, n_offs)) {
         s->stats.dropped++;
         return lt_error(LT_ESTATE, "kafka stage: partitions moved to another member");
     }
     rd_kafka_topic_partition_list_t *l = offset_list(s, offs, n_offs);
-    e = rd_kafka_commit(s->consumer, l, 0);
+    /* Asynchronous: the group coordinator holds offset commits back to
+     * batch them (group.coordinator.append.linger.ms, 5 ms), which the next
+     * task need not wait for. One that fails repeats tasks, as at least
+     * once allows; closing the consumer waits for those in flight. */
+    e = rd_kafka_commit(s->consumer, l, 1);
     rd_kafka_topic_partition_list_destroy(l);
     if (e) return lt__kafka_status(e, "kafka stage: commit offsets");
     s->stats.committed++;
@@ -374,6 +412,7 @@ static int commit_txn(lt_stage *s, const lt_stage_record *recs, size_t n,
                     what = pe == RD_KAFKA_RESP_ERR__FATAL ? 3 : 2;
                 }
             }
+            if (!what) test_delay(s, n);
             if (!what && n_offs) {
                 rd_kafka_topic_partition_list_t *l = offset_list(s, offs, n_offs);
                 rd_kafka_consumer_group_metadata_t *gm =

@@ -176,7 +176,10 @@ def main():
     pa, pb = os.path.join(wdir, "a.npy"), os.path.join(wdir, "b.npy")
     np.save(pa, a)
     np.save(pb, b)
-    workers = [h.Worker(servers, prefix, f"f-w{i}", wdir).start() for i in range(2)]
+    # tasks held 150 ms: a job of 16 outlasts the foreign results' produce
+    # (the workers' batches finish it in milliseconds otherwise)
+    workers = [h.Worker(servers, prefix, f"f-w{i}", wdir, ["--task-delay-ms", "150"]).start()
+               for i in range(2)]
     try:
         h.wait_assigned(workers)
         corrupted_chunk(servers, prefix, wdir, workers, pa, pb, a, b)

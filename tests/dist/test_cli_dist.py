@@ -105,6 +105,12 @@ def main():
                    "bad --session-timeout-ms", cmd="worker")
     one_line_error(["worker", "--brokers", NOWHERE, "--panel-cache-mb", "0"],
                    "bad --panel-cache-mb '0'", cmd="worker")
+    one_line_error(["worker", "--brokers", NOWHERE, "--batch", "0"], "bad --batch '0'",
+                   cmd="worker")
+    one_line_error(["worker", "--brokers", NOWHERE, "--batch-ms", "x"], "bad --batch-ms 'x'",
+                   cmd="worker")
+    one_line_error(["worker", "--brokers", NOWHERE, "--test-commit-delay-ms", "-1"],
+                   "bad --test-commit-delay-ms '-1'", cmd="worker")
     one_line_error(["worker", "--brokers", NOWHERE, "extra"], "unexpected argument 'extra'",
                    cmd="worker")
     one_line_error(["jobs"], "no broker", cmd="jobs")

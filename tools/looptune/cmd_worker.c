@@ -13,11 +13,12 @@ static const char *const worker_help =
     "usage: looptune worker --brokers B [options]\n"
     "\n"
     "Joins the workers' consumer group on the tasks topic (cooperative-sticky\n"
-    "assignment) and runs the tasks it is given with looptune's kernels. Each task's\n"
-    "result and the consumed offsets are committed in one Kafka transaction, so a\n"
+    "assignment) and runs the tasks it is given with looptune's kernels. The tasks\n"
+    "it has fetched already (a batch, --batch) run one after the other, and their\n"
+    "results and the consumed offsets are committed in one Kafka transaction, so a\n"
     "killed worker loses nothing and a coordinator applies every result once. A\n"
     "heartbeat a second on the results topic says the worker is alive. SIGINT or\n"
-    "SIGTERM finishes the task in hand, then leaves the group (a static member,\n"
+    "SIGTERM finishes the batch in hand, then leaves the group (a static member,\n"
     "--instance-id, keeps its partitions for the session timeout). Topics that\n"
     "are missing are created.\n"
     "\n"
@@ -32,12 +33,17 @@ static const char *const worker_help_end =
     "      --kinds K,...       task kinds to run (default all: matmul)\n"
     "      --at-least-once     no transactions: produce, flush, then commit the offsets\n"
     "                          (a crash in between repeats tasks; for comparison)\n"
+    "      --batch N           tasks per commit at most (default 1024; 1: a commit per\n"
+    "                          task); a batch never waits for tasks not fetched yet\n"
+    "      --batch-ms MS       a batch commits once open this long (default 20)\n"
     "      --partitions N      partitions of the topics it creates (default 6)\n"
     "      --session-timeout-ms MS  group session timeout (default 6000)\n"
     "      --task-delay-ms MS  sleep before each task (demonstrations and tests)\n"
     "      --panel-cache-mb MB  bound of the cache of panels (operands later tasks of a\n"
     "                          job reference by id; least recently used out first;\n"
     "                          default 1024; a task whose panel it lacks asks for it)\n"
+    "      --test-commit-delay-ms MS  tests: sleep between producing a batch's results\n"
+    "                          and committing it (a kill then falls inside the batch)\n"
     "  -h, --help              this help\n";
 
 static _Atomic bool stop_requested;
@@ -57,7 +63,7 @@ static void on_signal(int sig) {
 int lt_cmd_worker(int argc, char **argv) {
     const char *cmd = "worker";
     enum { O_GROUP = 256, O_INSTANCE, O_THREADS, O_KINDS, O_ALO, O_PARTS, O_SESSION, O_DELAY,
-           O_PANELS };
+           O_PANELS, O_BATCH, O_BATCH_MS, O_COMMIT_DELAY };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         {"group", required_argument, 0, O_GROUP},
@@ -69,6 +75,9 @@ int lt_cmd_worker(int argc, char **argv) {
         {"session-timeout-ms", required_argument, 0, O_SESSION},
         {"task-delay-ms", required_argument, 0, O_DELAY},
         {"panel-cache-mb", required_argument, 0, O_PANELS},
+        {"batch", required_argument, 0, O_BATCH},
+        {"batch-ms", required_argument, 0, O_BATCH_MS},
+        {"test-commit-delay-ms", required_argument, 0, O_COMMIT_DELAY},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lt_cli_kafka kafka;
@@ -135,6 +144,21 @@ int lt_cmd_worker(int argc, char **argv) {
             if (!lt_cli_parse_i64(optarg, 1, 1 << 24, &v))
                 FAIL("bad --panel-cache-mb '%s': expected 1..16777216", optarg);
             wo.panel_cache_bytes = (size_t)v << 20;
+            break;
+        case O_BATCH:
+            if (!lt_cli_parse_i64(optarg, 1, 100000, &v))
+                FAIL("bad --batch '%s': expected tasks 1..100000", optarg);
+            wo.batch_max = (int)v;
+            break;
+        case O_BATCH_MS:
+            if (!lt_cli_parse_i64(optarg, 1, 600000, &v))
+                FAIL("bad --batch-ms '%s': expected 1..600000", optarg);
+            wo.batch_ms = (int)v;
+            break;
+        case O_COMMIT_DELAY:
+            if (!lt_cli_parse_i64(optarg, 0, 600000, &v))
+                FAIL("bad --test-commit-delay-ms '%s': expected 0..600000", optarg);
+            wo.test_commit_delay_ms = (int)v;
             break;
         case 'h':
             lt_cli_kafka_help(worker_help, 26, true, worker_help_end);
