@@ -274,6 +274,83 @@ int lt_store_backend_topic(lt_store_backend *out, const lt_kafka_conn *conn, con
  * *refused (may be NULL). Returns the number applied. */
 int lt_store_warm_start(const lt_store *s, lt_tuning *t, const char *host, int *refused);
 
+/* ---- searching a model's configurations, one key at a time ------------------------------ */
+
+/* What `looptune tune` runs for every config store key of a model and a
+ * distributed tune task for one (src/tune/search.c). Candidates from the
+ * strategy are measured interleaved with the incumbent (paired samples,
+ * each lasting at least 200 us) and adopted only when the paired
+ * comparison says faster by more than 1%; a longer comparison of the
+ * default against the winner is the verdict. */
+
+#define LT_TUNE_DECODE_POS 16     /* the position decode steps are timed at */
+#define LT_TUNE_PREFILL_TOKENS 64 /* a prefill step's batch (at most lt_llama_max_batch) */
+
+/* One search's outcome. */
+typedef struct {
+    char kernel[32];  /* kernel name, "looped" or "threads" */
+    char shape[96];   /* the config store's shape key */
+    double def_ns;    /* the default's median in the verdict */
+    double tuned_ns;  /* the winner's (def_ns when it was not faster) */
+    double speedup;   /* def_ns / tuned_ns */
+    int trials;       /* candidates proposed, refused ones included */
+    int samples;      /* pairs behind the verdict */
+    lt_params best;   /* the winner, or the default */
+    char params[160]; /* best, lt_space_format */
+} lt_tune_result;
+
+/* Called after each measured trial (used 1..budget, best: the speed-up of
+ * the incumbent so far) and once with used 0 when the trials are over,
+ * before the verdict's measurements. */
+typedef void (*lt_tune_progress_fn)(void *arg, const char *space, const char *shape, int used,
+                                    int budget, double best);
+
+typedef struct {
+    lt_strategy_kind strategy;
+    int budget;                   /* configurations tried per key, >= 1 */
+    uint64_t seed;                /* the strategy's and the comparisons' */
+    lt_host host;                 /* the cost model's context */
+    lt_tune_progress_fn progress; /* NULL: none */
+    void *arg;
+} lt_tune_opts;
+
+/* One regime's program of a runtime after one real step of n_tokens
+ * tokens (1: decode at LT_TUNE_DECODE_POS, more: a prefill batch at 0) on
+ * its own buffers, and its tunable keys: each distinct (kernel, shape) of a
+ * kernel with parameters, in program order. The runtime and pool (the
+ * runtime's) must outlive the pass. */
+typedef struct lt_tune_pass lt_tune_pass;
+
+typedef struct {
+    const char *kernel; /* kernel name (static storage) */
+    char shape[96];     /* lt_shape_format of its calls */
+    int node;           /* the first node of that kernel and shape */
+} lt_tune_key;
+
+int lt_tune_pass_open(lt_tune_pass **out, lt_llama *l, lt_pool *pool, int64_t n_tokens);
+void lt_tune_pass_close(lt_tune_pass *p); /* NULL is a no-op */
+int64_t lt_tune_pass_tokens(const lt_tune_pass *p);
+int lt_tune_pass_n_keys(const lt_tune_pass *p);
+const lt_tune_key *lt_tune_pass_key(const lt_tune_pass *p, int i); /* NULL out of range */
+/* The index of the key (kernel, shape), or -1. */
+int lt_tune_pass_find(const lt_tune_pass *p, const char *kernel, const char *shape);
+/* Searches key i's space (the kernel's, fitted to the ISA and the call),
+ * timing its node's instances in isolation under the executor's
+ * parameters of the moment the pass was opened. The winner stays in force
+ * in the runtime's tuning context (as a warm start would put it). */
+int lt_tune_pass_search(lt_tune_pass *p, int i, const lt_tune_opts *o, lt_tune_result *out);
+/* The looped executor's parameters on whole decode steps (a pass of one
+ * token), key lt_exec_shape_format for the pool's size; the winner stays in
+ * force. */
+int lt_tune_pass_search_looped(lt_tune_pass *p, const lt_tune_opts *o, lt_tune_result *out);
+/* The pass regime's thread count on whole steps (a pool of 2 threads or
+ * more), key lt_step_shape_format; the winner stays in force. */
+int lt_tune_pass_search_threads(lt_tune_pass *p, const lt_tune_opts *o, lt_tune_result *out);
+/* The config store entry of r for host_class (converged: fewer trials than
+ * budget, the strategy ran out of points). */
+void lt_tune_result_entry(const lt_tune_result *r, const char *host_class, int budget,
+                          lt_config_entry *out);
+
 #ifdef __cplusplus
 }
 #endif
