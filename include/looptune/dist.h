@@ -178,10 +178,13 @@ typedef struct {
 
 /* A kind runs one task: fills outs[0..*n_outs) (data malloc'd, freed by the
  * caller) or returns an error whose detail is the result's error text
- * (inputs from the network are checked here: shapes, sizes). */
+ * (inputs from the network are checked here: shapes, sizes). A kind whose
+ * answer is no tensor has answer instead of run: *data (malloc'd, freed by
+ * the caller) becomes the result's data (tune: an encoded Config envelope). */
 typedef struct {
     const char *name;
     int (*run)(const lt_dist_task_in *in, lt_dist_tensor *outs, size_t *n_outs);
+    int (*answer)(const lt_dist_task_in *in, uint8_t **data, size_t *len);
 } lt_dist_kind;
 
 /* NULL if no kind has that name. */
@@ -244,6 +247,10 @@ typedef struct {
     int session_timeout_ms;   /* <= 0: 6000 */
     size_t panel_cache_bytes; /* bound of the panel cache; 0: LT_DIST_PANEL_CACHE_BYTES */
     const _Atomic bool *stop; /* set (by a signal handler) to finish the task in hand and leave */
+    const char *tasks_topic;  /* the topic of its tasks; NULL: prefix + "tasks" (created
+                                 by the caller when it is another) */
+    const char *worker_id;    /* in results and heartbeats, and its transactional id's tail;
+                                 NULL: instance_id, else host:pid */
 } lt_worker_opts;
 
 typedef struct {

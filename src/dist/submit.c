@@ -369,6 +369,8 @@ static int attempt_failed(job *j, int64_t t, uint32_t attempt, const char *why) 
 
 static void heard_from(job *j, const Looptune__Heartbeat *hb) {
     if (!hb->worker || !*hb->worker) return;
+    /* a worker of another tasks topic (a host class's tune workers) takes none of ours */
+    if (hb->tasks_topic && *hb->tasks_topic && strcmp(hb->tasks_topic, j->topic_tasks)) return;
     bool leaving = hb->state && !strcmp(hb->state, "leaving");
     for (int i = 0; i < j->n_workers; i++)
         if (!strcmp(j->workers[i].id, hb->worker)) {

@@ -120,6 +120,7 @@ static void send_heartbeat(worker *w) {
     hb.exactly_once = !w->o->at_least_once;
     hb.panel_cache_bytes =
         w->o->panel_cache_bytes ? w->o->panel_cache_bytes : LT_DIST_PANEL_CACHE_BYTES;
+    hb.tasks_topic = w->topic_tasks;
     Looptune__Envelope env;
     lt_envelope_init(&env);
     env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_HEARTBEAT;
@@ -220,9 +221,11 @@ static bool kind_served(const worker *w, const char *kind) {
 }
 
 /* Runs task t (read at partition p), or says why not (*why): LT_OK with outs
- * filled, or an error; *need_panel when a panel it references is not kept. */
+ * (or, from a kind that answers with bytes, *data) filled, or an error;
+ * *need_panel when a panel it references is not kept. */
 static int run_task(worker *w, const Looptune__Task *t, int32_t p, lt_dist_tensor *outs,
-                    size_t *n_outs, char *why, size_t n_why, bool *need_panel) {
+                    size_t *n_outs, uint8_t **data, size_t *len, char *why, size_t n_why,
+                    bool *need_panel) {
     *n_outs = 0;
     lt_dist_tensor in[8];
     size_t n_in = 0;
@@ -255,7 +258,8 @@ static int run_task(worker *w, const Looptune__Task *t, int32_t p, lt_dist_tenso
             nanosleep(&ts, NULL);
         }
         lt_dist_task_in ti = {.task = t, .inputs = in, .n_inputs = n_in, .pool = w->pool};
-        rc = lt_dist_kind_find(t->kind)->run(&ti, outs, n_outs);
+        const lt_dist_kind *k = lt_dist_kind_find(t->kind);
+        rc = k->answer ? k->answer(&ti, data, len) : k->run(&ti, outs, n_outs);
         if (rc) snprintf(why, n_why, "%s", lt_errmsg()[0] ? lt_errmsg() : lt_strerror(rc));
     }
     for (size_t i = 0; i < n_in; i++) free(in[i].data);
@@ -287,7 +291,9 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     size_t n_outs = 0;
     char why[512] = "";
     bool need_panel = false;
-    int rc = run_task(w, t, p, outs, &n_outs, why, sizeof why, &need_panel);
+    uint8_t *data = NULL;
+    size_t data_len = 0;
+    int rc = run_task(w, t, p, outs, &n_outs, &data, &data_len, why, sizeof why, &need_panel);
     double secs = (double)(lt_now_ns() - t0) * 1e-9;
 
     lt_dist_outbox *ob = &w->batch.ob;
@@ -314,6 +320,7 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
         res.status = LOOPTUNE__STATUS__STATUS_OK;
         res.n_outputs = n_outs;
         res.outputs = ptrs;
+        res.data = (ProtobufCBinaryData){.len = data_len, .data = data};
     } else {
         if (prc) snprintf(why, sizeof why, "result: %s", lt_errmsg());
         outbox_cut(ob, first); /* chunks of outputs that will not be sent */
@@ -332,6 +339,7 @@ static int handle_task(worker *w, const Looptune__Task *t, int32_t p) {
     env.result = &res;
     int erc = lt_dist_outbox_add(ob, key, &env);
     for (size_t i = 0; i < n_outs; i++) free(outs[i].data);
+    free(data);
     if (erc) {
         outbox_cut(ob, first);
         return erc;
@@ -514,12 +522,16 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
     const char *prefix = o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX;
     snprintf(w.topic_tasks, sizeof w.topic_tasks, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_TASKS));
+    if (o->tasks_topic && *o->tasks_topic)
+        snprintf(w.topic_tasks, sizeof w.topic_tasks, "%s", o->tasks_topic);
     snprintf(w.topic_results, sizeof w.topic_results, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_RESULTS));
     /* one workers' group per topic prefix by default */
     snprintf(w.group, sizeof w.group, "%s", o->group ? o->group : "");
     if (!w.group[0]) snprintf(w.group, sizeof w.group, "%sworkers", prefix);
-    if (o->instance_id && *o->instance_id) {
+    if (o->worker_id && *o->worker_id) {
+        snprintf(w.id, sizeof w.id, "%s", o->worker_id);
+    } else if (o->instance_id && *o->instance_id) {
         snprintf(w.id, sizeof w.id, "%s", o->instance_id);
     } else {
         char host[64] = "host";
