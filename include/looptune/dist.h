@@ -13,6 +13,7 @@
 
 #include "looptune/core.h"
 #include "looptune/kafka.h"
+#include "looptune/tune.h" /* tune jobs: strategies, config entries */
 
 #ifdef __cplusplus
 extern "C" {
@@ -398,6 +399,45 @@ void lt_dist_jobs_free(lt_dist_jobs *j);
  * sends back, checked; for the protocol's round trip and throughput. */
 int lt_submit_noop(const lt_submit_opts *opts, int64_t tasks, size_t bytes,
                    lt_submit_stats *stats);
+
+/* ---- tune jobs: a model's config store keys searched on one host class ----------------- */
+
+/* A tune job runs `looptune tune`'s search of each config store key of a
+ * model (lt_tune_pass_*) as one task, on the workers of one host class: its
+ * tasks travel on that class's tasks topic, <prefix>tasks.<class>, which
+ * only workers of the class consume (in group <workers group>.<class>), so
+ * no configuration measured on one class is stored for another. A task
+ * names the model (its path or, for workers with a models folder, its file
+ * name, with its size and the CRC32C of its first MiB), the key, strategy,
+ * budget, seed, threads and the configurations already tuned (the looped
+ * executor's key is searched with the kernels' in force, as the local tuner
+ * does); the worker answers with the Config found. See docs/distributed.md. */
+
+/* The tasks topic of host_class: prefix + "tasks." + the class with every
+ * character but letters, digits and '-' as '_' ("AMD-EPYC:avx512:2c" ->
+ * "looptune.tasks.AMD-EPYC_avx512_2c"). LT_EINVAL when it does not fit n. */
+int lt_dist_tune_topic(const char *prefix, const char *host_class, char *buf, size_t n);
+/* The consumer group of a host class's tune workers: group + "." + the
+ * class as in its topic. */
+int lt_dist_tune_group(const char *group, const char *host_class, char *buf, size_t n);
+/* Creates host_class's tasks topic when missing (partitions <= 0: 6). */
+int lt_dist_ensure_tune_topic(const lt_kafka_conn *conn, const char *prefix,
+                              const char *host_class, int32_t partitions);
+/* What identifies a model file across hosts: its size and the CRC32C of its
+ * first MiB (of the whole file when smaller). LT_ENOTFOUND when it is not
+ * there, LT_EIO when it cannot be read. */
+int lt_dist_model_id(const char *path, uint64_t *bytes, uint32_t *crc32c);
+
+/* The tune kind of this process (a worker): model files are looked up by
+ * file name in models_dir when it is set (else at the task's path), and the
+ * host class it serves is host_class (NULL: lt_host_detect's; another only
+ * for tests). It keeps the last model open between tasks; release frees it. */
+int lt_dist_tune_setup(const char *models_dir, const char *host_class);
+void lt_dist_tune_release(void);
+/* The tune kind (the registry's answer function): decodes the task's
+ * TuneSpec, checks the host class and the model file, searches the key and
+ * encodes the Config envelope found into *data (malloc'd). */
+int lt_dist_tune_run(const lt_dist_task_in *in, uint8_t **data, size_t *len);
 
 #ifdef __cplusplus
 }

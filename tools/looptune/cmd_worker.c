@@ -1,10 +1,16 @@
 /* looptune worker: a distributed worker in the consumer group of the tasks
- * topic; results go out exactly once (transactions) unless --at-least-once. */
+ * topic; results go out exactly once (transactions) unless --at-least-once.
+ * With the tune kind it (also) takes the tune tasks of its host class from
+ * that class's topic, in a group of that class (a second loop, on a thread
+ * of its own when it runs other kinds too). */
+#define _GNU_SOURCE /* gethostname */
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "looptune/dist.h"
@@ -30,7 +36,13 @@ static const char *const worker_help_end =
     "                          a restarted worker of the same ID takes its partitions\n"
     "                          back at once and aborts what its predecessor left open\n"
     "      --threads T         threads per task (default 1)\n"
-    "      --kinds K,...       task kinds to run (default all: matmul)\n"
+    "      --kinds K,...       task kinds to run (default matmul,noop); tune takes the\n"
+    "                          tune tasks of this host's class from <prefix>tasks.<class>\n"
+    "                          in group <group>.<class> (its results id: ID/tune when\n"
+    "                          it runs beside other kinds)\n"
+    "      --models-dir DIR    tune: a task's model is DIR/<its file name> (default: at\n"
+    "                          the path the task names)\n"
+    "      --host-class H      tune, tests: serve host class H instead of this host's\n"
     "      --at-least-once     no transactions: produce, flush, then commit the offsets\n"
     "                          (a crash in between repeats tasks; for comparison)\n"
     "      --batch N           tasks per commit at most (default 1024; 1: a commit per\n"
@@ -60,10 +72,35 @@ static void on_signal(int sig) {
 
 #define MAX_KINDS 8
 
+typedef struct {
+    const lt_worker_opts *o;
+    lt_worker_stats st;
+    int rc;
+    char err[512];
+} loop_run;
+
+static void *tune_loop(void *arg) {
+    loop_run *r = arg;
+    r->rc = lt_worker_run(r->o, &r->st);
+    if (r->rc) snprintf(r->err, sizeof r->err, "%s", lt_errmsg());
+    atomic_store(&stop_requested, true); /* the other loop leaves too */
+    return NULL;
+}
+
+static void print_stats(const char *which, const lt_worker_stats *st) {
+    fprintf(stderr, "worker%s: %lld tasks done (%lld failed), %lld dropped (partition moved), "
+            "%lld expired, %lld records rejected; %lld commits, %lld transactions aborted, %lld "
+            "producer restarts; %lld panels asked for again\n", which,
+            (long long)st->tasks_done, (long long)st->tasks_failed, (long long)st->tasks_dropped,
+            (long long)st->tasks_expired, (long long)st->rejected, (long long)st->stage.committed,
+            (long long)st->stage.aborted, (long long)st->stage.producer_restarts,
+            (long long)st->panels_missed);
+}
+
 int lt_cmd_worker(int argc, char **argv) {
     const char *cmd = "worker";
     enum { O_GROUP = 256, O_INSTANCE, O_THREADS, O_KINDS, O_ALO, O_PARTS, O_SESSION, O_DELAY,
-           O_PANELS, O_BATCH, O_BATCH_MS, O_COMMIT_DELAY };
+           O_PANELS, O_BATCH, O_BATCH_MS, O_COMMIT_DELAY, O_MODELS, O_CLASS };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         {"group", required_argument, 0, O_GROUP},
@@ -78,6 +115,8 @@ int lt_cmd_worker(int argc, char **argv) {
         {"batch", required_argument, 0, O_BATCH},
         {"batch-ms", required_argument, 0, O_BATCH_MS},
         {"test-commit-delay-ms", required_argument, 0, O_COMMIT_DELAY},
+        {"models-dir", required_argument, 0, O_MODELS},
+        {"host-class", required_argument, 0, O_CLASS},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lt_cli_kafka kafka;
@@ -86,6 +125,7 @@ int lt_cmd_worker(int argc, char **argv) {
     lt_worker_opts wo = {.threads = 1};
     char kinds_buf[256];
     const char *kinds[MAX_KINDS];
+    const char *models_dir = NULL, *host_class = NULL;
     int64_t v;
     opterr = 0;
     optind = 1;
@@ -116,7 +156,7 @@ int lt_cmd_worker(int argc, char **argv) {
             for (char *save = NULL, *t = strtok_r(kinds_buf, ",", &save); t;
                  t = strtok_r(NULL, ",", &save)) {
                 if (!lt_dist_kind_find(t))
-                    FAIL("bad --kinds: unknown task kind '%s' (known: matmul, noop)", t);
+                    FAIL("bad --kinds: unknown task kind '%s' (known: matmul, noop, tune)", t);
                 if (wo.n_kinds == MAX_KINDS) FAIL("bad --kinds: at most %d", MAX_KINDS);
                 kinds[wo.n_kinds++] = t;
             }
@@ -134,6 +174,16 @@ int lt_cmd_worker(int argc, char **argv) {
             if (!lt_cli_parse_i64(optarg, 1000, 3600000, &v))
                 FAIL("bad --session-timeout-ms '%s': expected 1000..3600000", optarg);
             wo.session_timeout_ms = (int)v;
+            break;
+        case O_MODELS:
+            if (!*optarg) FAIL("bad --models-dir '': expected a folder");
+            models_dir = optarg;
+            break;
+        case O_CLASS:
+            if (!*optarg || strlen(optarg) > 95 || strpbrk(optarg, " \t\n|"))
+                FAIL("bad --host-class '%s': expected 1..95 characters without blanks or '|'",
+                     optarg);
+            host_class = optarg;
             break;
         case O_DELAY:
             if (!lt_cli_parse_i64(optarg, 0, 600000, &v))
@@ -180,16 +230,80 @@ int lt_cmd_worker(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* the kinds of the common tasks topic, and whether tune tasks are taken */
+    const char *common[MAX_KINDS];
+    size_t n_common = 0;
+    bool tune = false;
+    if (wo.n_kinds) {
+        for (size_t i = 0; i < wo.n_kinds; i++) {
+            if (!strcmp(kinds[i], "tune")) tune = true;
+            else common[n_common++] = kinds[i];
+        }
+    } else { /* by default every kind but tune, which is asked for */
+        for (size_t i = 0; lt_dist_kind_at(i); i++) {
+            const char *name = lt_dist_kind_at(i)->name;
+            if (strcmp(name, "tune") && n_common < MAX_KINDS) common[n_common++] = name;
+        }
+    }
+    if ((models_dir || host_class) && !tune)
+        FAIL("--models-dir and --host-class are for tune tasks: give --kinds tune");
+    wo.kinds = common;
+    wo.n_kinds = n_common;
+    lt_worker_opts tw = wo;
+    static const char *const tune_kinds[] = {"tune"};
+    char tune_topic[256], tune_group[320], tune_id[160];
+    if (tune) {
+        lt_host me;
+        lt_host_detect(&me);
+        const char *cls = host_class ? host_class : me.host_class;
+        char base_group[256];
+        snprintf(base_group, sizeof base_group, "%s", wo.group ? wo.group : "");
+        if (!base_group[0]) snprintf(base_group, sizeof base_group, "%sworkers",
+                                     lt_cli_kafka_prefix(&kafka));
+        if (lt_dist_tune_setup(models_dir, host_class) ||
+            lt_dist_tune_topic(wo.prefix, cls, tune_topic, sizeof tune_topic) ||
+            lt_dist_tune_group(base_group, cls, tune_group, sizeof tune_group))
+            FAIL("%s", lt_errmsg());
+        /* every topic before either loop starts (both would create the common ones) */
+        if (lt_dist_ensure_topics(&wo.conn, wo.prefix, wo.partitions) ||
+            lt_dist_ensure_tune_topic(&wo.conn, wo.prefix, cls, wo.partitions))
+            FAIL("%s", lt_errmsg());
+        tw.kinds = tune_kinds;
+        tw.n_kinds = 1;
+        tw.tasks_topic = tune_topic;
+        tw.group = tune_group;
+        if (n_common) { /* beside the common loop: an id and a transactional id of its own */
+            char host[64] = "host";
+            gethostname(host, sizeof host - 1);
+            if (wo.instance_id) snprintf(tune_id, sizeof tune_id, "%s/tune", wo.instance_id);
+            else snprintf(tune_id, sizeof tune_id, "%s:%d/tune", host, (int)getpid());
+            tw.worker_id = tune_id;
+        }
+        lt_log(LT_LOG_INFO, "worker: tune tasks of host class %s from %s%s%s", cls, tune_topic,
+               models_dir ? ", models in " : "", models_dir ? models_dir : "");
+    }
     lt_worker_stats st;
-    int rc = lt_worker_run(&wo, &st);
-    fprintf(stderr, "worker: %lld tasks done (%lld failed), %lld dropped (partition moved), %lld "
-            "expired, %lld records rejected; %lld commits, %lld transactions aborted, %lld "
-            "producer restarts; %lld panels asked for again\n",
-            (long long)st.tasks_done, (long long)st.tasks_failed, (long long)st.tasks_dropped,
-            (long long)st.tasks_expired, (long long)st.rejected, (long long)st.stage.committed,
-            (long long)st.stage.aborted, (long long)st.stage.producer_restarts,
-            (long long)st.panels_missed);
-    if (rc) FAIL("%s", lt_errmsg());
+    int rc;
+    if (tune && n_common) {
+        loop_run tr = {.o = &tw};
+        pthread_t th;
+        if (pthread_create(&th, NULL, tune_loop, &tr)) FAIL("cannot start the tune loop");
+        rc = lt_worker_run(&wo, &st);
+        char err[512];
+        snprintf(err, sizeof err, "%s", rc ? lt_errmsg() : "");
+        atomic_store(&stop_requested, true);
+        pthread_join(th, NULL);
+        print_stats("", &st);
+        print_stats(" (tune)", &tr.st);
+        lt_dist_tune_release();
+        if (rc) FAIL("%s", err);
+        if (tr.rc) FAIL("tune: %s", tr.err);
+    } else {
+        rc = lt_worker_run(tune ? &tw : &wo, &st);
+        print_stats("", &st);
+        lt_dist_tune_release();
+        if (rc) FAIL("%s", lt_errmsg());
+    }
     exit_code = 0;
 done:
     lt_cli_kafka_free(&kafka);
