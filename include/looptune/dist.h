@@ -439,6 +439,53 @@ void lt_dist_tune_release(void);
  * encodes the Config envelope found into *data (malloc'd). */
 int lt_dist_tune_run(const lt_dist_task_in *in, uint8_t **data, size_t *len);
 
+typedef struct {
+    lt_submit_opts job;         /* conn, prefix, partitions, max_attempts, timeouts,
+                                   progress, job_id, resume, window (block, chunk and
+                                   corrupt do not apply) */
+    const char *model;          /* the model file here, whose keys are searched */
+    const char *remote_model;   /* the model as workers open it; NULL: model's absolute path */
+    const char *host_class;     /* NULL: this host's (lt_host_detect) */
+    lt_strategy_kind strategy;
+    int budget;                 /* configurations tried per key, >= 1 */
+    uint64_t seed;
+    int threads;                /* the thread pool of every search, >= 1 */
+    bool decode, prefill;       /* the regimes whose keys are searched (decode alone if neither) */
+} lt_submit_tune_opts;
+
+/* One key of a tune job, in the order the local tuner searches them: the
+ * decode program's kernels, the looped executor, the decode thread count,
+ * the prefill program's kernels not searched already, its thread count. */
+typedef struct {
+    char kernel[32];
+    char shape[96];
+    uint32_t tokens;       /* the step it belongs to: 1 decode, more a prefill batch */
+    int stage;             /* keys of a stage are sent once every earlier stage is done */
+    bool done;             /* its configuration arrived */
+    lt_config_entry entry; /* done: the configuration, for the job's host class */
+    char worker[128];      /* done: who found it */
+    double seconds;        /* done: the search's time on the worker */
+} lt_tune_job_key;
+
+typedef struct {
+    char host_class[96];
+    char remote_model[1024];
+    lt_tune_job_key *keys; /* [n_keys] */
+    size_t n_keys;
+} lt_tune_job;
+
+void lt_tune_job_free(lt_tune_job *j); /* frees keys; a zeroed j is a no-op */
+
+/* Searches every key of opts.model on the workers of the host class, each
+ * key one task, results applied once per (job, task). *job gets the keys
+ * (also when the job fails: the done ones are usable). LT_ENOTFOUND when the
+ * model is not there; LT_ETIMEOUT when no worker of the class is alive (none
+ * heard from for worker_timeout_s) or the job timed out; LT_EFORMAT when a
+ * task was dead-lettered (stats.dead_reason says why); with resume,
+ * LT_ENOTFOUND when the job has no task on the class's topic, LT_EINVAL when
+ * its keys or model differ, LT_ESTATE when it has a dead letter. */
+int lt_submit_tune(const lt_submit_tune_opts *opts, lt_tune_job *job, lt_submit_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,13 +15,34 @@
 typedef struct {
     lt_dist_job_info info;
     uint8_t *sent, *done; /* [info.tasks] */
+    /* OK results read before the job's task count was known (a tune job's
+     * tasks topic is read after the results): marked once it is */
+    uint64_t *early;
+    size_t n_early;
 } job_acc;
 
 typedef struct {
     job_acc *v;
     size_t n, cap;
     const char *only;
+    const char *common_tasks; /* prefix + "tasks" */
+    /* tasks topics other than prefix + "tasks" that workers' heartbeats
+     * name (a host class's tune tasks), read after the results */
+    char (*topics)[256];
+    size_t n_topics;
 } acc;
+
+static void topic_seen(acc *a, const char *topic, const char *common) {
+    if (!topic || !*topic || strlen(topic) >= 256 || !strcmp(topic, common)) return;
+    for (size_t i = 0; i < a->n_topics; i++)
+        if (!strcmp(a->topics[i], topic)) return;
+    char (*v)[256] = realloc(a->topics, (a->n_topics + 1) * sizeof *v);
+    if (!v) return;
+    a->topics = v;
+    snprintf(a->topics[a->n_topics++], 256, "%s", topic);
+}
+
+static void mark(uint8_t *bits, int64_t total, uint64_t t, int64_t *count);
 
 static job_acc *job_of(acc *a, const char *id, uint64_t total) {
     if (!id || !*id || (a->only && strcmp(a->only, id))) return NULL;
@@ -32,6 +53,11 @@ static job_acc *job_of(acc *a, const char *id, uint64_t total) {
                 j->info.tasks = (int64_t)total;
                 j->sent = calloc(total, 1);
                 j->done = calloc(total, 1);
+                for (size_t k = 0; k < j->n_early; k++)
+                    mark(j->done, j->info.tasks, j->early[k], &j->info.done);
+                free(j->early);
+                j->early = NULL;
+                j->n_early = 0;
             }
             return j;
         }
@@ -112,6 +138,7 @@ static int on_result_record(acc *a, lt_dist_jobs *out, const Looptune__Envelope 
                             double alive_s) {
     if (env->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_HEARTBEAT) {
         on_heartbeat(out, env, alive_s);
+        if (a->common_tasks) topic_seen(a, env->heartbeat->tasks_topic, a->common_tasks);
         return LT_OK;
     }
     if (env->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_RESULT) return LT_OK;
@@ -121,7 +148,15 @@ static int on_result_record(acc *a, lt_dist_jobs *out, const Looptune__Envelope 
     seen(j, env->time_ns);
     if (r->status == LOOPTUNE__STATUS__STATUS_OK) {
         j->info.ok_results++;
-        mark(j->done, j->info.tasks, r->task_index, &j->info.done);
+        if (j->done) {
+            mark(j->done, j->info.tasks, r->task_index, &j->info.done);
+        } else {
+            uint64_t *v = realloc(j->early, (j->n_early + 1) * sizeof *v);
+            if (v) {
+                j->early = v;
+                j->early[j->n_early++] = r->task_index;
+            }
+        }
     } else if (r->status != LOOPTUNE__STATUS__STATUS_NEED_PANEL) { /* a panel asked for again */
         j->info.failed++;
     }
@@ -181,11 +216,16 @@ int lt_dist_jobs_scan(const lt_kafka_conn *conn, const char *prefix, const char 
     static const lt_kafka_topic topics[3] = {LT_TOPIC_TASKS, LT_TOPIC_RESULTS, LT_TOPIC_TASKS_DEAD};
     static const record_fn fns[3] = {on_task_record, on_result_record, on_dead_record};
     int rc = LT_OK;
+    char common[256];
+    snprintf(common, sizeof common, "%s%s", prefix, lt_kafka_topic_suffix(LT_TOPIC_TASKS));
+    a.common_tasks = common;
     for (int i = 0; i < 3 && !rc; i++) {
         char name[256];
         snprintf(name, sizeof name, "%s%s", prefix, lt_kafka_topic_suffix(topics[i]));
         rc = scan(conn, name, &a, out, alive_s, fns[i]);
     }
+    for (size_t i = 0; i < a.n_topics && !rc; i++)
+        rc = scan(conn, a.topics[i], &a, out, alive_s, on_task_record);
     uint64_t now = wall_ns();
     if (!rc && a.n) {
         out->jobs = calloc(a.n, sizeof *out->jobs);
@@ -210,8 +250,10 @@ int lt_dist_jobs_scan(const lt_kafka_conn *conn, const char *prefix, const char 
     for (size_t i = 0; i < a.n; i++) {
         free(a.v[i].sent);
         free(a.v[i].done);
+        free(a.v[i].early);
     }
     free(a.v);
+    free(a.topics);
     if (rc) lt_dist_jobs_free(out);
     return rc;
 }

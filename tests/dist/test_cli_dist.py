@@ -94,7 +94,7 @@ def main():
     one_line_error(base + ["--frobnicate"], "unknown option '--frobnicate'")
     one_line_error(base + ["--m", "8", "--n", "8", "--k", "8", "-X", "linger.mss=5"],
                    "kafka property 'linger.mss'")
-    one_line_error(["submit", "tune"], "unknown job kind 'tune'", cmd="submit")
+    one_line_error(["submit", "frobnicate"], "unknown job kind 'frobnicate'", cmd="submit")
 
     one_line_error(["worker"], "no broker", cmd="worker")
     one_line_error(["worker", "--brokers", NOWHERE, "--kinds", "matmul,nosuch"],

@@ -12,6 +12,8 @@
 static const char *const submit_help =
     "usage: looptune submit matmul (--a A.npy --b B.npy | --m M --n N --k K [--seed S])\n"
     "                              --out C.npy --brokers B [options]\n"
+    "       looptune submit tune -m MODEL --brokers B [options]   (looptune tune over the\n"
+    "                              workers of a host class: see looptune submit tune --help)\n"
     "\n"
     "Computes C = A B on the workers of the cluster (looptune worker): each output\n"
     "tile of --block rows x columns is a task carrying A's row panel and B's column\n"
@@ -475,8 +477,8 @@ done:
 int lt_cmd_submit(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         if (argc < 2) {
-            fprintf(stderr, "looptune submit: which job? matmul or noop (see looptune submit "
-                            "--help)\n");
+            fprintf(stderr, "looptune submit: which job? matmul, noop or tune (see looptune "
+                            "submit --help)\n");
             return 1;
         }
         lt_cli_kafka_help(submit_help, 26, true, submit_help_end);
@@ -484,5 +486,6 @@ int lt_cmd_submit(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "matmul")) return submit_matmul(argc - 1, argv + 1);
     if (!strcmp(argv[1], "noop")) return submit_noop(argc - 1, argv + 1);
-    return lt_cli_fail("submit", "unknown job kind '%s' (known: matmul, noop)", argv[1]);
+    if (!strcmp(argv[1], "tune")) return lt_cmd_submit_tune(argc - 1, argv + 1);
+    return lt_cli_fail("submit", "unknown job kind '%s' (known: matmul, noop, tune)", argv[1]);
 }

@@ -41,7 +41,7 @@ static const struct {
     {"top", lt_cmd_top, "live per-kernel view of running programs from the telemetry topic"},
     {"tokenize", lt_cmd_tokenize, "token ids of a text under a model's vocabulary, as llama-tokenize prints them"},
     {"worker", lt_cmd_worker, "a distributed worker: runs tasks from Kafka, results exactly once"},
-    {"submit", lt_cmd_submit, "a distributed job (matmul) over the workers: C.npy = A.npy B.npy"},
+    {"submit", lt_cmd_submit, "a distributed job over the workers: matmul (C.npy = A.npy B.npy), tune"},
     {"jobs", lt_cmd_jobs, "the distributed jobs and live workers, as the Kafka topics tell them"},
 };
 
