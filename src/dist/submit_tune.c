@@ -8,7 +8,8 @@
  * prefill program's kernels and its thread count. Each task carries the
  * configurations of the stages before its own. Results are read
  * read_committed from before the first send and applied once per (job,
- * task); a FAILED attempt is sent again as attempt + 1, and after
+ * task); tasks are dealt round the topic's partitions (task t to partition
+ * t mod partitions); a FAILED attempt is sent again as attempt + 1, and after
  * max_attempts the task goes to the dead-letter topic and the job fails.
  * Workers are counted alive by their heartbeats that name the class's topic.
  * The configurations found are the caller's to store (lt_tune_job). */
@@ -56,6 +57,7 @@ typedef struct {
     uint64_t model_bytes;
     uint32_t model_crc;
     const char *strategy;
+    int32_t parts; /* partitions of the class's topic: task t goes to t mod parts */
     double *rt_ms; /* [tasks] send-to-applied times */
     int n_rt;
     bool resume_found; /* resume: a task of the job was on the topic */
@@ -160,13 +162,14 @@ static int enumerate(const lt_submit_tune_opts *o, lt_tune_job *jb) {
 
 /* ---- tasks ------------------------------------------------------------------------------ */
 
-/* Sends every record of o with the producer, waiting out a full queue. */
-static int send_all(tjob *j, lt_producer *p, const lt_dist_outbox *o) {
+/* Sends every record of o with the producer to partition (< 0: by key),
+ * waiting out a full queue. */
+static int send_all(tjob *j, lt_producer *p, const lt_dist_outbox *o, int32_t partition) {
     for (size_t i = 0; i < o->n; i++) {
         int tries = 0;
         int rc;
-        while ((rc = lt_producer_send(p, o->keys[i], strlen(o->keys[i]), o->values[i],
-                                      o->lens[i])) == LT_PRODUCER_DROPPED) {
+        while ((rc = lt_producer_send_to(p, partition, o->keys[i], strlen(o->keys[i]),
+                                         o->values[i], o->lens[i])) == LT_PRODUCER_DROPPED) {
             if (++tries > 3000)
                 return lt_error(LT_ETIMEOUT, "submit: the producer's queue stayed full for 30 s");
             struct timespec ts = {0, 10000000};
@@ -251,7 +254,9 @@ static int send_task(tjob *j, size_t t, uint32_t attempt) {
     env.task = &task;
     lt_dist_outbox o = {0};
     rc = lt_dist_outbox_add(&o, key, &env);
-    if (!rc) rc = send_all(j, j->tasks, &o);
+    /* the keys dealt round the partitions, so the workers that share them
+     * share a stage's keys evenly (a key's hash would not) */
+    if (!rc) rc = send_all(j, j->tasks, &o, j->parts > 0 ? (int32_t)(t % (size_t)j->parts) : -1);
     if (!rc) {
         j->ts[t].attempt = attempt;
         j->ts[t].out = true;
@@ -282,7 +287,7 @@ static int dead_letter(tjob *j, size_t t, const char *reason) {
     snprintf(key, sizeof key, "%s/%zu", j->st->job_id, t);
     lt_dist_outbox o = {0};
     rc = lt_dist_outbox_add(&o, key, &env);
-    if (!rc) rc = send_all(j, j->dead, &o);
+    if (!rc) rc = send_all(j, j->dead, &o, -1);
     lt_dist_outbox_free(&o);
     free(spec);
     j->st->dead++;
@@ -507,6 +512,20 @@ static int resume_job(tjob *j) {
 
 /* ---- the job ------------------------------------------------------------------------- */
 
+/* The class topic's partition count, which a topic created a moment ago may
+ * not show yet; unknown, the tasks go by their key's hash. */
+static void partitions_of(tjob *j) {
+    for (int tries = 0; tries < 25; tries++) {
+        int rc = lt_dist_topic_partitions(&j->jo->conn, j->topic_tasks, &j->parts);
+        if (rc == LT_OK) return;
+        if (rc != LT_ENOTFOUND) break;
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+    }
+    lt_log(LT_LOG_WARN, "submit: %s: %s; tasks go by their key", j->topic_tasks, lt_errmsg());
+    j->parts = 0;
+}
+
 static bool stage_ready(const tjob *j, int stage) {
     for (size_t i = 0; i < j->job->n_keys; i++)
         if (j->job->keys[i].stage < stage && !j->job->keys[i].done) return false;
@@ -650,6 +669,7 @@ int lt_submit_tune(const lt_submit_tune_opts *o, lt_tune_job *job, lt_submit_sta
         else rc = resume_job(&j);
     }
     if (!rc && st->applied < st->tasks) rc = wait_for_worker(&j);
+    if (!rc) partitions_of(&j);
     if (!rc)
         fprintf(stderr, "submit: job %s: tune %s (%zu keys, %s, budget %d, %d threads) on host "
                 "class %s via %s, %d workers alive\n", st->job_id, job->remote_model,

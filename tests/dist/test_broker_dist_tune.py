@@ -154,8 +154,9 @@ def main():
         r0 = rows.get(job)
         h.check(r0 and r0["kind"] == "tune" and r0["state"] == "done" and r0["done"] == n_keys,
                 f"looptune jobs: {r0}")
-        h.say(f"job {job}: {n_keys} keys tuned on 2 workers of {host}, one record each on "
-              f"{prefix}configs, the same keys as local tune, none on {fake}")
+        split = {w: sum(r.worker == w for r in ours) for w in ("tw0", "tw1")}
+        h.say(f"job {job}: {n_keys} keys tuned on 2 workers of {host} ({split}), one record "
+              f"each on {prefix}configs, the same keys as local tune, none on {fake}")
 
         # 2. resume the finished job: nothing to send
         p = submit_tune(servers, prefix, "-m", model, "--config-store", store, "--job-id", job,
