@@ -3,7 +3,8 @@
 
 A matmul job of 128 tiles runs on two worker processes (each task held
 150 ms by --task-delay-ms, so the job lasts about ten seconds on any host,
-long enough for every kill of the schedule, which takes up to 4.6 s). While it runs, a worker
+long enough for every kill of the schedule, which takes up to 4.6 s from
+1.5 s after the coordinator's first send). While it runs, a worker
 chosen at random is killed with SIGKILL at random moments, several times,
 and restarted each time under its instance id; the last kill leaves the
 worker dead, so the other one takes its partitions over after the session
@@ -23,6 +24,7 @@ its offset commit). The seed of the kill schedule is printed."""
 import os
 import random
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -45,8 +47,17 @@ def run_job(servers, wdir, mode, rnd, a, b, pa, pb):
                                          "--block", BLOCK, "--verify", "--job-id", job),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     kills = []
+    err_lines = []
+    drain = threading.Thread(target=lambda: err_lines.extend(sub.stderr))
     try:
-        time.sleep(1.0)  # the first tasks run
+        # from its first send (after its wait for a heartbeat, up to 1 s): a
+        # kill before either worker has run a task would leave it no result
+        for line in sub.stderr:
+            err_lines.append(line)
+            if f"submit: job {job}:" in line:
+                break
+        drain.start()
+        time.sleep(1.5)  # the first tasks run, some on each worker
         for i in range(4):
             if sub.poll() is not None:
                 break
@@ -57,11 +68,15 @@ def run_job(servers, wdir, mode, rnd, a, b, pa, pb):
             if i < 3:
                 time.sleep(rnd.uniform(0.0, 0.4))
                 w.start()  # the same instance id: it fences its predecessor
-        out, err = sub.communicate(timeout=240)
+        out = sub.stdout.read()
+        sub.wait(timeout=240)
     finally:
         if sub.poll() is None:
             sub.kill()
+        if drain.is_alive():
+            drain.join()
         codes = [w.stop() for w in workers if w.proc.poll() is None]
+    err = "".join(err_lines)
     h.check(sub.returncode == 0, f"{mode}: submit failed ({sub.returncode}):\n{out}\n{err}")
     h.check(len(kills) >= 3, f"{mode}: the job ended before 3 kills ({kills}): make it longer")
     h.check(all(c == 0 for c in codes), f"{mode}: surviving workers' exit codes {codes}")
