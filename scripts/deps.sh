@@ -6,7 +6,10 @@
 # Java runtime and Maven (the test broker, scripts/kafka/broker.sh) and the
 # Python packages protobuf, grpcio-tools and confluent-kafka (the Python
 # reader of looptune's topics); XGBoost's C library (the tuner's cost model);
-# Intel's ISA-L (CRC32C of the chunks of distributed tensors);
+# Intel's ISA-L (CRC32C of the chunks of distributed tensors); Jansson (JSON
+# documents: search spaces, HTTP request bodies); LAPACKE (the Cholesky
+# factorisations of the Gaussian-process sampler); libmicrohttpd (the HTTP
+# gateway) and, for its tests, the openai and prometheus_client packages;
 # for the arm64 build of the lower layers (make build-aarch64) Debian's
 # aarch64 cross compiler and C library, qemu-user to run its tests, and
 # PCRE2 (the byte-level BPE pre-tokenizers) for both architectures.
@@ -28,6 +31,9 @@ command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 [ -e /usr/include/xgboost/c_api.h ] || need_apt+=(libxgboost-dev)
 [ -e /usr/include/pcre2.h ] || need_apt+=(libpcre2-dev) # byte-level BPE pre-tokenizers
 [ -e /usr/include/isa-l/crc.h ] || need_apt+=(libisal-dev) # CRC32C of distributed chunks
+[ -e /usr/include/jansson.h ] || need_apt+=(libjansson-dev) # JSON documents
+[ -e /usr/include/lapacke.h ] || need_apt+=(liblapacke-dev) # Gaussian-process sampler
+[ -e /usr/include/microhttpd.h ] || need_apt+=(libmicrohttpd-dev) # HTTP gateway
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need_apt+=(gcc-aarch64-linux-gnu)
 [ -e /usr/aarch64-linux-gnu/include/stdio.h ] || need_apt+=(libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null 2>&1 || command -v qemu-aarch64-static >/dev/null 2>&1 ||
@@ -72,6 +78,9 @@ python3 -c 'import confluent_kafka' >/dev/null 2>&1 || need_pip+=(confluent-kafk
 # (GGUF reading, writing, dequantisation) and Hugging Face's byte-level BPE
 python3 -c 'import gguf.quants' >/dev/null 2>&1 || need_pip+=(gguf)
 python3 -c 'import tokenizers' >/dev/null 2>&1 || need_pip+=(tokenizers)
+# the gateway's clients: the official OpenAI client, Prometheus' text-format parser
+python3 -c 'import openai' >/dev/null 2>&1 || need_pip+=(openai)
+python3 -c 'import prometheus_client' >/dev/null 2>&1 || need_pip+=(prometheus_client)
 if [ ${#need_pip[@]} -gt 0 ]; then
     echo "deps: installing ${need_pip[*]} for $(command -v python3)" >&2
     pip_install "${need_pip[@]}" || { echo "deps: pip could not install ${need_pip[*]}" >&2; exit 1; }
