@@ -319,6 +319,8 @@ typedef enum {
     LT_TOPIC_RESULTS,
     LT_TOPIC_TRIALS,
     LT_TOPIC_TASKS_DEAD, /* tasks given up on (dead letters) */
+    LT_TOPIC_REQUESTS,    /* stream inference: requests and cancels, key request id */
+    LT_TOPIC_COMPLETIONS, /* stream inference: completions, key request id */
     LT_TOPIC_COUNT
 } lt_kafka_topic;
 

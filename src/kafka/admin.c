@@ -20,6 +20,7 @@ static const char *const topic_suffix[LT_TOPIC_COUNT] = {
     [LT_TOPIC_CONFIGS] = "configs",     [LT_TOPIC_TASKS] = "tasks",
     [LT_TOPIC_RESULTS] = "results",     [LT_TOPIC_TRIALS] = "trials",
     [LT_TOPIC_TASKS_DEAD] = "tasks.dead",
+    [LT_TOPIC_REQUESTS] = "requests",   [LT_TOPIC_COMPLETIONS] = "completions",
 };
 _Static_assert(sizeof topic_suffix / sizeof topic_suffix[0] == LT_TOPIC_COUNT, "topic names");
 

@@ -323,6 +323,9 @@ size_t lt_envelope_key(const Looptune__Envelope *env, char *buf, size_t n) {
     case LOOPTUNE__ENVELOPE__PAYLOAD_DEAD_LETTER:
         k = env->dead_letter->task ? env->dead_letter->task->job_id : "";
         break;
+    case LOOPTUNE__ENVELOPE__PAYLOAD_REQUEST: k = env->request->request_id; break;
+    case LOOPTUNE__ENVELOPE__PAYLOAD_CANCEL: k = env->cancel->request_id; break;
+    case LOOPTUNE__ENVELOPE__PAYLOAD_COMPLETION: k = env->completion->request_id; break;
     default: break;
     }
     len = snprintf(buf, n, "%s", k ? k : "");

@@ -1,0 +1,91 @@
+/* looptune serve: stream inference. The batcher (continuous batching of
+ * many sequences over one runtime's KV slots: sequences join and leave at
+ * token boundaries, prompts prefilled in chunks between decode steps, a
+ * sampler per sequence) and the Kafka worker that feeds it from the
+ * requests topic and streams completions exactly once. */
+#ifndef LOOPTUNE_SERVE_H
+#define LOOPTUNE_SERVE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "looptune/kafka.h"
+#include "looptune/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the batcher ------------------------------------------------------------------ */
+
+/* Why a sequence ended. The names are the Completion.finish_reason strings. */
+typedef enum {
+    LT_FINISH_NONE = 0,  /* still running */
+    LT_FINISH_STOP,      /* an end-of-generation token or a stop string */
+    LT_FINISH_LENGTH,    /* max_tokens generated, or the context is full */
+    LT_FINISH_CANCELLED, /* lt_batcher_cancel with this reason */
+    LT_FINISH_DEADLINE,  /* lt_batcher_cancel with this reason */
+    LT_FINISH_ERROR,     /* an evaluation failed */
+    LT_FINISH_COUNT
+} lt_finish;
+const char *lt_finish_name(lt_finish f); /* "stop", "length", ...; "" for NONE */
+
+/* Called for each token a sequence generates: its index in the completion
+ * (from 0), the id and its text (lt_detokenize after the previous token;
+ * may end inside a UTF-8 character), valid during the call. */
+typedef void (*lt_batcher_token_fn)(void *ctx, void *seq_user, int64_t index, int32_t token,
+                                    const char *text, size_t len);
+/* Called once when a sequence ends, after its last token; its slot is free
+ * again when this returns. n_prompt / n_generated: usage. */
+typedef void (*lt_batcher_finish_fn)(void *ctx, void *seq_user, lt_finish why,
+                                     const char *error, int64_t n_prompt, int64_t n_generated);
+
+typedef struct {
+    int64_t prefill_chunk; /* prompt tokens evaluated per step at most; 0: 64. A step is
+                              one prefill chunk (of the oldest sequence still in its
+                              prompt), then one decode step of every generating sequence:
+                              a joining prompt delays the others by one chunk per token */
+    lt_batcher_token_fn on_token;
+    lt_batcher_finish_fn on_finish;
+    void *ctx;
+} lt_batcher_opts;
+
+/* One request, as the batcher takes it (everything is copied). */
+typedef struct {
+    const int32_t *prompt; /* [n_prompt], ids < vocab, 1 <= n_prompt <= the context */
+    int64_t n_prompt;
+    lt_sampler_opts sampling;
+    int64_t max_tokens;    /* >= 1; fewer when the context fills first (finish length) */
+    bool ignore_eos;       /* else an end-of-generation token ends it (not reported) */
+    const char *const *stop; /* [n_stop] texts ending the generation once it holds one */
+    size_t n_stop;
+    void *user;            /* passed back to the callbacks */
+} lt_batcher_req;
+
+typedef struct lt_batcher lt_batcher;
+/* A batcher over l (which must outlive it): lt_llama_n_slots(l) sequences at
+ * once, each in a slot of the context's length. One thread at a time. */
+int lt_batcher_init(lt_batcher **out, lt_llama *l, const lt_batcher_opts *o);
+void lt_batcher_free(lt_batcher *b); /* NULL is a no-op; running sequences end unreported */
+/* Admits r into a free slot (*id gets its handle, for lt_batcher_cancel):
+ * LT_ESTATE when every slot is taken, LT_ERANGE (with the reason) for a
+ * prompt the context cannot hold, LT_EINVAL for bad ids or settings.
+ * Its prompt is prefilled by the following steps. */
+int lt_batcher_add(lt_batcher *b, const lt_batcher_req *r, int64_t *id);
+/* Ends sequence id with why (LT_FINISH_CANCELLED or _DEADLINE) before the
+ * next step: on_finish is called now. LT_ENOTFOUND if it has ended. */
+int lt_batcher_cancel(lt_batcher *b, int64_t id, lt_finish why);
+/* One step: a prefill chunk, then a decode step (see prefill_chunk); the
+ * tokens and ends it makes are reported through the callbacks before it
+ * returns. *n_tokens (may be NULL) gets the tokens evaluated. LT_OK also
+ * when there was nothing to do. */
+int lt_batcher_step(lt_batcher *b, int64_t *n_tokens);
+int64_t lt_batcher_active(const lt_batcher *b); /* sequences in slots */
+int64_t lt_batcher_slots(const lt_batcher *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
