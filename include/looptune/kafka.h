@@ -260,6 +260,12 @@ int lt_stage_commit(lt_stage *s, const lt_stage_record *recs, size_t n,
  * when none): records read since are read again. For work that was not
  * committed while the partition stayed assigned. */
 int lt_stage_rewind(lt_stage *s, int32_t partition);
+/* Stops (paused) or restarts fetching from every partition assigned, now
+ * and later (partitions assigned while paused start paused): poll then
+ * returns no record but still serves the group's rebalances, so a member
+ * that cannot take more work keeps its membership without a backlog.
+ * Resumed partitions go on after the last record returned. */
+int lt_stage_pause(lt_stage *s, bool paused);
 bool lt_stage_exactly_once(const lt_stage *s);
 void lt_stage_stats_get(const lt_stage *s, lt_stage_stats *out);
 /* Leaves the group (revoking its partitions) and frees. NULL is a no-op. */

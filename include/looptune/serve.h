@@ -85,6 +85,60 @@ int lt_batcher_step(lt_batcher *b, int64_t *n_tokens);
 int64_t lt_batcher_active(const lt_batcher *b); /* sequences in slots */
 int64_t lt_batcher_slots(const lt_batcher *b);
 
+/* ---- the worker: requests in, completions out, exactly once ------------------------- */
+
+/* A model the worker serves, under the name requests give (Request.model). */
+typedef struct {
+    const char *name;
+    lt_model *model; /* opened (weights resident or mapped) by the caller; outlives the run */
+} lt_serve_model;
+
+typedef struct {
+    lt_kafka_conn conn;
+    const char *prefix;        /* topic prefix; NULL: "looptune." */
+    const char *group;         /* NULL: prefix + "serve" */
+    const char *instance_id;   /* static membership and a stable transactional id; NULL: none */
+    const char *worker_id;     /* in completions; NULL: instance_id, else host:pid */
+    const lt_serve_model *models; /* [n_models] >= 1; "" in a request: the first */
+    size_t n_models;
+    int64_t max_batch;         /* sequences decoded at once per model (KV slots); 0: 4 */
+    int64_t ctx;               /* context per sequence; 0: each model's default; more than a
+                                  model's own context is cut to it */
+    int threads;               /* the decode pool; 0: 1 */
+    int64_t prefill_chunk;     /* lt_batcher_opts.prefill_chunk */
+    int64_t queue;             /* requests admitted beyond the slots, waiting for one; 0: max_batch.
+                                  With slots and queue full the worker stops fetching requests */
+    int flush_ms;              /* least time between two commits (tokens stream in groups); 0: 20 */
+    int32_t partitions;        /* of the topics created when missing; <= 0: 6 */
+    int session_timeout_ms;    /* 0: 6000 */
+    bool at_least_once;        /* no transactions (the embedded broker): produce, flush, commit */
+    lt_devbroker *devbroker;   /* the embedded broker, which has no CreateTopics: topics made
+                                  there; NULL: created on conn's cluster */
+    int test_step_delay_ms;    /* tests: sleep this long after every decode step */
+    _Atomic bool *stop;        /* set (a signal handler may) to leave after the next commit */
+} lt_serve_opts;
+
+typedef struct {
+    int64_t requests;     /* requests read */
+    int64_t completed;    /* final records committed, by reason below */
+    int64_t by_reason[LT_FINISH_COUNT];
+    int64_t tokens;       /* tokens generated (committed or not) */
+    int64_t steps;        /* batcher steps */
+    int64_t dropped;      /* requests dropped unfinished: their partitions were revoked */
+    int64_t rejected;     /* records of the requests topic that were no request or cancel */
+    int64_t pauses;       /* times fetching stopped with slots and queue full */
+    double commit_ms_sum; /* wall time of the commits that landed, summed */
+    lt_stage_stats stage;
+} lt_serve_stats;
+
+/* Serves until *o->stop: a consumer group on <prefix>requests; a decode
+ * thread runs the batchers (one per model), the calling thread does the
+ * Kafka work and commits, in one transaction, every token produced since
+ * the last commit (a Completion record per request) with the final records
+ * and the offsets of the requests that finished (a partition's offset never
+ * passes an unfinished request). Creates the topics when missing. */
+int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -59,9 +59,34 @@ typedef struct {
 
 /* ---- text: UTF-8 whole characters only --------------------------------- */
 
-/* Appends to *dst the valid UTF-8 of src[0..n), each ill-formed byte as
- * U+FFFD; an incomplete character at the end is held back (not consumed)
- * unless final. Returns the bytes consumed; *dst grows by realloc. */
+/* The bytes at s[0..n) that begin a well-formed sequence but stop short of
+ * completing it (Unicode's "maximal subpart"): 1..3, or 0 when s[0] can
+ * begin none. *complete_possible: the whole of s[0..n) is such a prefix, so
+ * more bytes could still complete it. */
+static size_t maximal_subpart(const uint8_t *s, size_t n, bool *complete_possible) {
+    uint8_t b = s[0];
+    size_t need = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    *complete_possible = false;
+    if (!need) return 0;
+    size_t k = 1;
+    for (; k < need && k < n; k++) {
+        uint8_t lo = 0x80, hi = 0xBF, c = s[k];
+        if (k == 1) { /* the second byte's narrower ranges: no overlongs, surrogates, > U+10FFFF */
+            if (b == 0xE0) lo = 0xA0;
+            else if (b == 0xED) hi = 0x9F;
+            else if (b == 0xF0) lo = 0x90;
+            else if (b == 0xF4) hi = 0x8F;
+        }
+        if (c < lo || c > hi) return k;
+    }
+    *complete_possible = k == n && k < need;
+    return k;
+}
+
+/* Appends to *dst the valid UTF-8 of src[0..n), each ill-formed part as one
+ * U+FFFD (maximal subparts, as Python's and WHATWG's decoders replace); an
+ * incomplete character at the end is held back (not consumed) unless
+ * final. Returns the bytes consumed; *dst grows by realloc. */
 static size_t utf8_take(const uint8_t *src, size_t n, bool final, char **dst, size_t *dlen) {
     char *d = realloc(*dst, *dlen + n * 3 + 1);
     if (!d) return 0;
@@ -76,15 +101,12 @@ static size_t utf8_take(const uint8_t *src, size_t n, bool final, char **dst, si
             i += k;
             continue;
         }
-        /* a lead byte whose continuation has not arrived yet */
-        uint8_t b = src[i];
-        size_t need = b >= 0xF0 && b <= 0xF4 ? 4 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xC2 && b <= 0xDF ? 2 : 0;
-        bool prefix = need && n - i < need;
-        for (size_t j = i + 1; prefix && j < n; j++) prefix = (src[j] & 0xC0) == 0x80;
-        if (prefix && !final) break;
+        bool more;
+        size_t bad = maximal_subpart(src + i, n - i, &more);
+        if (more && !final) break; /* its continuation has not arrived yet */
         memcpy(d + *dlen, "\xEF\xBF\xBD", 3);
         *dlen += 3;
-        i += 1;
+        i += bad ? bad : 1;
     }
     d[*dlen] = 0;
     return i;

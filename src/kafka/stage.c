@@ -24,6 +24,7 @@ struct lt_stage {
     bool eos;
     int test_commit_delay_ms;
     bool txn_open;      /* begin_transaction called, neither commit nor abort yet */
+    bool paused;        /* lt_stage_pause: partitions assigned now are paused too */
     bool *owned;        /* [n_owned] partition p of the input topic is assigned */
     int32_t n_owned;
     void (*on_revoke)(void *arg, int32_t partition);
@@ -82,6 +83,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                 set_owned(s, parts->elems[i].partition, true);
         if (coop) ce = rd_kafka_incremental_assign(rk, parts);
         else e = rd_kafka_assign(rk, parts);
+        if (s->paused && !ce && !e) rd_kafka_pause_partitions(rk, parts);
     } else {
         if (s->txn_open) abort_txn(s);
         for (int i = 0; parts && i < parts->cnt; i++) {
@@ -487,6 +489,19 @@ int lt_stage_rewind(lt_stage *s, int32_t partition) {
     }
     rd_kafka_topic_partition_list_destroy(l);
     return rc;
+}
+
+int lt_stage_pause(lt_stage *s, bool paused) {
+    if (s->paused == paused) return LT_OK;
+    rd_kafka_topic_partition_list_t *l = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_assignment(s->consumer, &l);
+    if (!e && l->cnt)
+        e = paused ? rd_kafka_pause_partitions(s->consumer, l)
+                   : rd_kafka_resume_partitions(s->consumer, l);
+    if (l) rd_kafka_topic_partition_list_destroy(l);
+    if (e) return lt__kafka_status(e, paused ? "kafka stage: pause" : "kafka stage: resume");
+    s->paused = paused;
+    return LT_OK;
 }
 
 void lt_stage_stats_get(const lt_stage *s, lt_stage_stats *out) { *out = s->stats; }

@@ -1,0 +1,14 @@
+# Gateway tests (included from the top-level CMakeLists.txt after the serve
+# tests): test_broker_gateway*.py run `looptune serve` and `looptune
+# gateway` against the real broker of the kafka_broker fixture and drive
+# the gateway with the official openai client (tests/serve/serve_client.py
+# for the worker and the references).
+if(PYTHON3 AND NOT LT_SANITIZE)
+  file(GLOB http_broker_pytests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/http/test_broker_*.py)
+  foreach(t ${http_broker_pytests})
+    get_filename_component(name ${t} NAME_WE)
+    add_test(NAME py_${name} COMMAND ${PYTHON3} ${t})
+    set_tests_properties(py_${name} PROPERTIES LABELS kafka TIMEOUT 300
+      FIXTURES_REQUIRED kafka_broker ENVIRONMENT "${LT_KAFKA_ENV};${LT_SERVE_ENV}")
+  endforeach()
+endif()

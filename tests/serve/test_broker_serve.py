@@ -1,0 +1,129 @@
+"""`looptune serve` on the real broker, against `looptune run`.
+
+One worker (4 KV slots) serves requests produced at once: two greedy ones
+whose token ids and text must equal `looptune run --temp 0` on the same
+prompt, a sampled one (temperature, top-p, top-k, repetition penalty, seed)
+that must equal `looptune run` with the same settings and seed; a long one
+cancelled once its first tokens are read (final record "cancelled", far
+fewer tokens than asked); one whose deadline has passed ("deadline", no
+token), one whose deadline falls mid-generation ("deadline", some tokens);
+one naming a model the worker does not serve and one whose prompt is longer
+than the context (final records "error" with the reason). Every stream read
+with read_committed has indices 0..n-1 once and a final record whose usage
+counts them. The worker leaves on SIGTERM with exit code 0."""
+import time
+
+import serve_client as sc
+from serve_client import check, say
+import dist_harness as h
+
+CTX = 512
+
+
+def main():
+    servers = h.bootstrap()
+    prefix = h.unique_prefix("serve")
+    wdir = h.work_dir()
+    model = sc.make_model(wdir)
+    # a short sleep per step, so the long requests last seconds
+    srv = sc.Server(model, servers, prefix, "s1", wdir,
+                    ["--max-batch", "4", "--ctx", str(CTX), "--threads", "1",
+                     "--test-step-delay-ms", "4"]).start()
+    client = sc.Client(servers, prefix)
+    try:
+        run(client, srv, model)
+    finally:
+        code = srv.stop()
+        client.close()
+    check(code == 0, f"serve exited with {code}:\n{srv.text()[-3000:]}")
+    log = srv.text()
+    check("serve: " in log and " completed " in log, f"no summary line:\n{log[-2000:]}")
+    say("ok")
+
+
+def run(client, srv, model):
+    sc.wait_holding([srv])
+    # a first request, so the transactions are set up before the figures count
+    client.request("warm-up", prompt="Hi", max_tokens=1)
+    client.wait(["warm-up"], timeout_s=60)
+    sampled = dict(temp=0.8, top_p=0.9, top_k=40, repeat_penalty=1.1, seed=42)
+    client.request("g1", prompt="Once upon a time", max_tokens=40, temp=0.0)
+    client.request("g2", prompt="The little dog ran", max_tokens=25)  # no sampling: greedy
+    client.request("s1", prompt="Once upon a time", max_tokens=30, **sampled)
+    client.request("long", prompt="A long story", max_tokens=CTX - 8, ignore_eos=True)
+    client.request("late", prompt="Too late", max_tokens=10, deadline_ns=time.time_ns() - 10**9)
+    client.request("short-deadline", prompt="Soon over", max_tokens=CTX - 8, ignore_eos=True,
+                   deadline_ns=time.time_ns() + 500_000_000)
+    client.request("unknown", prompt="Hello", model="no-such-model")
+    client.request("too-long", ids=[1] + [300] * (CTX + 10))
+
+    # cancel the long one once its first tokens are committed
+    t0 = time.time()
+    while time.time() - t0 < 60:
+        client.poll(0.2)
+        if client.streams["long"].tokens:
+            break
+    check(client.streams["long"].tokens, "the long request streamed nothing in 60 s")
+    n_at_cancel, t_cancel = len(client.streams["long"].tokens), time.time()
+    client.cancel("long")
+    rids = ["g1", "g2", "s1", "long", "late", "short-deadline", "unknown", "too-long"]
+    client.wait(["long"], timeout_s=60)
+    say(f"long: {n_at_cancel} tokens read when the cancel was sent, "
+        f"{len(client.streams['long'].tokens)} in all, final read "
+        f"{time.time() - t_cancel:.2f} s after the cancel")
+    client.wait(rids, timeout_s=120)
+    client.poll(1.0)  # anything committed after a final (nothing should be)
+
+    for rid in rids:
+        s = client.streams[rid]
+        check(s.complete(), f"{rid}: indices {sorted(s.tokens)[:5]}... do not run 0..{s.final.index - 1}")
+        check(s.final.completion_tokens == len(s.tokens),
+              f"{rid}: usage says {s.final.completion_tokens} tokens, {len(s.tokens)} read")
+        check(s.final.worker == "s1" and s.final.model == "serve-model",
+              f"{rid}: final from worker {s.final.worker!r}, model {s.final.model!r}")
+    check(client.duplicates == 0, f"{client.duplicates} duplicate tokens from one live worker")
+
+    # greedy and seeded sampling against looptune run
+    for rid, prompt, n, flags in [("g1", "Once upon a time", 40, ["--temp", "0"]),
+                                  ("g2", "The little dog ran", 25, ["--temp", "0"]),
+                                  ("s1", "Once upon a time", 30,
+                                   ["--temp", "0.8", "--top-p", "0.9", "--top-k", "40",
+                                    "--repeat-penalty", "1.1", "--seed", "42"])]:
+        ref_ids, ref_out = sc.run_reference(model, prompt, n, *flags)
+        s = client.streams[rid]
+        got = s.ids()
+        if len(ref_ids) < n:  # run stopped at an end-of-generation token, which it prints
+            want, reason = ref_ids[:-1], "stop"
+        else:
+            want, reason = ref_ids, "length"
+        check(got == want, f"{rid}: serve gave {got}\n  looptune run gave {want}")
+        check(s.final.finish_reason == reason, f"{rid}: finish {s.final.finish_reason}, want {reason}")
+        text = b"".join(s.tokens[i][1] for i in range(len(s.tokens)))
+        check(ref_out.startswith(prompt.encode()) and ref_out.endswith(b"\n"),
+              f"{rid}: run's output is not the prompt's echo and the text: {ref_out!r}")
+        check(text == ref_out[len(prompt):-1],
+              f"{rid}: text {text!r}\n  looptune run: {ref_out[len(prompt):-1]!r}")
+        check(s.final.prompt_tokens > 0, f"{rid}: no prompt usage")
+        say(f"{rid}: {len(got)} tokens equal looptune run's ({reason})")
+
+    long = client.streams["long"]
+    check(long.final.finish_reason == "cancelled" and len(long.tokens) < CTX - 8,
+          f"long: finish {long.final.finish_reason} after {len(long.tokens)} tokens")
+    late = client.streams["late"]
+    check(late.final.finish_reason == "deadline" and not late.tokens,
+          f"late: finish {late.final.finish_reason} with {len(late.tokens)} tokens")
+    sd = client.streams["short-deadline"]
+    check(sd.final.finish_reason == "deadline" and 0 < len(sd.tokens) < CTX - 8,
+          f"short-deadline: finish {sd.final.finish_reason} after {len(sd.tokens)} tokens")
+    unk = client.streams["unknown"].final
+    check(unk.finish_reason == "error" and "unknown model 'no-such-model'" in unk.error
+          and "serve-model" in unk.error, f"unknown: {unk.finish_reason}: {unk.error}")
+    tl = client.streams["too-long"].final
+    check(tl.finish_reason == "error" and "longer than the context" in tl.error
+          and tl.prompt_tokens == CTX + 11, f"too-long: {tl.finish_reason}: {tl.error}")
+    say(f"cancelled after {len(long.tokens)} tokens, deadline after {len(sd.tokens)}; "
+        f"errors: {unk.error!r}, {tl.error!r}")
+
+
+if __name__ == "__main__":
+    main()

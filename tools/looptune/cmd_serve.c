@@ -1,0 +1,246 @@
+/* looptune serve: a stream-inference worker. Requests from the requests
+ * topic, completions streamed to the completions topic exactly once, many
+ * sequences decoded at once (src/serve). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "looptune/serve.h"
+
+static const char *const serve_help =
+    "usage: looptune serve -m MODEL [-m MODEL2 ...] [options]\n"
+    "\n"
+    "Joins the serve group on the requests topic (<prefix>requests) and generates the\n"
+    "completions of the requests it is given, many at once (continuous batching: a\n"
+    "request takes a free KV slot at a token boundary, its prompt is prefilled in\n"
+    "chunks between decode steps, each with its own sampler and seed). Tokens stream\n"
+    "to <prefix>completions in small groups; each group, the final records of the\n"
+    "requests that ended and their offsets go in one Kafka transaction, so readers\n"
+    "with isolation.level=read_committed that keep each (request id, token index)\n"
+    "once see every token once, also when a worker dies mid-stream (the request is\n"
+    "served again elsewhere with the same seed). A Cancel record stops a request\n"
+    "within a token; a request past its deadline ends with reason deadline.\n"
+    "SIGINT or SIGTERM commits what has ended and leaves the group.\n"
+    "\n"
+    "  -m, --model [NAME=]FILE a model to serve, repeatable; requests name it by NAME\n"
+    "                          (default: the file name without its extension); a\n"
+    "                          request naming no model gets the first\n"
+    "      --brokers B         Kafka bootstrap servers (default: an embedded in-memory\n"
+    "                          broker, at-least-once, gone when the process ends)\n";
+static const char *const serve_help_end =
+    "      --group G           consumer group (default: the prefix + serve, looptune.serve)\n"
+    "      --instance-id ID    static group membership and a stable transactional id: a\n"
+    "                          restarted worker of the same ID takes its partitions back\n"
+    "                          at once and aborts what its predecessor left open\n"
+    "      --max-batch N       sequences decoded at once per model: KV slots (default 4)\n"
+    "      --ctx N             context per sequence (default: the model's, at most 4096)\n"
+    "      --threads T         decode threads (default 1)\n"
+    "      --prefill-chunk N   prompt tokens per step at most (default 64)\n"
+    "      --queue N           requests taken beyond the slots, waiting for one (default:\n"
+    "                          --max-batch); with both full no more are fetched\n"
+    "      --flush-ms MS       least time between two commits (default 20)\n"
+    "      --partitions N      partitions of the topics it creates (default 6)\n"
+    "      --session-timeout-ms MS  group session timeout (default 6000)\n"
+    "      --mmap              read weights from the file mapping (default: copied)\n"
+    "      --test-step-delay-ms MS  tests: sleep after every decode step\n"
+    "  -h, --help              this help\n";
+
+static _Atomic bool stop_requested;
+static void on_signal(int sig) {
+    (void)sig;
+    atomic_store(&stop_requested, true);
+}
+
+#define FAIL(...)                                                              \
+    do {                                                                       \
+        lt_cli_fail(cmd, __VA_ARGS__);                                         \
+        goto done;                                                             \
+    } while (0)
+
+#define MAX_MODELS 8
+
+/* The name of a model given as FILE: its file name without the extension. */
+static void default_name(const char *path, char *out, size_t n) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(out, n, "%s", base);
+    char *dot = strrchr(out, '.');
+    if (dot && dot != out) *dot = 0;
+}
+
+int lt_cmd_serve(int argc, char **argv) {
+    const char *cmd = "serve";
+    enum { O_GROUP = 256, O_INSTANCE, O_THREADS, O_MAXB, O_CTX, O_CHUNK, O_QUEUE, O_FLUSH,
+           O_PARTS, O_SESSION, O_MMAP, O_DELAY };
+    static const struct option opts[] = {
+        LT_CLI_KAFKA_OPTIONS,
+        {"model", required_argument, 0, 'm'},
+        {"group", required_argument, 0, O_GROUP},
+        {"instance-id", required_argument, 0, O_INSTANCE},
+        {"threads", required_argument, 0, O_THREADS},
+        {"max-batch", required_argument, 0, O_MAXB},
+        {"ctx", required_argument, 0, O_CTX},
+        {"prefill-chunk", required_argument, 0, O_CHUNK},
+        {"queue", required_argument, 0, O_QUEUE},
+        {"flush-ms", required_argument, 0, O_FLUSH},
+        {"partitions", required_argument, 0, O_PARTS},
+        {"session-timeout-ms", required_argument, 0, O_SESSION},
+        {"mmap", no_argument, 0, O_MMAP},
+        {"test-step-delay-ms", required_argument, 0, O_DELAY},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    lt_cli_kafka kafka;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
+    int exit_code = 1;
+    lt_serve_opts so = {.threads = 1};
+    char names[MAX_MODELS][128];
+    const char *paths[MAX_MODELS];
+    lt_serve_model models[MAX_MODELS];
+    memset(models, 0, sizeof models);
+    size_t n_models = 0;
+    bool use_mmap = false;
+    lt_devbroker *dev = NULL;
+    int64_t v;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int k = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) goto done;
+        if (k == LT_CLI_OPT_HANDLED) continue;
+        switch (c) {
+        case 'm': {
+            if (n_models == MAX_MODELS) FAIL("at most %d models (-m)", MAX_MODELS);
+            const char *eq = strchr(optarg, '=');
+            if (eq) {
+                if (eq == optarg || (size_t)(eq - optarg) >= sizeof names[0] || !eq[1])
+                    FAIL("bad -m '%s': expected FILE or NAME=FILE", optarg);
+                snprintf(names[n_models], sizeof names[0], "%.*s", (int)(eq - optarg), optarg);
+                paths[n_models] = eq + 1;
+            } else {
+                if (!*optarg) FAIL("bad -m '': expected a model file");
+                default_name(optarg, names[n_models], sizeof names[0]);
+                paths[n_models] = optarg;
+            }
+            for (size_t i = 0; i < n_models; i++)
+                if (!strcmp(names[i], names[n_models]))
+                    FAIL("two models named '%s': give one NAME=FILE", names[i]);
+            n_models++;
+            break;
+        }
+        case O_GROUP:
+            if (!*optarg) FAIL("bad --group '': expected a group id");
+            so.group = optarg;
+            break;
+        case O_INSTANCE:
+            if (!*optarg || strlen(optarg) > 100)
+                FAIL("bad --instance-id '%s': expected 1..100 characters", optarg);
+            so.instance_id = optarg;
+            break;
+        case O_THREADS:
+            if (!lt_cli_parse_i64(optarg, 1, 256, &v)) FAIL("bad --threads '%s': expected 1..256", optarg);
+            so.threads = (int)v;
+            break;
+        case O_MAXB:
+            if (!lt_cli_parse_i64(optarg, 1, 256, &v))
+                FAIL("bad --max-batch '%s': expected 1..256 sequences", optarg);
+            so.max_batch = v;
+            break;
+        case O_CTX:
+            if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &v))
+                FAIL("bad --ctx '%s': expected a positive number of tokens", optarg);
+            so.ctx = v;
+            break;
+        case O_CHUNK:
+            if (!lt_cli_parse_i64(optarg, 1, 4096, &v))
+                FAIL("bad --prefill-chunk '%s': expected 1..4096 tokens", optarg);
+            so.prefill_chunk = v;
+            break;
+        case O_QUEUE:
+            if (!lt_cli_parse_i64(optarg, 1, 100000, &v))
+                FAIL("bad --queue '%s': expected 1..100000 requests", optarg);
+            so.queue = v;
+            break;
+        case O_FLUSH:
+            if (!lt_cli_parse_i64(optarg, 1, 60000, &v)) FAIL("bad --flush-ms '%s': expected 1..60000", optarg);
+            so.flush_ms = (int)v;
+            break;
+        case O_PARTS:
+            if (!lt_cli_parse_i64(optarg, 1, 10000, &v))
+                FAIL("bad --partitions '%s': expected 1..10000", optarg);
+            so.partitions = (int32_t)v;
+            break;
+        case O_SESSION:
+            if (!lt_cli_parse_i64(optarg, 1000, 3600000, &v))
+                FAIL("bad --session-timeout-ms '%s': expected 1000..3600000", optarg);
+            so.session_timeout_ms = (int)v;
+            break;
+        case O_MMAP: use_mmap = true; break;
+        case O_DELAY:
+            if (!lt_cli_parse_i64(optarg, 0, 60000, &v))
+                FAIL("bad --test-step-delay-ms '%s': expected 0..60000", optarg);
+            so.test_step_delay_ms = (int)v;
+            break;
+        case 'h':
+            lt_cli_kafka_help(serve_help, 26, true, serve_help_end);
+            exit_code = 0;
+            goto done;
+        default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done;
+        }
+    }
+    if (optind < argc) FAIL("unexpected argument '%s' (see looptune serve --help)", argv[optind]);
+    if (!n_models) FAIL("no model: give -m MODEL (see looptune serve --help)");
+    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    for (size_t i = 0; i < n_models; i++) {
+        lt_cli_load_stats ls;
+        if (lt_cli_load_model(cmd, paths[i], NULL, use_mmap, &models[i].model, &ls)) goto done;
+        models[i].name = names[i];
+        if (so.ctx > models[i].model->cfg.seq_len)
+            FAIL("--ctx %lld exceeds the context length %lld of model %s", (long long)so.ctx,
+                 (long long)models[i].model->cfg.seq_len, names[i]);
+    }
+    so.conn = kafka.conn;
+    so.prefix = kafka.topic_prefix;
+    if (!lt_cli_kafka_has_brokers(&kafka)) {
+        if (lt_devbroker_open(&dev, 1, 0)) FAIL("cannot start the embedded broker: %s", lt_errmsg());
+        so.conn.brokers = lt_devbroker_bootstrap(dev);
+        so.devbroker = dev;
+        so.at_least_once = true; /* the embedded broker's transactions are not to rely on */
+        fprintf(stderr, "looptune serve: no --brokers: serving on the embedded in-memory broker at "
+                        "%s (at-least-once; gone when this process ends)\n", so.conn.brokers);
+    }
+    so.models = models;
+    so.n_models = n_models;
+    so.stop = &stop_requested;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    lt_serve_stats st;
+    int rc = lt_serve_run(&so, &st);
+    char err[512];
+    snprintf(err, sizeof err, "%s", rc ? lt_errmsg() : "");
+    const double avg = st.stage.committed ? st.commit_ms_sum / (double)st.stage.committed : 0;
+    fprintf(stderr, "serve: %lld requests, %lld completed (stop %lld, length %lld, cancelled "
+            "%lld, deadline %lld, error %lld), %lld dropped (partition moved), %lld records "
+            "rejected; %lld tokens in %lld steps; %lld commits (%.1f ms each on average), %lld "
+            "transactions aborted, %lld producer restarts, %lld pauses\n",
+            (long long)st.requests, (long long)st.completed,
+            (long long)st.by_reason[LT_FINISH_STOP], (long long)st.by_reason[LT_FINISH_LENGTH],
+            (long long)st.by_reason[LT_FINISH_CANCELLED],
+            (long long)st.by_reason[LT_FINISH_DEADLINE], (long long)st.by_reason[LT_FINISH_ERROR],
+            (long long)st.dropped, (long long)st.rejected, (long long)st.tokens,
+            (long long)st.steps, (long long)st.stage.committed, avg, (long long)st.stage.aborted,
+            (long long)st.stage.producer_restarts, (long long)st.pauses);
+    if (rc) FAIL("%s", err);
+    exit_code = 0;
+done:
+    for (size_t i = 0; i < n_models; i++) lt_model_close(models[i].model);
+    lt_devbroker_close(dev);
+    lt_cli_kafka_free(&kafka);
+    return exit_code;
+}
