@@ -73,6 +73,7 @@ struct sreq {
     bool finished;     /* its end received (or decided here) */
     lt_finish why;
     char *error;
+    const char *error_code; /* with an error: Completion.error_code (static) */
     int64_t usage_prompt;
     int32_t *toks;     /* [n_toks] history */
     size_t *text_off;  /* [n_toks + 1] offsets into text */
@@ -431,9 +432,10 @@ static void handle_cancel(worker *w, const char *id) {
 }
 
 /* Ends r here, before any decoding. */
-static void finish_now(sreq *r, lt_finish why, const char *error) {
+static void finish_now(sreq *r, lt_finish why, const char *code, const char *error) {
     r->finished = true;
     r->why = why;
+    r->error_code = code;
     if (error) r->error = strdup(error);
 }
 
@@ -531,24 +533,25 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
                                    w->o->models[i].name);
         snprintf(why, sizeof why, "unknown model '%.128s' (this worker serves %s)", q->model, names);
         r->model = 0;
-        finish_now(r, LT_FINISH_ERROR, why);
+        finish_now(r, LT_FINISH_ERROR, "model_not_found", why);
         return;
     }
     const lt_model *m = w->o->models[r->model].model;
     if (make_prompt(w, r, q, why, sizeof why)) {
-        finish_now(r, LT_FINISH_ERROR, why[0] ? why : "out of memory");
+        finish_now(r, LT_FINISH_ERROR, why[0] ? "invalid_request" : "internal",
+                   why[0] ? why : "out of memory");
         return;
     }
     r->usage_prompt = r->n_prompt;
     const int64_t ctx = lt_llama_ctx_len(w->llamas[r->model]);
     if (r->n_prompt < 1) {
-        finish_now(r, LT_FINISH_ERROR, "empty prompt: at least one token is needed");
+        finish_now(r, LT_FINISH_ERROR, "invalid_request", "empty prompt: at least one token is needed");
         return;
     }
     if (r->n_prompt > ctx) {
         snprintf(why, sizeof why, "prompt of %lld tokens is longer than the context (%lld)",
                  (long long)r->n_prompt, (long long)ctx);
-        finish_now(r, LT_FINISH_ERROR, why);
+        finish_now(r, LT_FINISH_ERROR, "context_length_exceeded", why);
         return;
     }
     /* sampling: absent = greedy; zeros mean off (see proto/looptune.proto) */
@@ -570,7 +573,7 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
     lt_sampler *probe;
     if (lt_sampler_init_opts(&probe, m->cfg.vocab_size, &so)) {
         snprintf(why, sizeof why, "sampling: %s", lt_errmsg());
-        finish_now(r, LT_FINISH_ERROR, why);
+        finish_now(r, LT_FINISH_ERROR, "invalid_request", why);
         return;
     }
     lt_sampler_free(probe);
@@ -580,18 +583,18 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
     r->deadline_ns = q->deadline_ns;
     if (q->n_stop) {
         if (!(r->stop = calloc(q->n_stop, sizeof *r->stop))) {
-            finish_now(r, LT_FINISH_ERROR, "out of memory");
+            finish_now(r, LT_FINISH_ERROR, "internal", "out of memory");
             return;
         }
         for (size_t i = 0; i < q->n_stop; i++)
             if ((r->stop[r->n_stop] = strdup(q->stop[i]))) r->n_stop++;
     }
     if (cancel_remembered(w, r->id)) {
-        finish_now(r, LT_FINISH_CANCELLED, NULL);
+        finish_now(r, LT_FINISH_CANCELLED, NULL, NULL);
         return;
     }
     if (r->deadline_ns && wall_ns() > r->deadline_ns) {
-        finish_now(r, LT_FINISH_DEADLINE, NULL);
+        finish_now(r, LT_FINISH_DEADLINE, NULL, NULL);
         return;
     }
     r->with_decode = true;
@@ -679,6 +682,7 @@ static int encode_completion(worker *w, const sreq *r, bool final, uint8_t **out
         c.index = (uint32_t)r->n_toks;
         c.finish_reason = (char *)lt_finish_name(r->why);
         c.error = r->error ? r->error : "";
+        c.error_code = (char *)(r->error_code ? r->error_code : r->why == LT_FINISH_ERROR ? "internal" : "");
         c.prompt_tokens = (uint32_t)r->usage_prompt;
         c.completion_tokens = (uint32_t)r->n_toks;
     } else {
