@@ -46,6 +46,7 @@ typedef struct {
     uint64_t seed;
     bool stream;
     bool include_usage;        /* stream_options.include_usage */
+    bool ignore_eos;           /* llama.cpp's server's extension: generate past end-of-generation */
     char *stop[LT_OAI_MAX_STOP];
     int n_stop;
     char *user;

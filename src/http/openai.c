@@ -258,6 +258,7 @@ int lt_oai_request_parse(lt_oai_kind kind, const char *body, size_t len, lt_oai_
         r->seed = (uint64_t)seed;
     }
     if (get_bool(o, "stream", &r->stream, err)) goto done;
+    if (get_bool(o, "ignore_eos", &r->ignore_eos, err)) goto done;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) {

@@ -18,7 +18,7 @@ static void test_completion_fields(void) {
                     "{\"model\":\"m\",\"prompt\":\"Once upon\",\"max_tokens\":12,\"temperature\":0.5,"
                     "\"top_p\":0.9,\"top_k\":40,\"min_p\":0.05,\"repeat_penalty\":1.1,\"seed\":7,"
                     "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"stop\":[\"\\n\",\"The\"],"
-                    "\"user\":\"u1\",\"n\":1,\"frequency_penalty\":0,\"some_future_field\":{}}",
+                    "\"user\":\"u1\",\"ignore_eos\":true,\"n\":1,\"frequency_penalty\":0,\"some_future_field\":{}}",
                     &r, &e),
               0);
     ASSERT_STREQ(r.model, "m");
@@ -33,6 +33,7 @@ static void test_completion_fields(void) {
     ASSERT_EQ(r.seed, 7);
     ASSERT_TRUE(r.stream);
     ASSERT_TRUE(r.include_usage);
+    ASSERT_TRUE(r.ignore_eos);
     ASSERT_EQ(r.n_stop, 2);
     ASSERT_STREQ(r.stop[0], "\n");
     ASSERT_STREQ(r.stop[1], "The");
