@@ -111,6 +111,8 @@ typedef struct {
     int flush_ms;              /* least time between two commits (tokens stream in groups); 0: 20 */
     int32_t partitions;        /* of the topics created when missing; <= 0: 6 */
     int session_timeout_ms;    /* 0: 6000 */
+    int transaction_timeout_ms; /* 0: 15000: how long a dead worker's open transaction holds
+                                  back read_committed readers */
     bool at_least_once;        /* no transactions (the embedded broker): produce, flush, commit */
     lt_devbroker *devbroker;   /* the embedded broker, which has no CreateTopics: topics made
                                   there; NULL: created on conn's cluster */

@@ -829,6 +829,7 @@ static int setup(worker *w) {
                         .transactional_id = o->at_least_once ? NULL : txn_id,
                         .instance_id = o->instance_id,
                         .session_timeout_ms = o->session_timeout_ms,
+                        .transaction_timeout_ms = o->transaction_timeout_ms,
                         .on_revoke = on_revoke, .arg = w};
     if ((rc = lt_stage_open(&w->stage, &so))) return rc;
     if ((rc = lt_follower_open(&w->cancels, &o->conn, w->topic_req, 15000))) return rc;
