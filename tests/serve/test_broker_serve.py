@@ -2,7 +2,8 @@
 
 One worker (4 KV slots) serves requests produced at once: two greedy ones
 whose token ids and text must equal `looptune run --temp 0` on the same
-prompt, a sampled one (temperature, top-p, top-k, repetition penalty, seed)
+prompt, a greedy one whose prompt of some 160 tokens is prefilled in three
+chunks between the others' decode steps (equal to run's one batch too), a sampled one (temperature, top-p, top-k, repetition penalty, seed)
 that must equal `looptune run` with the same settings and seed; a long one
 cancelled once its first tokens are read (final record "cancelled", far
 fewer tokens than asked); one whose deadline has passed ("deadline", no
@@ -18,6 +19,7 @@ from serve_client import check, say
 import dist_harness as h
 
 CTX = 512
+LONG_PROMPT = " ".join(["the little dog ran to the park and"] * 20)  # about 160 tokens
 
 
 def main():
@@ -49,6 +51,7 @@ def run(client, srv, model):
     sampled = dict(temp=0.8, top_p=0.9, top_k=40, repeat_penalty=1.1, seed=42)
     client.request("g1", prompt="Once upon a time", max_tokens=40, temp=0.0)
     client.request("g2", prompt="The little dog ran", max_tokens=25)  # no sampling: greedy
+    client.request("g3", prompt=LONG_PROMPT, max_tokens=20, temp=0.0)  # prefilled in 3 chunks
     client.request("s1", prompt="Once upon a time", max_tokens=30, **sampled)
     client.request("long", prompt="A long story", max_tokens=CTX - 8, ignore_eos=True)
     client.request("late", prompt="Too late", max_tokens=10, deadline_ns=time.time_ns() - 10**9)
@@ -66,7 +69,7 @@ def run(client, srv, model):
     check(client.streams["long"].tokens, "the long request streamed nothing in 60 s")
     n_at_cancel, t_cancel = len(client.streams["long"].tokens), time.time()
     client.cancel("long")
-    rids = ["g1", "g2", "s1", "long", "late", "short-deadline", "unknown", "too-long"]
+    rids = ["g1", "g2", "g3", "s1", "long", "late", "short-deadline", "unknown", "too-long"]
     client.wait(["long"], timeout_s=60)
     say(f"long: {n_at_cancel} tokens read when the cancel was sent, "
         f"{len(client.streams['long'].tokens)} in all, final read "
@@ -86,6 +89,7 @@ def run(client, srv, model):
     # greedy and seeded sampling against looptune run
     for rid, prompt, n, flags in [("g1", "Once upon a time", 40, ["--temp", "0"]),
                                   ("g2", "The little dog ran", 25, ["--temp", "0"]),
+                                  ("g3", LONG_PROMPT, 20, ["--temp", "0"]),
                                   ("s1", "Once upon a time", 30,
                                    ["--temp", "0.8", "--top-p", "0.9", "--top-k", "40",
                                     "--repeat-penalty", "1.1", "--seed", "42"])]:
@@ -103,7 +107,8 @@ def run(client, srv, model):
               f"{rid}: run's output is not the prompt's echo and the text: {ref_out!r}")
         check(text == ref_out[len(prompt):-1],
               f"{rid}: text {text!r}\n  looptune run: {ref_out[len(prompt):-1]!r}")
-        check(s.final.prompt_tokens > 0, f"{rid}: no prompt usage")
+        check(s.final.prompt_tokens > (100 if rid == "g3" else 0), f"{rid}: prompt usage "
+              f"{s.final.prompt_tokens}")
         say(f"{rid}: {len(got)} tokens equal looptune run's ({reason})")
 
     long = client.streams["long"]
