@@ -129,6 +129,7 @@ typedef struct {
     int64_t dropped;      /* requests dropped unfinished: their partitions were revoked */
     int64_t rejected;     /* records of the requests topic that were no request or cancel */
     int64_t pauses;       /* times fetching stopped with slots and queue full */
+    int64_t held_max;     /* most requests held at once (in slots or waiting for one) */
     double commit_ms_sum; /* wall time of the commits that landed, summed */
     lt_stage_stats stage;
 } lt_serve_stats;

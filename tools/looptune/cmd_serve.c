@@ -236,14 +236,16 @@ int lt_cmd_serve(int argc, char **argv) {
     fprintf(stderr, "serve: %lld requests, %lld completed (stop %lld, length %lld, cancelled "
             "%lld, deadline %lld, error %lld), %lld dropped (partition moved), %lld records "
             "rejected; %lld tokens in %lld steps; %lld commits (%.1f ms each on average), %lld "
-            "transactions aborted, %lld producer restarts, %lld pauses\n",
+            "transactions aborted, %lld producer restarts; fetching paused %lld times, at most "
+            "%lld requests held\n",
             (long long)st.requests, (long long)st.completed,
             (long long)st.by_reason[LT_FINISH_STOP], (long long)st.by_reason[LT_FINISH_LENGTH],
             (long long)st.by_reason[LT_FINISH_CANCELLED],
             (long long)st.by_reason[LT_FINISH_DEADLINE], (long long)st.by_reason[LT_FINISH_ERROR],
             (long long)st.dropped, (long long)st.rejected, (long long)st.tokens,
             (long long)st.steps, (long long)st.stage.committed, avg, (long long)st.stage.aborted,
-            (long long)st.stage.producer_restarts, (long long)st.pauses);
+            (long long)st.stage.producer_restarts, (long long)st.pauses,
+            (long long)st.held_max);
     if (rc) FAIL("%s", err);
     exit_code = 0;
 done:
