@@ -111,6 +111,8 @@ typedef struct {
     int flush_ms;              /* least time between two commits (tokens stream in groups); 0: 20 */
     int32_t partitions;        /* of the topics created when missing; <= 0: 6 */
     int session_timeout_ms;    /* 0: 6000 */
+    int transaction_timeout_ms; /* 0: 15000: how long a dead worker's open transaction holds
+                                  back read_committed readers */
     bool at_least_once;        /* no transactions (the embedded broker): produce, flush, commit */
     lt_devbroker *devbroker;   /* the embedded broker, which has no CreateTopics: topics made
                                   there; NULL: created on conn's cluster */
@@ -127,6 +129,7 @@ typedef struct {
     int64_t dropped;      /* requests dropped unfinished: their partitions were revoked */
     int64_t rejected;     /* records of the requests topic that were no request or cancel */
     int64_t pauses;       /* times fetching stopped with slots and queue full */
+    int64_t held_max;     /* most requests held at once (in slots or waiting for one) */
     double commit_ms_sum; /* wall time of the commits that landed, summed */
     lt_stage_stats stage;
 } lt_serve_stats;

@@ -598,7 +598,7 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
         return;
     }
     r->with_decode = true;
-    w->n_with_decode++;
+    if (++w->n_with_decode > w->st->held_max) w->st->held_max = w->n_with_decode;
     send_command(w, CMD_ADMIT, r, LT_FINISH_NONE);
 }
 
@@ -833,6 +833,7 @@ static int setup(worker *w) {
                         .transactional_id = o->at_least_once ? NULL : txn_id,
                         .instance_id = o->instance_id,
                         .session_timeout_ms = o->session_timeout_ms,
+                        .transaction_timeout_ms = o->transaction_timeout_ms,
                         .on_revoke = on_revoke, .arg = w};
     if ((rc = lt_stage_open(&w->stage, &so))) return rc;
     if ((rc = lt_follower_open(&w->cancels, &o->conn, w->topic_req, 15000))) return rc;
@@ -900,6 +901,8 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
         if (full != w.paused && lt_stage_pause(w.stage, full) == LT_OK) {
             w.paused = full;
             st->pauses += full;
+            lt_log(LT_LOG_DEBUG, "serve %s: fetching %s (%lld requests held)", w.id,
+                   full ? "paused" : "resumed", (long long)w.n_with_decode);
         }
         lt_record rec;
         int got = lt_stage_poll(w.stage, w.live ? flush_ms / 2 + 1 : 100, &rec);

@@ -2,12 +2,15 @@
 
 One worker (4 KV slots) serves requests produced at once: two greedy ones
 whose token ids and text must equal `looptune run --temp 0` on the same
-prompt, a sampled one (temperature, top-p, top-k, repetition penalty, seed)
+prompt, a greedy one whose prompt of some 160 tokens is prefilled in three
+chunks between the others' decode steps (equal to run's one batch too), a sampled one (temperature, top-p, top-k, repetition penalty, seed)
 that must equal `looptune run` with the same settings and seed; a long one
 cancelled once its first tokens are read (final record "cancelled", far
 fewer tokens than asked); one whose deadline has passed ("deadline", no
 token), one whose deadline falls mid-generation ("deadline", some tokens);
-one naming a model the worker does not serve and one whose prompt is longer
+one with a stop text taken from the greedy reference (ends "stop" at the
+token that completes it), a chat request (equal to `looptune run` on its
+chatml rendering); one naming a model the worker does not serve and one whose prompt is longer
 than the context (final records "error" with the reason). Every stream read
 with read_committed has indices 0..n-1 once and a final record whose usage
 counts them. The worker leaves on SIGTERM with exit code 0."""
@@ -18,6 +21,10 @@ from serve_client import check, say
 import dist_harness as h
 
 CTX = 512
+CHAT = [("system", "Be brief."), ("user", "Tell me a story.")]
+CHAT_TEXT = ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nTell me a story."
+             "<|im_end|>\n<|im_start|>assistant\n")  # chatml: the model has no template
+LONG_PROMPT = " ".join(["the little dog ran to the park and"] * 20)  # about 160 tokens
 
 
 def main():
@@ -47,8 +54,18 @@ def run(client, srv, model):
     client.request("warm-up", prompt="Hi", max_tokens=1)
     client.wait(["warm-up"], timeout_s=60)
     sampled = dict(temp=0.8, top_p=0.9, top_k=40, repeat_penalty=1.1, seed=42)
+    # a stop text: two printable bytes of the greedy reference, first found 10 bytes in or more
+    g1_ids, g1_out = sc.run_reference(model, "Once upon a time", 40, "--temp", "0")
+    gen = g1_out[len("Once upon a time"):-1]
+    stop = next((gen[i:i + 2].decode() for i in range(10, len(gen) - 1)
+                 if all(0x41 <= c <= 0x7a for c in gen[i:i + 2]) and gen.find(gen[i:i + 2]) == i),
+                None)
+    check(stop, f"no stop text to take from {gen!r}")
+    client.request("st1", prompt="Once upon a time", max_tokens=40, temp=0.0, stop=[stop])
+    client.request("c1", messages=CHAT, max_tokens=15, temp=0.0)
     client.request("g1", prompt="Once upon a time", max_tokens=40, temp=0.0)
     client.request("g2", prompt="The little dog ran", max_tokens=25)  # no sampling: greedy
+    client.request("g3", prompt=LONG_PROMPT, max_tokens=20, temp=0.0)  # prefilled in 3 chunks
     client.request("s1", prompt="Once upon a time", max_tokens=30, **sampled)
     client.request("long", prompt="A long story", max_tokens=CTX - 8, ignore_eos=True)
     client.request("late", prompt="Too late", max_tokens=10, deadline_ns=time.time_ns() - 10**9)
@@ -66,7 +83,7 @@ def run(client, srv, model):
     check(client.streams["long"].tokens, "the long request streamed nothing in 60 s")
     n_at_cancel, t_cancel = len(client.streams["long"].tokens), time.time()
     client.cancel("long")
-    rids = ["g1", "g2", "s1", "long", "late", "short-deadline", "unknown", "too-long"]
+    rids = ["g1", "g2", "g3", "s1", "st1", "c1", "long", "late", "short-deadline", "unknown", "too-long"]
     client.wait(["long"], timeout_s=60)
     say(f"long: {n_at_cancel} tokens read when the cancel was sent, "
         f"{len(client.streams['long'].tokens)} in all, final read "
@@ -86,6 +103,7 @@ def run(client, srv, model):
     # greedy and seeded sampling against looptune run
     for rid, prompt, n, flags in [("g1", "Once upon a time", 40, ["--temp", "0"]),
                                   ("g2", "The little dog ran", 25, ["--temp", "0"]),
+                                  ("g3", LONG_PROMPT, 20, ["--temp", "0"]),
                                   ("s1", "Once upon a time", 30,
                                    ["--temp", "0.8", "--top-p", "0.9", "--top-k", "40",
                                     "--repeat-penalty", "1.1", "--seed", "42"])]:
@@ -103,8 +121,22 @@ def run(client, srv, model):
               f"{rid}: run's output is not the prompt's echo and the text: {ref_out!r}")
         check(text == ref_out[len(prompt):-1],
               f"{rid}: text {text!r}\n  looptune run: {ref_out[len(prompt):-1]!r}")
-        check(s.final.prompt_tokens > 0, f"{rid}: no prompt usage")
+        check(s.final.prompt_tokens > (100 if rid == "g3" else 0), f"{rid}: prompt usage "
+              f"{s.final.prompt_tokens}")
         say(f"{rid}: {len(got)} tokens equal looptune run's ({reason})")
+
+    st = client.streams["st1"]
+    text = b"".join(st.tokens[i][1] for i in range(len(st.tokens)))
+    last = st.tokens[len(st.tokens) - 1][1] if st.tokens else b""
+    check(st.final.finish_reason == "stop" and stop.encode() in text
+          and stop.encode() not in text[:len(text) - len(last)] and st.ids() == g1_ids[:len(st.ids())],
+          f"st1: stop {stop!r}: {st.final.finish_reason} after {text!r}")
+    ref, _ = sc.run_reference(model, CHAT_TEXT, 15, "--temp", "0")
+    c1 = client.streams["c1"]
+    check(c1.ids() == (ref[:-1] if len(ref) < 15 else ref),
+          f"c1: chat stream {c1.ids()} != looptune run's on the rendered conversation {ref}")
+    say(f"st1 stopped at {stop!r} after {len(st.tokens)} tokens; the chat request equals run's "
+        "on its chatml rendering")
 
     long = client.streams["long"]
     check(long.final.finish_reason == "cancelled" and len(long.tokens) < CTX - 8,

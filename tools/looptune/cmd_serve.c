@@ -44,6 +44,8 @@ static const char *const serve_help_end =
     "      --flush-ms MS       least time between two commits (default 20)\n"
     "      --partitions N      partitions of the topics it creates (default 6)\n"
     "      --session-timeout-ms MS  group session timeout (default 6000)\n"
+    "      --transaction-timeout-ms MS  how long a dead worker's open transaction holds\n"
+    "                          back read_committed readers (default 15000)\n"
     "      --mmap              read weights from the file mapping (default: copied)\n"
     "      --test-step-delay-ms MS  tests: sleep after every decode step\n"
     "  -h, --help              this help\n";
@@ -74,7 +76,7 @@ static void default_name(const char *path, char *out, size_t n) {
 int lt_cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
     enum { O_GROUP = 256, O_INSTANCE, O_THREADS, O_MAXB, O_CTX, O_CHUNK, O_QUEUE, O_FLUSH,
-           O_PARTS, O_SESSION, O_MMAP, O_DELAY };
+           O_PARTS, O_SESSION, O_TXN, O_MMAP, O_DELAY };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         {"model", required_argument, 0, 'm'},
@@ -88,6 +90,7 @@ int lt_cmd_serve(int argc, char **argv) {
         {"flush-ms", required_argument, 0, O_FLUSH},
         {"partitions", required_argument, 0, O_PARTS},
         {"session-timeout-ms", required_argument, 0, O_SESSION},
+        {"transaction-timeout-ms", required_argument, 0, O_TXN},
         {"mmap", no_argument, 0, O_MMAP},
         {"test-step-delay-ms", required_argument, 0, O_DELAY},
         {"help", no_argument, 0, 'h'},
@@ -178,6 +181,11 @@ int lt_cmd_serve(int argc, char **argv) {
                 FAIL("bad --session-timeout-ms '%s': expected 1000..3600000", optarg);
             so.session_timeout_ms = (int)v;
             break;
+        case O_TXN:
+            if (!lt_cli_parse_i64(optarg, 1000, 900000, &v))
+                FAIL("bad --transaction-timeout-ms '%s': expected 1000..900000", optarg);
+            so.transaction_timeout_ms = (int)v;
+            break;
         case O_MMAP: use_mmap = true; break;
         case O_DELAY:
             if (!lt_cli_parse_i64(optarg, 0, 60000, &v))
@@ -228,14 +236,16 @@ int lt_cmd_serve(int argc, char **argv) {
     fprintf(stderr, "serve: %lld requests, %lld completed (stop %lld, length %lld, cancelled "
             "%lld, deadline %lld, error %lld), %lld dropped (partition moved), %lld records "
             "rejected; %lld tokens in %lld steps; %lld commits (%.1f ms each on average), %lld "
-            "transactions aborted, %lld producer restarts, %lld pauses\n",
+            "transactions aborted, %lld producer restarts; fetching paused %lld times, at most "
+            "%lld requests held\n",
             (long long)st.requests, (long long)st.completed,
             (long long)st.by_reason[LT_FINISH_STOP], (long long)st.by_reason[LT_FINISH_LENGTH],
             (long long)st.by_reason[LT_FINISH_CANCELLED],
             (long long)st.by_reason[LT_FINISH_DEADLINE], (long long)st.by_reason[LT_FINISH_ERROR],
             (long long)st.dropped, (long long)st.rejected, (long long)st.tokens,
             (long long)st.steps, (long long)st.stage.committed, avg, (long long)st.stage.aborted,
-            (long long)st.stage.producer_restarts, (long long)st.pauses);
+            (long long)st.stage.producer_restarts, (long long)st.pauses,
+            (long long)st.held_max);
     if (rc) FAIL("%s", err);
     exit_code = 0;
 done:
