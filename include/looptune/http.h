@@ -114,6 +114,7 @@ typedef struct {
     lt_kafka_conn conn;         /* the cluster of the requests and completions topics */
     const char *topic_prefix;   /* NULL: "looptune." */
     int32_t partitions;         /* of the topics it creates; 0: 6 */
+    lt_devbroker *devbroker;    /* the embedded broker the topics are on, or NULL */
     const char *http_addr;      /* "HOST:PORT" (port 0: any free one), "[V6]:PORT" */
     const char *api_key;        /* clients must send "Authorization: Bearer KEY"; NULL: none */
     const char *const *models;  /* [n_models] the model names served; none: any name

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "looptune/kafka.h"
+#include "looptune/serve.h"
 
 #define N_BUCKETS 1024
 
@@ -306,11 +307,7 @@ int lt_gateway_open(lt_gateway **out, const lt_gateway_opts *o) {
     snprintf(g->topic_comp, sizeof g->topic_comp, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_COMPLETIONS));
     int rc;
-    lt_kafka_admin *a = NULL;
-    if ((rc = lt_kafka_admin_open(&a, &o->conn))) goto fail;
-    rc = lt_kafka_admin_ensure_topics(a, prefix, o->partitions > 0 ? o->partitions : 6, -1, 15000);
-    lt_kafka_admin_close(a);
-    if (rc) goto fail;
+    if ((rc = lt_serve_ensure_topics(&o->conn, o->devbroker, prefix, o->partitions))) goto fail;
     if ((rc = lt_metrics_init(&g->metrics))) goto fail;
     lt_producer_opts po = {.conn = o->conn, .topic = g->topic_req, .linger_ms = -1};
     if ((rc = lt_producer_open(&g->producer, &po))) goto fail;

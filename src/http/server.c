@@ -562,11 +562,11 @@ int lt__gw_server_start(lt__gw_server **out, lt_gateway *g, const char *addr, in
     s->g = g;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    s->d = MHD_start_daemon(flags, 0, NULL, NULL, route, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, route, s, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)(max_conns > 0 ? max_conns : 512),
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                            MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
     if (!s->d) {
         free(s);
         return lt_error(LT_EIO, "--http %s: cannot listen there (in use, or not this machine's address)", addr);

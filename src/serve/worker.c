@@ -789,16 +789,21 @@ done:
 
 /* ---- setup and the loop ------------------------------------------------------------------- */
 
-static int ensure_topics(const lt_serve_opts *o, const char *req, const char *comp) {
-    const int32_t parts = o->partitions > 0 ? o->partitions : 6;
-    if (o->devbroker) {
-        int rc = lt_devbroker_create_topic(o->devbroker, req, parts);
-        return rc ? rc : lt_devbroker_create_topic(o->devbroker, comp, parts);
+int lt_serve_ensure_topics(const lt_kafka_conn *conn, lt_devbroker *dev, const char *prefix,
+                           int32_t partitions) {
+    char req[256], comp[256];
+    if (!prefix) prefix = LT_KAFKA_TOPIC_PREFIX;
+    snprintf(req, sizeof req, "%s%s", prefix, lt_kafka_topic_suffix(LT_TOPIC_REQUESTS));
+    snprintf(comp, sizeof comp, "%s%s", prefix, lt_kafka_topic_suffix(LT_TOPIC_COMPLETIONS));
+    const int32_t parts = partitions > 0 ? partitions : 6;
+    if (dev) {
+        int rc = lt_devbroker_create_topic(dev, req, parts);
+        return rc ? rc : lt_devbroker_create_topic(dev, comp, parts);
     }
     lt_topic_spec specs[2] = {{.name = req, .partitions = parts, .replication = -1},
                               {.name = comp, .partitions = parts, .replication = -1}};
     lt_kafka_admin *a;
-    int rc = lt_kafka_admin_open(&a, &o->conn);
+    int rc = lt_kafka_admin_open(&a, conn);
     if (rc) return rc;
     rc = lt_kafka_admin_create_topics(a, specs, 2, 15000, NULL);
     lt_kafka_admin_close(a);
@@ -826,7 +831,7 @@ static int setup(worker *w) {
                               .on_finish = on_finish, .ctx = w};
         if ((rc = lt_batcher_init(&w->batchers[i], w->llamas[i], &bo))) return rc;
     }
-    if ((rc = ensure_topics(o, w->topic_req, w->topic_comp))) return rc;
+    if ((rc = lt_serve_ensure_topics(&o->conn, o->devbroker, o->prefix, o->partitions))) return rc;
     char txn_id[200];
     snprintf(txn_id, sizeof txn_id, "looptune-serve-%s", w->id);
     lt_stage_opts so = {.conn = o->conn, .group = w->group, .topic = w->topic_req,

@@ -11,4 +11,8 @@ if(PYTHON3 AND NOT LT_SANITIZE)
     set_tests_properties(py_${name} PROPERTIES LABELS kafka TIMEOUT 300
       FIXTURES_REQUIRED kafka_broker ENVIRONMENT "${LT_KAFKA_ENV};${LT_SERVE_ENV}")
   endforeach()
+  # without a broker: `serve --http` on the embedded one, the command lines
+  add_test(NAME py_test_http_embedded COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/http/test_http_embedded.py)
+  set_tests_properties(py_test_http_embedded PROPERTIES LABELS e2e TIMEOUT 300
+    ENVIRONMENT "${LT_SERVE_ENV}")
 endif()
