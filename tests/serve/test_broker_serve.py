@@ -70,7 +70,7 @@ def run(client, srv, model):
     client.request("long", prompt="A long story", max_tokens=CTX - 8, ignore_eos=True)
     client.request("late", prompt="Too late", max_tokens=10, deadline_ns=time.time_ns() - 10**9)
     client.request("short-deadline", prompt="Soon over", max_tokens=CTX - 8, ignore_eos=True,
-                   deadline_ns=time.time_ns() + 500_000_000)
+                   deadline_ns=time.time_ns() + 1_000_000_000)
     client.request("unknown", prompt="Hello", model="no-such-model")
     client.request("too-long", ids=[1] + [300] * (CTX + 10))
 
