@@ -55,7 +55,7 @@ struct sreq {
     char *id;
     int32_t partition;
     int64_t offset;
-    int model;
+    int model;       /* index in the options' models; -1: none of them (an error) */
     int32_t *prompt; /* [n_prompt] */
     int64_t n_prompt;
     lt_sampler_opts smp;
@@ -530,7 +530,6 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
             at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
                                    w->o->models[i].name);
         snprintf(why, sizeof why, "unknown model '%.128s' (this worker serves %s)", q->model, names);
-        r->model = 0;
         finish_now(r, LT_FINISH_ERROR, why);
         return;
     }
@@ -672,7 +671,7 @@ static void take_events(worker *w, vec *evs) {
 static int encode_completion(worker *w, const sreq *r, bool final, uint8_t **out, size_t *len) {
     Looptune__Completion c = LOOPTUNE__COMPLETION__INIT;
     c.request_id = r->id;
-    c.model = (char *)w->o->models[r->model].name;
+    c.model = r->model >= 0 ? (char *)w->o->models[r->model].name : ""; /* "": none served it */
     c.worker = w->id;
     ProtobufCBinaryData *pieces = NULL;
     if (final) {
