@@ -2,8 +2,8 @@
  * generates completions with continuous batching and streams them exactly
  * once.
  *
- * Two threads. The decode thread owns the batchers (one per model) and does
- * nothing but steps; it never touches Kafka. It takes commands (admit,
+ * Two threads. The decode thread (decode.c) owns the batchers (one per
+ * model) and does nothing but steps; it never touches Kafka. It takes commands (admit,
  * cancel, drop) from an inbox and hands what the steps make (tokens, ends)
  * to an outbox; both are vectors under a mutex held only to append or to
  * swap, never across I/O. The calling thread is the Kafka thread: it reads
@@ -29,7 +29,7 @@
  * backlog grows; cancels still arrive at once through a follower of the
  * requests topic that reads from its end. */
 #define _GNU_SOURCE /* gethostname */
-#include "looptune/serve.h"
+#include "serve/serve_internal.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -42,46 +42,13 @@
 #define DEFAULT_SLOTS 4
 #define DEFAULT_FLUSH_MS 20
 #define DEFAULT_MAX_TOKENS 128
-#define OUTBOX_MAX 65536    /* events held for the Kafka thread; the decode thread waits beyond */
 #define MAX_FAILURES 5      /* commits in a row that failed: give up */
 #define CANCEL_MEMORY 1024  /* ids of cancels that came before their request */
 #define DEFAULT_LAST_N 64
 
 /* ---- requests ------------------------------------------------------------------------ */
 
-typedef struct sreq sreq;
-struct sreq {
-    /* set by the Kafka thread before the decode thread sees it, read-only after */
-    char *id;
-    int32_t partition;
-    int64_t offset;
-    int model;
-    int32_t *prompt; /* [n_prompt] */
-    int64_t n_prompt;
-    lt_sampler_opts smp;
-    int64_t max_tokens;
-    bool ignore_eos;
-    char **stop;     /* [n_stop] */
-    size_t n_stop;
-    uint64_t deadline_ns; /* CLOCK_REALTIME; 0 none */
-    /* the decode thread's */
-    int64_t bid;     /* batcher handle */
-    /* the Kafka thread's */
-    bool with_decode;  /* admitted, and its end not received yet */
-    bool cancel_sent;
-    bool revoked;      /* its partition went: nothing of it is committed */
-    bool finished;     /* its end received (or decided here) */
-    lt_finish why;
-    char *error;
-    const char *error_code; /* with an error: Completion.error_code (static) */
-    int64_t usage_prompt;
-    int32_t *toks;     /* [n_toks] history */
-    size_t *text_off;  /* [n_toks + 1] offsets into text */
-    char *text;
-    size_t n_toks, cap_toks, text_len, cap_text;
-    size_t committed;  /* tokens whose records are committed */
-    sreq *next;
-};
+typedef lt__sreq sreq;
 
 static void sreq_free(sreq *r) {
     if (!r) return;
@@ -122,52 +89,6 @@ static int history_add(sreq *r, int32_t tok, const char *text, size_t len) {
     return LT_OK;
 }
 
-/* ---- the two threads' mailboxes ----------------------------------------------------- */
-
-enum { CMD_ADMIT, CMD_CANCEL, CMD_DROP };
-typedef struct {
-    int kind;
-    sreq *r;
-    lt_finish why; /* CMD_CANCEL */
-} command;
-
-enum { EV_TOKEN, EV_FINISH };
-typedef struct {
-    int kind;
-    sreq *r;
-    int64_t index;
-    int32_t token;
-    lt_finish why;
-    int64_t n_prompt;
-    char *error;    /* EV_FINISH with an error: malloc'd */
-    uint16_t len;
-    char text[256];
-} event;
-
-typedef struct {
-    void *v;
-    size_t n, cap, size;
-} vec;
-
-static int vec_push(vec *x, const void *item) {
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? 2 * x->cap : 64;
-        void *v = realloc(x->v, cap * x->size);
-        if (!v) return LT_ENOMEM;
-        x->v = v;
-        x->cap = cap;
-    }
-    memcpy((char *)x->v + x->n * x->size, item, x->size);
-    x->n++;
-    return LT_OK;
-}
-
-static void vec_swap(vec *a, vec *b) {
-    vec t = *a;
-    *a = *b;
-    *b = t;
-}
-
 /* ---- the worker ----------------------------------------------------------------------- */
 
 typedef struct {
@@ -182,19 +103,11 @@ typedef struct {
     char topic_req[256], topic_comp[256], group[256];
     lt_pool *pool;
     lt_llama **llamas;      /* [n_models] */
-    lt_batcher **batchers;  /* [n_models] */
+    lt_batcher **batchers;  /* [n_models]: the decode thread's once it runs */
     int64_t slots, queue;
-    /* decode thread */
+    lt__decoder dec;        /* the decode thread's state and mailboxes (decode.c) */
     pthread_t decode_thread;
     bool decode_started;
-    _Atomic bool decode_stop;
-    vec waiting;            /* sreq*: admitted, no slot yet (decode thread's) */
-    vec active;             /* sreq*: in a batcher (decode thread's) */
-    /* mailboxes: mu guards inbox and outbox; lock never held across I/O or a step */
-    pthread_mutex_t mu;
-    pthread_cond_t inbox_cv, outbox_cv;
-    vec inbox, outbox;
-    _Atomic int64_t steps, tokens;
     /* Kafka thread */
     lt_stage *stage;
     lt_follower *cancels;
@@ -214,142 +127,6 @@ static uint64_t wall_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* ---- decode thread ---------------------------------------------------------------------- */
-
-/* Queues an event for the Kafka thread; waits only when OUTBOX_MAX are
- * queued (Kafka has stalled for seconds). */
-static void emit(worker *w, const event *e) {
-    pthread_mutex_lock(&w->mu);
-    while (w->outbox.n >= OUTBOX_MAX && !atomic_load(&w->decode_stop))
-        pthread_cond_wait(&w->outbox_cv, &w->mu);
-    if (vec_push(&w->outbox, e)) lt_log(LT_LOG_ERROR, "serve %s: out of memory: event lost", w->id);
-    pthread_mutex_unlock(&w->mu);
-}
-
-static void emit_finish(worker *w, sreq *r, lt_finish why, const char *error, int64_t n_prompt) {
-    event e = {.kind = EV_FINISH, .r = r, .why = why, .n_prompt = n_prompt};
-    if (error) e.error = strdup(error);
-    emit(w, &e);
-}
-
-static void on_token(void *ctx, void *user, int64_t index, int32_t token, const char *text,
-                     size_t len) {
-    worker *w = ctx;
-    event e = {.kind = EV_TOKEN, .r = user, .index = index, .token = token};
-    if (len > sizeof e.text) len = sizeof e.text;
-    memcpy(e.text, text, len);
-    e.len = (uint16_t)len;
-    atomic_fetch_add(&w->tokens, 1);
-    emit(w, &e);
-}
-
-static bool vec_remove(vec *x, sreq *r) {
-    sreq **v = x->v;
-    for (size_t i = 0; i < x->n; i++)
-        if (v[i] == r) {
-            memmove(v + i, v + i + 1, (x->n - i - 1) * sizeof *v);
-            x->n--;
-            return true;
-        }
-    return false;
-}
-
-static void on_finish(void *ctx, void *user, lt_finish why, const char *error, int64_t n_prompt,
-                      int64_t n_generated) {
-    (void)n_generated; /* the Kafka thread counts the tokens it received */
-    worker *w = ctx;
-    vec_remove(&w->active, user);
-    emit_finish(w, user, why, error, n_prompt);
-}
-
-/* Ends r wherever the decode thread holds it. Looked up by pointer before
- * any use: a command about a request that has ended already finds nothing
- * (commands are taken in order, so a request allocated later at the same
- * address is admitted after this command). */
-static void decode_end(worker *w, sreq *r, lt_finish why) {
-    sreq **v = w->active.v;
-    for (size_t i = 0; i < w->active.n; i++)
-        if (v[i] == r) {
-            lt_batcher_cancel(w->batchers[r->model], r->bid, why); /* on_finish reports it */
-            return;
-        }
-    if (vec_remove(&w->waiting, r)) emit_finish(w, r, why, NULL, r->n_prompt);
-}
-
-static void decode_deadlines(worker *w) {
-    const uint64_t now = wall_ns();
-    for (size_t i = 0; i < w->active.n;) {
-        sreq *r = ((sreq **)w->active.v)[i];
-        if (r->deadline_ns && now > r->deadline_ns) decode_end(w, r, LT_FINISH_DEADLINE);
-        else i++;
-    }
-    for (size_t i = 0; i < w->waiting.n;) {
-        sreq *r = ((sreq **)w->waiting.v)[i];
-        if (r->deadline_ns && now > r->deadline_ns) decode_end(w, r, LT_FINISH_DEADLINE);
-        else i++;
-    }
-}
-
-/* Waiting requests into free slots, oldest first (per model). */
-static void decode_admit(worker *w) {
-    for (size_t i = 0; i < w->waiting.n;) {
-        sreq *r = ((sreq **)w->waiting.v)[i];
-        lt_batcher *b = w->batchers[r->model];
-        if (lt_batcher_active(b) >= lt_batcher_slots(b)) {
-            i++;
-            continue;
-        }
-        lt_batcher_req br = {.prompt = r->prompt, .n_prompt = r->n_prompt, .sampling = r->smp,
-                             .max_tokens = r->max_tokens, .ignore_eos = r->ignore_eos,
-                             .stop = (const char *const *)r->stop, .n_stop = r->n_stop,
-                             .user = r};
-        vec_remove(&w->waiting, r);
-        int rc = lt_batcher_add(b, &br, &r->bid);
-        if (rc) emit_finish(w, r, LT_FINISH_ERROR, lt_errmsg(), r->n_prompt);
-        else vec_push(&w->active, &r);
-    }
-}
-
-static void *decode_main(void *arg) {
-    worker *w = arg;
-    vec cmds = {.size = sizeof(command)};
-    while (!atomic_load(&w->decode_stop)) {
-        pthread_mutex_lock(&w->mu);
-        if (!w->inbox.n && !w->active.n) {
-            /* idle: wait for a command, waking now and then for deadlines */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 20000000L;
-            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-            pthread_cond_timedwait(&w->inbox_cv, &w->mu, &ts);
-        }
-        vec_swap(&cmds, &w->inbox);
-        pthread_mutex_unlock(&w->mu);
-        for (size_t i = 0; i < cmds.n; i++) {
-            command *c = &((command *)cmds.v)[i];
-            if (c->kind == CMD_ADMIT) vec_push(&w->waiting, &c->r);
-            else decode_end(w, c->r, c->kind == CMD_DROP ? LT_FINISH_CANCELLED : c->why);
-        }
-        cmds.n = 0;
-        decode_deadlines(w);
-        decode_admit(w);
-        if (!w->active.n) continue;
-        for (size_t m = 0; m < w->o->n_models; m++) {
-            if (!lt_batcher_active(w->batchers[m])) continue;
-            lt_batcher_step(w->batchers[m], NULL);
-            atomic_fetch_add(&w->steps, 1);
-        }
-        if (w->o->test_step_delay_ms > 0) sleep_ms(w->o->test_step_delay_ms);
-    }
-    /* leaving: what is still held ends unreported (nothing of it is committed) */
-    free(cmds.v);
-    return NULL;
-}
 
 /* ---- Kafka thread: positions ---------------------------------------------------------- */
 
@@ -365,15 +142,6 @@ static part_pos *pos_of(worker *w, int32_t p) {
     return &w->pos[p];
 }
 
-static void send_command(worker *w, int kind, sreq *r, lt_finish why) {
-    command c = {.kind = kind, .r = r, .why = why};
-    pthread_mutex_lock(&w->mu);
-    int rc = vec_push(&w->inbox, &c);
-    pthread_cond_signal(&w->inbox_cv);
-    pthread_mutex_unlock(&w->mu);
-    if (rc) lt_log(LT_LOG_ERROR, "serve %s: out of memory: command lost", w->id);
-}
-
 /* The stage lost partition p: its requests are dropped (the decode thread
  * ends those it holds; they are freed when it says so), its positions
  * forgotten. Runs inside poll or commit, on the Kafka thread. */
@@ -384,7 +152,7 @@ static void on_revoke(void *arg, int32_t p) {
         if (r->partition != p || r->revoked) continue;
         r->revoked = true;
         if (!r->finished) n++;
-        if (r->with_decode) send_command(w, CMD_DROP, r, LT_FINISH_CANCELLED);
+        if (r->with_decode) lt__decoder_command(&w->dec, LT__CMD_DROP, r, LT_FINISH_CANCELLED);
     }
     w->st->dropped += n;
     if (n) lt_log(LT_LOG_INFO, "serve %s: partition %d revoked: %" PRId64 " requests dropped "
@@ -422,7 +190,7 @@ static void handle_cancel(worker *w, const char *id) {
         found = true;
         if (r->with_decode && !r->cancel_sent) {
             r->cancel_sent = true;
-            send_command(w, CMD_CANCEL, r, LT_FINISH_CANCELLED);
+            lt__decoder_command(&w->dec, LT__CMD_CANCEL, r, LT_FINISH_CANCELLED);
         }
     }
     if (found || cancel_remembered(w, id)) return;
@@ -532,7 +300,6 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
             at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
                                    w->o->models[i].name);
         snprintf(why, sizeof why, "unknown model '%.128s' (this worker serves %s)", q->model, names);
-        r->model = 0;
         finish_now(r, LT_FINISH_ERROR, "model_not_found", why);
         return;
     }
@@ -599,7 +366,7 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
     }
     r->with_decode = true;
     if (++w->n_with_decode > w->st->held_max) w->st->held_max = w->n_with_decode;
-    send_command(w, CMD_ADMIT, r, LT_FINISH_NONE);
+    lt__decoder_command(&w->dec, LT__CMD_ADMIT, r, LT_FINISH_NONE);
 }
 
 static int handle_record(worker *w, const lt_record *rec) {
@@ -643,15 +410,12 @@ static int handle_record(worker *w, const lt_record *rec) {
 
 /* ---- Kafka thread: events and commits --------------------------------------------------- */
 
-static void take_events(worker *w, vec *evs) {
-    pthread_mutex_lock(&w->mu);
-    vec_swap(evs, &w->outbox);
-    pthread_cond_broadcast(&w->outbox_cv);
-    pthread_mutex_unlock(&w->mu);
+static void take_events(worker *w, lt__vec *evs) {
+    lt__decoder_take(&w->dec, evs);
     for (size_t i = 0; i < evs->n; i++) {
-        event *e = &((event *)evs->v)[i];
+        lt__event *e = &((lt__event *)evs->v)[i];
         sreq *r = e->r;
-        if (e->kind == EV_TOKEN) {
+        if (e->kind == LT__EV_TOKEN) {
             if (!r->revoked && (size_t)e->index == r->n_toks &&
                 history_add(r, e->token, e->text, e->len))
                 lt_log(LT_LOG_ERROR, "serve %s: out of memory: request %s", w->id, r->id);
@@ -675,7 +439,7 @@ static void take_events(worker *w, vec *evs) {
 static int encode_completion(worker *w, const sreq *r, bool final, uint8_t **out, size_t *len) {
     Looptune__Completion c = LOOPTUNE__COMPLETION__INIT;
     c.request_id = r->id;
-    c.model = (char *)w->o->models[r->model].name;
+    c.model = r->model >= 0 ? (char *)w->o->models[r->model].name : ""; /* "": none served it */
     c.worker = w->id;
     ProtobufCBinaryData *pieces = NULL;
     if (final) {
@@ -827,8 +591,9 @@ static int setup(worker *w) {
         lt_llama_opts lo = {.ctx_len = ctx, .n_slots = w->slots, .executor = 1};
         if ((rc = lt_llama_init(&w->llamas[i], m, w->pool, &lo)))
             return lt_error(rc, "model %s: %s", o->models[i].name, lt_errmsg());
-        lt_batcher_opts bo = {.prefill_chunk = o->prefill_chunk, .on_token = on_token,
-                              .on_finish = on_finish, .ctx = w};
+        lt_batcher_opts bo = {.prefill_chunk = o->prefill_chunk,
+                              .on_token = lt__decoder_on_token,
+                              .on_finish = lt__decoder_on_finish, .ctx = &w->dec};
         if ((rc = lt_batcher_init(&w->batchers[i], w->llamas[i], &bo))) return rc;
     }
     if ((rc = lt_serve_ensure_topics(&o->conn, o->devbroker, o->prefix, o->partitions))) return rc;
@@ -842,7 +607,11 @@ static int setup(worker *w) {
                         .on_revoke = on_revoke, .arg = w};
     if ((rc = lt_stage_open(&w->stage, &so))) return rc;
     if ((rc = lt_follower_open(&w->cancels, &o->conn, w->topic_req, 15000))) return rc;
-    w->decode_started = !pthread_create(&w->decode_thread, NULL, decode_main, w);
+    w->dec.batchers = w->batchers;
+    w->dec.n_batchers = o->n_models;
+    w->dec.step_delay_ms = o->test_step_delay_ms;
+    w->dec.id = w->id;
+    w->decode_started = !pthread_create(&w->decode_thread, NULL, lt__decoder_main, &w->dec);
     if (!w->decode_started) return lt_error(LT_ENOMEM, "serve: cannot start the decode thread");
     return LT_OK;
 }
@@ -863,12 +632,7 @@ static void poll_cancels(worker *w) {
 int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
     memset(st, 0, sizeof *st);
     worker w = {.o = o, .st = st};
-    w.inbox.size = sizeof(command);
-    w.outbox.size = sizeof(event);
-    w.waiting.size = w.active.size = sizeof(sreq *);
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.inbox_cv, NULL);
-    pthread_cond_init(&w.outbox_cv, NULL);
+    lt__decoder_init(&w.dec);
     const char *prefix = o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX;
     snprintf(w.topic_req, sizeof w.topic_req, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_REQUESTS));
@@ -891,7 +655,7 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
                w.id, w.group, w.topic_req, w.topic_comp, o->n_models, (long long)w.slots,
                o->at_least_once ? "at-least-once" : "exactly-once (transactions)");
     const int flush_ms = o->flush_ms > 0 ? o->flush_ms : DEFAULT_FLUSH_MS;
-    vec evs = {.size = sizeof(event)};
+    lt__vec evs = {.size = sizeof(lt__event)};
     uint64_t last_commit = lt_now_ns();
     while (!rc && !atomic_load(o->stop)) {
         take_events(&w, &evs);
@@ -926,15 +690,15 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
         commit(&w, &did);
     }
     if (w.decode_started) {
-        atomic_store(&w.decode_stop, true);
-        pthread_mutex_lock(&w.mu);
-        pthread_cond_broadcast(&w.inbox_cv);
-        pthread_cond_broadcast(&w.outbox_cv);
-        pthread_mutex_unlock(&w.mu);
+        atomic_store(&w.dec.stop, true);
+        pthread_mutex_lock(&w.dec.mu);
+        pthread_cond_broadcast(&w.dec.inbox_cv);
+        pthread_cond_broadcast(&w.dec.outbox_cv);
+        pthread_mutex_unlock(&w.dec.mu);
         pthread_join(w.decode_thread, NULL);
     }
-    st->steps = atomic_load(&w.steps);
-    st->tokens = atomic_load(&w.tokens);
+    st->steps = atomic_load(&w.dec.steps);
+    st->tokens = atomic_load(&w.dec.tokens);
     if (w.stage) lt_stage_stats_get(w.stage, &st->stage);
     lt_follower_close(w.cancels);
     lt_stage_close(w.stage);
@@ -950,13 +714,7 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
     }
     for (size_t i = 0; i < CANCEL_MEMORY; i++) free(w.cancelled[i]);
     free(evs.v);
-    free(w.inbox.v);
-    free(w.outbox.v);
-    free(w.waiting.v);
-    free(w.active.v);
+    lt__decoder_destroy(&w.dec);
     free(w.pos);
-    pthread_cond_destroy(&w.inbox_cv);
-    pthread_cond_destroy(&w.outbox_cv);
-    pthread_mutex_destroy(&w.mu);
     return rc ? lt_error(rc, "%s", msg) : LT_OK;
 }

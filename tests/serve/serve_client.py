@@ -19,9 +19,9 @@ import dist_harness as h  # noqa: E402  (broker address, schema, fail/check/say)
 fail, check, say = h.fail, h.check, h.say
 
 
-def make_model(wdir, seed=1):
+def make_model(wdir, seed=1, name="serve-model.gguf"):
     """A random-weight model of the stories260K shape with a synthetic vocabulary (GGUF)."""
-    path = os.path.join(wdir, "serve-model.gguf")
+    path = os.path.join(wdir, name)
     p = subprocess.run([h.binary(), "model-gen", "--preset", "stories260K", "--dtype", "f32",
                         "--seed", str(seed), "-o", path], capture_output=True, text=True,
                        timeout=120)

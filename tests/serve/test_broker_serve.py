@@ -1,6 +1,8 @@
 """`looptune serve` on the real broker, against `looptune run`.
 
-One worker (4 KV slots) serves requests produced at once: two greedy ones
+One worker (4 KV slots for each of its two models) serves requests
+produced at once: one for the second model (equal to `looptune run` on
+that model), two greedy ones
 whose token ids and text must equal `looptune run --temp 0` on the same
 prompt, a greedy one whose prompt of some 160 tokens is prefilled in three
 chunks between the others' decode steps (equal to run's one batch too), a sampled one (temperature, top-p, top-k, repetition penalty, seed)
@@ -32,13 +34,14 @@ def main():
     prefix = h.unique_prefix("serve")
     wdir = h.work_dir()
     model = sc.make_model(wdir)
+    other = sc.make_model(wdir, seed=9, name="other.gguf")
     # a short sleep per step, so the long requests last seconds
     srv = sc.Server(model, servers, prefix, "s1", wdir,
-                    ["--max-batch", "4", "--ctx", str(CTX), "--threads", "1",
+                    ["-m", f"second={other}", "--max-batch", "4", "--ctx", str(CTX), "--threads", "1",
                      "--test-step-delay-ms", "4"]).start()
     client = sc.Client(servers, prefix)
     try:
-        run(client, srv, model)
+        run(client, srv, model, other)
     finally:
         code = srv.stop()
         client.close()
@@ -48,7 +51,7 @@ def main():
     say("ok")
 
 
-def run(client, srv, model):
+def run(client, srv, model, other):
     sc.wait_holding([srv])
     # a first request, so the transactions are set up before the figures count
     client.request("warm-up", prompt="Hi", max_tokens=1)
@@ -63,6 +66,7 @@ def run(client, srv, model):
     check(stop, f"no stop text to take from {gen!r}")
     client.request("st1", prompt="Once upon a time", max_tokens=40, temp=0.0, stop=[stop])
     client.request("c1", messages=CHAT, max_tokens=15, temp=0.0)
+    client.request("m2", prompt="Once upon a time", max_tokens=20, temp=0.0, model="second")
     client.request("g1", prompt="Once upon a time", max_tokens=40, temp=0.0)
     client.request("g2", prompt="The little dog ran", max_tokens=25)  # no sampling: greedy
     client.request("g3", prompt=LONG_PROMPT, max_tokens=20, temp=0.0)  # prefilled in 3 chunks
@@ -70,7 +74,7 @@ def run(client, srv, model):
     client.request("long", prompt="A long story", max_tokens=CTX - 8, ignore_eos=True)
     client.request("late", prompt="Too late", max_tokens=10, deadline_ns=time.time_ns() - 10**9)
     client.request("short-deadline", prompt="Soon over", max_tokens=CTX - 8, ignore_eos=True,
-                   deadline_ns=time.time_ns() + 500_000_000)
+                   deadline_ns=time.time_ns() + 1_000_000_000)
     client.request("unknown", prompt="Hello", model="no-such-model")
     client.request("too-long", ids=[1] + [300] * (CTX + 10))
 
@@ -83,7 +87,7 @@ def run(client, srv, model):
     check(client.streams["long"].tokens, "the long request streamed nothing in 60 s")
     n_at_cancel, t_cancel = len(client.streams["long"].tokens), time.time()
     client.cancel("long")
-    rids = ["g1", "g2", "g3", "s1", "st1", "c1", "long", "late", "short-deadline", "unknown", "too-long"]
+    rids = ["g1", "g2", "g3", "s1", "st1", "c1", "m2", "long", "late", "short-deadline", "unknown", "too-long"]
     client.wait(["long"], timeout_s=60)
     say(f"long: {n_at_cancel} tokens read when the cancel was sent, "
         f"{len(client.streams['long'].tokens)} in all, final read "
@@ -96,7 +100,8 @@ def run(client, srv, model):
         check(s.complete(), f"{rid}: indices {sorted(s.tokens)[:5]}... do not run 0..{s.final.index - 1}")
         check(s.final.completion_tokens == len(s.tokens),
               f"{rid}: usage says {s.final.completion_tokens} tokens, {len(s.tokens)} read")
-        check(s.final.worker == "s1" and s.final.model == "serve-model",
+        name = {"unknown": "", "m2": "second"}.get(rid, "serve-model")
+        check(s.final.worker == "s1" and s.final.model == name,
               f"{rid}: final from worker {s.final.worker!r}, model {s.final.model!r}")
     check(client.duplicates == 0, f"{client.duplicates} duplicate tokens from one live worker")
 
@@ -104,10 +109,11 @@ def run(client, srv, model):
     for rid, prompt, n, flags in [("g1", "Once upon a time", 40, ["--temp", "0"]),
                                   ("g2", "The little dog ran", 25, ["--temp", "0"]),
                                   ("g3", LONG_PROMPT, 20, ["--temp", "0"]),
+                                  ("m2", "Once upon a time", 20, ["--temp", "0"]),
                                   ("s1", "Once upon a time", 30,
                                    ["--temp", "0.8", "--top-p", "0.9", "--top-k", "40",
                                     "--repeat-penalty", "1.1", "--seed", "42"])]:
-        ref_ids, ref_out = sc.run_reference(model, prompt, n, *flags)
+        ref_ids, ref_out = sc.run_reference(other if rid == "m2" else model, prompt, n, *flags)
         s = client.streams[rid]
         got = s.ids()
         if len(ref_ids) < n:  # run stopped at an end-of-generation token, which it prints
@@ -138,6 +144,8 @@ def run(client, srv, model):
     say(f"st1 stopped at {stop!r} after {len(st.tokens)} tokens; the chat request equals run's "
         "on its chatml rendering")
 
+    check(client.streams["m2"].ids() != client.streams["g1"].ids()[:20],
+          "the second model gave the first model's stream: the request's model was not used")
     long = client.streams["long"]
     check(long.final.finish_reason == "cancelled" and len(long.tokens) < CTX - 8,
           f"long: finish {long.final.finish_reason} after {len(long.tokens)} tokens")
@@ -149,7 +157,7 @@ def run(client, srv, model):
           f"short-deadline: finish {sd.final.finish_reason} after {len(sd.tokens)} tokens")
     unk = client.streams["unknown"].final
     check(unk.finish_reason == "error" and "unknown model 'no-such-model'" in unk.error
-          and "serve-model" in unk.error, f"unknown: {unk.finish_reason}: {unk.error}")
+          and "serve-model, second" in unk.error, f"unknown: {unk.finish_reason}: {unk.error}")
     tl = client.streams["too-long"].final
     check(tl.finish_reason == "error" and "longer than the context" in tl.error
           and tl.prompt_tokens == CTX + 11, f"too-long: {tl.finish_reason}: {tl.error}")
