@@ -1,0 +1,46 @@
+/* Internals of the hpo layer shared between its files: one parameter's
+ * unit-cube mapping, the samplers' interface and the view of a study's
+ * trials that a sampler proposes from. */
+#ifndef LT_HPO_INTERNAL_H
+#define LT_HPO_INTERNAL_H
+
+#include "looptune/hpo.h"
+
+/* One parameter's value <-> unit interval (space.c), as decode/encode. */
+double lt__hpo_decode1(const lt_hpo_param *p, double u);
+double lt__hpo_encode1(const lt_hpo_param *p, double v);
+
+/* What a sampler sees of a study: the trials it may learn from and the
+ * points still running. y is the objective as minimised (negated when the
+ * study maximises). */
+typedef struct {
+    const lt_hpo_space *space;
+    int n_done;            /* complete trials */
+    const double *const *x; /* [n_done] their configurations ([size] each) */
+    const double *y;       /* [n_done] their values, to minimise */
+    int n_pending;         /* running trials */
+    const double *const *pending; /* [n_pending] their configurations */
+    int n_asked;           /* trials asked so far (the index of this one) */
+} lt__hpo_history;
+
+/* A sampler: proposes values[size] from h. Returns a status. */
+typedef struct lt__hpo_sampler lt__hpo_sampler;
+struct lt__hpo_sampler {
+    int (*propose)(lt__hpo_sampler *self, const lt__hpo_history *h, double *values);
+    void (*free)(lt__hpo_sampler *self);
+};
+
+/* Constructors (sampler_random.c, sampler_tpe.c, sampler_gp.c); NULL when
+ * out of memory. n_startup 0: the sampler's default. */
+lt__hpo_sampler *lt__hpo_sampler_random(const lt_hpo_space *s, uint64_t seed);
+lt__hpo_sampler *lt__hpo_sampler_tpe(const lt_hpo_space *s, uint64_t seed, int n_startup);
+lt__hpo_sampler *lt__hpo_sampler_gp(const lt_hpo_space *s, uint64_t seed, int n_startup);
+
+/* The quasi-random point of index i (Halton's sequence, a random shift
+ * per dimension from shift[size], modulo 1) decoded into values. */
+void lt__hpo_quasi_point(const lt_hpo_space *s, uint64_t i, const double *shift, double *values);
+
+/* Whether values equals one of the h's pending or done points. */
+bool lt__hpo_seen(const lt__hpo_history *h, const double *values);
+
+#endif
