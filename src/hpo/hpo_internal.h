@@ -43,4 +43,21 @@ void lt__hpo_quasi_point(const lt_hpo_space *s, uint64_t i, const double *shift,
 /* Whether values equals one of the h's pending or done points. */
 bool lt__hpo_seen(const lt__hpo_history *h, const double *values);
 
+/* One trial of a study (study.c), as the pruners read it. */
+typedef struct {
+    lt_hpo_state state;
+    double value;     /* complete: its value; pruned: the last intermediate one */
+    double *values;   /* [size] its configuration */
+    char reason[160]; /* failed: why */
+    int n_steps, cap_steps;
+    int64_t *steps;   /* [n_steps] the steps it reported, increasing */
+    double *at;       /* [n_steps] the values it reported there, as minimised */
+} lt__hpo_trial;
+
+/* Pruning (pruner.c): whether trial t, which just reported y (as
+ * minimised) at step (already in its history), stops. trials[0..n) are
+ * the study's trials; both pruners read their histories alone. */
+bool lt__hpo_prune(const lt_hpo_study_opts *o, const lt__hpo_trial *trials, int n, int t,
+                   int64_t step, double y);
+
 #endif
