@@ -179,6 +179,48 @@ int lt_hpo_study_trial(const lt_hpo_study *st, int t, lt_hpo_state *state, doubl
 /* Seconds spent in ask so far, and the longest single ask. */
 void lt_hpo_study_ask_time(const lt_hpo_study *st, double *total_s, double *max_s);
 
+/* ---- external-command objectives (src/hpo/command.c) --------------------------- */
+
+/* A trial's command: argv with every {NAME} replaced by parameter NAME's
+ * value (lt_hpo_value_format; "" when the parameter is not active), run in
+ * a process group of its own with stdout read by the study and stderr
+ * inherited, and LT_HPO_TRIAL (the trial id) and LT_HPO_PARAMS (the
+ * configuration as JSON) in its environment. Its stdout speaks in lines:
+ * "step=N value=V" an intermediate value, "value=V" the metric (the last
+ * such line counts); other lines are ignored. */
+typedef struct {
+    int pid;          /* the process (and its group) */
+    int fd;           /* its stdout, non-blocking; -1 once closed */
+    char line[1024];  /* the line being read */
+    size_t len;
+    bool overlong;    /* the current line exceeded line[] (ignored) */
+    bool has_value;   /* a "value=V" line was read */
+    double value;     /* the last one's V */
+    bool exited;      /* reaped */
+    int wstatus;      /* its wait status, once exited */
+} lt_hpo_proc;
+
+/* Checks argv[0..argc) for placeholders: each {NAME} a parameter of s.
+ * LT_EINVAL with a message naming the argument otherwise. */
+int lt_hpo_command_check(char *const *argv, int argc, const lt_hpo_space *s);
+/* Starts a trial's command (values: its configuration). On failure (no
+ * fork, no pipe) returns a status and *p holds nothing. A program that
+ * cannot be executed exits with status 127 after saying why on stderr. */
+int lt_hpo_proc_start(lt_hpo_proc *p, char *const *argv, int argc, const lt_hpo_space *s,
+                      const double *values, int trial);
+/* Reads what the process wrote, calling on_step for each intermediate
+ * value (a non-zero return stops the reading: the caller prunes). Returns
+ * 1 once stdout reached its end (fd closed), 0 otherwise. */
+int lt_hpo_proc_read(lt_hpo_proc *p, int (*on_step)(void *ctx, int64_t step, double value),
+                     void *ctx);
+/* SIGKILL to the process group. */
+void lt_hpo_proc_kill(lt_hpo_proc *p);
+/* Whether the process has exited (without blocking); also kills what is
+ * left of its group then. */
+bool lt_hpo_proc_reap(lt_hpo_proc *p);
+/* Closes stdout if still open; the process must have been reaped. */
+void lt_hpo_proc_close(lt_hpo_proc *p);
+
 /* ---- built-in objectives (src/hpo/objectives.c) -------------------------------- */
 
 typedef struct {
