@@ -15,9 +15,9 @@ double lt__hpo_encode1(const lt_hpo_param *p, double v);
  * study maximises). */
 typedef struct {
     const lt_hpo_space *space;
-    int n_done;            /* complete trials */
+    int n_done;            /* complete trials, and pruned ones that reported a value */
     const double *const *x; /* [n_done] their configurations ([size] each) */
-    const double *y;       /* [n_done] their values, to minimise */
+    const double *y;       /* [n_done] their values (a pruned trial's last one), to minimise */
     int n_pending;         /* running trials */
     const double *const *pending; /* [n_pending] their configurations */
     int n_asked;           /* trials asked so far (the index of this one) */

@@ -1,6 +1,6 @@
 /* A hyperparameter study: trials asked for and told about asynchronously
- * (any number running at once), the sampler given the complete trials and
- * the running ones' points, intermediate values handed to the pruner, and
+ * (any number running at once), the sampler given the complete and pruned
+ * trials and the running ones' points, intermediate values handed to the pruner, and
  * the best trial kept. Values are stored as minimised (negated when the
  * study maximises) and given back as the objective reported them. */
 #include <math.h>
@@ -91,7 +91,9 @@ static lt__hpo_history history(lt_hpo_study *st) {
                          .n_asked = st->n};
     for (int i = 0; i < st->n; i++) {
         const lt__hpo_trial *t = &st->t[i];
-        if (t->state == LT_HPO_COMPLETE) {
+        /* a pruned trial teaches the sampler with its last intermediate
+         * value: most trials of an ASHA study end pruned */
+        if (t->state == LT_HPO_COMPLETE || (t->state == LT_HPO_PRUNED && !isnan(t->value))) {
             st->x[h.n_done] = t->values;
             st->y[h.n_done++] = t->value;
         } else if (t->state == LT_HPO_RUNNING) {
