@@ -195,7 +195,8 @@ int lt_hpo_proc_read(lt_hpo_proc *p, int (*on_step)(void *ctx, int64_t step, dou
                      void *ctx) {
     if (p->fd < 0) return 1;
     char buf[4096];
-    for (;;) {
+    /* at most 64 reads a call, so one chatty process cannot hold the others */
+    for (int reads = 0; reads < 64; reads++) {
         ssize_t got = read(p->fd, buf, sizeof buf);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) return 0; /* EAGAIN: nothing more now */
@@ -226,6 +227,7 @@ int lt_hpo_proc_read(lt_hpo_proc *p, int (*on_step)(void *ctx, int64_t step, dou
             }
         }
     }
+    return 0;
 }
 
 void lt_hpo_proc_kill(lt_hpo_proc *p) {

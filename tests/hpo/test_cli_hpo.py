@@ -167,6 +167,23 @@ r = run(["--space", SPACE, "--budget", 2, "--", os.path.join(WORK, "no-such-prog
 check(r.returncode != 0 and "exit status 127" in r.stderr and "cannot run" in r.stderr,
       "a program that cannot run: status 127 with the reason", r.stderr[-400:])
 
+# a chatty script: megabytes of log lines, an overlong line, then its metric without a newline
+CHATTY = write("chatty.py", """import sys
+x = float(sys.argv[1])
+for i in range(40000):
+    print("epoch %d: loss is going down nicely, value=%d is not the metric" % (i, i))
+print("x" * 100000)
+sys.stdout.write("value=%r" % (x * x))
+""")
+r = run(["--space", SPACE, "--budget", 3, "--parallel", 2, "-q", "--",
+         PY, CHATTY, "{x}"])
+try:
+    out = json.loads(r.stdout)
+    check(r.returncode == 0 and abs(out["value"] - out["params"]["x"] ** 2) < 1e-12
+          and summary(r.stderr) == (3, 3, 0, 0), "chatty trials: their metric read after the logs")
+except (ValueError, KeyError) as e:
+    check(False, "chatty trials", (e, r.stderr[-400:]))
+
 # ---- pruning: learning curves, the worse ones stopped ----------------------------------------
 CURVE = write("curve.py", """import sys, time
 x = float(sys.argv[1])

@@ -149,8 +149,9 @@ static int run_command(study_run *r, char **argv, int argc, int budget, int para
         for (int i = 0; i < parallel && asked < budget && !stop_signal; i++) {
             if (busy[i]) continue;
             int trial;
-            if (lt_hpo_study_ask(r->st, &trial, values)) {
-                rc = lt_cli_fail_status(r->cmd, LT_EINVAL, "proposal");
+            int arc = lt_hpo_study_ask(r->st, &trial, values);
+            if (arc) {
+                rc = lt_cli_fail_status(r->cmd, arc, "proposal");
                 goto out;
             }
             asked++;
@@ -189,7 +190,8 @@ static int run_command(study_run *r, char **argv, int argc, int budget, int para
             }
             if (lt_hpo_proc_reap(&s->proc)) {
                 /* what it wrote before it exited (its metric line, often) */
-                if (!s->pruned && !s->timed_out) lt_hpo_proc_read(&s->proc, on_step, &ctx);
+                for (int k = 0; k < 4096 && !s->pruned && !s->timed_out && s->proc.fd >= 0; k++)
+                    lt_hpo_proc_read(&s->proc, on_step, &ctx);
                 finish(r, s);
                 busy[i] = false;
                 running--;
