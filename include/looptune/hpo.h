@@ -221,6 +221,58 @@ bool lt_hpo_proc_reap(lt_hpo_proc *p);
 /* Closes stdout if still open; the process must have been reaped. */
 void lt_hpo_proc_close(lt_hpo_proc *p);
 
+/* ---- the mlp-digits objective (src/hpo/digits.c, src/hpo/mlp.c) ----------------- */
+
+/* The 8x8 digits (scikit-learn's digits.csv.gz: 64 pixel counts 0..16 and
+ * the label, per line), split once and for all into train, validation and
+ * test sets (60/20/20 % of a fixed shuffle). */
+#define LT_HPO_DIGITS_PIXELS 64
+#define LT_HPO_DIGITS_CLASSES 10
+typedef struct {
+    int n;
+    float *x;   /* [n][64] pixels scaled to [0, 1] */
+    uint8_t *y; /* [n] digits */
+} lt_hpo_digits_set;
+typedef struct {
+    lt_hpo_digits_set train, val, test;
+} lt_hpo_digits;
+
+/* Reads path (gzip or plain CSV). LT_EIO / LT_EFORMAT with the file and
+ * line at fault. Free with lt_hpo_digits_free (a zeroed d is a no-op). */
+int lt_hpo_digits_load(const char *path, lt_hpo_digits *d);
+void lt_hpo_digits_free(lt_hpo_digits *d);
+
+typedef enum { LT_MLP_SGD, LT_MLP_MOMENTUM, LT_MLP_ADAM } lt_mlp_opt;
+typedef enum { LT_MLP_RELU, LT_MLP_TANH } lt_mlp_act;
+
+/* A multilayer perceptron's training: layers hidden layers of hidden
+ * units, softmax cross-entropy, minibatches of batch, inverted dropout on
+ * hidden units, momentum 0.9, Adam's betas 0.9 and 0.999. */
+typedef struct {
+    int layers, hidden; /* 1..8, 1..4096 */
+    double lr, dropout; /* > 0; [0, 1) */
+    lt_mlp_opt opt;
+    lt_mlp_act act;
+    int epochs, batch;  /* >= 1 */
+    uint64_t seed;      /* initial weights, shuffles, dropout */
+} lt_mlp_config;
+
+/* The config of a space's values: parameters lr, hidden, layers, dropout,
+ * opt (sgd, momentum, adam) and activation (relu, tanh) when the space has
+ * them, epochs and batch too; the rest keep the defaults (1 layer of 64
+ * relu units, lr 1e-3, no dropout, adam, 20 epochs of batches of 32). */
+void lt_mlp_config_default(lt_mlp_config *c);
+int lt_mlp_config_from(const lt_hpo_space *s, const double *values, lt_mlp_config *c);
+/* The search space of the mlp-digits objective (JSON). */
+extern const char *const lt_hpo_mlp_digits_space;
+
+/* Trains on d's train set; after each epoch on_epoch(ctx, epoch, validation
+ * accuracy) (may be NULL; a non-zero return stops the training there).
+ * *val_acc and *test_acc: the accuracies of the last epoch trained. */
+int lt_mlp_train(const lt_hpo_digits *d, const lt_mlp_config *c,
+                 int (*on_epoch)(void *ctx, int64_t epoch, double val_acc), void *ctx,
+                 double *val_acc, double *test_acc);
+
 /* ---- built-in objectives (src/hpo/objectives.c) -------------------------------- */
 
 typedef struct {

@@ -60,4 +60,10 @@ typedef struct {
 bool lt__hpo_prune(const lt_hpo_study_opts *o, const lt__hpo_trial *trials, int n, int t,
                    int64_t step, double y);
 
+/* For tests (mlp.c): the largest relative difference between
+ * backpropagation's gradient of the cross-entropy of images [0, m) of s and
+ * central finite differences, over every 7th weight and bias of a network
+ * of config c, initialised from its seed (dropout off). */
+double lt__mlp_grad_check(const lt_hpo_digits_set *s, int m, const lt_mlp_config *c);
+
 #endif

@@ -217,7 +217,6 @@ try:
 except (ValueError, KeyError) as e:
     check(False, "branin output", e)
 
-# ---- malformed spaces and flags: one line, non-zero exit ----------------------------------
 def refused(args, want, name):
     r = run(args)
     lines = r.stderr.strip().split("\n")
@@ -226,6 +225,30 @@ def refused(args, want, name):
     check(ok, "refused: " + name, (r.returncode, r.stderr))
 
 
+# ---- mlp-digits: an MLP trained on the digits, validation accuracy maximised -------------
+r = run(["--objective", "mlp-digits", "--budget", 12, "--pruner", "asha", "--sampler", "tpe"])
+try:
+    out = json.loads(r.stdout)
+    s = summary(r.stderr)
+    check(r.returncode == 0 and out["value"] > 0.9 and set(out["params"]) ==
+          {"lr", "hidden", "layers", "dropout", "opt", "activation"},
+          "mlp-digits: best validation accuracy above 0.9 in 12 trials", out)
+    check(s is not None and s[2] > 0 and s[1] + s[2] == 12, "mlp-digits: ASHA pruned some epochs", s)
+    m = re.search(r"its test accuracy ([0-9.]+)", r.stderr)
+    check(m is not None and float(m.group(1)) > 0.85, "mlp-digits: the best's test accuracy said")
+except (ValueError, KeyError) as e:
+    check(False, "mlp-digits output", (e, r.stderr[-600:]))
+MLPSPACE = write("mlp.json", json.dumps({
+    "lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True},
+    "epochs": {"type": "int", "low": 2, "high": 4},
+    "opt": {"type": "categorical", "choices": ["adam", "rmsprop"]}}))
+r = run(["--objective", "mlp-digits", "--space", MLPSPACE, "--budget", 2])
+check(r.returncode != 0 and "'rmsprop' is not one of sgd, momentum, adam" in r.stderr,
+      "mlp-digits: a space with a choice it cannot take is refused", r.stderr[-300:])
+refused(["--objective", "mlp-digits", "--data", os.path.join(WORK, "none.csv.gz")],
+        "--data: ", "mlp-digits without its data")
+
+# ---- malformed spaces and flags: one line, non-zero exit ----------------------------------
 bad_spaces = [
     ("not json", "{\"x\": ", "bad.json:1:"),
     ("unknown type", json.dumps({"x": {"type": "double", "low": 0, "high": 1}}),

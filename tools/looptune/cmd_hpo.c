@@ -1,6 +1,7 @@
 /* looptune hpo: a hyperparameter search of a user's command (every trial a
  * process, up to --parallel at once, a new one proposed the moment a slot
- * frees) or of a built-in objective. Progress on stderr, one line per
+ * frees) or of a built-in objective (an analytic function, or an MLP
+ * trained on the digits, one trial at a time). Progress on stderr, one line per
  * finished trial; the best trial as JSON on stdout and in --best-out. */
 #include <errno.h>
 #include <getopt.h>
@@ -28,15 +29,19 @@ static const char *const hpo_help =
     "{\"value\": V, \"params\": {...}} to stdout.\n"
     "\n"
     "  --space FILE           the search space (JSON)\n"
-    "  --objective NAME       a built-in objective instead of a command: branin or\n"
-    "                         hartmann6 (their space is implied when --space is omitted)\n"
+    "  --objective NAME       a built-in objective instead of a command: branin,\n"
+    "                         hartmann6 or mlp-digits (an MLP trained on the 8x8 digits,\n"
+    "                         validation accuracy maximised); the space is implied when\n"
+    "                         --space is omitted\n"
+    "  --data FILE            mlp-digits' data set (default: the source tree's\n"
+    "                         tests/data/digits.csv.gz)\n"
     "  --sampler S            gp (default), tpe or random\n"
     "  --budget N             trials in all (default 50)\n"
     "  --parallel P           trials running at once (default 1)\n"
     "  --pruner P             none (default), asha or median\n"
     "  --min-resource N       ASHA's first rung, in steps (default 1; rungs N * eta^k)\n"
     "  --eta N                ASHA's reduction factor (default 3)\n"
-    "  --direction D          minimize (default) or maximize\n"
+    "  --direction D          minimize (default; mlp-digits: maximize) or maximize\n"
     "  --study NAME           the study's name in messages (default: the space file's)\n"
     "  --seed S               the sampler's seed (default 1)\n"
     "  --trial-timeout SEC    kill a trial's processes after SEC seconds (default: none)\n"
@@ -231,6 +236,48 @@ static void run_builtin(study_run *r, const lt_hpo_objective *obj, int budget) {
     free(values);
 }
 
+typedef struct {
+    lt_hpo_study *st;
+    int trial;
+    bool pruned;
+} epoch_ctx;
+
+/* An epoch's validation accuracy: the pruner's verdict. */
+static int on_epoch(void *arg, int64_t epoch, double acc) {
+    epoch_ctx *c = arg;
+    bool prune = false;
+    if (lt_hpo_study_report(c->st, c->trial, epoch, acc, &prune) == LT_OK && prune) c->pruned = true;
+    return c->pruned;
+}
+
+/* The study of mlp-digits: an MLP trained here per trial, its validation
+ * accuracy after each epoch the intermediate value. *test_acc[trial]:
+ * each trial's test accuracy (malloc'd, budget entries). */
+static void run_mlp(study_run *r, const lt_hpo_digits *d, int budget, uint64_t seed,
+                    double **test_acc) {
+    int size = lt_hpo_space_size(r->space);
+    double *values = malloc((size_t)size * sizeof *values);
+    *test_acc = malloc((size_t)budget * sizeof **test_acc);
+    LT_ASSERT(values && *test_acc);
+    for (int t = 0; t < budget && !stop_signal; t++) {
+        int trial;
+        double t0 = lt_now_s(), va = 0, ta = NAN;
+        if (lt_hpo_study_ask(r->st, &trial, values)) break;
+        lt_mlp_config c;
+        lt_mlp_config_default(&c);
+        c.seed = seed * 1000003u + (uint64_t)trial;
+        epoch_ctx ctx = {r->st, trial, false};
+        int rc = lt_mlp_config_from(r->space, values, &c);
+        if (!rc) rc = lt_mlp_train(d, &c, on_epoch, &ctx, &va, &ta);
+        (*test_acc)[trial] = ta;
+        if (rc) lt_hpo_study_tell(r->st, trial, LT_HPO_FAILED, 0, lt_errmsg());
+        else if (ctx.pruned) lt_hpo_study_tell(r->st, trial, LT_HPO_PRUNED, 0, NULL);
+        else lt_hpo_study_tell(r->st, trial, LT_HPO_COMPLETE, va, NULL);
+        progress(r, trial, lt_now_s() - t0);
+    }
+    free(values);
+}
+
 /* The best trial's JSON: {"value": V, "params": {...}} (malloc'd). */
 static char *best_json(const study_run *r, int best, double value) {
     const double *values;
@@ -261,6 +308,12 @@ static void name_of(const char *path, char *buf, size_t n) {
 int lt_cmd_hpo(int argc, char **argv) {
     const char *cmd = "hpo";
     const char *space_path = NULL, *objective = NULL, *study = NULL, *best_out = NULL;
+#ifdef LT_DEFAULT_DIGITS
+    const char *data_path = LT_DEFAULT_DIGITS;
+#else
+    const char *data_path = "tests/data/digits.csv.gz";
+#endif
+    bool direction_given = false;
     int64_t budget = 50, parallel = 1, seed = 1, min_resource = 1, eta = 3;
     float timeout = 0;
     bool quiet = false;
@@ -268,7 +321,7 @@ int lt_cmd_hpo(int argc, char **argv) {
     lt_hpo_study_opts_default(&o);
     o.sampler = LT_HPO_SAMPLER_GP;
     enum { O_SPACE = 256, O_OBJ, O_SAMPLER, O_BUDGET, O_PAR, O_PRUNER, O_STUDY, O_DIR, O_SEED,
-           O_BEST, O_TIMEOUT, O_MINRES, O_ETA };
+           O_BEST, O_TIMEOUT, O_MINRES, O_ETA, O_DATA };
     static const struct option opts[] = {
         {"space", required_argument, 0, O_SPACE},     {"objective", required_argument, 0, O_OBJ},
         {"sampler", required_argument, 0, O_SAMPLER}, {"budget", required_argument, 0, O_BUDGET},
@@ -278,6 +331,7 @@ int lt_cmd_hpo(int argc, char **argv) {
         {"trial-timeout", required_argument, 0, O_TIMEOUT},
         {"min-resource", required_argument, 0, O_MINRES},
         {"eta", required_argument, 0, O_ETA},         {"quiet", no_argument, 0, 'q'},
+        {"data", required_argument, 0, O_DATA},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -302,7 +356,9 @@ int lt_cmd_hpo(int argc, char **argv) {
                 return lt_cli_fail(cmd, "bad --parallel '%s': expected 1..256", optarg);
             break;
         case O_STUDY: study = optarg; break;
+        case O_DATA: data_path = optarg; break;
         case O_DIR:
+            direction_given = true;
             if (!strcmp(optarg, "minimize")) o.maximize = false;
             else if (!strcmp(optarg, "maximize")) o.maximize = true;
             else return lt_cli_fail(cmd, "bad --direction '%s': expected minimize or maximize", optarg);
@@ -334,13 +390,16 @@ int lt_cmd_hpo(int argc, char **argv) {
     if (optind > 0 && optind <= argc && strcmp(argv[optind - 1], "--") != 0 && n_child > 0)
         return lt_cli_fail(cmd, "unexpected argument '%s': put the command after -- (see looptune hpo --help)", child[0]);
     const lt_hpo_objective *obj = NULL;
+    bool mlp = objective && !strcmp(objective, "mlp-digits");
     if (objective && n_child > 0)
         return lt_cli_fail(cmd, "give --objective or a command after --, not both");
     if (!objective && n_child == 0)
         return lt_cli_fail(cmd, "no objective: give a command after -- or --objective NAME (see looptune hpo --help)");
-    if (objective && !(obj = lt_hpo_objective_find(objective)))
-        return lt_cli_fail(cmd, "unknown --objective '%s' (%s)", objective, lt_hpo_objective_names());
-    if (!space_path && !obj) return lt_cli_fail(cmd, "no search space: give --space FILE");
+    if (objective && !mlp && !(obj = lt_hpo_objective_find(objective)))
+        return lt_cli_fail(cmd, "unknown --objective '%s' (%s, mlp-digits)", objective,
+                           lt_hpo_objective_names());
+    if (!space_path && !obj && !mlp) return lt_cli_fail(cmd, "no search space: give --space FILE");
+    if (mlp && !direction_given) o.maximize = true;
     if (obj && o.pruner != LT_HPO_PRUNER_NONE)
         return lt_cli_fail(cmd, "--pruner needs intermediate values: a command's, not a built-in objective's");
     o.seed = (uint64_t)seed;
@@ -349,11 +408,34 @@ int lt_cmd_hpo(int argc, char **argv) {
 
     lt_hpo_space *space = NULL;
     int st_rc = space_path ? lt_hpo_space_load(space_path, &space)
+                : mlp      ? lt_hpo_space_parse(lt_hpo_mlp_digits_space, "mlp-digits", &space)
                            : lt_hpo_space_parse(obj->space_json, obj->name, &space);
     if (st_rc) return lt_cli_fail(cmd, "%s", lt_errmsg());
     int rc = 0;
     lt_hpo_study *st = NULL;
-    if (obj) { /* the space must hold the objective's parameters */
+    lt_hpo_digits digits = {0};
+    double *test_acc = NULL;
+    if (mlp) { /* the data set, and a space whose parameters the MLP takes */
+        if (lt_hpo_digits_load(data_path, &digits)) {
+            rc = lt_cli_fail(cmd, "--data: %s", lt_errmsg());
+        } else {
+            double *v = malloc((size_t)lt_hpo_space_size(space) * sizeof *v);
+            double *u = malloc((size_t)lt_hpo_space_size(space) * sizeof *u);
+            LT_ASSERT(v && u);
+            lt_hpo_rng g;
+            lt_hpo_rng_seed(&g, 1);
+            lt_mlp_config mc;
+            for (int k = 0; k < 64 && !rc; k++) { /* every choice of every categorical, likely */
+                for (int i = 0; i < lt_hpo_space_size(space); i++) u[i] = lt_hpo_rng_uniform(&g);
+                lt_hpo_space_decode(space, u, v);
+                lt_mlp_config_default(&mc);
+                if (lt_mlp_config_from(space, v, &mc))
+                    rc = lt_cli_fail(cmd, "%s: %s", space_path ? space_path : "mlp-digits", lt_errmsg());
+            }
+            free(v);
+            free(u);
+        }
+    } else if (obj) { /* the space must hold the objective's parameters */
         lt_hpo_space *implied = NULL;
         LT_ASSERT(lt_hpo_space_parse(obj->space_json, obj->name, &implied) == LT_OK);
         for (int i = 0; i < lt_hpo_space_size(implied) && !rc; i++) {
@@ -370,13 +452,14 @@ int lt_cmd_hpo(int argc, char **argv) {
     }
     if (!rc && lt_hpo_study_init(&st, space, &o)) rc = lt_cli_fail(cmd, "%s", lt_errmsg());
     if (rc) {
+        lt_hpo_digits_free(&digits);
         lt_hpo_space_free(space);
         return rc;
     }
     char name[128];
     if (study) snprintf(name, sizeof name, "%s", study);
     else if (space_path) name_of(space_path, name, sizeof name);
-    else snprintf(name, sizeof name, "%s", obj->name);
+    else snprintf(name, sizeof name, "%s", mlp ? "mlp-digits" : obj->name);
     study_run r = {.cmd = cmd, .name = name, .space = space, .st = st, .quiet = quiet,
                    .t0 = lt_now_s()};
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
@@ -387,8 +470,9 @@ int lt_cmd_hpo(int argc, char **argv) {
         fprintf(stderr, "%s: %s sampler, %s pruner, %s, budget %lld, %lld in parallel\n", name,
                 lt_hpo_sampler_name(o.sampler), lt_hpo_pruner_name(o.pruner),
                 o.maximize ? "maximize" : "minimize", (long long)budget,
-                obj ? 1LL : (long long)parallel);
-    if (obj) run_builtin(&r, obj, (int)budget);
+                obj || mlp ? 1LL : (long long)parallel);
+    if (mlp) run_mlp(&r, &digits, (int)budget, (uint64_t)seed, &test_acc);
+    else if (obj) run_builtin(&r, obj, (int)budget);
     else rc = run_command(&r, child, n_child, (int)budget, (int)parallel, timeout);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
@@ -405,7 +489,11 @@ int lt_cmd_hpo(int argc, char **argv) {
         char *j = best_json(&r, best, best_value);
         if (!j) rc = lt_cli_fail(cmd, "out of memory");
         if (j) {
-            fprintf(stderr, "%s: best value %.9g at trial %d\n", name, best_value, best);
+            if (test_acc)
+                fprintf(stderr, "%s: best value %.9g at trial %d (its test accuracy %.4f)\n", name,
+                        best_value, best, test_acc[best]);
+            else
+                fprintf(stderr, "%s: best value %.9g at trial %d\n", name, best_value, best);
             printf("%s\n", j);
             fflush(stdout);
             if (best_out) {
@@ -418,6 +506,8 @@ int lt_cmd_hpo(int argc, char **argv) {
             free(j);
         }
     }
+    free(test_acc);
+    lt_hpo_digits_free(&digits);
     lt_hpo_study_free(st);
     lt_hpo_space_free(space);
     return rc;
