@@ -190,18 +190,27 @@ x = float(sys.argv[1])
 final = (x - 0.5) ** 2
 for step in range(1, 10):
     print("step=%d value=%r" % (step, final + 1.0 / step), flush=True)
-    time.sleep(0.01)
+    time.sleep(0.04)
+with open(sys.argv[2], "a") as f:
+    f.write("finished\\n")
 print("value=%r" % final)
 """)
+FINISHED = os.path.join(WORK, "curve.log")
 SPACE1 = write("one.json", json.dumps({"x": {"type": "float", "low": -3, "high": 3}}))
 for pruner, extra in [("asha", ["--min-resource", 1, "--eta", 3]), ("median", [])]:
     r = run(["--space", SPACE1, "--sampler", "random", "--budget", 20, "--parallel", 2,
-             "--pruner", pruner] + extra + ["--", PY, CURVE, "{x}"])
+             "--pruner", pruner] + extra + ["--", PY, CURVE, "{x}", FINISHED])
     s = summary(r.stderr)
     check(r.returncode == 0 and s is not None and s[2] > 0 and s[1] > 0 and s[3] == 0,
           "%s prunes some trials, completes others, fails none" % pruner, (s, r.stderr[-600:]))
     pruned_lines = re.findall(r"trial \d+ pruned at ", r.stderr)
     check(s is not None and len(pruned_lines) == s[2], "%s: each pruned trial said so" % pruner)
+    finished = open(FINISHED).read().split() if os.path.exists(FINISHED) else []
+    check(s is not None and len(finished) == s[1],
+          "%s: pruned trials were killed before their end (%d scripts finished, %s complete)"
+          % (pruner, len(finished), s and s[1]))
+    if os.path.exists(FINISHED):
+        os.remove(FINISHED)
 
 # ---- the built-in objective -----------------------------------------------------------------
 r = run(["--objective", "branin", "--budget", 40, "-q"])
