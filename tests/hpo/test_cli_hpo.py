@@ -11,6 +11,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -183,6 +184,39 @@ try:
           and summary(r.stderr) == (3, 3, 0, 0), "chatty trials: their metric read after the logs")
 except (ValueError, KeyError) as e:
     check(False, "chatty trials", (e, r.stderr[-400:]))
+
+# ---- SIGINT: the study stops, its running trials' processes are killed ---------------------
+HANG = write("hang.py", """import os, subprocess, sys, time
+p = subprocess.Popen(["sleep", "60"])
+with open(sys.argv[1], "a") as f:
+    f.write("%d %d\\n" % (os.getpid(), p.pid))
+time.sleep(60)
+""")
+HPIDS = os.path.join(WORK, "int.pids")
+proc = subprocess.Popen([BIN, "hpo", "--space", SPACE, "--parallel", "2", "--budget", "5", "--",
+                         PY, HANG, HPIDS], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+deadline = time.time() + 10
+while time.time() < deadline and (not os.path.exists(HPIDS) or
+                                   len(open(HPIDS).read().split()) < 4):
+    time.sleep(0.05)
+proc.send_signal(signal.SIGINT)
+try:
+    out, err = proc.communicate(timeout=10)
+except subprocess.TimeoutExpired:
+    proc.kill()
+    out, err = proc.communicate()
+time.sleep(0.2)
+left = []
+for pid in ([int(v) for v in open(HPIDS).read().split()] if os.path.exists(HPIDS) else []):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().split(")")[-1].split()[0] != "Z":
+                left.append(pid)
+    except FileNotFoundError:
+        pass
+check(proc.returncode not in (0, None) and "interrupted by signal 2" in err and out == "",
+      "SIGINT: non-zero exit, said, no best", (proc.returncode, err[-300:]))
+check(os.path.exists(HPIDS) and not left, "SIGINT: both running trials' processes killed", left)
 
 # ---- pruning: learning curves, the worse ones stopped ----------------------------------------
 CURVE = write("curve.py", """import sys, time
