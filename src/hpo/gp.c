@@ -81,7 +81,8 @@ static double factor(lt__gp *g, const double *theta) {
         memcpy(g->alpha, g->y, (size_t)n * sizeof *g->alpha);
         if (LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', n, 1, g->L, n, g->alpha, n) != 0) continue;
         double lml = 0;
-        for (int i = 0; i < n; i++) lml -= 0.5 * g->y[i] * g->alpha[i] + log(g->L[i + (size_t)i * n]);
+        for (int i = 0; i < n; i++)
+            lml -= 0.5 * g->y[i] * g->alpha[i] + log(g->L[i + (size_t)i * n]);
         return lml - 0.5 * n * log(2 * 3.14159265358979323846);
     }
     return -INFINITY;
@@ -207,7 +208,8 @@ void lt__gp_fit(lt__gp *g, lt_hpo_rng *r, int restarts, int max_evals) {
         } else {
             x[0] = -1 + 2 * lt_hpo_rng_uniform(r);
             x[1] = log(1e-6) + lt_hpo_rng_uniform(r) * (log(1e-1) - log(1e-6));
-            for (int j = 0; j < g->d; j++) x[2 + j] = log(0.05) + lt_hpo_rng_uniform(r) * (log(2.0) - log(0.05));
+            for (int j = 0; j < g->d; j++)
+                x[2 + j] = log(0.05) + lt_hpo_rng_uniform(r) * (log(2.0) - log(0.05));
         }
         double f = nelder_mead(g, x, m, 0.7, max_evals);
         if (f < fbest) {

@@ -47,8 +47,8 @@ static int choice_of(const lt_hpo_param *p, double v, const char *const *names, 
             *out = i;
             return LT_OK;
         }
-    return lt_error(LT_ECONFIG, "mlp-digits: parameter '%s': '%s' is not one of %s, %s%s%s", p->name,
-                    text, names[0], names[1], n > 2 ? ", " : "", n > 2 ? names[2] : "");
+    return lt_error(LT_ECONFIG, "mlp-digits: parameter '%s': '%s' is not one of %s, %s%s%s",
+                    p->name, text, names[0], names[1], n > 2 ? ", " : "", n > 2 ? names[2] : "");
 }
 
 int lt_mlp_config_from(const lt_hpo_space *s, const double *values, lt_mlp_config *c) {
@@ -71,13 +71,17 @@ int lt_mlp_config_from(const lt_hpo_space *s, const double *values, lt_mlp_confi
         if ((rc = choice_of(p, v, acts, 2, &k))) return rc;
         c->act = (lt_mlp_act)k;
     }
-    if (c->layers < 1 || c->layers > 8) return lt_error(LT_ECONFIG, "mlp-digits: layers must be 1..8");
-    if (c->hidden < 1 || c->hidden > 4096) return lt_error(LT_ECONFIG, "mlp-digits: hidden must be 1..4096");
+    if (c->layers < 1 || c->layers > 8)
+        return lt_error(LT_ECONFIG, "mlp-digits: layers must be 1..8");
+    if (c->hidden < 1 || c->hidden > 4096)
+        return lt_error(LT_ECONFIG, "mlp-digits: hidden must be 1..4096");
     if (!(c->lr > 0)) return lt_error(LT_ECONFIG, "mlp-digits: lr must be > 0");
     if (!(c->dropout >= 0 && c->dropout < 1))
         return lt_error(LT_ECONFIG, "mlp-digits: dropout must be in [0, 1)");
-    if (c->epochs < 1 || c->epochs > 10000) return lt_error(LT_ECONFIG, "mlp-digits: epochs must be 1..10000");
-    if (c->batch < 1 || c->batch > 100000) return lt_error(LT_ECONFIG, "mlp-digits: batch must be >= 1");
+    if (c->epochs < 1 || c->epochs > 10000)
+        return lt_error(LT_ECONFIG, "mlp-digits: epochs must be 1..10000");
+    if (c->batch < 1 || c->batch > 100000)
+        return lt_error(LT_ECONFIG, "mlp-digits: batch must be 1..100000");
     return LT_OK;
 }
 

@@ -301,7 +301,9 @@ lt__hpo_sampler *lt__hpo_sampler_gp(const lt_hpo_space *sp, uint64_t seed, int n
     s->base.free = destroy;
     s->space = sp;
     s->d = d;
-    s->n_startup = n_startup > 0 ? n_startup : (2 * d > LT__GP_STARTUP_MIN ? 2 * d : LT__GP_STARTUP_MIN);
+    s->n_startup = n_startup > 0                 ? n_startup
+                   : 2 * d > LT__GP_STARTUP_MIN ? 2 * d
+                                                : LT__GP_STARTUP_MIN;
     s->last_fit = -1;
     s->batch = 256;
     s->shift = malloc((size_t)d * sizeof *s->shift);

@@ -161,7 +161,8 @@ static int propose(lt__hpo_sampler *self, const lt__hpo_history *h, double *valu
         double *row = r < n_good ? &gu[(size_t)r * d] : &bu[(size_t)nb++ * d];
         lt_hpo_space_encode(sp, h->x[order[r].i], row);
     }
-    for (int r = 0; r < h->n_pending; r++) lt_hpo_space_encode(sp, h->pending[r], &bu[(size_t)nb++ * d]);
+    for (int r = 0; r < h->n_pending; r++)
+        lt_hpo_space_encode(sp, h->pending[r], &bu[(size_t)nb++ * d]);
     parzen l, g;
     parzen_init(&l, sp, gu, n_good);
     parzen_init(&g, sp, bu, nb);

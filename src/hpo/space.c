@@ -532,7 +532,8 @@ char *lt_hpo_config_json(const lt_hpo_space *s, const double *values) {
         json_t *v = NULL;
         if (p->kind == LT_HPO_FLOAT) v = json_real(values[i]);
         else if (p->kind == LT_HPO_INT) v = json_integer((json_int_t)values[i]);
-        else if (p->numeric[(int)values[i]]) v = json_loads(p->choices[(int)values[i]], JSON_DECODE_ANY, NULL);
+        else if (p->numeric[(int)values[i]])
+            v = json_loads(p->choices[(int)values[i]], JSON_DECODE_ANY, NULL);
         else v = json_string(p->choices[(int)values[i]]);
         if (!v || json_object_set_new(o, p->name, v)) {
             json_decref(o);

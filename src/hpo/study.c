@@ -43,7 +43,8 @@ void lt_hpo_study_opts_default(lt_hpo_study_opts *o) {
 
 int lt_hpo_study_init(lt_hpo_study **out, const lt_hpo_space *s, const lt_hpo_study_opts *o) {
     *out = NULL;
-    if (o->min_resource < 1) return lt_error(LT_EINVAL, "hpo: the ASHA minimum resource must be >= 1");
+    if (o->min_resource < 1)
+        return lt_error(LT_EINVAL, "hpo: the ASHA minimum resource must be >= 1");
     if (o->eta < 2) return lt_error(LT_EINVAL, "hpo: the ASHA reduction factor must be >= 2");
     if (o->n_startup < 0) return lt_error(LT_EINVAL, "hpo: negative startup trials");
     lt_hpo_study *st = calloc(1, sizeof *st);
@@ -189,7 +190,9 @@ int lt_hpo_study_report(lt_hpo_study *st, int trial, int64_t step, double value,
     int rc = running(st, trial);
     if (rc) return rc;
     lt__hpo_trial *t = &st->t[trial];
-    if (!isfinite(value)) return lt_error(LT_ERANGE, "hpo: trial %d: step %lld: value not finite", trial, (long long)step);
+    if (!isfinite(value))
+        return lt_error(LT_ERANGE, "hpo: trial %d: step %lld: value not finite", trial,
+                        (long long)step);
     if (t->n_steps && step <= t->steps[t->n_steps - 1])
         return lt_error(LT_EINVAL, "hpo: trial %d: step %lld after step %lld", trial,
                         (long long)step, (long long)t->steps[t->n_steps - 1]);

@@ -73,7 +73,8 @@ static int on_step(void *arg, int64_t step, double value) {
     bool prune = false;
     if (lt_hpo_study_report(c->st, c->trial, step, value, &prune) != LT_OK) {
         /* a step that does not increase, a value not finite: ignored, said */
-        fprintf(stderr, "looptune %s: trial %d: %s (line ignored)\n", c->cmd, c->trial, lt_errmsg());
+        fprintf(stderr, "looptune %s: trial %d: %s (line ignored)\n", c->cmd, c->trial,
+                lt_errmsg());
         return 0;
     }
     c->pruned |= prune;
@@ -98,13 +99,15 @@ static void progress(const study_run *r, int trial, double dt) {
     lt_hpo_counts c = lt_hpo_study_counts(r->st);
     char what[256];
     if (state == LT_HPO_COMPLETE) snprintf(what, sizeof what, "value %.6g", value);
-    else if (state == LT_HPO_PRUNED && !isnan(value)) snprintf(what, sizeof what, "pruned at %.6g", value);
+    else if (state == LT_HPO_PRUNED && !isnan(value))
+        snprintf(what, sizeof what, "pruned at %.6g", value);
     else if (state == LT_HPO_PRUNED) snprintf(what, sizeof what, "pruned");
     else snprintf(what, sizeof what, "failed: %s", why);
     int b = lt_hpo_study_best(r->st, &best, NULL);
     char bs[64] = "none yet";
     if (b >= 0) snprintf(bs, sizeof bs, "%.6g (trial %d)", best, b);
-    fprintf(stderr, "%s: trial %d %s in %.2f s | %d done, %d running, %d pruned, %d failed | best %s\n",
+    fprintf(stderr,
+            "%s: trial %d %s in %.2f s | %d done, %d running, %d pruned, %d failed | best %s\n",
             r->name, trial, what, dt, c.complete, c.running, c.pruned, c.failed, bs);
 }
 
@@ -120,7 +123,8 @@ static void finish(study_run *r, slot *s) {
     } else if (s->timed_out) {
         snprintf(why, sizeof why, "timed out (--trial-timeout)");
     } else if (WIFSIGNALED(ws)) {
-        snprintf(why, sizeof why, "killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+        snprintf(why, sizeof why, "killed by signal %d (%s)", WTERMSIG(ws),
+                 strsignal(WTERMSIG(ws)));
     } else if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0) {
         snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(ws));
     } else if (!s->proc.has_value) {
@@ -246,7 +250,8 @@ typedef struct {
 static int on_epoch(void *arg, int64_t epoch, double acc) {
     epoch_ctx *c = arg;
     bool prune = false;
-    if (lt_hpo_study_report(c->st, c->trial, epoch, acc, &prune) == LT_OK && prune) c->pruned = true;
+    if (lt_hpo_study_report(c->st, c->trial, epoch, acc, &prune) == LT_OK && prune)
+        c->pruned = true;
     return c->pruned;
 }
 
@@ -342,14 +347,17 @@ int lt_cmd_hpo(int argc, char **argv) {
         case O_SPACE: space_path = optarg; break;
         case O_OBJ: objective = optarg; break;
         case O_SAMPLER:
-            if (lt_hpo_sampler_parse(optarg, &o.sampler)) return lt_cli_fail(cmd, "bad --sampler: %s", lt_errmsg());
+            if (lt_hpo_sampler_parse(optarg, &o.sampler))
+                return lt_cli_fail(cmd, "bad --sampler: %s", lt_errmsg());
             break;
         case O_PRUNER:
-            if (lt_hpo_pruner_parse(optarg, &o.pruner)) return lt_cli_fail(cmd, "bad --pruner: %s", lt_errmsg());
+            if (lt_hpo_pruner_parse(optarg, &o.pruner))
+                return lt_cli_fail(cmd, "bad --pruner: %s", lt_errmsg());
             break;
         case O_BUDGET:
             if (!lt_cli_parse_i64(optarg, 1, 1000000, &budget))
-                return lt_cli_fail(cmd, "bad --budget '%s': expected a number of trials >= 1", optarg);
+                return lt_cli_fail(cmd, "bad --budget '%s': expected a number of trials >= 1",
+                                   optarg);
             break;
         case O_PAR:
             if (!lt_cli_parse_i64(optarg, 1, 256, &parallel))
@@ -361,7 +369,9 @@ int lt_cmd_hpo(int argc, char **argv) {
             direction_given = true;
             if (!strcmp(optarg, "minimize")) o.maximize = false;
             else if (!strcmp(optarg, "maximize")) o.maximize = true;
-            else return lt_cli_fail(cmd, "bad --direction '%s': expected minimize or maximize", optarg);
+            else
+                return lt_cli_fail(cmd, "bad --direction '%s': expected minimize or maximize",
+                                   optarg);
             break;
         case O_SEED:
             if (!lt_cli_parse_i64(optarg, 0, INT64_MAX, &seed))
@@ -388,20 +398,25 @@ int lt_cmd_hpo(int argc, char **argv) {
     char **child = argv + optind;
     int n_child = argc - optind;
     if (optind > 0 && optind <= argc && strcmp(argv[optind - 1], "--") != 0 && n_child > 0)
-        return lt_cli_fail(cmd, "unexpected argument '%s': put the command after -- (see looptune hpo --help)", child[0]);
+        return lt_cli_fail(cmd,
+                           "unexpected argument '%s': put the command after -- (see looptune "
+                           "hpo --help)",
+                           child[0]);
     const lt_hpo_objective *obj = NULL;
     bool mlp = objective && !strcmp(objective, "mlp-digits");
     if (objective && n_child > 0)
         return lt_cli_fail(cmd, "give --objective or a command after --, not both");
     if (!objective && n_child == 0)
-        return lt_cli_fail(cmd, "no objective: give a command after -- or --objective NAME (see looptune hpo --help)");
+        return lt_cli_fail(cmd, "no objective: give a command after -- or --objective NAME (see "
+                                "looptune hpo --help)");
     if (objective && !mlp && !(obj = lt_hpo_objective_find(objective)))
         return lt_cli_fail(cmd, "unknown --objective '%s' (%s, mlp-digits)", objective,
                            lt_hpo_objective_names());
     if (!space_path && !obj && !mlp) return lt_cli_fail(cmd, "no search space: give --space FILE");
     if (mlp && !direction_given) o.maximize = true;
     if (obj && o.pruner != LT_HPO_PRUNER_NONE)
-        return lt_cli_fail(cmd, "--pruner needs intermediate values: a command's, not a built-in objective's");
+        return lt_cli_fail(cmd, "--pruner needs intermediate values, which %s does not report",
+                           obj->name);
     o.seed = (uint64_t)seed;
     o.min_resource = min_resource;
     o.eta = (int)eta;
@@ -430,7 +445,8 @@ int lt_cmd_hpo(int argc, char **argv) {
                 lt_hpo_space_decode(space, u, v);
                 lt_mlp_config_default(&mc);
                 if (lt_mlp_config_from(space, v, &mc))
-                    rc = lt_cli_fail(cmd, "%s: %s", space_path ? space_path : "mlp-digits", lt_errmsg());
+                    rc = lt_cli_fail(cmd, "%s: %s", space_path ? space_path : "mlp-digits",
+                                     lt_errmsg());
             }
             free(v);
             free(u);
@@ -443,7 +459,9 @@ int lt_cmd_hpo(int argc, char **argv) {
             int j = lt_hpo_space_find(space, pn);
             if (j < 0 || lt_hpo_space_param(space, j)->kind == LT_HPO_CATEGORICAL ||
                 lt_hpo_space_param(space, j)->n_when)
-                rc = lt_cli_fail(cmd, "%s: objective %s needs parameter '%s' (a float or int, always active)",
+                rc = lt_cli_fail(cmd,
+                                 "%s: objective %s needs parameter '%s' (a float or int, "
+                                 "always active)",
                                  space_path, obj->name, pn);
         }
         lt_hpo_space_free(implied);
@@ -481,7 +499,9 @@ int lt_cmd_hpo(int argc, char **argv) {
     double best_value, ask_total, ask_max;
     int best = lt_hpo_study_best(st, &best_value, NULL);
     lt_hpo_study_ask_time(st, &ask_total, &ask_max);
-    fprintf(stderr, "%s: %d trials (%d complete, %d pruned, %d failed) in %.1f s; proposals %.3f s (longest %.3f s)\n",
+    fprintf(stderr,
+            "%s: %d trials (%d complete, %d pruned, %d failed) in %.1f s; proposals %.3f s "
+            "(longest %.3f s)\n",
             name, n.total, n.complete, n.pruned, n.failed, lt_now_s() - r.t0, ask_total, ask_max);
     if (!rc && stop_signal) rc = lt_cli_fail(cmd, "interrupted by signal %d", (int)stop_signal);
     if (!rc && best < 0) rc = lt_cli_fail(cmd, "no trial completed (see the failures above)");
@@ -501,7 +521,8 @@ int lt_cmd_hpo(int argc, char **argv) {
                 bool ok = f && fprintf(f, "%s\n", j) >= 0;
                 if (f && fclose(f) != 0) ok = false;
                 if (!ok)
-                    rc = lt_cli_fail(cmd, "cannot write --best-out %s: %s", best_out, strerror(errno));
+                    rc = lt_cli_fail(cmd, "cannot write --best-out %s: %s", best_out,
+                                     strerror(errno));
             }
             free(j);
         }
