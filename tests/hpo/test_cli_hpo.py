@@ -247,7 +247,7 @@ for pruner, extra in [("asha", ["--min-resource", 1, "--eta", 3]), ("median", []
         os.remove(FINISHED)
 
 # ---- the built-in objective -----------------------------------------------------------------
-r = run(["--objective", "branin", "--budget", 40, "-q"])
+r = run(["--objective", "branin", "--budget", 40, "--parallel", 3, "-q"])
 check(r.returncode == 0, "--objective branin: exit 0", r.stderr[-400:])
 try:
     out = json.loads(r.stdout)
@@ -256,7 +256,7 @@ try:
     f = (x2 - b * x1 * x1 + c * x1 - 6) ** 2 + 10 * (1 - t) * math.cos(x1) + 10
     check(abs(f - out["value"]) < 1e-9, "branin's best value is Branin at its params", (f, out))
     check(0.397887 - 1e-6 <= out["value"] < 0.397887 + 0.05,
-          "branin: gp within 0.05 of the minimum in 40 trials", out["value"])
+          "branin: gp within 0.05 of the minimum in 40 trials, 3 at a time", out["value"])
 except (ValueError, KeyError) as e:
     check(False, "branin output", e)
 
@@ -269,7 +269,8 @@ def refused(args, want, name):
 
 
 # ---- mlp-digits: an MLP trained on the digits, validation accuracy maximised -------------
-r = run(["--objective", "mlp-digits", "--budget", 12, "--pruner", "asha", "--sampler", "tpe"])
+r = run(["--objective", "mlp-digits", "--budget", 12, "--pruner", "asha", "--sampler", "tpe",
+         "--parallel", 2])
 try:
     out = json.loads(r.stdout)
     s = summary(r.stderr)

@@ -1,7 +1,7 @@
 /* looptune hpo: a hyperparameter search of a user's command (every trial a
  * process, up to --parallel at once, a new one proposed the moment a slot
  * frees) or of a built-in objective (an analytic function, or an MLP
- * trained on the digits, one trial at a time). Progress on stderr, one line per
+ * trained on the digits: hpo_inproc.c runs them in threads). Progress on stderr, one line per
  * finished trial; the best trial as JSON on stdout and in --best-out. */
 #include <errno.h>
 #include <getopt.h>
@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include "cli.h"
+#include "hpo_cli.h"
 #include "looptune/hpo.h"
 
 static const char *const hpo_help =
@@ -37,7 +38,8 @@ static const char *const hpo_help =
     "                         tests/data/digits.csv.gz)\n"
     "  --sampler S            gp (default), tpe or random\n"
     "  --budget N             trials in all (default 50)\n"
-    "  --parallel P           trials running at once (default 1)\n"
+    "  --parallel P           trials running at once (default 1): processes of the\n"
+    "                         command, or threads of a built-in objective\n"
     "  --pruner P             none (default), asha or median\n"
     "  --min-resource N       ASHA's first rung, in steps (default 1; rungs N * eta^k)\n"
     "  --eta N                ASHA's reduction factor (default 3)\n"
@@ -52,6 +54,7 @@ static const char *const hpo_help =
 /* Set by SIGINT/SIGTERM: the study stops, its processes are killed. */
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
+bool lt_cli_hpo_stopping(void) { return stop_signal != 0; }
 
 typedef struct {
     lt_hpo_proc proc;
@@ -81,16 +84,7 @@ static int on_step(void *arg, int64_t step, double value) {
     return prune;
 }
 
-typedef struct {
-    const char *cmd, *name;
-    const lt_hpo_space *space;
-    lt_hpo_study *st;
-    bool quiet;
-    double t0;
-} study_run;
-
-/* The line of a finished trial. */
-static void progress(const study_run *r, int trial, double dt) {
+void lt_cli_hpo_progress(const lt_cli_hpo_run *r, int trial, double dt) {
     if (r->quiet) return;
     lt_hpo_state state;
     double value, best;
@@ -112,7 +106,7 @@ static void progress(const study_run *r, int trial, double dt) {
 }
 
 /* Tells the study how a finished process ended. */
-static void finish(study_run *r, slot *s) {
+static void finish(lt_cli_hpo_run *r, slot *s) {
     int ws = s->proc.wstatus;
     char why[160];
     lt_hpo_state state = LT_HPO_FAILED;
@@ -136,12 +130,12 @@ static void finish(study_run *r, slot *s) {
     }
     lt_hpo_study_tell(r->st, s->trial, state, value, why);
     lt_hpo_proc_close(&s->proc);
-    progress(r, s->trial, lt_now_s() - s->start_s);
+    lt_cli_hpo_progress(r, s->trial, lt_now_s() - s->start_s);
 }
 
 /* The study of a command: up to parallel processes at once. Returns 0, or
  * 1 after printing an error. */
-static int run_command(study_run *r, char **argv, int argc, int budget, int parallel,
+static int run_command(lt_cli_hpo_run *r, char **argv, int argc, int budget, int parallel,
                        double timeout_s) {
     int size = lt_hpo_space_size(r->space);
     slot *slots = calloc((size_t)parallel, sizeof *slots);
@@ -167,7 +161,7 @@ static int run_command(study_run *r, char **argv, int argc, int budget, int para
             slots[i] = (slot){.trial = trial, .start_s = lt_now_s()};
             if (lt_hpo_proc_start(&slots[i].proc, argv, argc, r->space, values, trial)) {
                 lt_hpo_study_tell(r->st, trial, LT_HPO_FAILED, 0, lt_errmsg());
-                progress(r, trial, 0);
+                lt_cli_hpo_progress(r, trial, 0);
                 continue;
             }
             busy[i] = true;
@@ -222,69 +216,8 @@ out:
     return rc;
 }
 
-/* The study of a built-in objective: evaluated in this process, one trial
- * at a time. */
-static void run_builtin(study_run *r, const lt_hpo_objective *obj, int budget) {
-    int size = lt_hpo_space_size(r->space);
-    double *values = malloc((size_t)size * sizeof *values);
-    LT_ASSERT(values);
-    for (int t = 0; t < budget && !stop_signal; t++) {
-        int trial;
-        double t0 = lt_now_s();
-        if (lt_hpo_study_ask(r->st, &trial, values)) break;
-        double y = obj->eval(r->space, values);
-        if (isfinite(y)) lt_hpo_study_tell(r->st, trial, LT_HPO_COMPLETE, y, NULL);
-        else lt_hpo_study_tell(r->st, trial, LT_HPO_FAILED, 0, "the objective is not finite here");
-        progress(r, trial, lt_now_s() - t0);
-    }
-    free(values);
-}
-
-typedef struct {
-    lt_hpo_study *st;
-    int trial;
-    bool pruned;
-} epoch_ctx;
-
-/* An epoch's validation accuracy: the pruner's verdict. */
-static int on_epoch(void *arg, int64_t epoch, double acc) {
-    epoch_ctx *c = arg;
-    bool prune = false;
-    if (lt_hpo_study_report(c->st, c->trial, epoch, acc, &prune) == LT_OK && prune)
-        c->pruned = true;
-    return c->pruned;
-}
-
-/* The study of mlp-digits: an MLP trained here per trial, its validation
- * accuracy after each epoch the intermediate value. *test_acc[trial]:
- * each trial's test accuracy (malloc'd, budget entries). */
-static void run_mlp(study_run *r, const lt_hpo_digits *d, int budget, uint64_t seed,
-                    double **test_acc) {
-    int size = lt_hpo_space_size(r->space);
-    double *values = malloc((size_t)size * sizeof *values);
-    *test_acc = malloc((size_t)budget * sizeof **test_acc);
-    LT_ASSERT(values && *test_acc);
-    for (int t = 0; t < budget && !stop_signal; t++) {
-        int trial;
-        double t0 = lt_now_s(), va = 0, ta = NAN;
-        if (lt_hpo_study_ask(r->st, &trial, values)) break;
-        lt_mlp_config c;
-        lt_mlp_config_default(&c);
-        c.seed = seed * 1000003u + (uint64_t)trial;
-        epoch_ctx ctx = {r->st, trial, false};
-        int rc = lt_mlp_config_from(r->space, values, &c);
-        if (!rc) rc = lt_mlp_train(d, &c, on_epoch, &ctx, &va, &ta);
-        (*test_acc)[trial] = ta;
-        if (rc) lt_hpo_study_tell(r->st, trial, LT_HPO_FAILED, 0, lt_errmsg());
-        else if (ctx.pruned) lt_hpo_study_tell(r->st, trial, LT_HPO_PRUNED, 0, NULL);
-        else lt_hpo_study_tell(r->st, trial, LT_HPO_COMPLETE, va, NULL);
-        progress(r, trial, lt_now_s() - t0);
-    }
-    free(values);
-}
-
 /* The best trial's JSON: {"value": V, "params": {...}} (malloc'd). */
-static char *best_json(const study_run *r, int best, double value) {
+static char *best_json(const lt_cli_hpo_run *r, int best, double value) {
     const double *values;
     lt_hpo_study_trial(r->st, best, NULL, NULL, &values, NULL);
     char *params = lt_hpo_config_json(r->space, values);
@@ -478,7 +411,7 @@ int lt_cmd_hpo(int argc, char **argv) {
     if (study) snprintf(name, sizeof name, "%s", study);
     else if (space_path) name_of(space_path, name, sizeof name);
     else snprintf(name, sizeof name, "%s", mlp ? "mlp-digits" : obj->name);
-    study_run r = {.cmd = cmd, .name = name, .space = space, .st = st, .quiet = quiet,
+    lt_cli_hpo_run r = {.cmd = cmd, .name = name, .space = space, .st = st, .quiet = quiet,
                    .t0 = lt_now_s()};
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
@@ -488,9 +421,10 @@ int lt_cmd_hpo(int argc, char **argv) {
         fprintf(stderr, "%s: %s sampler, %s pruner, %s, budget %lld, %lld in parallel\n", name,
                 lt_hpo_sampler_name(o.sampler), lt_hpo_pruner_name(o.pruner),
                 o.maximize ? "maximize" : "minimize", (long long)budget,
-                obj || mlp ? 1LL : (long long)parallel);
-    if (mlp) run_mlp(&r, &digits, (int)budget, (uint64_t)seed, &test_acc);
-    else if (obj) run_builtin(&r, obj, (int)budget);
+                (long long)parallel);
+    if (mlp || obj)
+        rc = lt_cli_hpo_run_inproc(&r, obj, &digits, (int)budget, (int)parallel, (uint64_t)seed,
+                                   mlp ? &test_acc : NULL);
     else rc = run_command(&r, child, n_child, (int)budget, (int)parallel, timeout);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
