@@ -86,6 +86,7 @@ int lt_cmd_submit_tune(int argc, char **argv); /* cmd_submit_tune.c: submit tune
 int lt_cmd_jobs(int argc, char **argv);
 int lt_cmd_serve(int argc, char **argv);
 int lt_cmd_gateway(int argc, char **argv);
+int lt_cmd_hpo(int argc, char **argv);
 
 /* The Kafka cluster a command talks to: --brokers, -X and --kafka-config,
  * --topic-prefix. One parser (kafka_flags.c) reads them for every command. */
