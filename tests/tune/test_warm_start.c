@@ -109,8 +109,8 @@ int main(void) {
         ASSERT_EQ(lt_llama_eval(l, toks, batches[i], pos), LT_OK);
         pos += batches[i];
         ASSERT_TRUE(check_program(l, batches[i], LT_K_MATMUL, mm_key, &mm) > 0);
-        ASSERT_EQ(lt_llama_threads(l, true), 1);
-        ASSERT_EQ(lt_llama_threads(l, false), 2);
+        ASSERT_EQ(lt_llama_threads(l, LT_REGIME_PREFILL), 1);
+        ASSERT_EQ(lt_llama_threads(l, LT_REGIME_DECODE), 2);
     }
     lt_params got; /* the executor that ran them */
     lt_exec_params(lt_llama_exec(l), &got);
