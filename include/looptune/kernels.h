@@ -166,6 +166,11 @@ typedef struct {
      * 0: every dtype. On the others it does nothing, so it is no dimension
      * of the space of their calls (lt_space_fit_call, lt_space_fit_shape). */
     uint32_t dtypes;
+    /* The regimes whose calls it changes (bit 1 << lt_regime); 0: every
+     * regime. In the others it does nothing, so it is no dimension of their
+     * calls' space (lt_space_fit_call, lt_space_fit_shape), and a stored
+     * value may leave it out (it then takes its default). */
+    uint32_t regimes;
 } lt_param_def;
 
 /* The dtypes with the vector blocking of the linear kernels (the others,
@@ -265,6 +270,10 @@ int lt_regime_parse(const char *name, lt_regime *out);
  * and one is decode. lt_shape_of_call and the runtime's thread count per
  * regime both ask it. */
 lt_regime lt_regime_of(int64_t n_tokens, bool batch);
+
+static inline bool lt_param_acts_in(const lt_param_def *d, lt_regime r) {
+    return d->regimes == 0 || (d->regimes >> r & 1u);
+}
 
 typedef struct {
     lt_dtype dtype;   /* the weight operand's dtype (op[1]), else op[0]'s */

@@ -39,10 +39,12 @@ int lt_host_class_isa(const char *host_class, lt_isa *out);
 /* Drops the values of a kernel's space that run as another value for this
  * call (attention's heads_per_task above the heads sharing a kv head; a
  * parameter that does nothing on the call's weight dtype, lt_param_acts_on,
- * stays at its default), so a search spends no trial on a duplicate point. */
+ * or in its regime, lt_param_acts_in, stays at its default), so a search
+ * spends no trial on a duplicate point. */
 void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call);
 /* The same for a call known by its kernel name and shape signature (its
- * dtype and `:ia=` attributes); what the key does not name stays as it is. */
+ * dtype, regime and `:ia=` attributes); what the key does not name stays as
+ * it is. */
 void lt_space_fit_shape(lt_space *s, const char *kernel, const char *shape);
 /* p, a point of the kernel's whole space, as the point of the fitted space s
  * that runs the same: a dropped value becomes the largest kept one below it

@@ -21,7 +21,10 @@
  * order, checked by test_descriptor) */
 #define LT_PARAM_ACT_INT16 4
 #define LT_PARAM_ACT_INT8 5
-#define NPARAMS 6
+#define NPARAMS 7
+/* the parameters a one-token call reads (tok_chunk_kb, the last, is read by
+ * a call of several tokens only: tests/model/test_batch_params.c) */
+#define SWEPT 6
 
 /* Tolerance: |y - ref| <= TOL * (sum_k |w_k x_k| + |y0|). Float sums of a
  * few thousand terms in any order stay far below it (~1e-7 typical); one
@@ -191,7 +194,7 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
      * each parameter still comes up) */
     const int every = lt_test_emulated() && f->rows * f->cols > 4096 ? 13 : 1;
     for (;;) {
-        for (int i = 0; i < NPARAMS; i++) p.v[i] = d[i].values[idx[i]];
+        for (int i = 0; i < SWEPT; i++) p.v[i] = d[i].values[idx[i]];
         if (!q8) p.v[LT_PARAM_ACT_INT8] = p.v[LT_PARAM_ACT_INT16];
         const mode xq = mode_of(&f->tw, &p);
         points++;
@@ -241,7 +244,7 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
         wrong += bad;
 
         int i = 0; /* next point of the space */
-        const int nswept = q8 ? NPARAMS : NPARAMS - 1;
+        const int nswept = q8 ? SWEPT : SWEPT - 1;
         for (int n = 0; n < every && i < nswept; n++)
             for (i = 0; i < nswept && ++idx[i] == d[i].n_values;) idx[i++] = 0;
         if (i == nswept) break;
@@ -371,6 +374,8 @@ static void test_descriptor(void) {
     ASSERT_EQ(lt_kernel_param_index(k, "prefetch"), 3);
     ASSERT_EQ(lt_kernel_param_index(k, "act_int16"), LT_PARAM_ACT_INT16);
     ASSERT_EQ(lt_kernel_param_index(k, "act_int8"), LT_PARAM_ACT_INT8);
+    ASSERT_EQ(lt_kernel_param_index(k, "tok_chunk_kb"), SWEPT);
+    ASSERT_EQ(k->params[SWEPT].regimes, 1u << LT_REGIME_BATCH);
     ot_check_param_defs(k);
     /* k blocks of whole block quadruples (the int8 path pairs blocks) */
     for (int j = 0; j < k->params[2].n_values; j++) ASSERT_EQ(k->params[2].values[j] % 128, 0);
