@@ -287,6 +287,7 @@ int lt_store_warm_start(const lt_store *s, lt_tuning *t, const char *host, int *
 
 #define LT_TUNE_DECODE_POS 16     /* the position decode steps are timed at */
 #define LT_TUNE_PREFILL_TOKENS 64 /* a prefill step's batch (at most lt_llama_max_batch) */
+#define LT_TUNE_BATCH_SEQS 4      /* sequences of a batched decode step (tune --seqs) */
 
 /* One search's outcome. */
 typedef struct {
@@ -330,7 +331,13 @@ typedef struct {
 } lt_tune_key;
 
 int lt_tune_pass_open(lt_tune_pass **out, lt_llama *l, lt_pool *pool, int64_t n_tokens);
+/* The batch regime's pass: the program of a batched decode step of n_seqs
+ * sequences (2 <= n_seqs <= the runtime's slots and max batch), one token
+ * of each in slots 0..n_seqs-1, timed at LT_TUNE_DECODE_POS; its keys are
+ * the batch keys, whole steps are lt_llama_eval_batch. */
+int lt_tune_pass_open_batch(lt_tune_pass **out, lt_llama *l, lt_pool *pool, int64_t n_seqs);
 void lt_tune_pass_close(lt_tune_pass *p); /* NULL is a no-op */
+lt_regime lt_tune_pass_regime(const lt_tune_pass *p);
 int64_t lt_tune_pass_tokens(const lt_tune_pass *p);
 int lt_tune_pass_n_keys(const lt_tune_pass *p);
 const lt_tune_key *lt_tune_pass_key(const lt_tune_pass *p, int i); /* NULL out of range */
