@@ -1,7 +1,8 @@
 """looptune tune end to end on a stories15M-shaped q8_0 model: the tuner writes a config
 store, a later `looptune run` warm-starts from it (and says how many configurations it
 applied, and the thread counts of decode and prefill it took), `tune --regime batch` stores
-the batch regime's keys and a warm-started `bench --seqs` runs on them, and tuned, hand-set or corrupt stores never change the greedy tokens as long as they
+the batch regime's keys and a warm-started `bench --seqs` runs on them, and tuned, hand-set or
+corrupt stores never change the greedy tokens as long as they
 keep matvec's activation mode (act_int16 / act_int8 select how q8_0 activations are quantised,
 which changes the arithmetic and may flip a near tie; every other parameter leaves the logits
 bit for bit as they are)."""

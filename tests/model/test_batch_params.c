@@ -54,7 +54,8 @@ static int batched(lt_model *m, lt_pool *pool, int32_t kb, const float *ref) {
     lt_llama_opts o = {.ctx_len = CTX, .executor = 1, .n_slots = SEQS};
     ASSERT_EQ(lt_llama_init(&l, m, pool, &o), LT_OK);
     ASSERT_EQ(lt_tuning_pin(lt_llama_tuning(l), "matvec", NULL, "tok_chunk_kb", kb), LT_OK);
-    for (int s = 0; s < SEQS; s++) ASSERT_EQ(lt_llama_eval_slot(l, s, prompts[s], PROMPT, 0), LT_OK);
+    for (int s = 0; s < SEQS; s++)
+        ASSERT_EQ(lt_llama_eval_slot(l, s, prompts[s], PROMPT, 0), LT_OK);
     int diff = 0;
     for (int i = 0; i < STEPS; i++) {
         int32_t tok[SEQS], slot[SEQS];

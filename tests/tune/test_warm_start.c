@@ -163,7 +163,8 @@ int main(void) {
         lt_test_entry("matvec", "f32:64x172:decode", "hostA",
                       "rows_per_task=8,unroll=1,k_block=0,prefetch=2048,act_int16=1,act_int8=1"),
     };
-    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) ASSERT_EQ(lt_store_put(s3, &bs[i]), LT_OK);
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+        ASSERT_EQ(lt_store_put(s3, &bs[i]), LT_OK);
     ASSERT_EQ(lt_store_warm_start(s3, t3, "hostA", &refused), 3);
     ASSERT_EQ(refused, 0);
     ASSERT_EQ(lt_llama_threads(l3, LT_REGIME_BATCH), 1);
