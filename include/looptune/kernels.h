@@ -135,7 +135,14 @@ typedef struct {
     int64_t ia[4];
     float fa[4];
     lt_params params;
+    uint32_t flags; /* LT_CALL_*: what the call is part of (its regime) */
 } lt_call;
+
+/* lt_call.flags: the call belongs to a batched decode step (one token of
+ * each of several sequences, lt_llama_eval_batch), whose regime is
+ * LT_REGIME_BATCH whatever its token count. The program builder sets it on
+ * every node of such a step (lt_program_set_node_flags). */
+#define LT_CALL_BATCH 1u
 
 /* Runs thread ith's share of the call (0 <= ith < nth). Every thread of the
  * call must be given the same call and step. Writes only its own share of
@@ -159,6 +166,11 @@ typedef struct {
      * 0: every dtype. On the others it does nothing, so it is no dimension
      * of the space of their calls (lt_space_fit_call, lt_space_fit_shape). */
     uint32_t dtypes;
+    /* The regimes whose calls it changes (bit 1 << lt_regime); 0: every
+     * regime. In the others it does nothing, so it is no dimension of their
+     * calls' space (lt_space_fit_call, lt_space_fit_shape), and a stored
+     * value may leave it out (it then takes its default). */
+    uint32_t regimes;
 } lt_param_def;
 
 /* The dtypes with the vector blocking of the linear kernels (the others,
@@ -240,10 +252,28 @@ int lt_call_check(lt_kernel_id id, const lt_call *call);
 /* The one key a call's tuned parameters go by, the same string in
  * telemetry, control messages, the config store and the tuner:
  * "q8_0:768x288:decode" (+ ":ia=a,b,c" when attributes are set). The regime
- * (decode: one token, prefill: many) stands for the token count, so a
- * prefill value applies to every prefill batch size. */
-typedef enum { LT_REGIME_DECODE = 0, LT_REGIME_PREFILL, LT_REGIME_COUNT } lt_regime;
-const char *lt_regime_name(lt_regime r); /* "decode", "prefill" */
+ * (decode: one token, prefill: many of one sequence, batch: a batched
+ * decode step of several sequences) stands for the token count, so a
+ * prefill value applies to every prefill batch size and a batch value to
+ * every number of sequences in a step. */
+typedef enum {
+    LT_REGIME_DECODE = 0,
+    LT_REGIME_PREFILL,
+    LT_REGIME_BATCH,
+    LT_REGIME_COUNT
+} lt_regime;
+const char *lt_regime_name(lt_regime r); /* "decode", "prefill", "batch" */
+/* By name; LT_ENOTFOUND naming the regimes otherwise. */
+int lt_regime_parse(const char *name, lt_regime *out);
+/* The one decision of a step's regime: a batched decode step of several
+ * tokens (batch: LT_CALL_BATCH) is batch, else several tokens are prefill
+ * and one is decode. lt_shape_of_call and the runtime's thread count per
+ * regime both ask it. */
+lt_regime lt_regime_of(int64_t n_tokens, bool batch);
+
+static inline bool lt_param_acts_in(const lt_param_def *d, lt_regime r) {
+    return d->regimes == 0 || (d->regimes >> r & 1u);
+}
 
 typedef struct {
     lt_dtype dtype;   /* the weight operand's dtype (op[1]), else op[0]'s */

@@ -462,17 +462,23 @@ int64_t lt_llama_n_slots(const lt_llama *l);
 const float *lt_llama_logits(const lt_llama *l, int64_t *n_rows);
 /* The program that evaluates n tokens (built if needed), for printing. */
 int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out);
+/* The program of a batched decode step of n tokens (2 <= n <= max_batch,
+ * what lt_llama_eval_batch of n tokens runs; built if needed). It lives in
+ * the runtime's program cache: valid until a later eval or program call
+ * evicts it (four programs are kept, the decode one for good). */
+int lt_llama_program_batch(lt_llama *l, int64_t n, struct lt_program **out);
 /* The executor every eval runs on, decode and prefill alike (opts.executor;
  * created by lt_llama_init, freed by lt_llama_free), with its schedules. Its
  * parameters are the tuning context's LT_TUNING_LOOPED values, which it
  * takes at the next eval: read them here (or time a node as it splits it),
  * set them in the context. */
 struct lt_exec *lt_llama_exec(lt_llama *l);
-/* Threads of decode steps (one token) or of prefill steps in effect:
- * 1..pool size. They are values of the tuning context (LT_TUNING_THREADS
- * under the regime's step key: the first nth of the pool, 0 = all, the
- * default); the logits do not depend on them. */
-int lt_llama_threads(const lt_llama *l, bool prefill);
+/* Threads of decode steps (one token), of prefill steps or of batched
+ * decode steps (lt_llama_eval_batch of several tokens) in effect: 1..pool
+ * size. They are values of the tuning context (LT_TUNING_THREADS under the
+ * regime's step key: the first nth of the pool, 0 = all, the default); the
+ * logits do not depend on them. */
+int lt_llama_threads(const lt_llama *l, lt_regime r);
 int lt_llama_pool_size(const lt_llama *l);
 /* Synchronisation counters summed over every eval so far. */
 typedef struct {

@@ -42,6 +42,10 @@ int lt_program_add_view(lt_program *p, const char *name, int parent, size_t offs
  * parameters. label is free text for printing (copied). Returns the node id. */
 int lt_program_add_node(lt_program *p, lt_kernel_id id, const int *ops, int n_ops,
                         const int64_t ia[4], const float fa[4], const char *label);
+/* Sets a node's call flags (LT_CALL_*, kernels.h: what step the call is
+ * part of, which its shape key's regime says), before finalize (LT_ESTATE
+ * after; LT_EINVAL for an unknown flag). */
+int lt_program_set_node_flags(lt_program *p, int node, uint32_t flags);
 /* Sets a node's parameters after validating them against the kernel's space
  * and constraints (LT_ECONFIG; nothing changes on error). */
 int lt_program_set_params(lt_program *p, int node, const lt_params *params);
@@ -68,6 +72,7 @@ typedef struct {
     int64_t ia[4];
     float fa[4];
     lt_params params;
+    uint32_t flags; /* LT_CALL_* */
     const char *label;
 } lt_node_info;
 void lt_program_node(const lt_program *p, int node, lt_node_info *out);

@@ -39,10 +39,12 @@ int lt_host_class_isa(const char *host_class, lt_isa *out);
 /* Drops the values of a kernel's space that run as another value for this
  * call (attention's heads_per_task above the heads sharing a kv head; a
  * parameter that does nothing on the call's weight dtype, lt_param_acts_on,
- * stays at its default), so a search spends no trial on a duplicate point. */
+ * or in its regime, lt_param_acts_in, stays at its default), so a search
+ * spends no trial on a duplicate point. */
 void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call);
 /* The same for a call known by its kernel name and shape signature (its
- * dtype and `:ia=` attributes); what the key does not name stays as it is. */
+ * dtype, regime and `:ia=` attributes); what the key does not name stays as
+ * it is. */
 void lt_space_fit_shape(lt_space *s, const char *kernel, const char *shape);
 /* p, a point of the kernel's whole space, as the point of the fitted space s
  * that runs the same: a dropped value becomes the largest kept one below it
@@ -285,6 +287,7 @@ int lt_store_warm_start(const lt_store *s, lt_tuning *t, const char *host, int *
 
 #define LT_TUNE_DECODE_POS 16     /* the position decode steps are timed at */
 #define LT_TUNE_PREFILL_TOKENS 64 /* a prefill step's batch (at most lt_llama_max_batch) */
+#define LT_TUNE_BATCH_SEQS 4      /* sequences of a batched decode step (tune --seqs) */
 
 /* One search's outcome. */
 typedef struct {
@@ -328,7 +331,13 @@ typedef struct {
 } lt_tune_key;
 
 int lt_tune_pass_open(lt_tune_pass **out, lt_llama *l, lt_pool *pool, int64_t n_tokens);
+/* The batch regime's pass: the program of a batched decode step of n_seqs
+ * sequences (2 <= n_seqs <= the runtime's slots and max batch), one token
+ * of each in slots 0..n_seqs-1, timed at LT_TUNE_DECODE_POS; its keys are
+ * the batch keys, whole steps are lt_llama_eval_batch. */
+int lt_tune_pass_open_batch(lt_tune_pass **out, lt_llama *l, lt_pool *pool, int64_t n_seqs);
 void lt_tune_pass_close(lt_tune_pass *p); /* NULL is a no-op */
+lt_regime lt_tune_pass_regime(const lt_tune_pass *p);
 int64_t lt_tune_pass_tokens(const lt_tune_pass *p);
 int lt_tune_pass_n_keys(const lt_tune_pass *p);
 const lt_tune_key *lt_tune_pass_key(const lt_tune_pass *p, int i); /* NULL out of range */

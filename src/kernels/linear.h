@@ -16,6 +16,8 @@ enum {
     LT__MV_PREFETCH,          /* software prefetch distance in bytes, 0 = none */
     LT__MV_ACT_INT16,         /* q8_0 W: 1 = x quantised to int16 per block, integer dots */
     LT__MV_ACT_INT8,          /* q8_0 W: 1 = x quantised to int8 per block (wins over int16) */
+    LT__MV_TOK_CHUNK_KB,      /* several tokens (the batch regime): KiB of W rows every token
+                                 passes over before the next rows */
     LT__MV_NPARAMS
 };
 

@@ -344,16 +344,17 @@ static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, i
 
 /* A matvec of several tokens (a batched decode step: one token of each of
  * several sequences) as one matvec per token, each the bits it gives alone,
- * over chunks of the thread's rows of W small enough to stay in L2 while
- * every token passes: W is read from memory once per step. */
-#define TOKENS_CHUNK_BYTES (256 << 10)
-
+ * over chunks of the thread's rows of W of tok_chunk_kb KiB (whole tasks of
+ * rows, at least one), small enough to stay in L2 while every token passes:
+ * W is read from memory once per step. Every chunk size gives the same
+ * bits: a row's sum does not depend on the rows computed with it. */
 static void matvec_tokens(const lt_call *call, int ith, int nth, lt_kernel_fn one_token) {
     const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
     const int64_t n = X->ne[1], per = lt__mv_task_rows(call);
+    const size_t chunk_bytes = (size_t)call->params.v[LT__MV_TOK_CHUNK_KB] << 10;
     int64_t r0, r1;
     lt__linear_split(W->ne[1], per, ith, nth, &r0, &r1);
-    int64_t chunk = (int64_t)(TOKENS_CHUNK_BYTES / W->nb[1]) / per * per;
+    int64_t chunk = (int64_t)(chunk_bytes / W->nb[1]) / per * per;
     if (chunk < per) chunk = per;
     const lt_step one = {.n_tokens = 1}; /* seq 0: each sub-call quantises its own x */
     for (int64_t c = r0; c < r1; c += chunk) {
@@ -490,6 +491,12 @@ const lt_kernel lt__k_matvec = {
                                   .dtypes = 1u << LT_Q8_0},
             [LT__MV_ACT_INT8] = {.name = "act_int8", .n_values = 2, .values = {0, 1}, .def = 1,
                                  .dtypes = 1u << LT_Q8_0},
+            /* only a matvec of several tokens reads it: the batch regime's */
+            [LT__MV_TOK_CHUNK_KB] = {.name = "tok_chunk_kb",
+                                     .n_values = 7,
+                                     .values = {32, 64, 128, 256, 512, 1024, 2048},
+                                     .def = 256,
+                                     .regimes = 1u << LT_REGIME_BATCH},
         },
     .run =
         {

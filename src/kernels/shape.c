@@ -5,7 +5,30 @@
 
 #include "looptune/kernels.h"
 
-const char *lt_regime_name(lt_regime r) { return r == LT_REGIME_PREFILL ? "prefill" : "decode"; }
+static const char *const regime_names[] = {
+    [LT_REGIME_DECODE] = "decode",
+    [LT_REGIME_PREFILL] = "prefill",
+    [LT_REGIME_BATCH] = "batch",
+};
+_Static_assert(sizeof regime_names / sizeof regime_names[0] == LT_REGIME_COUNT, "regime names");
+
+const char *lt_regime_name(lt_regime r) {
+    return (unsigned)r < LT_REGIME_COUNT ? regime_names[r] : "decode";
+}
+
+int lt_regime_parse(const char *name, lt_regime *out) {
+    for (int r = 0; r < LT_REGIME_COUNT; r++)
+        if (!strcmp(name, regime_names[r])) {
+            *out = (lt_regime)r;
+            return LT_OK;
+        }
+    return lt_error(LT_ENOTFOUND, "unknown regime '%s' (decode, prefill or batch)", name);
+}
+
+lt_regime lt_regime_of(int64_t n_tokens, bool batch) {
+    if (n_tokens <= 1) return LT_REGIME_DECODE;
+    return batch ? LT_REGIME_BATCH : LT_REGIME_PREFILL;
+}
 
 void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out) {
     memset(out, 0, sizeof *out);
@@ -24,7 +47,7 @@ void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out) {
     const lt_tensor *rows = id == LT_K_KV_STORE && call->op[1] ? call->op[1] : y;
     out->n_tokens = rows ? rows->ne[1] : 1;
     for (int i = 0; i < 3; i++) out->ia[i] = call->ia[i];
-    out->regime = out->n_tokens > 1 ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
+    out->regime = lt_regime_of(out->n_tokens, (call->flags & LT_CALL_BATCH) != 0);
 }
 
 size_t lt_shape_format(const lt_shape *s, char *buf, size_t n) {

@@ -176,6 +176,11 @@ static int build(lt_llama *l, int64_t n, bool all_logits, bool batch, lt_program
     CHECK(lt_program_add_node(p, LT_K_RMSNORM, (int[]){xbs, xs, out_norm}, 3, NULL,
                               (float[]){c->rms_eps, 0, 0, 0}, "output_norm"));
     CHECK(linear(p, rows, batch, logits, cls, xbs, false, "classifier"));
+    /* every call of a batched decode step says so: its keys are the batch
+     * regime's (lt_shape_of_call) */
+    if (batch)
+        for (int i = 0; i < lt_program_n_nodes(p); i++)
+            CHECK(lt_program_set_node_flags(p, i, LT_CALL_BATCH));
     if (l->opts.dump_program) lt_program_print(p, l->opts.dump_program);
     if (!l->opts.no_fuse_pass) {
         int fused;
@@ -278,13 +283,16 @@ int lt_llama_init(lt_llama **out, const lt_model *m, lt_pool *pool, const lt_lla
     if (!rc) rc = lt__tuning_init(&l->tuning, m, lt_pool_size(pool));
     if (!rc) rc = get_program(l, 1, false, false, &slot); /* the decode program: slot 0 */
     if (!rc && l->opts.max_batch > 1) {
-        /* every prefill program has the same keys: learn them now, so values
-         * for prefill can be set before the first one is built */
-        lt_program *probe;
-        int logits;
-        rc = build(l, 2, l->opts.all_logits, false, &probe, &logits);
-        if (!rc) rc = lt__tuning_learn(l->tuning, probe);
-        lt_program_free(probe);
+        /* every prefill program has the same keys, and so has every batch
+         * program: learn them now, so values for prefill and batch steps can
+         * be set before the first one is built */
+        for (int b = 0; b < 2 && !rc; b++) {
+            lt_program *probe;
+            int logits;
+            rc = build(l, 2, b ? true : l->opts.all_logits, b == 1, &probe, &logits);
+            if (!rc) rc = lt__tuning_learn(l->tuning, probe);
+            lt_program_free(probe);
+        }
     }
     if (rc) {
         lt_llama_free(l);
@@ -356,7 +364,7 @@ static int run_step(lt_llama *l, const lt_step *step, bool all, bool batch) {
     bring_up_to_date(l, slot);
     lt_step st_copy = *step;
     lt_exec_stats st;
-    const lt_regime regime = n > 1 && !batch ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
+    const lt_regime regime = lt_regime_of(n, batch);
     rc = lt_exec_step(l->exec, p, l->pool, lt__tuning_threads(l->tuning, regime), &st_copy,
                       l->timing ? &st : NULL);
     if (rc) return rc;
@@ -421,11 +429,22 @@ int lt_llama_program(lt_llama *l, int64_t n, struct lt_program **out) {
     return LT_OK;
 }
 
+int lt_llama_program_batch(lt_llama *l, int64_t n, struct lt_program **out) {
+    if (n < 2 || n > l->opts.max_batch)
+        return lt_error(LT_EINVAL, "no batch program for %lld tokens (2..%lld)", (long long)n,
+                        (long long)l->opts.max_batch);
+    int slot;
+    int rc = get_program(l, n, true, true, &slot);
+    if (rc) return rc;
+    *out = l->progs[slot].p;
+    return LT_OK;
+}
+
 int lt_llama_pool_size(const lt_llama *l) { return lt_pool_size(l->pool); }
 
-int lt_llama_threads(const lt_llama *l, bool prefill) {
+int lt_llama_threads(const lt_llama *l, lt_regime r) {
     int all = lt_pool_size(l->pool);
-    int t = lt__tuning_threads(l->tuning, prefill ? LT_REGIME_PREFILL : LT_REGIME_DECODE);
+    int t = lt__tuning_threads(l->tuning, r);
     return t > 0 && t < all ? t : all;
 }
 

@@ -315,7 +315,7 @@ static bool loop_regular(const lt_program *p, const lt__loop *L, const int *last
         const lt__node *a = &p->nodes[L->first + j];
         for (int it = 1; it < L->n_iter && ok; it++) {
             const lt__node *n = &p->nodes[L->first + it * B + j];
-            ok = n->kernel == a->kernel && n->n_ops == a->n_ops &&
+            ok = n->kernel == a->kernel && n->n_ops == a->n_ops && n->flags == a->flags &&
                  !memcmp(n->ia, a->ia, sizeof a->ia) && !memcmp(n->fa, a->fa, sizeof a->fa) &&
                  !memcmp(&n->call.params, &a->call.params, sizeof a->call.params);
             for (int o = 0; o < a->n_ops && ok; o++) {

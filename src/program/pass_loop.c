@@ -17,7 +17,8 @@ static bool same_shape(const lt_tensor *a, const lt_tensor *b) {
 
 /* Same call up to bindable operands. */
 static bool node_equal(const lt_program *p, const lt__node *a, const lt__node *b) {
-    if (a->kernel != b->kernel || a->n_ops != b->n_ops || memcmp(a->ia, b->ia, sizeof a->ia) ||
+    if (a->kernel != b->kernel || a->n_ops != b->n_ops || a->flags != b->flags ||
+        memcmp(a->ia, b->ia, sizeof a->ia) ||
         memcmp(a->fa, b->fa, sizeof a->fa) || memcmp(&a->params, &b->params, sizeof a->params))
         return false;
     for (int i = 0; i < a->n_ops; i++) {

@@ -160,12 +160,22 @@ int lt_program_set_params(lt_program *p, int node, const lt_params *params) {
     return LT_OK;
 }
 
+int lt_program_set_node_flags(lt_program *p, int node, uint32_t flags) {
+    if (p->finalized) return lt_error(LT_ESTATE, "program %s is finalized", p->name);
+    if (node < 0 || node >= p->n_nodes) return lt_error(LT_EINVAL, "no node %d", node);
+    if (flags & ~LT_CALL_BATCH)
+        return lt_error(LT_EINVAL, "node %d: unknown call flags 0x%x", node, (unsigned)flags);
+    p->nodes[node].flags = flags;
+    return LT_OK;
+}
+
 static void resolve_call(lt_program *p, lt__node *n) {
     memset(&n->call, 0, sizeof n->call);
     for (int i = 0; i < n->n_ops; i++) n->call.op[i] = n->ops[i] >= 0 ? &p->bufs[n->ops[i]].t : NULL;
     memcpy(n->call.ia, n->ia, sizeof n->ia);
     memcpy(n->call.fa, n->fa, sizeof n->fa);
     n->call.params = n->params;
+    n->call.flags = n->flags;
 }
 
 int lt_program_finalize(lt_program *p) {
@@ -234,6 +244,7 @@ void lt_program_node(const lt_program *p, int node, lt_node_info *out) {
     memcpy(out->ia, n->ia, sizeof out->ia);
     memcpy(out->fa, n->fa, sizeof out->fa);
     out->params = n->params;
+    out->flags = n->flags;
     out->label = n->label;
 }
 

@@ -20,6 +20,7 @@ typedef struct {
     int64_t ia[4];
     float fa[4];
     lt_params params;
+    uint32_t flags;  /* LT_CALL_*, copied into the call */
     char *label;
     lt_call call;    /* resolved at finalize */
     lt_kernel_fn fn; /* chosen at finalize for the active ISA */

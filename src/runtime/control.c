@@ -16,7 +16,8 @@ void lt_control_cmd_free(lt_control_cmd *c) {
 }
 
 /* The control's Param list as a point of name's space: every parameter
- * exactly once (the values are validated by the context). */
+ * exactly once, or none for one of some regimes only (the values are
+ * validated by the context). */
 static int params_of(const char *name, const lt_param_def *defs, int nd,
                      const Looptune__Control *c, lt_params *out) {
     bool seen[LT_MAX_PARAMS] = {false};
@@ -36,8 +37,16 @@ static int params_of(const char *name, const lt_param_def *defs, int nd,
         seen[k] = true;
         out->v[k] = (int32_t)pr->value;
     }
-    for (int j = 0; j < nd; j++)
-        if (!seen[j]) return lt_error(LT_ECONFIG, "parameter '%s' missing", defs[j].name);
+    for (int j = 0; j < nd; j++) {
+        if (seen[j]) continue;
+        /* a parameter of some regimes only may be left out (as the config
+         * store's entries may): its default */
+        if (defs[j].regimes) {
+            out->v[j] = defs[j].def;
+            continue;
+        }
+        return lt_error(LT_ECONFIG, "parameter '%s' missing", defs[j].name);
+    }
     return LT_OK;
 }
 

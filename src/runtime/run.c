@@ -59,10 +59,14 @@ static void ensure_topic(const lt_kafka_conn *conn, const char *topic) {
  * executor's (when it runs the decode steps), each regime's thread count
  * (when there is a choice). */
 static int step_entries(lt_tuning *t, bool looped, lt_tel_node_desc *out) {
-    static const char *const names[3] = {LT_TUNING_LOOPED, LT_TUNING_THREADS, LT_TUNING_THREADS};
-    static const lt_regime regimes[3] = {LT_REGIME_DECODE, LT_REGIME_DECODE, LT_REGIME_PREFILL};
+    enum { N = 1 + LT_REGIME_COUNT }; /* the executor, then each regime's threads */
+    static const char *const names[N] = {LT_TUNING_LOOPED, LT_TUNING_THREADS, LT_TUNING_THREADS,
+                                         LT_TUNING_THREADS};
+    static const lt_regime regimes[N] = {LT_REGIME_DECODE, LT_REGIME_DECODE, LT_REGIME_PREFILL,
+                                         LT_REGIME_BATCH};
+    _Static_assert(LT_REGIME_COUNT == 3, "a thread count per regime");
     int n = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N; k++) {
         if (k == 0 && !looped) continue;
         if (k > 0 && lt_tuning_pool_threads(t) < 2) continue;
         const char *key = lt_tuning_step_key(t, regimes[k]);
@@ -176,7 +180,7 @@ static int open_telemetry(lt_run *r, lt_pool *pool) {
     lt_host_detect(&hd);
     to.host_class = hd.host_class;
     if (o->telemetry == LT_RUN_TEL_KAFKA) to.open_flush_ms = 3000; /* connect before decoding */
-    lt_tel_node_desc steps[3];
+    lt_tel_node_desc steps[1 + LT_REGIME_COUNT];
     to.n_step_entries = step_entries(lt_llama_tuning(r->l), looped, steps);
     to.step_entries = steps;
     to.step_shape = lt_tuning_step_key(lt_llama_tuning(r->l), LT_REGIME_DECODE);

@@ -47,10 +47,15 @@ int lt__tel_nodes_init(lt__tel_nodes *d, const lt_program *p) {
         nd->shape = s;
         s += sl + 1;
         nd->kernel = k->name;
-        /* a parameter that does nothing on this ISA is not reported */
+        /* a parameter that does nothing on this ISA or in this call's
+         * regime is not reported */
+        lt_shape sh;
+        lt_shape_of_call(info.kernel, lt_program_call(p, i), &sh);
         nd->n_params = 0;
         for (int j = 0; j < k->n_params; j++) {
-            if (!lt_param_applies(&k->params[j], lt_isa_active())) continue;
+            if (!lt_param_applies(&k->params[j], lt_isa_active()) ||
+                !lt_param_acts_in(&k->params[j], sh.regime))
+                continue;
             lt_tel_param *tp = &nd->params[nd->n_params++];
             tp->name = k->params[j].name;
             tp->value = info.params.v[j];

@@ -32,6 +32,8 @@ typedef struct {
     const char *name, *key;
     const int32_t *toks;
     int64_t n_tokens, pos;
+    const int64_t *token_pos;  /* a batched step: each token's position ... */
+    const int32_t *token_slot; /* ... and slot (else NULL) */
     int rc; /* the first error of a whole step; later measurements are skipped */
 } target;
 
@@ -45,7 +47,10 @@ static double measure(target *t, const lt_params *p, bool *busy) {
         } else {
             int rc = lt_tuning_set(lt_llama_tuning(t->l), t->name, t->key, p);
             uint64_t t0 = lt_now_ns();
-            if (!rc) rc = lt_llama_eval(t->l, t->toks, t->n_tokens, t->pos);
+            if (!rc)
+                rc = t->token_pos ? lt_llama_eval_batch(t->l, t->toks, t->token_pos,
+                                                        t->token_slot, t->n_tokens)
+                                  : lt_llama_eval(t->l, t->toks, t->n_tokens, t->pos);
             ns += (double)(lt_now_ns() - t0);
             if (rc) t->rc = rc;
         }
@@ -158,37 +163,66 @@ struct lt_tune_pass {
     lt_pool *pool;
     lt_program *p;
     int32_t *toks;
+    lt_regime regime;
+    int64_t *token_pos; /* the batch regime: token t at LT_TUNE_DECODE_POS of slot t */
+    int32_t *token_slot;
     lt_step step;
     lt_params xp; /* the executor's parameters when the pass was opened */
     lt_tune_key *keys;
     int n_keys, cap_keys;
 };
 
-int lt_tune_pass_open(lt_tune_pass **out, lt_llama *l, lt_pool *pool, int64_t n_tokens) {
+static int pass_open(lt_tune_pass **out, lt_llama *l, lt_pool *pool, int64_t n_tokens,
+                     bool batch) {
     *out = NULL;
     const lt_model *m = lt_llama_model(l);
     if (n_tokens < 1 || n_tokens > lt_llama_max_batch(l))
         return lt_error(LT_EINVAL, "tune: a step of %lld tokens: the runtime takes 1..%lld",
                         (long long)n_tokens, (long long)lt_llama_max_batch(l));
+    if (batch && (n_tokens < 2 || n_tokens > lt_llama_n_slots(l)))
+        return lt_error(LT_EINVAL, "tune: a batched step of %lld sequences: the runtime has "
+                        "%lld slots (2 or more needed)", (long long)n_tokens,
+                        (long long)lt_llama_n_slots(l));
+    if (batch && LT_TUNE_DECODE_POS >= lt_llama_ctx_len(l))
+        return lt_error(LT_EINVAL, "tune: the context (%lld) is too short for a batched step at "
+                        "position %d", (long long)lt_llama_ctx_len(l), LT_TUNE_DECODE_POS);
     lt_tune_pass *p = calloc(1, sizeof *p);
-    if (p) p->toks = calloc((size_t)n_tokens, sizeof *p->toks);
-    if (!p || !p->toks) {
-        free(p);
+    if (p) {
+        p->toks = calloc((size_t)n_tokens, sizeof *p->toks);
+        p->token_pos = calloc((size_t)n_tokens, sizeof *p->token_pos);
+        p->token_slot = calloc((size_t)n_tokens, sizeof *p->token_slot);
+    }
+    if (!p || !p->toks || !p->token_pos || !p->token_slot) {
+        lt_tune_pass_close(p);
         return lt_error(LT_ENOMEM, "tune: out of memory");
     }
     p->l = l;
     p->pool = pool;
-    for (int64_t i = 0; i < n_tokens; i++)
+    p->regime = lt_regime_of(n_tokens, batch);
+    for (int64_t i = 0; i < n_tokens; i++) {
         p->toks[i] = (int32_t)(1 + i % (m->cfg.vocab_size - 1));
+        p->token_pos[i] = LT_TUNE_DECODE_POS;
+        p->token_slot[i] = (int32_t)i;
+    }
     /* one real step fills the program's buffers with realistic values */
-    int rc = lt_llama_eval(l, p->toks, n_tokens, 0);
-    if (!rc) rc = lt_llama_program(l, n_tokens, &p->p);
+    int rc;
+    if (batch) {
+        rc = lt_llama_eval_batch(l, p->toks, p->token_pos, p->token_slot, n_tokens);
+        if (!rc) rc = lt_llama_program_batch(l, n_tokens, &p->p);
+    } else {
+        rc = lt_llama_eval(l, p->toks, n_tokens, 0);
+        if (!rc) rc = lt_llama_program(l, n_tokens, &p->p);
+    }
     if (rc) {
         lt_tune_pass_close(p);
         return rc;
     }
-    p->step = (lt_step){.pos = n_tokens == 1 ? LT_TUNE_DECODE_POS : 0, .n_tokens = n_tokens,
-                        .tokens = p->toks};
+    if (batch)
+        p->step = (lt_step){.pos = LT_TUNE_DECODE_POS, .n_tokens = n_tokens, .tokens = p->toks,
+                            .token_pos = p->token_pos, .token_slot = p->token_slot};
+    else
+        p->step = (lt_step){.pos = n_tokens == 1 ? LT_TUNE_DECODE_POS : 0, .n_tokens = n_tokens,
+                            .tokens = p->toks};
     lt_exec_params(lt_llama_exec(l), &p->xp);
     int nn = lt_program_n_nodes(p->p);
     for (int i = 0; i < nn; i++) {
@@ -220,12 +254,24 @@ int lt_tune_pass_open(lt_tune_pass **out, lt_llama *l, lt_pool *pool, int64_t n_
     return LT_OK;
 }
 
+int lt_tune_pass_open(lt_tune_pass **out, lt_llama *l, lt_pool *pool, int64_t n_tokens) {
+    return pass_open(out, l, pool, n_tokens, false);
+}
+
+int lt_tune_pass_open_batch(lt_tune_pass **out, lt_llama *l, lt_pool *pool, int64_t n_seqs) {
+    return pass_open(out, l, pool, n_seqs, true);
+}
+
 void lt_tune_pass_close(lt_tune_pass *p) {
     if (!p) return;
     free(p->keys);
     free(p->toks);
+    free(p->token_pos);
+    free(p->token_slot);
     free(p);
 }
+
+lt_regime lt_tune_pass_regime(const lt_tune_pass *p) { return p->regime; }
 
 int64_t lt_tune_pass_tokens(const lt_tune_pass *p) { return p->step.n_tokens; }
 int lt_tune_pass_n_keys(const lt_tune_pass *p) { return p->n_keys; }
@@ -277,7 +323,8 @@ static int search_steps(lt_tune_pass *p, const char *name, const char *key, cons
                         const lt_tune_opts *o, lt_tune_result *out) {
     result_init(out, name, key);
     target t = {.l = p->l, .name = name, .key = key, .toks = p->toks,
-                .n_tokens = p->step.n_tokens, .pos = p->step.pos};
+                .n_tokens = p->step.n_tokens, .pos = p->step.pos,
+                .token_pos = p->step.token_pos, .token_slot = p->step.token_slot};
     lt_tune_context ctx = {.host = o->host};
     int rc = search(&t, sp, &ctx, o, 0, NULL, out);
     if (!rc) rc = lt_tuning_set(lt_llama_tuning(p->l), name, key, &out->best);
@@ -285,7 +332,7 @@ static int search_steps(lt_tune_pass *p, const char *name, const char *key, cons
 }
 
 int lt_tune_pass_search_looped(lt_tune_pass *p, const lt_tune_opts *o, lt_tune_result *out) {
-    if (p->step.n_tokens != 1)
+    if (p->regime != LT_REGIME_DECODE)
         return lt_error(LT_EINVAL, "tune: the looped executor is searched on decode steps");
     char shape[128];
     lt_exec_shape_format(lt_llama_model(p->l), lt_pool_size(p->pool), shape, sizeof shape);
@@ -299,8 +346,7 @@ int lt_tune_pass_search_threads(lt_tune_pass *p, const lt_tune_opts *o, lt_tune_
     if (threads < 2)
         return lt_error(LT_EINVAL, "tune: a thread count is searched on a pool of 2 or more");
     char shape[128];
-    lt_regime rg = p->step.n_tokens == 1 ? LT_REGIME_DECODE : LT_REGIME_PREFILL;
-    lt_step_shape_format(lt_llama_model(p->l), threads, rg, shape, sizeof shape);
+    lt_step_shape_format(lt_llama_model(p->l), threads, p->regime, shape, sizeof shape);
     lt_space sp;
     lt_space_threads(&sp, threads);
     return search_steps(p, LT_TUNING_THREADS, shape, &sp, o, out);

@@ -56,9 +56,29 @@ static void fit_dtype(lt_space *s, lt_dtype t) {
     }
 }
 
+/* Parameters that do nothing in regime r stay at their default. */
+static void fit_regime(lt_space *s, lt_regime r) {
+    for (int i = 0; i < s->n_params; i++) {
+        lt_param_def *d = &s->params[i];
+        if (lt_param_acts_in(d, r)) continue;
+        d->values[0] = d->def;
+        d->n_values = 1;
+    }
+}
+
+static void fit_attrs(lt_space *s, lt_kernel_id id, const lt_call *call);
+
 void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call) {
     if (call->op[1] && (unsigned)call->op[1]->dtype < LT_DTYPE_COUNT)
         fit_dtype(s, call->op[1]->dtype);
+    lt_shape sh; /* the regime of the call, as its key says it */
+    lt_shape_of_call(id, call, &sh);
+    fit_regime(s, sh.regime);
+    fit_attrs(s, id, call);
+}
+
+/* What the call's integer attributes make duplicate. */
+static void fit_attrs(lt_space *s, lt_kernel_id id, const lt_call *call) {
     /* attributes may come from a message: only a real head count fits */
     if (id != LT_K_ATTENTION || call->ia[0] <= 0 || call->ia[1] <= 0 || call->ia[0] % call->ia[1])
         return;
@@ -91,6 +111,20 @@ void lt_space_fit_shape(lt_space *s, const char *kernel, const char *shape) {
         dt[colon - shape] = 0;
         if (lt_dtype_parse(dt, &t) == LT_OK) fit_dtype(s, t);
     }
+    /* its third the regime ("...:batch", "...:decode:ia=..."); a key that
+     * names none is a decode key, as a call without tokens is */
+    const char *c2 = colon ? strchr(colon + 1, ':') : NULL;
+    lt_regime rg = LT_REGIME_DECODE;
+    if (k && c2) {
+        char name[16];
+        size_t len = strcspn(c2 + 1, ":");
+        if (len < sizeof name) {
+            memcpy(name, c2 + 1, len);
+            name[len] = 0;
+            if (lt_regime_parse(name, &rg) != LT_OK) rg = LT_REGIME_DECODE;
+        }
+    }
+    if (k) fit_regime(s, rg);
     const char *ia = shape ? strstr(shape, ":ia=") : NULL;
     if (!k || !ia) return;
     /* from a message: whole numbers of at most 9 digits, comma-separated */
@@ -105,7 +139,7 @@ void lt_space_fit_shape(lt_space *s, const char *kernel, const char *shape) {
         if (*end != ',') break;
         q = end + 1;
     }
-    lt_space_fit_call(s, k->id, &c);
+    fit_attrs(s, k->id, &c);
 }
 
 void lt_space_fit_params(const lt_space *s, lt_params *p) {
@@ -222,9 +256,16 @@ int lt_space_parse(const lt_space *s, const char *text, lt_params *out) {
         seen[idx] = true;
         c = *end ? end + 1 : end;
     }
-    for (int i = 0; i < s->n_params; i++)
-        if (!seen[i])
-            return lt_error(LT_ECONFIG, "%s: parameter %s missing", s->name, s->params[i].name);
+    for (int i = 0; i < s->n_params; i++) {
+        if (seen[i]) continue;
+        /* a parameter of some regimes only is left out of values of the
+         * others (and of values stored before it existed): its default */
+        if (s->params[i].regimes) {
+            p.v[i] = s->params[i].def;
+            continue;
+        }
+        return lt_error(LT_ECONFIG, "%s: parameter %s missing", s->name, s->params[i].name);
+    }
     int rc = lt_space_validate(s, &p);
     if (rc) return rc;
     *out = p;

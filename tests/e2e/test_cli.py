@@ -163,6 +163,13 @@ p2 = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "12", "--temp", "0"
           "--no-warm-start", "-t", "2", "--param", "threads.decode=1"])
 check(p2.returncode == 0 and p2.stdout == p0.stdout and
       "2 (decode 1, prefill 2) threads" in p2.stderr, "run --param threads.decode=1", p2.stderr)
+# the batch regime's thread count: bench --seqs runs its steps on it, a decode bench does not
+for seqs, want in ((2, 1), (1, 2)):
+    p5 = run(["bench", "-m", MODEL, "-t", "2", "-n", "4", "-r", "1", "--membw-mib", "16", "--json",
+              "--no-warm-start", "--seqs", seqs, "--param", "threads.batch=1"])
+    j5 = json.loads(p5.stdout) if p5.returncode == 0 else {}
+    check(j5.get("step_threads") == want, "bench --seqs %d --param threads.batch=1: steps on %d "
+          "thread(s)" % (seqs, want), p5.stderr + p5.stdout)
 # the looped executor's parameters, and the programs without the fusion pass: the same tokens
 p3 = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "12", "--temp", "0", "--print-ids",
           "--no-warm-start", "-t", "2", "--param", "looped.tiles_per_thread=1", "--param",

@@ -1,6 +1,8 @@
 """looptune tune end to end on a stories15M-shaped q8_0 model: the tuner writes a config
 store, a later `looptune run` warm-starts from it (and says how many configurations it
-applied, and the thread counts of decode and prefill it took), and tuned, hand-set or corrupt stores never change the greedy tokens as long as they
+applied, and the thread counts of decode and prefill it took), `tune --regime batch` stores
+the batch regime's keys and a warm-started `bench --seqs` runs on them, and tuned, hand-set or
+corrupt stores never change the greedy tokens as long as they
 keep matvec's activation mode (act_int16 / act_int8 select how q8_0 activations are quantised,
 which changes the arithmetic and may flip a near tie; every other parameter leaves the logits
 bit for bit as they are)."""
@@ -148,9 +150,43 @@ def main():
     check(o.stderr.count("threads=3 skipped") == 2 and "(2 refused)" in o.stderr and
           "2 threads," in o.stderr, "impossible thread counts refused", o.stderr[-600:])
 
+    # the batch regime: tune --regime batch stores batch keys alone, with values in their spaces
+    # (tok_chunk_kb among its declared values), and a warm-started bench --seqs runs on them
+    bstore = os.path.join(WORK, "batch.tsv")
+    if os.path.exists(bstore):
+        os.remove(bstore)
+    p = cli("tune", "-m", model, "--budget", "2", "--regime", "batch", "--seqs", "2",
+            "--config-store", bstore, "--seed", "7", "-t", "2")
+    check(p.returncode == 0, "tune --regime batch exits 0", p.stderr[-500:])
+    _, bentries = read_store(bstore) if p.returncode == 0 else ("", [])
+    check(len(bentries) >= 8 and all(e[1].endswith(":batch") or ":batch:ia=" in e[1]
+                                     for e in bentries),
+          "tune --regime batch stores batch keys alone", repr([e[1] for e in bentries]))
+    chunks = {"32", "64", "128", "256", "512", "1024", "2048"}
+    mv = [dict(kv.split("=") for kv in e[3].split(",")) for e in bentries if e[0] == "matvec"]
+    check(mv and all(m.get("tok_chunk_kb") in chunks and m.get("rows_per_task") in
+                     {"4", "8", "16", "32", "64", "128", "256"} for m in mv),
+          "batch matvec values lie in the space", repr(mv[:2]))
+    bthreads = [e for e in bentries if e[0] == "threads"]
+    check(len(bthreads) == 1 and bthreads[0][1].endswith(":t2:batch") and
+          re.fullmatch(r"threads=[01]", bthreads[0][3]), "the batch thread count tuned",
+          repr(bthreads))
+    b = cli("bench", "-m", model, "--seqs", "2", "-t", "2", "-n", "4", "-r", "1",
+            "--membw-mib", "16", "--config-store", bstore)
+    m = re.search(r"warm start: (\d+) configurations", b.stderr)
+    check(b.returncode == 0 and m is not None and int(m.group(1)) == len(bentries),
+          "bench --seqs warm-starts from every batch entry", b.stderr[-400:])
+    if bthreads:
+        want = 2 if bthreads[0][3] == "threads=0" else 1
+        b = cli("bench", "-m", model, "--seqs", "2", "-t", "2", "-n", "4", "-r", "1",
+                "--membw-mib", "16", "--json", "--config-store", bstore)
+        check(b.returncode == 0 and ('"step_threads":%d' % want) in b.stdout,
+              "bench --seqs runs on the stored batch thread count", b.stdout + b.stderr[-300:])
+
     # errors: one line, exit != 0
     for args, what in [(["--budget", "0"], "budget < 1"), (["--strategy", "annealing"], "strategy"),
-                       (["--regime", "train"], "regime"), (["--bogus"], "unknown flag")]:
+                       (["--regime", "train"], "regime"), (["--bogus"], "unknown flag"),
+                       (["--regime", "batch", "--seqs", "1"], "--seqs 1")]:
         p = cli("tune", "-m", model, "--config-store", store, *args)
         check(p.returncode != 0 and p.stderr.count("\n") == 1, "tune refuses " + what, p.stderr)
     p = cli("tune", "-m", os.path.join(WORK, "missing.gguf"), "--config-store", store)

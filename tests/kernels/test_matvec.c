@@ -21,7 +21,10 @@
  * order, checked by test_descriptor) */
 #define LT_PARAM_ACT_INT16 4
 #define LT_PARAM_ACT_INT8 5
-#define NPARAMS 6
+#define NPARAMS 7
+/* the parameters a one-token call reads (tok_chunk_kb, the last, is read by
+ * a call of several tokens only: tests/model/test_batch_params.c) */
+#define SWEPT 6
 
 /* Tolerance: |y - ref| <= TOL * (sum_k |w_k x_k| + |y0|). Float sums of a
  * few thousand terms in any order stay far below it (~1e-7 typical); one
@@ -191,7 +194,7 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
      * each parameter still comes up) */
     const int every = lt_test_emulated() && f->rows * f->cols > 4096 ? 13 : 1;
     for (;;) {
-        for (int i = 0; i < NPARAMS; i++) p.v[i] = d[i].values[idx[i]];
+        for (int i = 0; i < SWEPT; i++) p.v[i] = d[i].values[idx[i]];
         if (!q8) p.v[LT_PARAM_ACT_INT8] = p.v[LT_PARAM_ACT_INT16];
         const mode xq = mode_of(&f->tw, &p);
         points++;
@@ -241,7 +244,7 @@ static void sweep(const lt_kernel *k, lt_isa isa, fixture *f) {
         wrong += bad;
 
         int i = 0; /* next point of the space */
-        const int nswept = q8 ? NPARAMS : NPARAMS - 1;
+        const int nswept = q8 ? SWEPT : SWEPT - 1;
         for (int n = 0; n < every && i < nswept; n++)
             for (i = 0; i < nswept && ++idx[i] == d[i].n_values;) idx[i++] = 0;
         if (i == nswept) break;
@@ -328,6 +331,84 @@ static void test_split_same_bits(void) {
     }
 }
 
+/* A matvec of several tokens (a batched decode step) gives each token the
+ * bits of its own one-token matvec, whatever tok_chunk_kb and rows_per_task
+ * cut W into, on nth = 1..3 threads, overwriting or accumulating: every
+ * dtype (the K-quants too), every ISA, q8_0 plain and split. */
+static void test_tokens(void) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    const lt_param_def *tcd = &k->params[SWEPT];
+    enum { NT = 3 };
+    static const lt_dtype dts[] = {LT_F32, LT_F16, LT_BF16, LT_Q8_0, LT_Q4_0, LT_Q4_K, LT_Q6_K};
+    static const int32_t rpts[] = {4, 32, 256};
+    int64_t checked = 0, wrong = 0;
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        for (int split = 0; split < (dts[di] == LT_Q8_0 ? 2 : 1); split++) {
+            /* 150 rows of 512: 64 KiB of f32 W, so 32 KiB chunks cut it */
+            fixture f;
+            fixture_init(&f, dts[di], 150, 512);
+            if (split) split_fixture(&f, true);
+            const int64_t R = f.rows, C = f.cols;
+            float *X = malloc(sizeof(float) * (size_t)(NT * C));
+            float *Y = malloc(sizeof(float) * (size_t)(NT * R));
+            float *Y0 = malloc(sizeof(float) * (size_t)(NT * R));
+            float *want = malloc(sizeof(float) * (size_t)(NT * R));
+            for (int64_t i = 0; i < NT * C; i++) X[i] = frand();
+            for (int64_t i = 0; i < NT * R; i++) Y0[i] = frand();
+            for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
+                const lt_kernel_fn fn = lt_kernel_fn_for(k, (lt_isa)isa);
+                for (size_t ri = 0; ri < sizeof rpts / sizeof rpts[0]; ri++)
+                    for (int acc = 0; acc < 2; acc++) {
+                        lt_params p;
+                        lt_params_default(k, &p);
+                        p.v[0] = rpts[ri];
+                        /* each token alone, one thread */
+                        for (int t = 0; t < NT; t++) {
+                            lt_tensor ty, tx;
+                            lt_tensor_init(&ty, LT_F32, R, 1, 1, 1, want + t * R);
+                            lt_tensor_init(&tx, LT_F32, C, 1, 1, 1, X + t * C);
+                            memcpy(want + t * R, Y0 + t * R, sizeof(float) * (size_t)R);
+                            lt_call c = {.op = {&ty, &f.tw, &tx}, .ia = {acc}, .params = p};
+                            lt_step st = {.n_tokens = 1};
+                            fn(&c, &st, 0, 1);
+                        }
+                        for (int v = 0; v < tcd->n_values; v++)
+                            for (int nth = 1; nth <= 3; nth++) {
+                                p.v[SWEPT] = tcd->values[v];
+                                memcpy(Y, Y0, sizeof(float) * (size_t)(NT * R));
+                                lt_tensor ty, tx;
+                                lt_tensor_init(&ty, LT_F32, R, NT, 1, 1, Y);
+                                lt_tensor_init(&tx, LT_F32, C, NT, 1, 1, X);
+                                lt_call c = {.op = {&ty, &f.tw, &tx}, .ia = {acc}, .params = p,
+                                             .flags = LT_CALL_BATCH};
+                                ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+                                lt_step st = {.n_tokens = NT};
+                                for (int ith = 0; ith < nth; ith++) fn(&c, &st, ith, nth);
+                                checked++;
+                                if (memcmp(Y, want, sizeof(float) * (size_t)(NT * R))) {
+                                    if (!wrong)
+                                        fprintf(stderr, "  tokens %s%s %s rpt=%d acc=%d "
+                                                        "tok_chunk_kb=%d nth=%d: not the "
+                                                        "one-token bits\n",
+                                                lt_dtype_name(dts[di]), split ? " split" : "",
+                                                lt_isa_name((lt_isa)isa), rpts[ri], acc,
+                                                tcd->values[v], nth);
+                                    wrong++;
+                                }
+                            }
+                    }
+            }
+            free(X);
+            free(Y);
+            free(Y0);
+            free(want);
+            fixture_free(&f);
+        }
+    }
+    ASSERT_TRUE(checked > 0);
+    ASSERT_EQ(wrong, 0);
+}
+
 static void test_sweep(void) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     /* cols with a 16-element tail, and odd widths (172 as in stories260K's
@@ -371,6 +452,8 @@ static void test_descriptor(void) {
     ASSERT_EQ(lt_kernel_param_index(k, "prefetch"), 3);
     ASSERT_EQ(lt_kernel_param_index(k, "act_int16"), LT_PARAM_ACT_INT16);
     ASSERT_EQ(lt_kernel_param_index(k, "act_int8"), LT_PARAM_ACT_INT8);
+    ASSERT_EQ(lt_kernel_param_index(k, "tok_chunk_kb"), SWEPT);
+    ASSERT_EQ(k->params[SWEPT].regimes, 1u << LT_REGIME_BATCH);
     ot_check_param_defs(k);
     /* k blocks of whole block quadruples (the int8 path pairs blocks) */
     for (int j = 0; j < k->params[2].n_values; j++) ASSERT_EQ(k->params[2].values[j] % 128, 0);
@@ -881,6 +964,7 @@ int main(void) {
     lt_test_skip("AVX2 and AVX-512 paths", "this build has the portable kernels alone");
 #endif
     test_split_same_bits();
+    test_tokens();
     test_sweep();
     return lt_test_finish();
 }

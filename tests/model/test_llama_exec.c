@@ -158,8 +158,8 @@ int main(void) {
     ASSERT_EQ(set_threads(l3, LT_REGIME_DECODE, 3), LT_ECONFIG);
     ASSERT_EQ(set_threads(l3, LT_REGIME_DECODE, 4), LT_ECONFIG);
     ASSERT_EQ(set_threads(l3, LT_REGIME_PREFILL, -1), LT_ECONFIG);
-    ASSERT_EQ(lt_llama_threads(l3, false), 2);
-    ASSERT_EQ(lt_llama_threads(l3, true), 3);
+    ASSERT_EQ(lt_llama_threads(l3, LT_REGIME_DECODE), 2);
+    ASSERT_EQ(lt_llama_threads(l3, LT_REGIME_PREFILL), 3);
     lt_llama_free(l3);
     lt_pool_free(one);
     lt_pool_free(three);

@@ -118,8 +118,8 @@ int main(void) {
     ASSERT_EQ(lt_tuning_set(t, LT_TUNING_LOOPED, step, &xp), LT_OK);
     lt_params th = {{1}};
     ASSERT_EQ(lt_tuning_set(t, LT_TUNING_THREADS, step, &th), LT_OK);
-    ASSERT_EQ(lt_llama_threads(l, false), 1);
-    ASSERT_EQ(lt_llama_threads(l, true), 2);
+    ASSERT_EQ(lt_llama_threads(l, LT_REGIME_DECODE), 1);
+    ASSERT_EQ(lt_llama_threads(l, LT_REGIME_PREFILL), 2);
     ASSERT_EQ(lt_llama_eval(l, &tok, 1, pos++), LT_OK);
     lt_params in_force;
     lt_exec_params(lt_llama_exec(l), &in_force);

@@ -220,7 +220,7 @@ static void step(lt_optimizer *o, sim *s) {
 
 static void run_case(double noise, uint64_t seed) {
     lt_space_by_name("matvec", &SPACE);
-    lt_params bad = {.v = {4, 1, 2048, 0, 0}};
+    lt_params bad = {.v = {4, 1, 2048, 0, 0, 0, 256}};
     ASSERT_EQ(lt_space_validate(&SPACE, &bad), LT_OK);
     sim s;
     memset(&s, 0, sizeof s);
@@ -333,7 +333,7 @@ static void run_case(double noise, uint64_t seed) {
  * drifts (the workload or the machine changed). */
 static void drift_case(void) {
     lt_space_by_name("matvec", &SPACE);
-    lt_params bad = {.v = {4, 1, 2048, 0, 0}};
+    lt_params bad = {.v = {4, 1, 2048, 0, 0, 0, 256}};
     sim s;
     memset(&s, 0, sizeof s);
     s.rng = 3;
@@ -371,7 +371,7 @@ static void drift_case(void) {
 static void auto_phase_case(void) {
     lt_space_by_name("matvec", &SPACE);
     for (int k = 0; k < 2; k++) {
-        lt_params bad = {.v = {4, 1, 2048, 0, 0}};
+        lt_params bad = {.v = {4, 1, 2048, 0, 0, 0, 256}};
         sim s;
         memset(&s, 0, sizeof s);
         s.rng = 3;
@@ -400,7 +400,7 @@ static void auto_phase_case(void) {
  * steps from 4 x 384 - 2 x 6 x 64 = 768 steps on. */
 static void run_info_case(void) {
     lt_space_by_name("matvec", &SPACE);
-    lt_params bad = {.v = {4, 1, 2048, 0, 0}};
+    lt_params bad = {.v = {4, 1, 2048, 0, 0, 0, 256}};
     sim s;
     memset(&s, 0, sizeof s);
     s.rng = 5;

@@ -154,7 +154,7 @@ int main(void) {
     ASSERT_EQ(st.rejected, 13);
     ASSERT_EQ(st.applied, 0);
     ASSERT_EQ(value(t, "matvec", mv, 0), def_rpt);
-    ASSERT_EQ(lt_llama_threads(f.l, false), 2);
+    ASSERT_EQ(lt_llama_threads(f.l, LT_REGIME_DECODE), 2);
     ASSERT_EQ(lt_online_report(o, devnull), 0);
 
     /* a new incumbent for the matvec key: in force now, on the calls at the next eval */
@@ -175,12 +175,12 @@ int main(void) {
     const int expect_b[12] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0};
     for (int k = 0; k < 12; k++) {
         ASSERT_EQ(lt_online_step_kind(o), expect_b[k] ? 2 : 1);
-        ASSERT_EQ(lt_llama_threads(f.l, false), expect_b[k] ? 1 : 2);
+        ASSERT_EQ(lt_llama_threads(f.l, LT_REGIME_DECODE), expect_b[k] ? 1 : 2);
         step(&f);
         lt_online_step(o);
     }
     ASSERT_EQ(lt_online_step_kind(o), 0);
-    ASSERT_EQ(lt_llama_threads(f.l, false), 2);
+    ASSERT_EQ(lt_llama_threads(f.l, LT_REGIME_DECODE), 2);
     lt_online_stats_get(o, &st);
     ASSERT_EQ(st.trials, 1);
     ASSERT_EQ(st.trial_tokens, 12);
@@ -200,8 +200,8 @@ int main(void) {
     const int expect_pb[4] = {0, 1, 1, 0};
     for (int k = 0; k < 4; k++) {
         for (int d = 0; d < 3; d++) { /* decode steps: no phase ends */
-            ASSERT_EQ(lt_llama_threads(f.l, true), expect_pb[k] ? 1 : 2);
-            ASSERT_EQ(lt_llama_threads(f.l, false), 2);
+            ASSERT_EQ(lt_llama_threads(f.l, LT_REGIME_PREFILL), expect_pb[k] ? 1 : 2);
+            ASSERT_EQ(lt_llama_threads(f.l, LT_REGIME_DECODE), 2);
             ASSERT_EQ(lt_online_step_kind(o), 0);
             step(&f);
             lt_online_step(o);
@@ -210,9 +210,9 @@ int main(void) {
         ASSERT_TRUE(!memcmp(lt_llama_logits(f.l, NULL), pre_ref, (size_t)V * sizeof(float)));
         lt_online_prefill(o);
     }
-    ASSERT_EQ(lt_llama_threads(f.l, true), 2); /* back on the incumbent */
+    ASSERT_EQ(lt_llama_threads(f.l, LT_REGIME_PREFILL), 2); /* back on the incumbent */
     lt_online_prefill(o);                      /* outside a trial: nothing */
-    ASSERT_EQ(lt_llama_threads(f.l, true), 2);
+    ASSERT_EQ(lt_llama_threads(f.l, LT_REGIME_PREFILL), 2);
     free(pre_ref);
     lt_online_stats_get(o, &st);
     ASSERT_EQ(st.trials, 2);

@@ -353,8 +353,10 @@ static void test_retag(void) {
     const int32_t def_rows = lt_param_default(&mv->params[mv_param("rows_per_task")], isa);
     const int32_t def_unroll = lt_param_default(&mv->params[mv_param("unroll")], isa);
     const bool unroll_acts = lt_param_applies(&mv->params[mv_param("unroll")], isa);
-    int reported = 0; /* the parameters that act on this ISA's path */
-    for (int j = 0; j < mv->n_params; j++) reported += lt_param_applies(&mv->params[j], isa);
+    int reported = 0; /* the parameters that act on this ISA's path, in a decode call */
+    for (int j = 0; j < mv->n_params; j++)
+        reported += lt_param_applies(&mv->params[j], isa) &&
+                    lt_param_acts_in(&mv->params[j], LT_REGIME_DECODE);
     ASSERT_TRUE(def_rows != 8 && def_unroll != 4); /* the candidate differs */
     step_conf log[12], cur;
     /* before the first step: the incumbent of trial c1, pair 0 */

@@ -12,7 +12,7 @@
 #include "test.h"
 
 static const char *MV = "rows_per_task=64,unroll=2,k_block=256,prefetch=4096,"
-                        "act_int16=1,act_int8=1";
+                        "act_int16=1,act_int8=1,tok_chunk_kb=512";
 
 static lt_config_entry entry(const char *kernel, const char *shape, const char *params) {
     lt_config_entry e;
@@ -88,10 +88,10 @@ static void test_message_fields(void) {
     ASSERT_STREQ(m.env.config->host_class, "Intel-Xeon-8481C:avx512:2c");
     /* the values of MV, written out by hand */
     static const char *const names[] = {"rows_per_task", "unroll", "k_block", "prefetch",
-                                        "act_int16", "act_int8"};
-    static const int64_t values[] = {64, 2, 256, 4096, 1, 1};
-    ASSERT_EQ(m.env.config->n_params, 6);
-    for (size_t i = 0; i < 6 && i < m.env.config->n_params; i++) {
+                                        "act_int16", "act_int8", "tok_chunk_kb"};
+    static const int64_t values[] = {64, 2, 256, 4096, 1, 1, 512};
+    ASSERT_EQ(m.env.config->n_params, 7);
+    for (size_t i = 0; i < 7 && i < m.env.config->n_params; i++) {
         ASSERT_STREQ(m.env.config->params[i]->name, names[i]);
         ASSERT_EQ(m.env.config->params[i]->value, values[i]);
     }
@@ -114,8 +114,8 @@ static void test_order_and_refusals(void) {
     lt_config_msg m;
     ASSERT_EQ(lt_config_to_envelope(&e, &m), LT_OK);
     /* reversed order in the message: canonical order back */
-    Looptune__Param *rev[6];
-    for (int i = 0; i < 6; i++) rev[i] = m.pp[5 - i];
+    Looptune__Param *rev[7];
+    for (int i = 0; i < 7; i++) rev[i] = m.pp[6 - i];
     m.cfg.params = rev;
     ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_OK);
     ASSERT_STREQ(out.params, MV);
@@ -132,7 +132,13 @@ static void test_order_and_refusals(void) {
     m.cfg.n_params = 5;
     ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_ECONFIG);
     ASSERT_TRUE(strstr(lt_errmsg(), "act_int8") != NULL);
+    /* a parameter of one regime only (a record from before it existed):
+     * its default */
     m.cfg.n_params = 6;
+    ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_OK);
+    ASSERT_STREQ(out.params, "rows_per_task=64,unroll=2,k_block=256,prefetch=4096,act_int16=1,"
+                             "act_int8=1,tok_chunk_kb=256");
+    m.cfg.n_params = 7;
     m.pp[5] = &m.prm[0];
     ASSERT_EQ(lt_config_from_envelope(&m.env, &out), LT_ECONFIG);
     m.pp[5] = &m.prm[5];

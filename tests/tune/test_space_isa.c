@@ -138,8 +138,8 @@ static void test_search_skips_them(void) {
         lt_strategy_observe(st, &p, &cost, 1);
         points++;
     }
-    /* rows_per_task x act_int16 x act_int8 */
-    ASSERT_EQ(points, 7 * 2 * 2);
+    /* rows_per_task x act_int16 x act_int8 x tok_chunk_kb (no regime fitted) */
+    ASSERT_EQ(points, 7 * 2 * 2 * 7);
     lt_strategy_free(st);
 }
 
@@ -169,7 +169,9 @@ static void check_desc(lt_isa isa) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     const lt_tel_node_desc *nd = &d.nodes[1];
     int want = 0;
-    for (int j = 0; j < k->n_params; j++) want += lt_param_applies(&k->params[j], isa);
+    for (int j = 0; j < k->n_params; j++) /* a decode call: not tok_chunk_kb */
+        want += lt_param_applies(&k->params[j], isa) &&
+                lt_param_acts_in(&k->params[j], LT_REGIME_DECODE);
     ASSERT_EQ(nd->n_params, want);
     for (int i = 0; i < nd->n_params; i++) {
         const int j = nd->params[i].index;
@@ -214,8 +216,50 @@ static void test_fit_dtype(void) {
     }
 }
 
+/* tok_chunk_kb acts on a call of several tokens of a batched decode step
+ * alone: a batch call's space (and a ":batch" key's) has its 7 values, a
+ * decode or prefill one's only its default. */
+static void test_fit_regime(void) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    const int tc = lt_kernel_param_index(k, "tok_chunk_kb");
+    ASSERT_TRUE(tc >= 0);
+    if (tc < 0) return;
+    lt_tensor w = {.dtype = LT_Q8_0}, y = {.dtype = LT_F32, .ne = {512, 3, 1, 1}};
+    lt_call c = {.op = {&y, &w}};
+    lt_space dec, bat, pre, kdec, kbat;
+    lt_space_from_kernel(&dec, k);
+    lt_space_fit_isa(&dec, LT_ISA_AVX512);
+    bat = pre = kdec = kbat = dec;
+    lt_space_fit_call(&pre, LT_K_MATVEC, &c); /* 3 tokens, no flag: prefill */
+    c.flags = LT_CALL_BATCH;
+    lt_space_fit_call(&bat, LT_K_MATVEC, &c);
+    y.ne[1] = 1;
+    lt_space_fit_call(&dec, LT_K_MATVEC, &c); /* one token: decode, flag or not */
+    lt_space_fit_shape(&kdec, "matvec", "q8_0:256x512:decode");
+    lt_space_fit_shape(&kbat, "matvec", "q8_0:256x512:batch:ia=1,0,0");
+    ASSERT_EQ(bat.params[tc].n_values, 7);
+    ASSERT_EQ(kbat.params[tc].n_values, 7);
+    ASSERT_EQ(dec.params[tc].n_values, 1);
+    ASSERT_EQ(pre.params[tc].n_values, 1);
+    ASSERT_EQ(kdec.params[tc].n_values, 1);
+    ASSERT_EQ(dec.params[tc].values[0], 256);
+    ASSERT_EQ(lt_space_size(&bat), 7 * lt_space_size(&dec));
+    ASSERT_EQ(lt_space_size(&kbat), lt_space_size(&bat));
+    ASSERT_EQ(lt_space_size(&kdec), lt_space_size(&dec));
+    /* a value stored without it (before it existed) reads with its default */
+    lt_space full;
+    lt_space_from_kernel(&full, k);
+    lt_params p;
+    ASSERT_EQ(lt_space_parse(&full, "rows_per_task=64,unroll=2,k_block=0,prefetch=512,"
+                                    "act_int16=1,act_int8=1", &p), LT_OK);
+    ASSERT_EQ(p.v[tc], 256);
+    ASSERT_EQ(lt_space_parse(&full, "rows_per_task=64,unroll=2,k_block=0,prefetch=512,"
+                                    "act_int16=1,act_int8=1,tok_chunk_kb=48", &p), LT_ECONFIG);
+}
+
 int main(void) {
     test_fit_dtype();
+    test_fit_regime();
     test_fit_every_kernel();
     test_portable_ignores_them();
     test_search_skips_them();

@@ -3,8 +3,10 @@
  * program whatever its batch size (a final partial batch, one rebuilt after
  * the program cache evicted it), the looped executor and a regime's thread
  * count; entries of another host or of shapes the model lacks are not
- * applied, one that does not fit is refused and changes nothing. The
- * values are asserted on the calls the kernels run with. */
+ * applied, one that does not fit is refused and changes nothing; the batch
+ * regime's keys and thread count reach the batch program and its steps (and
+ * the tuner's batch pass lists them). The values are asserted on the calls
+ * the kernels run with. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,8 +111,8 @@ int main(void) {
         ASSERT_EQ(lt_llama_eval(l, toks, batches[i], pos), LT_OK);
         pos += batches[i];
         ASSERT_TRUE(check_program(l, batches[i], LT_K_MATMUL, mm_key, &mm) > 0);
-        ASSERT_EQ(lt_llama_threads(l, true), 1);
-        ASSERT_EQ(lt_llama_threads(l, false), 2);
+        ASSERT_EQ(lt_llama_threads(l, LT_REGIME_PREFILL), 1);
+        ASSERT_EQ(lt_llama_threads(l, LT_REGIME_DECODE), 2);
     }
     lt_params got; /* the executor that ran them */
     lt_exec_params(lt_llama_exec(l), &got);
@@ -136,6 +138,71 @@ int main(void) {
     ASSERT_EQ(lt_llama_eval(l2, toks, 5, 0), LT_OK);
     ASSERT_TRUE(check_program(l2, 5, LT_K_MATMUL, mm_key, &mm) > 0);
     lt_llama_free(l2);
+
+    /* the batch regime: a runtime with 2 slots takes the batch keys' values
+     * before its first batched step (tok_chunk_kb among them, a batch-only
+     * parameter), on the batch program alone, and the batch thread count;
+     * a decode entry written before tok_chunk_kb existed still applies */
+    lt_llama *l3;
+    lt_llama_opts o3 = {.executor = 1, .ctx_len = 64, .max_batch = 8, .n_slots = 2};
+    ASSERT_EQ(lt_llama_init(&l3, m, pool, &o3), LT_OK);
+    lt_tuning *t3 = lt_llama_tuning(l3);
+    const char *bmv_key = "f32:64x172:batch";
+    ASSERT_TRUE(lt_tuning_uses(t3, "matvec", bmv_key));
+    lt_params bmv;
+    char bmv_text[160];
+    other_point(l3, "matvec", bmv_key, &bmv, bmv_text, sizeof bmv_text);
+    const int tc = lt_kernel_param_index(lt_kernel_get(LT_K_MATVEC), "tok_chunk_kb");
+    ASSERT_TRUE(tc >= 0 && bmv.v[tc] != 256);
+    lt_store *s3;
+    ASSERT_EQ(lt_store_open(&s3, &be, NULL), LT_OK);
+    lt_config_entry bs[] = {
+        lt_test_entry("matvec", bmv_key, "hostA", bmv_text),
+        lt_test_entry(LT_TUNING_THREADS, lt_tuning_step_key(t3, LT_REGIME_BATCH), "hostA",
+                      "threads=1"),
+        lt_test_entry("matvec", "f32:64x172:decode", "hostA",
+                      "rows_per_task=8,unroll=1,k_block=0,prefetch=2048,act_int16=1,act_int8=1"),
+    };
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+        ASSERT_EQ(lt_store_put(s3, &bs[i]), LT_OK);
+    ASSERT_EQ(lt_store_warm_start(s3, t3, "hostA", &refused), 3);
+    ASSERT_EQ(refused, 0);
+    ASSERT_EQ(lt_llama_threads(l3, LT_REGIME_BATCH), 1);
+    ASSERT_EQ(lt_llama_threads(l3, LT_REGIME_DECODE), 2);
+    ASSERT_EQ(lt_llama_threads(l3, LT_REGIME_PREFILL), 2);
+    lt_params old;
+    ASSERT_EQ(lt_tuning_get(t3, "matvec", "f32:64x172:decode", &old), LT_OK);
+    ASSERT_EQ(old.v[0], 8);
+    ASSERT_EQ(old.v[tc], 256);
+    int32_t bt[2] = {1, 2}, bsl[2] = {0, 1};
+    int64_t bp[2] = {0, 0};
+    ASSERT_EQ(lt_llama_eval_batch(l3, bt, bp, bsl, 2), LT_OK);
+    lt_program *bprog;
+    ASSERT_EQ(lt_llama_program_batch(l3, 2, &bprog), LT_OK);
+    int nb = 0;
+    for (int i = 0; i < lt_program_n_nodes(bprog); i++) {
+        lt_node_info ni;
+        lt_program_node(bprog, i, &ni);
+        char k[LT_KEY_MAX];
+        lt_call_key(ni.kernel, lt_program_call(bprog, i), k, sizeof k);
+        if (ni.kernel != LT_K_MATVEC || strcmp(k, bmv_key)) continue;
+        ASSERT_TRUE(!memcmp(&lt_program_call(bprog, i)->params, &bmv, sizeof bmv));
+        nb++;
+    }
+    ASSERT_EQ(nb, 10); /* ffn_gate and ffn_up of 5 layers */
+
+    /* the batch pass of the tuner: batch keys alone, on a runtime with the slots */
+    lt_tune_pass *tp;
+    ASSERT_EQ(lt_tune_pass_open_batch(&tp, l, pool, 2), LT_EINVAL); /* 1 slot */
+    ASSERT_EQ(lt_tune_pass_open_batch(&tp, l3, pool, 3), LT_EINVAL); /* 2 slots */
+    ASSERT_EQ(lt_tune_pass_open_batch(&tp, l3, pool, 2), LT_OK);
+    ASSERT_EQ(lt_tune_pass_regime(tp), LT_REGIME_BATCH);
+    ASSERT_EQ(lt_tune_pass_n_keys(tp), 11);
+    for (int i = 0; i < lt_tune_pass_n_keys(tp); i++)
+        ASSERT_TRUE(strstr(lt_tune_pass_key(tp, i)->shape, ":batch") != NULL);
+    lt_tune_pass_close(tp);
+    lt_store_close(s3);
+    lt_llama_free(l3);
 
     lt_store_close(s);
     lt_llama_free(l);

@@ -168,11 +168,11 @@ void lt_cli_warm_report(const lt_store *s, bool say, int applied, int refused);
 
 /* --param NAME.PARAM=VALUE: a kernel's parameter on every node of it, a
  * looped executor parameter (looped.NAME), or a regime's thread count
- * (threads.decode / threads.prefill, 0 = all), pinned in the tuning
- * context. */
+ * (threads.decode / threads.prefill / threads.batch, 0 = all), pinned in
+ * the tuning context. */
 typedef struct {
     char name[32];   /* a kernel, "looped" or "threads" */
-    char param[32];  /* the parameter (threads: decode or prefill) */
+    char param[32];  /* the parameter (threads: a regime's name) */
     int32_t value;
     int regime;      /* threads: lt_regime; -1 otherwise */
     const char *arg; /* the argument as given, for messages */

@@ -38,7 +38,8 @@ static const char *const bench_help =
     "      --no-warm-start  run with the kernels' default parameters\n"
     "      --param K.NAME=V force kernel K's parameter NAME to V on every node (after the\n"
     "                       warm start; repeatable), e.g. --param matvec.act_int8=0;\n"
-    "                       threads.decode=N / threads.prefill=N: that regime's threads\n"
+    "                       threads.decode=N / threads.prefill=N / threads.batch=N: that\n"
+    "                       regime's threads (batch: the steps of --seqs 2 or more)\n"
     "                       looped.NAME=V: a looped executor parameter\n"
     "      --brokers B      Kafka bootstrap servers of --config-store kafka\n";
 /* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
@@ -296,8 +297,10 @@ int lt_cmd_bench(int argc, char **argv) {
             }
             ex[e].gbs[r] = ex[e].tps[r] * bytes_tok / 1e9;
             ex[e].share[r] = sy.busy_ns ? (double)sy.wait_ns / (double)sy.busy_ns : 0;
+            const lt_regime rg = lt_regime_of(seqs, true); /* one token a sequence */
             ex[e].points[r] = sy.steps ? (double)sy.sync_points / (double)sy.steps /
-                                               (double)lt_llama_threads(ex[e].l, false) : 0;
+                                             (double)lt_llama_threads(ex[e].l, rg)
+                                       : 0;
         }
         lt_membw bw;
         if ((rc = lt_membw_measure(pool, (size_t)membw_mib << 20, 1, &bw))) {
@@ -328,6 +331,8 @@ int lt_cmd_bench(int argc, char **argv) {
         printf(",\"threads\":%lld,\"tokens\":%lld,\"seqs\":%lld,\"runs\":%lld,\"isa\":",
                (long long)threads, (long long)n_tok, (long long)seqs, (long long)runs);
         print_json_string(lt_isa_name(lt_isa_active()));
+        /* the threads its steps ran on: the regime's (decode, or batch with --seqs) */
+        printf(",\"step_threads\":%d", lt_llama_threads(ex[0].l, lt_regime_of(seqs, true)));
         printf(",\"bytes_per_token\":%.0f,", bytes_tok);
         print_stat_json("read_gb_s", s_r, false);
         print_stat_json("triad_gb_s", s_tr, false);

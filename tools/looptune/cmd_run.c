@@ -49,7 +49,8 @@ static const char *const run_help =
     "      --no-warm-start     run with the kernels' default parameters\n"
     "      --param K.NAME=V    force kernel K's parameter NAME to V on every node (after the\n"
     "                          warm start; repeatable), e.g. --param matvec.act_int8=0;\n"
-    "                          threads.decode=N / threads.prefill=N: that regime's threads\n"
+    "                          threads.decode=N / threads.prefill=N / threads.batch=N: that\n"
+    "                          regime's threads (batch: batched decode steps)\n"
     "                          looped.NAME=V: a looped executor parameter\n"
     "  -h, --help              this help\n"
     "\n";
@@ -448,7 +449,8 @@ int lt_cmd_run(int argc, char **argv) {
     double eval_tps = n_dec && st.eval_s > 0 ? (double)n_dec / st.eval_s : 0;
     double pre_tps = st.prefill_s > 0 ? (double)st.n_prompt / st.prefill_s : 0;
     char th[64];
-    int dth = lt_llama_threads(l, false), pth = lt_llama_threads(l, true);
+    int dth = lt_llama_threads(l, LT_REGIME_DECODE);
+    int pth = lt_llama_threads(l, LT_REGIME_PREFILL);
     if (dth == threads && pth == threads) snprintf(th, sizeof th, "%lld", (long long)threads);
     else snprintf(th, sizeof th, "%lld (decode %d, prefill %d)", (long long)threads, dth, pth);
     fprintf(stderr,

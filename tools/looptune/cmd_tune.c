@@ -1,6 +1,7 @@
 /* looptune tune: offline tuning of a model's kernels, of the looped
  * executor and of the thread count of each regime. Every distinct (kernel,
- * shape) of the decode (and/or prefill) program is timed in isolation on the
+ * shape) of the decode (and/or prefill, and/or batched decode) program is
+ * timed in isolation on the
  * program's own buffers after one real step, every layer's instance back to
  * back; the executor and the thread count on whole steps. Candidates from
  * the chosen strategy are measured interleaved with the incumbent and
@@ -22,7 +23,7 @@ static const char *const tune_help =
     "usage: looptune tune -m MODEL [options]\n"
     "\n"
     "Searches each kernel's parameters (per distinct shape), the looped executor's and\n"
-    "the number of threads of decode and of prefill steps (a step may use fewer than\n"
+    "the number of threads of each regime's steps (a step may use fewer than\n"
     "--threads), and writes the best configurations to the config store, which\n"
     "`looptune run` and `looptune bench` warm-start from. Progress goes to stderr: a\n"
     "line redrawn on a terminal, else one line per kernel and shape searched.\n"
@@ -31,7 +32,10 @@ static const char *const tune_help =
     "      --strategy S         model (XGBoost-guided, default), random or exhaustive\n"
     "      --budget N           configurations tried per kernel and shape (default 24)\n"
     "  -t, --threads T          threads (default 2 or the CPU count, whichever is smaller)\n"
-    "      --regime R           decode (default), prefill (a batch of 64 tokens) or both\n"
+    "      --regime R           decode (default), prefill (a batch of 64 tokens), batch\n"
+    "                           (batched decode: one token of each of --seqs sequences),\n"
+    "                           both (decode and prefill) or all three\n"
+    "      --seqs N             sequences of a batched step of --regime batch|all (default 4)\n"
     "      --config-store SPEC  a file (default $XDG_CACHE_HOME/looptune/configs.tsv or\n"
     "                           ~/.cache/looptune/configs.tsv) or kafka: the compacted topic\n"
     "                           looptune.configs (created if missing) at --brokers\n"
@@ -90,10 +94,10 @@ static bool grow_rows(lt_tune_result **rows, int *cap, int n_rows) {
 int lt_cmd_tune(int argc, char **argv) {
     const char *cmd = "tune";
     const char *model_path = NULL, *store_path = NULL, *regime = "decode";
-    int64_t budget = 24, threads = 0, seed = 1;
+    int64_t budget = 24, threads = 0, seed = 1, seqs = LT_TUNE_BATCH_SEQS;
     lt_strategy_kind kind = LT_STRAT_MODEL;
     bool membw = false;
-    enum { O_STRAT = 256, O_BUDGET, O_REGIME, O_STORE, O_SEED, O_MEMBW };
+    enum { O_STRAT = 256, O_BUDGET, O_REGIME, O_STORE, O_SEED, O_MEMBW, O_SEQS };
     lt_cli_kafka kafka;
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},         {"strategy", required_argument, 0, O_STRAT},
@@ -102,6 +106,7 @@ int lt_cmd_tune(int argc, char **argv) {
         {"config-store", required_argument, 0, O_STORE},
         {"seed", required_argument, 0, O_SEED},       {"help", no_argument, 0, 'h'},
         {"membw", no_argument, 0, O_MEMBW},
+        {"seqs", required_argument, 0, O_SEQS},
         LT_CLI_KAFKA_OPTIONS,
         {0, 0, 0, 0}};
     if (lt_cli_kafka_init(cmd, &kafka)) return 1;
@@ -126,9 +131,14 @@ int lt_cmd_tune(int argc, char **argv) {
                 BAIL("bad --threads '%s': expected 1..64", optarg);
             break;
         case O_REGIME:
-            if (strcmp(optarg, "decode") && strcmp(optarg, "prefill") && strcmp(optarg, "both"))
-                BAIL("bad --regime '%s': expected decode, prefill or both", optarg);
+            if (strcmp(optarg, "decode") && strcmp(optarg, "prefill") && strcmp(optarg, "batch") &&
+                strcmp(optarg, "both") && strcmp(optarg, "all"))
+                BAIL("bad --regime '%s': expected decode, prefill, batch, both or all", optarg);
             regime = optarg;
+            break;
+        case O_SEQS:
+            if (!lt_cli_parse_i64(optarg, 2, 256, &seqs))
+                BAIL("bad --seqs '%s': expected 2..256 sequences", optarg);
             break;
         case O_STORE: store_path = optarg; break;
         case O_MEMBW: membw = true; break;
@@ -177,7 +187,13 @@ int lt_cmd_tune(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot start threads");
         goto done;
     }
-    lt_llama_opts lo = {.executor = LT_EXEC_LOOPED};
+    /* which passes: decode, prefill, batched decode */
+    const bool all = !strcmp(regime, "all"), both = !strcmp(regime, "both");
+    const bool do_regime[3] = {all || both || !strcmp(regime, "decode"),
+                               all || both || !strcmp(regime, "prefill"),
+                               all || !strcmp(regime, "batch")};
+    /* a batched step takes a slot of the KV cache per sequence */
+    lt_llama_opts lo = {.executor = LT_EXEC_LOOPED, .n_slots = do_regime[2] ? seqs : 1};
     if ((rc = lt_llama_init(&l, m, pool, &lo))) {
         lt_cli_fail_status(cmd, rc, "cannot build the program");
         goto done;
@@ -193,22 +209,28 @@ int lt_cmd_tune(int argc, char **argv) {
         host.bw_gb_s = bw.read_gb_s;
         fprintf(stderr, "tune: read bandwidth %.1f GB/s\n", bw.read_gb_s);
     }
-    bool do_decode = strcmp(regime, "prefill") != 0, do_prefill = strcmp(regime, "decode") != 0;
     int64_t pre_n = LT_TUNE_PREFILL_TOKENS;
     if (pre_n > lt_llama_max_batch(l)) pre_n = lt_llama_max_batch(l);
-    if (do_prefill && pre_n < 2) {
+    if (do_regime[1] && pre_n < 2) {
         lt_cli_fail(cmd, "the model's context is too short for a prefill batch");
+        goto done;
+    }
+    if (do_regime[2] &&
+        (seqs > lt_llama_max_batch(l) || LT_TUNE_DECODE_POS >= lt_llama_ctx_len(l))) {
+        lt_cli_fail(cmd, "the model's context is too short for a batched step of %lld sequences",
+                    (long long)seqs);
         goto done;
     }
     int cap_rows = 0;
     const bool tty = isatty(STDERR_FILENO);
     lt_tune_opts to = {.strategy = kind, .budget = (int)budget, .seed = (uint64_t)seed,
                        .host = host, .progress = tty ? on_trial : NULL};
-    for (int pass = 0; pass < 2; pass++) {
-        if ((pass == 0 && !do_decode) || (pass == 1 && !do_prefill)) continue;
-        int64_t n = pass == 0 ? 1 : pre_n;
+    for (int pass = 0; pass < 3; pass++) {
+        if (!do_regime[pass]) continue;
         lt_tune_pass *tp;
-        if ((rc = lt_tune_pass_open(&tp, l, pool, n))) {
+        rc = pass == 2 ? lt_tune_pass_open_batch(&tp, l, pool, seqs)
+                       : lt_tune_pass_open(&tp, l, pool, pass == 0 ? 1 : pre_n);
+        if (rc) {
             lt_cli_fail_status(cmd, rc, "cannot evaluate the model");
             goto done;
         }

@@ -2,8 +2,8 @@
  * runtime's tuning context (lt_tuning_pin) after the warm start, so it wins
  * over a stored configuration and reaches every program of the run, built
  * now or later. NAME is a kernel (every node of it), looped (the looped
- * executor), or threads with PARAM decode or prefill (that regime's thread
- * count). Here only the syntax is read; the context validates the rest. */
+ * executor), or threads with PARAM a regime, decode, prefill or batch (that
+ * regime's thread count). Here only the syntax is read; the context validates the rest. */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,13 +23,13 @@ int lt_cli_param_parse(const char *cmd, const char *arg, lt_cli_param *out) {
     out->regime = -1;
     int64_t v;
     if (!strcmp(out->name, LT_TUNING_THREADS)) {
-        bool pre = !strcmp(out->param, "prefill");
-        if (!pre && strcmp(out->param, "decode"))
-            return lt_cli_fail(cmd, "bad --param '%s': expected threads.decode or threads.prefill",
-                               arg);
+        lt_regime r;
+        if (lt_regime_parse(out->param, &r))
+            return lt_cli_fail(cmd, "bad --param '%s': expected threads.decode, threads.prefill "
+                                    "or threads.batch", arg);
         if (!lt_cli_parse_i64(eq + 1, 0, 64, &v))
             return lt_cli_fail(cmd, "bad --param '%s': expected 0..64 threads (0 = all)", arg);
-        out->regime = pre ? LT_REGIME_PREFILL : LT_REGIME_DECODE;
+        out->regime = (int)r;
     } else if (!lt_cli_parse_i64(eq + 1, INT32_MIN, INT32_MAX, &v)) {
         return lt_cli_fail(cmd, "bad --param '%s': '%s' is not a number", arg, eq + 1);
     }
