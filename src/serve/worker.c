@@ -298,7 +298,8 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
         for (size_t i = 0; i < w->o->n_models && at < sizeof names; i++)
             at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
                                    w->o->models[i].name);
-        snprintf(why, sizeof why, "unknown model '%.128s' (this worker serves %s)", q->model, names);
+        snprintf(why, sizeof why, "unknown model '%.128s' (this worker serves %.300s)", q->model,
+                 names);
         finish_now(r, LT_FINISH_ERROR, why);
         return;
     }
