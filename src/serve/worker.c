@@ -452,7 +452,7 @@ static int encode_completion(worker *w, const sreq *r, bool final, uint8_t **out
         if (!(pieces = calloc(n, sizeof *pieces))) return LT_ENOMEM;
         for (size_t i = 0; i < n; i++) {
             const size_t k = r->committed + i;
-            pieces[i].data = (uint8_t *)r->text + r->text_off[k];
+            pieces[i].data = r->text ? (uint8_t *)r->text + r->text_off[k] : NULL; /* all empty */
             pieces[i].len = r->text_off[k + 1] - r->text_off[k];
         }
         c.index = (uint32_t)r->committed;
