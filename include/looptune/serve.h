@@ -117,6 +117,8 @@ typedef struct {
     lt_devbroker *devbroker;   /* the embedded broker, which has no CreateTopics: topics made
                                   there; NULL: created on conn's cluster */
     int test_step_delay_ms;    /* tests: sleep this long after every decode step */
+    int test_commit_delay_ms;  /* tests: lt_stage_opts.test_commit_delay_ms (a kill then
+                                  lands inside a transaction whose records are produced) */
     _Atomic bool *stop;        /* set (a signal handler may) to leave after the next commit */
 } lt_serve_opts;
 

@@ -597,6 +597,7 @@ static int setup(worker *w) {
                         .instance_id = o->instance_id,
                         .session_timeout_ms = o->session_timeout_ms,
                         .transaction_timeout_ms = o->transaction_timeout_ms,
+                        .test_commit_delay_ms = o->test_commit_delay_ms,
                         .on_revoke = on_revoke, .arg = w};
     if ((rc = lt_stage_open(&w->stage, &so))) return rc;
     if ((rc = lt_follower_open(&w->cancels, &o->conn, w->topic_req, 15000))) return rc;

@@ -48,6 +48,8 @@ static const char *const serve_help_end =
     "                          back read_committed readers (default 15000)\n"
     "      --mmap              read weights from the file mapping (default: copied)\n"
     "      --test-step-delay-ms MS  tests: sleep after every decode step\n"
+    "      --test-commit-delay-ms MS  tests: sleep between producing a commit's records\n"
+    "                          and committing them (a kill then falls inside it)\n"
     "  -h, --help              this help\n";
 
 static _Atomic bool stop_requested;
@@ -76,7 +78,7 @@ static void default_name(const char *path, char *out, size_t n) {
 int lt_cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
     enum { O_GROUP = 256, O_INSTANCE, O_THREADS, O_MAXB, O_CTX, O_CHUNK, O_QUEUE, O_FLUSH,
-           O_PARTS, O_SESSION, O_TXN, O_MMAP, O_DELAY };
+           O_PARTS, O_SESSION, O_TXN, O_MMAP, O_DELAY, O_CDELAY };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         {"model", required_argument, 0, 'm'},
@@ -93,6 +95,7 @@ int lt_cmd_serve(int argc, char **argv) {
         {"transaction-timeout-ms", required_argument, 0, O_TXN},
         {"mmap", no_argument, 0, O_MMAP},
         {"test-step-delay-ms", required_argument, 0, O_DELAY},
+        {"test-commit-delay-ms", required_argument, 0, O_CDELAY},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lt_cli_kafka kafka;
@@ -191,6 +194,11 @@ int lt_cmd_serve(int argc, char **argv) {
             if (!lt_cli_parse_i64(optarg, 0, 60000, &v))
                 FAIL("bad --test-step-delay-ms '%s': expected 0..60000", optarg);
             so.test_step_delay_ms = (int)v;
+            break;
+        case O_CDELAY:
+            if (!lt_cli_parse_i64(optarg, 0, 600000, &v))
+                FAIL("bad --test-commit-delay-ms '%s': expected 0..600000", optarg);
+            so.test_commit_delay_ms = (int)v;
             break;
         case 'h':
             lt_cli_kafka_help(serve_help, 26, true, serve_help_end);
