@@ -53,11 +53,12 @@ void lt__vec_swap(lt__vec *a, lt__vec *b);
 bool lt__vec_remove_ptr(lt__vec *x, const void *r);
 
 /* Kafka thread -> decode thread. */
-enum { LT__CMD_ADMIT, LT__CMD_CANCEL, LT__CMD_DROP };
+enum { LT__CMD_ADMIT, LT__CMD_CANCEL, LT__CMD_DROP, LT__CMD_CANCEL_ID };
 typedef struct {
     int kind;
     lt__sreq *r;
     lt_finish why; /* CANCEL: the reason it ends with */
+    char *id;      /* CANCEL_ID: the request id (malloc'd; the decode thread frees it) */
 } lt__command;
 
 /* Decode thread -> Kafka thread. */
@@ -107,6 +108,9 @@ void lt__decoder_on_finish(void *ctx, void *user, lt_finish why, const char *err
                            int64_t n_prompt, int64_t n_generated);
 /* Kafka thread: queues a command and wakes the decode thread. */
 void lt__decoder_command(lt__decoder *d, int kind, lt__sreq *r, lt_finish why);
+/* Any thread: cancels the requests of this id the decode thread holds (by
+ * the id alone: the caller need not know the request). */
+void lt__decoder_cancel_id(lt__decoder *d, const char *id);
 /* Kafka thread: swaps the outbox for *evs (which must be empty). */
 void lt__decoder_take(lt__decoder *d, lt__vec *evs);
 

@@ -2,11 +2,11 @@
  * generates completions with continuous batching and streams them exactly
  * once.
  *
- * Two threads. The decode thread (decode.c) owns the batchers (one per
- * model) and does nothing but steps; it never touches Kafka. It takes commands (admit,
- * cancel, drop) from an inbox and hands what the steps make (tokens, ends)
- * to an outbox; both are vectors under a mutex held only to append or to
- * swap, never across I/O. The calling thread is the Kafka thread: it reads
+ * Three threads. The decode thread (decode.c) owns the batchers (one per
+ * model) and does nothing but steps; it never touches Kafka. It takes
+ * commands (admit, cancel, drop) from an inbox and hands what the steps make
+ * (tokens, ends) to an outbox; both are vectors under a mutex held only to
+ * append or to swap, never across I/O. The calling thread is the Kafka thread: it reads
  * requests and cancels, turns them into commands, drains the outbox into
  * each request's history, and commits like a group commit: every token
  * made since the last commit (one Completion record per request), the final
@@ -26,8 +26,9 @@
  *
  * Bounded admission: with every slot and the waiting queue taken, fetching
  * stops (the stage pauses its partitions, rebalances still served), so no
- * backlog grows; cancels still arrive at once through a follower of the
- * requests topic that reads from its end. */
+ * backlog grows; cancels still arrive at once: the cancel thread follows
+ * the requests topic from its end and hands them to the decode thread by
+ * request id, whatever the Kafka thread is doing. */
 #define _GNU_SOURCE /* gethostname */
 #include "serve/serve_internal.h"
 
@@ -110,7 +111,13 @@ typedef struct {
     bool decode_started;
     /* Kafka thread */
     lt_stage *stage;
+    /* the cancel thread: the follower, and the ids it hands the Kafka thread (cmu) */
     lt_follower *cancels;
+    pthread_t cancel_thread;
+    bool cancel_started;
+    _Atomic bool cancel_stop;
+    pthread_mutex_t cmu;
+    lt__vec cancel_ids;     /* char*, malloc'd */
     sreq *live;             /* every request read and not yet finished and committed */
     int64_t n_with_decode;
     part_pos *pos;
@@ -567,6 +574,8 @@ static int ensure_topics(const lt_serve_opts *o, const char *req, const char *co
     return rc;
 }
 
+static void *cancel_main(void *arg);
+
 static int setup(worker *w) {
     const lt_serve_opts *o = w->o;
     if (!o->n_models) return lt_error(LT_EINVAL, "serve: no model");
@@ -607,26 +616,55 @@ static int setup(worker *w) {
     w->dec.id = w->id;
     w->decode_started = !pthread_create(&w->decode_thread, NULL, lt__decoder_main, &w->dec);
     if (!w->decode_started) return lt_error(LT_ENOMEM, "serve: cannot start the decode thread");
+    w->cancel_started = !pthread_create(&w->cancel_thread, NULL, cancel_main, w);
+    if (!w->cancel_started) return lt_error(LT_ENOMEM, "serve: cannot start the cancel thread");
     return LT_OK;
 }
 
-/* Cancels produced from now on, whoever's partition: acted on at once. */
-static void poll_cancels(worker *w) {
-    lt_record rec;
-    for (int k = 0; k < 64 && lt_follower_poll(w->cancels, 0, &rec) == 1; k++) {
+/* The cancel thread: every cancel produced from its start on, whoever's
+ * partition, goes to the decode thread at once (by id: it ends the request
+ * if it holds it) and to the Kafka thread, which remembers the cancel of a
+ * request it has not read yet. It never waits for the Kafka thread, whose
+ * commits take tens of milliseconds and which stops fetching when full. */
+static void *cancel_main(void *arg) {
+    worker *w = arg;
+    while (!atomic_load(&w->cancel_stop)) {
+        lt_record rec;
+        if (lt_follower_poll(w->cancels, 100, &rec) != 1) continue;
         Looptune__Envelope *env = NULL;
         if (lt_envelope_decode(rec.value, rec.len, &env)) continue;
-        if (env->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_CANCEL && env->cancel->request_id[0] &&
-            lt_stage_owns(w->stage, rec.partition))
-            handle_cancel(w, env->cancel->request_id);
+        if (env->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_CANCEL && env->cancel->request_id[0]) {
+            lt__decoder_cancel_id(&w->dec, env->cancel->request_id);
+            char *id = strdup(env->cancel->request_id);
+            pthread_mutex_lock(&w->cmu);
+            if (id && lt__vec_push(&w->cancel_ids, &id)) free(id);
+            pthread_mutex_unlock(&w->cmu);
+        }
         lt_envelope_free(env);
     }
+    return NULL;
+}
+
+/* Kafka thread: the cancels the cancel thread has seen. */
+static void take_cancels(worker *w, lt__vec *ids) {
+    pthread_mutex_lock(&w->cmu);
+    lt__vec_swap(ids, &w->cancel_ids);
+    pthread_mutex_unlock(&w->cmu);
+    for (size_t i = 0; i < ids->n; i++) {
+        char *id = ((char **)ids->v)[i];
+        handle_cancel(w, id);
+        free(id);
+    }
+    ids->n = 0;
 }
 
 int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
     memset(st, 0, sizeof *st);
     worker w = {.o = o, .st = st};
     lt__decoder_init(&w.dec);
+    pthread_mutex_init(&w.cmu, NULL);
+    w.cancel_ids.size = sizeof(char *);
+    lt__vec ids = {.size = sizeof(char *)};
     const char *prefix = o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX;
     snprintf(w.topic_req, sizeof w.topic_req, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_REQUESTS));
@@ -672,7 +710,7 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
         if (got == 1) rc = handle_record(&w, &rec);
         else if (got < 0 && got != LT_ENOTFOUND) rc = got;
         else if (got == LT_ENOTFOUND) lt_log(LT_LOG_WARN, "serve %s: %s", w.id, lt_errmsg());
-        if (!rc) poll_cancels(&w);
+        take_cancels(&w, &ids);
         sweep(&w);
     }
     char msg[512];
@@ -682,6 +720,10 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
         take_events(&w, &evs);
         bool did;
         commit(&w, &did);
+    }
+    if (w.cancel_started) {
+        atomic_store(&w.cancel_stop, true);
+        pthread_join(w.cancel_thread, NULL);
     }
     if (w.decode_started) {
         atomic_store(&w.dec.stop, true);
@@ -708,6 +750,10 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
     }
     for (size_t i = 0; i < CANCEL_MEMORY; i++) free(w.cancelled[i]);
     free(evs.v);
+    for (size_t i = 0; i < w.cancel_ids.n; i++) free(((char **)w.cancel_ids.v)[i]);
+    free(ids.v);
+    free(w.cancel_ids.v);
+    pthread_mutex_destroy(&w.cmu);
     lt__decoder_destroy(&w.dec);
     free(w.pos);
     return rc ? lt_error(rc, "%s", msg) : LT_OK;

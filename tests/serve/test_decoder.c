@@ -1,6 +1,7 @@
 /* The serve worker's decode thread, without Kafka: this thread plays the
  * Kafka thread, admitting more requests than there are slots, cancelling
- * one that waits for a slot and one that runs, and giving one a deadline
+ * one that waits for a slot and one that runs (by the request, and another
+ * by its id alone, as the cancel thread does), and giving one a deadline
  * that has passed, while the decode thread steps. Every request ends once
  * (finish event), with its reason; the tokens of the others, taken from
  * the outbox in order, equal lt_generate's alone. Clean under
@@ -56,7 +57,10 @@ int main(void) {
     ASSERT_EQ(lt_pool_init(&pool, 1), LT_OK);
 
     static req q[N_REQ];
+    static char ids[N_REQ][16];
     for (int i = 0; i < N_REQ; i++) {
+        snprintf(ids[i], sizeof ids[i], "req-%d", i);
+        q[i].r.id = ids[i];
         q[i].prompt[0] = 1;
         for (int k = 1; k < 5; k++) q[i].prompt[k] = 10 + 17 * i + 3 * k;
         q[i].r.prompt = q[i].prompt;
@@ -101,7 +105,7 @@ int main(void) {
     lt__decoder_command(&d, LT__CMD_CANCEL, &q[N_REQ - 1].r, LT_FINISH_CANCELLED);
     lt__vec evs = {.size = sizeof(lt__event)};
     int ended = 0;
-    bool cancelled_running = false;
+    bool cancelled_running = false, cancelled_by_id = false;
     const uint64_t t0 = wall_ns();
     while (ended < N_REQ && wall_ns() - t0 < 60ull * 1000000000ull) {
         lt__decoder_take(&d, &evs);
@@ -116,6 +120,11 @@ int main(void) {
                 if (r == &q[0] && r->n_got == 4 && !cancelled_running) {
                     cancelled_running = true;
                     lt__decoder_command(&d, LT__CMD_CANCEL, &q[0].r, LT_FINISH_CANCELLED);
+                }
+                /* request 1, the other running first: cancelled by its id alone */
+                if (r == &q[1] && r->n_got == 4 && !cancelled_by_id) {
+                    cancelled_by_id = true;
+                    lt__decoder_cancel_id(&d, "req-1");
                 }
             } else {
                 r->finishes++;
@@ -143,12 +152,13 @@ int main(void) {
     /* request 0 stopped within a token or two of its cancel (tokens already queued) */
     ASSERT_EQ(q[0].why, LT_FINISH_CANCELLED);
     ASSERT_TRUE(q[0].n_got >= 4 && q[0].n_got < GEN);
+    ASSERT_EQ(q[1].why, LT_FINISH_CANCELLED);
+    ASSERT_TRUE(q[1].n_got >= 4 && q[1].n_got < GEN);
     ASSERT_EQ(q[2].why, LT_FINISH_DEADLINE);
     ASSERT_EQ(q[2].n_got, 0);
     ASSERT_EQ(q[N_REQ - 1].why, LT_FINISH_CANCELLED);
     ASSERT_EQ(q[N_REQ - 1].n_got, 0);
-    for (int i = 1; i < N_REQ - 1; i++) {
-        if (i == 2) continue;
+    for (int i = 3; i < N_REQ - 1; i++) {
         ASSERT_EQ(q[i].why, LT_FINISH_LENGTH);
         ASSERT_EQ(q[i].n_got, GEN);
     }
