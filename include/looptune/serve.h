@@ -137,8 +137,9 @@ typedef struct {
 } lt_serve_stats;
 
 /* Serves until *o->stop: a consumer group on <prefix>requests; a decode
- * thread runs the batchers (one per model), the calling thread does the
- * Kafka work and commits, in one transaction, every token produced since
+ * thread runs the batchers (one per model), a cancel thread hands it the
+ * cancels at once, the calling thread does the rest of the Kafka work and
+ * commits, in one transaction, every token produced since
  * the last commit (a Completion record per request) with the final records
  * and the offsets of the requests that finished (a partition's offset never
  * passes an unfinished request). Creates the topics when missing. */
