@@ -47,3 +47,6 @@ fi
 
 echo "## prefill GEMM against OpenBLAS"
 [ -x build/bench_matmul ] && build/bench_matmul
+
+echo "## hyperparameter samplers: regret on known optima, proposal time"
+[ -x build/bench_hpo ] && build/bench_hpo

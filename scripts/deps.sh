@@ -33,6 +33,7 @@ command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 [ -e /usr/include/isa-l/crc.h ] || need_apt+=(libisal-dev) # CRC32C of distributed chunks
 [ -e /usr/include/jansson.h ] || need_apt+=(libjansson-dev) # JSON documents
 [ -e /usr/include/lapacke.h ] || need_apt+=(liblapacke-dev) # Gaussian-process sampler
+[ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev) # the digits data set of the mlp-digits objective (gzip)
 [ -e /usr/include/microhttpd.h ] || need_apt+=(libmicrohttpd-dev) # HTTP gateway
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need_apt+=(gcc-aarch64-linux-gnu)
 [ -e /usr/aarch64-linux-gnu/include/stdio.h ] || need_apt+=(libc6-dev-arm64-cross)

@@ -136,6 +136,12 @@ typedef struct {
     lt_stage_stats stage;
 } lt_serve_stats;
 
+/* Creates <prefix>requests and <prefix>completions where they are missing
+ * (partitions each; 0: 6), through dev when it is the embedded broker (which
+ * has no CreateTopics), else the cluster's admin API. */
+int lt_serve_ensure_topics(const lt_kafka_conn *conn, lt_devbroker *dev, const char *prefix,
+                           int32_t partitions);
+
 /* Serves until *o->stop: a consumer group on <prefix>requests; a decode
  * thread runs the batchers (one per model), a cancel thread hands it the
  * cancels at once, the calling thread does the rest of the Kafka work and

@@ -33,6 +33,7 @@ struct lt__sreq {
     bool finished;     /* its end received (or decided here) */
     lt_finish why;
     char *error;
+    const char *error_code; /* with an error: Completion.error_code (static) */
     int64_t usage_prompt;
     int32_t *toks;     /* [n_toks] history */
     size_t *text_off;  /* [n_toks + 1] offsets into text */

@@ -207,9 +207,10 @@ static void handle_cancel(worker *w, const char *id) {
 }
 
 /* Ends r here, before any decoding. */
-static void finish_now(sreq *r, lt_finish why, const char *error) {
+static void finish_now(sreq *r, lt_finish why, const char *code, const char *error) {
     r->finished = true;
     r->why = why;
+    r->error_code = code;
     if (error) r->error = strdup(error);
 }
 
@@ -307,24 +308,25 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
                                    w->o->models[i].name);
         snprintf(why, sizeof why, "unknown model '%.128s' (this worker serves %.300s)", q->model,
                  names);
-        finish_now(r, LT_FINISH_ERROR, why);
+        finish_now(r, LT_FINISH_ERROR, "model_not_found", why);
         return;
     }
     const lt_model *m = w->o->models[r->model].model;
     if (make_prompt(w, r, q, why, sizeof why)) {
-        finish_now(r, LT_FINISH_ERROR, why[0] ? why : "out of memory");
+        finish_now(r, LT_FINISH_ERROR, why[0] ? "invalid_request" : "internal",
+                   why[0] ? why : "out of memory");
         return;
     }
     r->usage_prompt = r->n_prompt;
     const int64_t ctx = lt_llama_ctx_len(w->llamas[r->model]);
     if (r->n_prompt < 1) {
-        finish_now(r, LT_FINISH_ERROR, "empty prompt: at least one token is needed");
+        finish_now(r, LT_FINISH_ERROR, "invalid_request", "empty prompt: at least one token is needed");
         return;
     }
     if (r->n_prompt > ctx) {
         snprintf(why, sizeof why, "prompt of %lld tokens is longer than the context (%lld)",
                  (long long)r->n_prompt, (long long)ctx);
-        finish_now(r, LT_FINISH_ERROR, why);
+        finish_now(r, LT_FINISH_ERROR, "context_length_exceeded", why);
         return;
     }
     /* sampling: absent = greedy; zeros mean off (see proto/looptune.proto) */
@@ -346,7 +348,7 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
     lt_sampler *probe;
     if (lt_sampler_init_opts(&probe, m->cfg.vocab_size, &so)) {
         snprintf(why, sizeof why, "sampling: %s", lt_errmsg());
-        finish_now(r, LT_FINISH_ERROR, why);
+        finish_now(r, LT_FINISH_ERROR, "invalid_request", why);
         return;
     }
     lt_sampler_free(probe);
@@ -356,18 +358,18 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
     r->deadline_ns = q->deadline_ns;
     if (q->n_stop) {
         if (!(r->stop = calloc(q->n_stop, sizeof *r->stop))) {
-            finish_now(r, LT_FINISH_ERROR, "out of memory");
+            finish_now(r, LT_FINISH_ERROR, "internal", "out of memory");
             return;
         }
         for (size_t i = 0; i < q->n_stop; i++)
             if ((r->stop[r->n_stop] = strdup(q->stop[i]))) r->n_stop++;
     }
     if (cancel_remembered(w, r->id)) {
-        finish_now(r, LT_FINISH_CANCELLED, NULL);
+        finish_now(r, LT_FINISH_CANCELLED, NULL, NULL);
         return;
     }
     if (r->deadline_ns && wall_ns() > r->deadline_ns) {
-        finish_now(r, LT_FINISH_DEADLINE, NULL);
+        finish_now(r, LT_FINISH_DEADLINE, NULL, NULL);
         return;
     }
     r->with_decode = true;
@@ -452,6 +454,7 @@ static int encode_completion(worker *w, const sreq *r, bool final, uint8_t **out
         c.index = (uint32_t)r->n_toks;
         c.finish_reason = (char *)lt_finish_name(r->why);
         c.error = r->error ? r->error : "";
+        c.error_code = (char *)(r->error_code ? r->error_code : r->why == LT_FINISH_ERROR ? "internal" : "");
         c.prompt_tokens = (uint32_t)r->usage_prompt;
         c.completion_tokens = (uint32_t)r->n_toks;
     } else {
@@ -558,16 +561,21 @@ done:
 
 /* ---- setup and the loop ------------------------------------------------------------------- */
 
-static int ensure_topics(const lt_serve_opts *o, const char *req, const char *comp) {
-    const int32_t parts = o->partitions > 0 ? o->partitions : 6;
-    if (o->devbroker) {
-        int rc = lt_devbroker_create_topic(o->devbroker, req, parts);
-        return rc ? rc : lt_devbroker_create_topic(o->devbroker, comp, parts);
+int lt_serve_ensure_topics(const lt_kafka_conn *conn, lt_devbroker *dev, const char *prefix,
+                           int32_t partitions) {
+    char req[256], comp[256];
+    if (!prefix) prefix = LT_KAFKA_TOPIC_PREFIX;
+    snprintf(req, sizeof req, "%s%s", prefix, lt_kafka_topic_suffix(LT_TOPIC_REQUESTS));
+    snprintf(comp, sizeof comp, "%s%s", prefix, lt_kafka_topic_suffix(LT_TOPIC_COMPLETIONS));
+    const int32_t parts = partitions > 0 ? partitions : 6;
+    if (dev) {
+        int rc = lt_devbroker_create_topic(dev, req, parts);
+        return rc ? rc : lt_devbroker_create_topic(dev, comp, parts);
     }
     lt_topic_spec specs[2] = {{.name = req, .partitions = parts, .replication = -1},
                               {.name = comp, .partitions = parts, .replication = -1}};
     lt_kafka_admin *a;
-    int rc = lt_kafka_admin_open(&a, &o->conn);
+    int rc = lt_kafka_admin_open(&a, conn);
     if (rc) return rc;
     rc = lt_kafka_admin_create_topics(a, specs, 2, 15000, NULL);
     lt_kafka_admin_close(a);
@@ -598,7 +606,7 @@ static int setup(worker *w) {
                               .on_finish = lt__decoder_on_finish, .ctx = &w->dec};
         if ((rc = lt_batcher_init(&w->batchers[i], w->llamas[i], &bo))) return rc;
     }
-    if ((rc = ensure_topics(o, w->topic_req, w->topic_comp))) return rc;
+    if ((rc = lt_serve_ensure_topics(&o->conn, o->devbroker, o->prefix, o->partitions))) return rc;
     char txn_id[200];
     snprintf(txn_id, sizeof txn_id, "looptune-serve-%s", w->id);
     lt_stage_opts so = {.conn = o->conn, .group = w->group, .topic = w->topic_req,

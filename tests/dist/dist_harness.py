@@ -285,3 +285,48 @@ def decode(value):
     except DecodeError:
         return proto().Envelope()
     return env
+
+
+BROKER_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                         "kafka", "broker.sh")
+
+
+class Broker:
+    """A broker (or cluster) of broker.sh in a directory of its own."""
+
+    def __init__(self, wdir, name, nodes=1):
+        self.dir = os.path.join(wdir, name)
+        self.nodes = nodes
+        self.servers = None
+        self.starting = None
+
+    def sh(self, *args, timeout=300):
+        """Runs broker.sh ARGS --dir DIR; returns the seconds it took."""
+        t0 = time.time()
+        p = subprocess.run([BROKER_SH, *args, "--dir", self.dir], capture_output=True, text=True,
+                           timeout=timeout)
+        check(p.returncode == 0, f"broker.sh {' '.join(args)} failed ({p.returncode}): "
+                f"{p.stderr.strip()}")
+        return time.time() - t0
+
+    def start(self):
+        """Starts it in the background; ready() waits for it."""
+        self.starting = subprocess.Popen(
+            [BROKER_SH, "start", "--nodes", str(self.nodes), "--dir", self.dir],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return self
+
+    def ready(self):
+        out, err = self.starting.communicate(timeout=600)
+        m = re.search(r"^BOOTSTRAP=(\S+)$", out, re.M)
+        check(self.starting.returncode == 0 and m and len(m[1].split(",")) == self.nodes,
+                f"broker.sh start --nodes {self.nodes} failed ({self.starting.returncode}): "
+                f"{err.strip()}")
+        self.servers = m[1]
+        return self
+
+    def stop(self):
+        if self.starting and self.starting.poll() is None:
+            self.starting.kill()
+            self.starting.wait()
+        subprocess.run([BROKER_SH, "stop", "--dir", self.dir], capture_output=True, timeout=120)

@@ -38,54 +38,11 @@ import numpy as np
 
 import dist_harness as h
 
-BROKER_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
-                         "kafka", "broker.sh")
 K = 128
 # A group session that outlasts a broker's restart on a busy host (15 to 50
 # s), heartbeats as often as with the default session.
 WORKER_ARGS = ["--task-delay-ms", "150", "--session-timeout-ms", "120000",
                "-X", "heartbeat.interval.ms=1000"]
-
-
-class Broker:
-    """A broker (or cluster) of broker.sh in a directory of its own."""
-
-    def __init__(self, wdir, name, nodes=1):
-        self.dir = os.path.join(wdir, name)
-        self.nodes = nodes
-        self.servers = None
-        self.starting = None
-
-    def sh(self, *args, timeout=300):
-        """Runs broker.sh ARGS --dir DIR; returns the seconds it took."""
-        t0 = time.time()
-        p = subprocess.run([BROKER_SH, *args, "--dir", self.dir], capture_output=True, text=True,
-                           timeout=timeout)
-        h.check(p.returncode == 0, f"broker.sh {' '.join(args)} failed ({p.returncode}): "
-                f"{p.stderr.strip()}")
-        return time.time() - t0
-
-    def start(self):
-        """Starts it in the background; ready() waits for it."""
-        self.starting = subprocess.Popen(
-            [BROKER_SH, "start", "--nodes", str(self.nodes), "--dir", self.dir],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        return self
-
-    def ready(self):
-        out, err = self.starting.communicate(timeout=600)
-        m = re.search(r"^BOOTSTRAP=(\S+)$", out, re.M)
-        h.check(self.starting.returncode == 0 and m and len(m[1].split(",")) == self.nodes,
-                f"broker.sh start --nodes {self.nodes} failed ({self.starting.returncode}): "
-                f"{err.strip()}")
-        self.servers = m[1]
-        return self
-
-    def stop(self):
-        if self.starting and self.starting.poll() is None:
-            self.starting.kill()
-            self.starting.wait()
-        subprocess.run([BROKER_SH, "stop", "--dir", self.dir], capture_output=True, timeout=120)
 
 
 class Job:
@@ -288,8 +245,8 @@ def main():
     rng = np.random.default_rng(seed)
     t0 = time.time()
     # one after the other: JVMs starting beside a restart lengthen its outage
-    one = Broker(wdir, "broker-single")
-    three = Broker(wdir, "broker-cluster", nodes=3)
+    one = h.Broker(wdir, "broker-single")
+    three = h.Broker(wdir, "broker-cluster", nodes=3)
     try:
         single(one.start().ready(), wdir, rnd, rng)
         one.stop()

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "looptune/core.h"
+#include "looptune/http.h"
 #include "looptune/kafka.h"
 #include "looptune/model.h"
 #include "looptune/tune.h"
@@ -41,6 +42,33 @@ bool lt_cli_parse_ids(const char *s, int32_t **ids, int64_t *n);
 /* Handles getopt_long's '?' and ':' results with a clear line. */
 int lt_cli_bad_option(const char *cmd, int opt, const char *arg0);
 
+/* http_cli.c: the HTTP gateway's options (`looptune gateway`, `serve --http`). */
+typedef struct {
+    lt_gateway_opts go; /* conn and topic_prefix set by lt_cli_http_start */
+    bool given;         /* --http was given */
+    char *key_buf;      /* --api-key-file's key, owned */
+} lt_cli_http;
+enum { LT_CLI_O_HTTP = 0x4c00, LT_CLI_O_API_KEY, LT_CLI_O_API_KEY_FILE, LT_CLI_O_MAX_INFLIGHT,
+       LT_CLI_O_MAX_CONNS, LT_CLI_O_MAX_TOKENS, LT_CLI_O_TIMEOUT };
+#define LT_CLI_HTTP_OPTIONS                                                    \
+    {"http", required_argument, 0, LT_CLI_O_HTTP},                             \
+    {"api-key", required_argument, 0, LT_CLI_O_API_KEY},                       \
+    {"api-key-file", required_argument, 0, LT_CLI_O_API_KEY_FILE},             \
+    {"max-inflight", required_argument, 0, LT_CLI_O_MAX_INFLIGHT},             \
+    {"max-connections", required_argument, 0, LT_CLI_O_MAX_CONNS},             \
+    {"max-tokens", required_argument, 0, LT_CLI_O_MAX_TOKENS},                 \
+    {"timeout", required_argument, 0, LT_CLI_O_TIMEOUT}
+/* The help lines of the options above but --http (whose line differs by command). */
+extern const char lt_cli_http_help[];
+void lt_cli_http_init(lt_cli_http *h, const char *default_addr);
+void lt_cli_http_free(lt_cli_http *h);
+/* As lt_cli_kafka_option: LT_CLI_OPT_HANDLED, _ERROR (after a one-line error) or _NOT_MINE. */
+int lt_cli_http_option(const char *cmd, int c, const char *arg, lt_cli_http *h);
+/* Opens the gateway on conn's cluster and says where it listens. 0, or 1
+ * after printing the error. */
+int lt_cli_http_start(const char *cmd, lt_cli_http *h, const lt_kafka_conn *conn,
+                      const char *prefix, lt_gateway **out);
+
 int lt_cmd_run(int argc, char **argv);
 int lt_cmd_chat(int argc, char **argv);
 int lt_cmd_bench(int argc, char **argv);
@@ -57,6 +85,8 @@ int lt_cmd_submit(int argc, char **argv);
 int lt_cmd_submit_tune(int argc, char **argv); /* cmd_submit_tune.c: submit tune */
 int lt_cmd_jobs(int argc, char **argv);
 int lt_cmd_serve(int argc, char **argv);
+int lt_cmd_gateway(int argc, char **argv);
+int lt_cmd_hpo(int argc, char **argv);
 
 /* The Kafka cluster a command talks to: --brokers, -X and --kafka-config,
  * --topic-prefix. One parser (kafka_flags.c) reads them for every command. */

@@ -24,6 +24,9 @@ static const char *const serve_help =
     "served again elsewhere with the same seed). A Cancel record stops a request\n"
     "within a token; a request past its deadline ends with reason deadline.\n"
     "SIGINT or SIGTERM commits what has ended and leaves the group.\n"
+    "With --http it also serves OpenAI's HTTP API (as `looptune gateway` does) in\n"
+    "the same process: without --brokers, gateway, worker and the embedded broker\n"
+    "in one command.\n"
     "\n"
     "  -m, --model [NAME=]FILE a model to serve, repeatable; requests name it by NAME\n"
     "                          (default: the file name without its extension); a\n"
@@ -50,7 +53,9 @@ static const char *const serve_help_end =
     "      --test-step-delay-ms MS  tests: sleep after every decode step\n"
     "      --test-commit-delay-ms MS  tests: sleep between producing a commit's records\n"
     "                          and committing them (a kill then falls inside it)\n"
-    "  -h, --help              this help\n";
+    "      --http HOST:PORT    also serve OpenAI's HTTP API there (127.0.0.1:8080, say;\n"
+    "                          port 0: any free one, printed), for the models served\n";
+static const char *const serve_help_tail = "  -h, --help              this help\n";
 
 static _Atomic bool stop_requested;
 static void on_signal(int sig) {
@@ -81,6 +86,7 @@ int lt_cmd_serve(int argc, char **argv) {
            O_PARTS, O_SESSION, O_TXN, O_MMAP, O_DELAY, O_CDELAY };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
+        LT_CLI_HTTP_OPTIONS,
         {"model", required_argument, 0, 'm'},
         {"group", required_argument, 0, O_GROUP},
         {"instance-id", required_argument, 0, O_INSTANCE},
@@ -109,12 +115,19 @@ int lt_cmd_serve(int argc, char **argv) {
     size_t n_models = 0;
     bool use_mmap = false;
     lt_devbroker *dev = NULL;
+    lt_cli_http http;
+    lt_cli_http_init(&http, NULL);
+    lt_gateway *gw = NULL;
+    const char *model_names[MAX_MODELS];
     int64_t v;
     opterr = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, ":m:h" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
         int k = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (k == LT_CLI_OPT_ERROR) goto done;
+        if (k == LT_CLI_OPT_HANDLED) continue;
+        k = lt_cli_http_option(cmd, c, optarg, &http);
         if (k == LT_CLI_OPT_ERROR) goto done;
         if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
@@ -202,6 +215,8 @@ int lt_cmd_serve(int argc, char **argv) {
             break;
         case 'h':
             lt_cli_kafka_help(serve_help, 26, true, serve_help_end);
+            fputs(lt_cli_http_help, stdout);
+            fputs(serve_help_tail, stdout);
             exit_code = 0;
             goto done;
         default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done;
@@ -209,6 +224,10 @@ int lt_cmd_serve(int argc, char **argv) {
     }
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune serve --help)", argv[optind]);
     if (!n_models) FAIL("no model: give -m MODEL (see looptune serve --help)");
+    if (!http.given && (http.go.api_key || http.go.max_inflight || http.go.max_connections ||
+                        http.go.default_max_tokens || http.go.timeout_s))
+        FAIL("--api-key, --api-key-file, --max-inflight, --max-connections, --max-tokens and "
+             "--timeout are the HTTP API's: give --http HOST:PORT too");
     if (lt_cli_kafka_check(cmd, &kafka)) goto done;
     for (size_t i = 0; i < n_models; i++) {
         lt_cli_load_stats ls;
@@ -231,6 +250,14 @@ int lt_cmd_serve(int argc, char **argv) {
     so.models = models;
     so.n_models = n_models;
     so.stop = &stop_requested;
+    if (http.given) {
+        for (size_t i = 0; i < n_models; i++) model_names[i] = names[i];
+        http.go.models = model_names;
+        http.go.n_models = n_models;
+        http.go.partitions = so.partitions;
+        http.go.devbroker = dev;
+        if (lt_cli_http_start(cmd, &http, &so.conn, so.prefix, &gw)) goto done;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -257,6 +284,8 @@ int lt_cmd_serve(int argc, char **argv) {
     if (rc) FAIL("%s", err);
     exit_code = 0;
 done:
+    lt_gateway_close(gw); /* before the worker's models and the broker it talks to */
+    lt_cli_http_free(&http);
     for (size_t i = 0; i < n_models; i++) lt_model_close(models[i].model);
     lt_devbroker_close(dev);
     lt_cli_kafka_free(&kafka);

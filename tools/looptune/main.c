@@ -42,8 +42,10 @@ static const struct {
     {"tokenize", lt_cmd_tokenize, "token ids of a text under a model's vocabulary, as llama-tokenize prints them"},
     {"worker", lt_cmd_worker, "a distributed worker: runs tasks from Kafka, results exactly once"},
     {"submit", lt_cmd_submit, "a distributed job over the workers: matmul (C.npy = A.npy B.npy), tune"},
+    {"hpo", lt_cmd_hpo, "hyperparameter search of a command or a built-in objective (GP, TPE, random)"},
     {"jobs", lt_cmd_jobs, "the distributed jobs and live workers, as the Kafka topics tell them"},
     {"serve", lt_cmd_serve, "a stream-inference worker: requests from Kafka, completions streamed exactly once"},
+    {"gateway", lt_cmd_gateway, "the OpenAI-compatible HTTP gateway: requests to Kafka, completions streamed back"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,34 @@
+/* looptune hpo's pieces shared between its files: cmd_hpo.c (the flags,
+ * commands as trials, the output) and hpo_inproc.c (built-in objectives in
+ * threads). */
+#ifndef LT_HPO_CLI_H
+#define LT_HPO_CLI_H
+
+#include <stdbool.h>
+
+#include "looptune/hpo.h"
+
+/* One study being run. */
+typedef struct {
+    const char *cmd, *name;    /* "hpo", and the study's name in progress lines */
+    const lt_hpo_space *space;
+    lt_hpo_study *st;
+    bool quiet;                /* no per-trial lines */
+    double t0;                 /* its start, lt_now_s */
+} lt_cli_hpo_run;
+
+/* The stderr line of finished trial `trial` (dt: its seconds). */
+void lt_cli_hpo_progress(const lt_cli_hpo_run *r, int trial, double dt);
+/* Whether SIGINT or SIGTERM asked the study to stop. */
+bool lt_cli_hpo_stopping(void);
+
+/* Runs budget trials of a built-in objective, up to parallel at once, each
+ * in a thread of its own: obj (an analytic function), or mlp-digits on d
+ * when obj is NULL (its trials' seeds from seed; each epoch's validation
+ * accuracy reported, so the pruner applies; *test_acc: the trials' test
+ * accuracies, malloc'd, budget entries, caller frees). The study is called
+ * under one lock. Returns 0, or 1 after printing an error. */
+int lt_cli_hpo_run_inproc(lt_cli_hpo_run *r, const lt_hpo_objective *obj, const lt_hpo_digits *d,
+                          int budget, int parallel, uint64_t seed, double **test_acc);
+
+#endif
