@@ -610,6 +610,7 @@ static int setup(worker *w) {
     char txn_id[200];
     snprintf(txn_id, sizeof txn_id, "looptune-serve-%s", w->id);
     lt_stage_opts so = {.conn = o->conn, .group = w->group, .topic = w->topic_req,
+                        .output_topic = w->topic_comp,
                         .transactional_id = o->at_least_once ? NULL : txn_id,
                         .instance_id = o->instance_id,
                         .session_timeout_ms = o->session_timeout_ms,
