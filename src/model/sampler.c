@@ -129,24 +129,32 @@ static float next_f32(lt_sampler *s) {
  * dependent instructions: 3-4 cycles per logit). */
 #define LANES 16
 
-/* The largest value of x[0..n), NaNs skipped; -INFINITY if there is none. */
-static float max_of(const float *x, int64_t n) {
+/* The lowest id of the largest logit (NaNs skipped; 0 if all are NaN). One
+ * pass: each lane keeps its largest value and the first id of it (a strict
+ * >, so a later equal value does not replace it), then the lanes' maxima,
+ * ties to the lowest id. A lane that saw only NaN and -inf has no id; if no
+ * lane has one, the largest is -inf (or nothing): the first -inf, else 0,
+ * found by a scan as before. */
+static int32_t argmax(const float *x, int64_t n) {
     float m[LANES];
-    for (int l = 0; l < LANES; l++) m[l] = -INFINITY;
+    int32_t id[LANES];
+    for (int l = 0; l < LANES; l++) m[l] = -INFINITY, id[l] = -1;
     int64_t i = 0;
     for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++) m[l] = x[i + l] > m[l] ? x[i + l] : m[l];
-    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
-    float mx = m[0];
-    for (int l = 1; l < LANES; l++) mx = m[l] > mx ? m[l] : mx;
-    return mx;
-}
-
-/* The lowest id of the largest logit (NaNs skipped; 0 if all are NaN). */
-static int32_t argmax(const float *x, int64_t n) {
-    const float mx = max_of(x, n);
-    for (int64_t i = 0; i < n; i++)
-        if (x[i] == mx) return (int32_t)i;
+        for (int l = 0; l < LANES; l++) {
+            const bool gt = x[i + l] > m[l];
+            m[l] = gt ? x[i + l] : m[l];
+            id[l] = gt ? (int32_t)(i + l) : id[l];
+        }
+    for (; i < n; i++)
+        if (x[i] > m[0]) m[0] = x[i], id[0] = (int32_t)i;
+    int32_t best = -1;
+    float mx = -INFINITY;
+    for (int l = 0; l < LANES; l++)
+        if (id[l] >= 0 && (m[l] > mx || (m[l] == mx && id[l] < best))) mx = m[l], best = id[l];
+    if (best >= 0) return best;
+    for (i = 0; i < n; i++)
+        if (x[i] == -INFINITY) return (int32_t)i;
     return 0;
 }
 

@@ -41,6 +41,36 @@ static void test_greedy(void) {
     lt_sampler_free(s);
 }
 
+/* Greedy over rows longer than the argmax's lanes (16): the lowest id of a
+ * tie whichever lanes hold it, the tail after the last full group, NaN
+ * skipped, and a row of NaN and -inf (the first -inf, else 0). */
+static void test_greedy_long(void) {
+    enum { N = 83 };
+    lt_sampler *s;
+    ASSERT_EQ(lt_sampler_init(&s, N, 0.0f, 1.0f, 1), LT_OK);
+    float x[N];
+    const int32_t ties[][2] = {{3, 21}, {21, 3}, {40, 56}, {17, 80}, {1, 2}};
+    for (size_t t = 0; t < sizeof ties / sizeof ties[0]; t++) {
+        for (int i = 0; i < N; i++) x[i] = (float)(i % 7) - 10.0f;
+        x[ties[t][0]] = x[ties[t][1]] = 5.0f;
+        const int32_t lo = ties[t][0] < ties[t][1] ? ties[t][0] : ties[t][1];
+        ASSERT_EQ(lt_sampler_sample(s, x), lo);
+    }
+    for (int i = 0; i < N; i++) x[i] = -1.0f;
+    x[82] = 2.0f; /* in the tail */
+    ASSERT_EQ(lt_sampler_sample(s, x), 82);
+    for (int i = 0; i < N; i++) x[i] = NAN;
+    x[50] = -3.0f;
+    ASSERT_EQ(lt_sampler_sample(s, x), 50);
+    x[50] = NAN;
+    ASSERT_EQ(lt_sampler_sample(s, x), 0);
+    for (int i = 0; i < N; i++) x[i] = i < 30 ? NAN : -INFINITY;
+    ASSERT_EQ(lt_sampler_sample(s, x), 30);
+    for (int i = 0; i < N; i++) x[i] = -INFINITY;
+    ASSERT_EQ(lt_sampler_sample(s, x), 0);
+    lt_sampler_free(s);
+}
+
 static void softmax_ref(const float *logits, int n, double temp, double *p) {
     double mx = -INFINITY, sum = 0;
     for (int i = 0; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
@@ -272,6 +302,7 @@ static void test_determinism(void) {
 int main(void) {
     test_init_checks();
     test_greedy();
+    test_greedy_long();
     test_distribution();
     test_top_p();
     test_known_sequence();
