@@ -50,6 +50,10 @@ typedef struct {
     lt_batcher_token_fn on_token;
     lt_batcher_finish_fn on_finish;
     void *ctx;
+    /* NULL: a decode step's rows are sampled one after the other on the calling thread;
+     * else, when two or more of them draw at a temperature above 0, spread over this pool
+     * (each row by its own sampler, so the tokens are the same). */
+    lt_pool *pool;
 } lt_batcher_opts;
 
 /* One request, as the batcher takes it (everything is copied). */

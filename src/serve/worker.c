@@ -603,7 +603,8 @@ static int setup(worker *w) {
             return lt_error(rc, "model %s: %s", o->models[i].name, lt_errmsg());
         lt_batcher_opts bo = {.prefill_chunk = o->prefill_chunk,
                               .on_token = lt__decoder_on_token,
-                              .on_finish = lt__decoder_on_finish, .ctx = &w->dec};
+                              .on_finish = lt__decoder_on_finish, .ctx = &w->dec,
+                              .pool = w->pool};
         if ((rc = lt_batcher_init(&w->batchers[i], w->llamas[i], &bo))) return rc;
     }
     if ((rc = lt_serve_ensure_topics(&o->conn, o->devbroker, o->prefix, o->partitions))) return rc;

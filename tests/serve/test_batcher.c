@@ -210,8 +210,9 @@ int main(void) {
     lt_llama_opts lo = {.ctx_len = CTX, .executor = 1, .n_slots = SLOTS};
     ASSERT_EQ(lt_llama_init(&l, m, pool, &lo), LT_OK);
     run_state rs = {.reqs = reqs};
+    /* the sampled rows of a step drawn on the pool's two threads */
     lt_batcher_opts bo = {.prefill_chunk = CHUNK, .on_token = on_token, .on_finish = on_finish,
-                          .ctx = &rs};
+                          .ctx = &rs, .pool = pool};
     lt_batcher *b;
     ASSERT_EQ(lt_batcher_init(&b, l, &bo), LT_OK);
     ASSERT_EQ(lt_batcher_slots(b), SLOTS);
