@@ -2,7 +2,8 @@
 """Aggregate tokens/s of `looptune serve` with N concurrent requests, side by side in one run.
 
 For each N of --concurrency, one worker with --max-batch N serves N requests of --tokens
-tokens each (greedy, ends of generation ignored) produced at once; the time is from the first
+tokens each (greedy, or with --sampled temperature 0.8, top-p 0.9 and a seed per request;
+ends of generation ignored) produced at once; the time is from the first
 request produced to the last final record read (read_committed), so it holds the commits'
 latency too. R rounds each run every N once, the order rotating. Prints per N: aggregate
 tokens/s and the time to the first token read (min / median / max over rounds), and the
@@ -51,8 +52,9 @@ def one(args, binary, n, wdir):
         rids = [f"q{i}" for i in range(n)]
         t0 = time.time()
         for i, rid in enumerate(rids):
+            sampling = dict(temp=0.8, top_p=0.9, seed=i + 1) if args.sampled else {}
             client.request(rid, prompt=f"Once upon a time {i}", max_tokens=args.tokens,
-                           ignore_eos=True)
+                           ignore_eos=True, **sampling)
         first = None
         while not all(client.streams[r].final for r in rids):
             client.poll(0.02)
@@ -103,6 +105,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sampled", action="store_true",
+                    help="temperature 0.8, top-p 0.9, a seed per request (default: greedy)")
     ap.add_argument("--baseline-bin", help="an older looptune, run interleaved with --looptune")
     ap.add_argument("--worker-arg", action="append", default=[],
                     help="a word of the workers' command line (repeatable: --worker-arg=-X --worker-arg=debug=eos)")
@@ -122,7 +126,7 @@ def main():
                 load.append(os.getloadavg()[0])
     host = subprocess.run(["uname", "-srm"], capture_output=True, text=True).stdout.strip()
     print(f"# {args.model}, {args.tokens} tokens per request, {args.threads} threads, "
-          f"{args.rounds} rounds, {os.cpu_count()} CPUs, {host}, load average "
+          f"{'sampled' if args.sampled else 'greedy'}, {args.rounds} rounds, {os.cpu_count()} CPUs, {host}, load average "
           f"{min(load):.1f} to {max(load):.1f}")
     for b in bins:
         report(b, ns, res[b])
