@@ -132,6 +132,7 @@ typedef struct {
     int64_t by_reason[LT_FINISH_COUNT];
     int64_t tokens;       /* tokens generated (committed or not) */
     int64_t steps;        /* batcher steps */
+    double step_s;        /* the decode thread's time inside them */
     int64_t dropped;      /* requests dropped unfinished: their partitions were revoked */
     int64_t rejected;     /* records of the requests topic that were no request or cancel */
     int64_t pauses;       /* times fetching stopped with slots and queue full */

@@ -222,7 +222,9 @@ void *lt__decoder_main(void *arg) {
         if (!d->active.n) continue;
         for (size_t m = 0; m < d->n_batchers; m++) {
             if (!lt_batcher_active(d->batchers[m])) continue;
+            const uint64_t t0 = lt_now_ns();
             lt_batcher_step(d->batchers[m], NULL);
+            atomic_fetch_add(&d->step_ns, (int64_t)(lt_now_ns() - t0));
             atomic_fetch_add(&d->steps, 1);
         }
         if (d->step_delay_ms > 0) {

@@ -89,6 +89,7 @@ typedef struct {
     lt__vec outbox; /* lt__event */
     _Atomic bool stop;
     _Atomic int64_t steps, tokens;
+    _Atomic int64_t step_ns; /* wall time inside lt_batcher_step, summed */
     lt_batcher **batchers; /* [n_batchers], one per model; the decode thread's */
     size_t n_batchers;
     int step_delay_ms;     /* tests: a sleep after every step */

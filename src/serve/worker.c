@@ -744,6 +744,7 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
         pthread_join(w.decode_thread, NULL);
     }
     st->steps = atomic_load(&w.dec.steps);
+    st->step_s = (double)atomic_load(&w.dec.step_ns) * 1e-9;
     st->tokens = atomic_load(&w.dec.tokens);
     if (w.stage) lt_stage_stats_get(w.stage, &st->stage);
     lt_follower_close(w.cancels);

@@ -346,7 +346,7 @@ int lt_cmd_serve(int argc, char **argv) {
     const double avg = st.commit_ms_sum / nc;
     fprintf(stderr, "serve: %lld requests, %lld completed (stop %lld, length %lld, cancelled "
             "%lld, deadline %lld, error %lld), %lld dropped (partition moved), %lld records "
-            "rejected; %lld tokens in %lld steps; %lld commits (%.1f ms each on average: begin "
+            "rejected; %lld tokens in %lld steps (%.2f s); %lld commits (%.1f ms each on average: begin "
             "%.1f, produce %.1f, offsets %.1f, end %.1f), %lld transactions aborted, %lld producer restarts; fetching paused %lld times, at most "
             "%lld requests held\n",
             (long long)st.requests, (long long)st.completed,
@@ -354,7 +354,7 @@ int lt_cmd_serve(int argc, char **argv) {
             (long long)st.by_reason[LT_FINISH_CANCELLED],
             (long long)st.by_reason[LT_FINISH_DEADLINE], (long long)st.by_reason[LT_FINISH_ERROR],
             (long long)st.dropped, (long long)st.rejected, (long long)st.tokens,
-            (long long)st.steps, (long long)st.stage.committed, avg, st.stage.ms_begin / nc,
+            (long long)st.steps, st.step_s, (long long)st.stage.committed, avg, st.stage.ms_begin / nc,
             st.stage.ms_produce / nc, st.stage.ms_offsets / nc, st.stage.ms_end / nc,
             (long long)st.stage.aborted,
             (long long)st.stage.producer_restarts, (long long)st.pauses,
