@@ -6,7 +6,9 @@ tokens each (greedy, or with --sampled temperature 0.8, top-p 0.9 and a seed per
 ends of generation ignored) produced at once; the time is from the first
 request produced to the last final record read (read_committed), so it holds the commits'
 latency too. R rounds each run every N once, the order rotating. Prints per N: aggregate
-tokens/s and the time to the first token read (min / median / max over rounds), and the
+tokens/s and the time to the first token read (min / median / max over rounds), the
+first token of the worker's first request (a 2-token warm-up, produced once it holds its
+partition: what a worker's start costs the first request), and the
 worker's own figures from its summary line (steps, commits, the mean commit time and its
 parts: begin_transaction, producing, the offsets, commit_transaction).
 
@@ -31,9 +33,11 @@ import uuid
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "serve"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "dist"))
 
-SUMMARY = re.compile(r"(\d+) tokens in (\d+) steps; (\d+) commits \(([0-9.]+) ms each"
-                     r"(?: on average: begin ([0-9.]+), produce ([0-9.]+), offsets ([0-9.]+), "
-                     r"end ([0-9.]+))?")
+SUMMARY = re.compile(r"(?P<tokens>\d+) tokens in (?P<steps>\d+) steps"
+                     r"(?: \((?P<step_s>[0-9.]+) s\))?; "
+                     r"(?P<commits>\d+) commits \((?P<ms>[0-9.]+) ms each"
+                     r"(?: on average: begin (?P<b>[0-9.]+), produce (?P<p>[0-9.]+), "
+                     r"offsets (?P<o>[0-9.]+), end (?P<e>[0-9.]+))?")
 
 
 def one(args, binary, n, wdir):
@@ -47,8 +51,15 @@ def one(args, binary, n, wdir):
     client = sc.Client(args.brokers, prefix)
     try:
         sc.wait_holding([srv])
+        tw = time.time()
         client.request("warm", prompt="Hi", max_tokens=2)
-        client.wait(["warm"], timeout_s=60)
+        warm = None
+        while not client.streams["warm"].final:
+            client.poll(0.01)
+            if warm is None and client.streams["warm"].tokens:
+                warm = time.time() - tw
+            if time.time() - tw > 60:
+                sys.exit("no answer to the first request in 60 s")
         rids = [f"q{i}" for i in range(n)]
         t0 = time.time()
         for i, rid in enumerate(rids):
@@ -70,10 +81,12 @@ def one(args, binary, n, wdir):
     m = SUMMARY.search(srv.text())
     worker = {}
     if m:
-        worker = dict(steps=int(m[2]), commits=int(m[3]), commit_ms=float(m[4]))
-        if m[5]:
-            worker["parts"] = tuple(float(m[k]) for k in range(5, 9))
-    return toks / dt, first, worker
+        worker = dict(steps=int(m["steps"]), commits=int(m["commits"]), commit_ms=float(m["ms"]))
+        if m["b"]:
+            worker["parts"] = tuple(float(m[k]) for k in "bpoe")
+        if m["step_s"]:  # the decode thread's time in steps, against the request's wall time
+            worker["step_share"] = float(m["step_s"]) / dt
+    return toks / dt, first, worker, warm
 
 
 def mmm(xs, fmt):
@@ -84,7 +97,9 @@ def mmm(xs, fmt):
 def report(label, ns, res):
     print(f"## {label}")
     print("N  aggregate tokens/s (min / median / max)  first token s (min / median / max)  "
-          "steps  commits  commit ms (median of means; begin/produce/offsets/end)")
+          "steps  commits  commit ms (median of means; begin/produce/offsets/end)  "
+          "the worker's first request's first token s (median)  "
+          "share of the time the decode thread stepped (median)")
     for n in ns:
         ws = [x[2] for x in res[n] if x[2]]
         med = lambda k: statistics.median(w[k] for w in ws) if ws else 0
@@ -93,7 +108,10 @@ def report(label, ns, res):
                                   for k in range(4)) + ")") if parts else ""
         print(f"{n:<3}{mmm([x[0] for x in res[n]], '%8.1f')}"
               f"   {mmm([x[1] for x in res[n] if x[1] is not None], '%.3f')}"
-              f"  {med('steps'):6.0f} {med('commits'):8.0f}  {med('commit_ms'):8.1f}{split}")
+              f"  {med('steps'):6.0f} {med('commits'):8.0f}  {med('commit_ms'):8.1f}{split}"
+              f"  {statistics.median(x[3] for x in res[n] if x[3] is not None):.3f}"
+              + (f"  {statistics.median(w['step_share'] for w in ws if 'step_share' in w):.2f}"
+                 if any("step_share" in w for w in ws) else ""))
 
 
 def main():
@@ -109,7 +127,8 @@ def main():
                     help="temperature 0.8, top-p 0.9, a seed per request (default: greedy)")
     ap.add_argument("--baseline-bin", help="an older looptune, run interleaved with --looptune")
     ap.add_argument("--worker-arg", action="append", default=[],
-                    help="a word of the workers' command line (repeatable: --worker-arg=-X --worker-arg=debug=eos)")
+                    help="a word of the workers' command line "
+                         "(repeatable: --worker-arg=-X --worker-arg=debug=eos)")
     args = ap.parse_args()
     os.environ["LT_BIN"] = args.looptune
     os.environ.setdefault("LT_PROTO_DIR", os.path.join(os.path.dirname(__file__), "..", "proto"))
@@ -126,7 +145,8 @@ def main():
                 load.append(os.getloadavg()[0])
     host = subprocess.run(["uname", "-srm"], capture_output=True, text=True).stdout.strip()
     print(f"# {args.model}, {args.tokens} tokens per request, {args.threads} threads, "
-          f"{'sampled' if args.sampled else 'greedy'}, {args.rounds} rounds, {os.cpu_count()} CPUs, {host}, load average "
+          f"{'sampled' if args.sampled else 'greedy'}, {args.rounds} rounds, "
+          f"{os.cpu_count()} CPUs, {host}, load average "
           f"{min(load):.1f} to {max(load):.1f}")
     for b in bins:
         report(b, ns, res[b])
