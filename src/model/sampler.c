@@ -366,11 +366,47 @@ static float kth_largest(const float *x, float *w, int64_t n, int64_t k) {
     }
 }
 
+/* Restores the min-heap order of h[0..k) below node i. */
+static void sift_down(float *h, int64_t k, int64_t i) {
+    const float v = h[i];
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= k) break;
+        if (c + 1 < k && h[c + 1] < h[c]) c++;
+        if (!(h[c] < v)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+/* The same value as kth_largest, for a small k: a min-heap in w[0..k) of
+ * the k largest seen so far (with repeats: the multiset quickselect orders),
+ * one pass over x in which most values are below the heap's least and only
+ * compared with it. NaN counts as -inf: in the first k it is stored as -inf,
+ * after them it is never greater than the least. */
+static float kth_largest_heap(const float *x, float *w, int64_t n, int64_t k) {
+    for (int64_t i = 0; i < k; i++) w[i] = isnan(x[i]) ? -INFINITY : x[i];
+    for (int64_t i = k / 2; i-- > 0;) sift_down(w, k, i);
+    for (int64_t i = k; i < n; i++)
+        if (x[i] > w[0]) {
+            w[0] = x[i];
+            sift_down(w, k, 0);
+        }
+    return w[0];
+}
+
+/* Up to this k, the heap (n compares and about k ln(n / k) insertions on
+ * logits in no particular order); above, quickselect (a copy of the row and
+ * a few passes over it), which does not grow with k. */
+#define TOP_K_HEAP_MAX 1024
+
 /* top-k: keeps the k largest logits (of equal ones at the boundary, the
  * lowest ids), sets the rest to -inf. */
 static void keep_top_k(lt_sampler *s, float *x) {
     const int64_t k = s->o.top_k;
-    const float kth = kth_largest(x, s->work, s->n, k);
+    const float kth = k <= TOP_K_HEAP_MAX ? kth_largest_heap(x, s->work, s->n, k)
+                                          : kth_largest(x, s->work, s->n, k);
     int64_t above = 0;
     for (int64_t i = 0; i < s->n; i++) above += x[i] > kth;
     int64_t equal_left = k - above;
