@@ -6,9 +6,9 @@ TSAN_BUILD ?= build-tsan
 PORTABLE_BUILD ?= build-portable
 AARCH64_BUILD ?= build-aarch64
 # The tests of everything that shares data between threads: pool, executors, node timer,
-# telemetry.
+# telemetry, batched decode, the serve batcher and decode thread.
 TSAN_TESTS := test_pool test_program test_exec_looped test_fuse_pass test_epilogue_pass test_llama_exec test_apply test_tuning test_tel_ring \
-              test_tel_runtime test_tel_llama test_online test_batch_decode
+              test_tel_runtime test_tel_llama test_online test_batch_decode test_batcher test_decoder
 MODELS     ?= models
 DEMO       := $(MODELS)/stories110M-q8_0.gguf
 LOOPTUNE   := $(BUILD)/looptune

@@ -201,6 +201,9 @@ typedef struct {
     lt_kafka_conn conn;
     const char *group;            /* group.id (required) */
     const char *topic;            /* the input topic (required) */
+    const char *output_topic;     /* NULL, or the topic commits write to: its metadata is
+                                     fetched when the producer starts, so the first commit
+                                     does not wait up to a second to learn its partitions */
     const char *transactional_id; /* NULL: at-least-once */
     const char *instance_id;      /* group.instance.id (static membership); NULL: dynamic */
     int session_timeout_ms;       /* 0: 6000 */
@@ -239,6 +242,11 @@ typedef struct {
     int64_t dropped;           /* commits given up because the partitions moved away */
     int64_t commit_failed;     /* at-least-once: offset commits the group refused (their
                                   tasks run again) */
+    /* Wall time of the calls of the commits that landed, summed, ms: begin_transaction;
+     * producing the records (queued: their sending overlaps what follows); the offsets
+     * (send_offsets_to_transaction, at-least-once the asynchronous commit); the end
+     * (commit_transaction, at-least-once the flush). */
+    double ms_begin, ms_produce, ms_offsets, ms_end;
 } lt_stage_stats;
 
 /* Joins the group and, with a transactional id, initialises transactions

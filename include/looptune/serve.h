@@ -50,6 +50,10 @@ typedef struct {
     lt_batcher_token_fn on_token;
     lt_batcher_finish_fn on_finish;
     void *ctx;
+    /* NULL: a decode step's rows are sampled one after the other on the calling thread;
+     * else, when two or more of them draw at a temperature above 0, spread over this pool
+     * (each row by its own sampler, so the tokens are the same). */
+    lt_pool *pool;
 } lt_batcher_opts;
 
 /* One request, as the batcher takes it (everything is copied). */
@@ -117,6 +121,8 @@ typedef struct {
     lt_devbroker *devbroker;   /* the embedded broker, which has no CreateTopics: topics made
                                   there; NULL: created on conn's cluster */
     int test_step_delay_ms;    /* tests: sleep this long after every decode step */
+    int test_commit_delay_ms;  /* tests: lt_stage_opts.test_commit_delay_ms (a kill then
+                                  lands inside a transaction whose records are produced) */
     _Atomic bool *stop;        /* set (a signal handler may) to leave after the next commit */
 } lt_serve_opts;
 
@@ -126,6 +132,7 @@ typedef struct {
     int64_t by_reason[LT_FINISH_COUNT];
     int64_t tokens;       /* tokens generated (committed or not) */
     int64_t steps;        /* batcher steps */
+    double step_s;        /* the decode thread's time inside them */
     int64_t dropped;      /* requests dropped unfinished: their partitions were revoked */
     int64_t rejected;     /* records of the requests topic that were no request or cancel */
     int64_t pauses;       /* times fetching stopped with slots and queue full */
@@ -141,8 +148,9 @@ int lt_serve_ensure_topics(const lt_kafka_conn *conn, lt_devbroker *dev, const c
                            int32_t partitions);
 
 /* Serves until *o->stop: a consumer group on <prefix>requests; a decode
- * thread runs the batchers (one per model), the calling thread does the
- * Kafka work and commits, in one transaction, every token produced since
+ * thread runs the batchers (one per model), a cancel thread hands it the
+ * cancels at once, the calling thread does the rest of the Kafka work and
+ * commits, in one transaction, every token produced since
  * the last commit (a Completion record per request) with the final records
  * and the offsets of the requests that finished (a partition's offset never
  * passes an unfinished request). Creates the topics when missing. */

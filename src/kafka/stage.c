@@ -21,6 +21,8 @@ struct lt_stage {
     rd_kafka_t *producer;
     rd_kafka_conf_t *producer_conf; /* a copy kept to recreate the producer */
     char *topic;
+    char *out_topic;            /* lt_stage_opts.output_topic, or NULL */
+    rd_kafka_topic_t *out_rkt;  /* its handle on the producer, holding its metadata */
     bool eos;
     int test_commit_delay_ms;
     bool txn_open;      /* begin_transaction called, neither commit nor abort yet */
@@ -127,6 +129,27 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     snprintf(s->batch_error, sizeof s->batch_error, "%s", rd_kafka_err2str(m->err));
 }
 
+/* The output topic's metadata, fetched now: a producer learns an unknown
+ * topic's partitions from librdkafka's periodic topic scan (every second),
+ * so the first commit would wait up to a second for it. A failure only
+ * leaves that wait. */
+static void producer_warm(lt_stage *s) {
+    if (!s->out_topic || !(s->out_rkt = rd_kafka_topic_new(s->producer, s->out_topic, NULL)))
+        return;
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(s->producer, 0, s->out_rkt, &md, 5000);
+    if (e) lt_log(LT_LOG_DEBUG, "kafka stage: metadata of %s: %s", s->out_topic,
+                  rd_kafka_err2str(e));
+    else rd_kafka_metadata_destroy(md);
+}
+
+static void producer_destroy(lt_stage *s) {
+    if (s->out_rkt) rd_kafka_topic_destroy(s->out_rkt);
+    s->out_rkt = NULL;
+    rd_kafka_destroy(s->producer);
+    s->producer = NULL;
+}
+
 /* A producer from the kept configuration; with transactions, initialised
  * (which aborts what an earlier producer of the same transactional id left
  * open, and fences it). */
@@ -139,13 +162,15 @@ static int producer_start(lt_stage *s) {
         rd_kafka_conf_destroy(conf);
         return lt_error(LT_ECONFIG, "kafka stage: producer: %s", err);
     }
-    if (!s->eos) return LT_OK;
-    rd_kafka_error_t *e = rd_kafka_init_transactions(s->producer, STAGE_TXN_TIMEOUT_MS);
-    if (!e) return LT_OK;
+    rd_kafka_error_t *e = s->eos ? rd_kafka_init_transactions(s->producer, STAGE_TXN_TIMEOUT_MS)
+                                 : NULL;
+    if (!e) {
+        producer_warm(s);
+        return LT_OK;
+    }
     int rc = lt_error(LT_EKAFKA, "kafka stage: init transactions: %s", rd_kafka_error_string(e));
     rd_kafka_error_destroy(e);
-    rd_kafka_destroy(s->producer);
-    s->producer = NULL;
+    producer_destroy(s);
     return rc;
 }
 
@@ -153,8 +178,7 @@ static int producer_restart(lt_stage *s) {
     s->txn_open = false;
     if (s->producer) {
         rd_kafka_purge(s->producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-        rd_kafka_destroy(s->producer);
-        s->producer = NULL;
+        producer_destroy(s);
     }
     s->stats.producer_restarts++;
     lt_log(LT_LOG_WARN, "kafka stage: recreating the producer after a fatal error");
@@ -210,8 +234,11 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
     s->on_revoke = opts->on_revoke;
     s->arg = opts->arg;
     s->topic = strdup(opts->topic);
+    if (opts->output_topic && *opts->output_topic) s->out_topic = strdup(opts->output_topic);
     rd_kafka_conf_t *cconf = NULL;
-    int rc = s->topic ? LT_OK : lt_error(LT_ENOMEM, "kafka stage: out of memory");
+    int rc = s->topic && (s->out_topic || !opts->output_topic || !*opts->output_topic)
+                 ? LT_OK
+                 : lt_error(LT_ENOMEM, "kafka stage: out of memory");
     if (!rc) rc = lt__kafka_conf_new(&cconf, &opts->conn, cdefaults);
     if (!rc) rc = lt__kafka_conf_new(&s->producer_conf, &opts->conn, pdefaults);
     char err[512];
@@ -334,15 +361,20 @@ static int commit_plain(lt_stage *s, const lt_stage_record *recs, size_t n,
                         const lt_stage_offset *offs, size_t n_offs) {
     s->batch_failed = 0;
     s->batch_error[0] = 0;
+    const uint64_t t0 = lt_now_ns();
     for (size_t i = 0; i < n; i++) {
         rd_kafka_resp_err_t e = produce(s, &recs[i]);
         if (e) return lt__kafka_status(e, "kafka stage: produce");
     }
+    const uint64_t t1 = lt_now_ns();
     rd_kafka_resp_err_t e = rd_kafka_flush(s->producer, STAGE_TXN_TIMEOUT_MS);
+    const uint64_t t2 = lt_now_ns();
     if (e) return lt__kafka_status(e, "kafka stage: flush");
     if (s->batch_failed)
         return lt_error(LT_EKAFKA, "kafka stage: %lld records not delivered: %s",
                         (long long)s->batch_failed, s->batch_error);
+    s->stats.ms_produce += (double)(t1 - t0) * 1e-6;
+    s->stats.ms_end += (double)(t2 - t1) * 1e-6;
     if (!n_offs) return LT_OK;
     test_delay(s, n);
     if (!offsets_owned(s, offs, n_offs)) {
@@ -354,9 +386,11 @@ static int commit_plain(lt_stage *s, const lt_stage_record *recs, size_t n,
      * batch them (group.coordinator.append.linger.ms, 5 ms), which the next
      * task need not wait for. One that fails repeats tasks, as at least
      * once allows; closing the consumer waits for those in flight. */
+    const uint64_t t3 = lt_now_ns();
     e = rd_kafka_commit(s->consumer, l, 1);
     rd_kafka_topic_partition_list_destroy(l);
     if (e) return lt__kafka_status(e, "kafka stage: commit offsets");
+    s->stats.ms_offsets += (double)(lt_now_ns() - t3) * 1e-6;
     s->stats.committed++;
     return LT_OK;
 }
@@ -401,7 +435,11 @@ static int commit_txn(lt_stage *s, const lt_stage_record *recs, size_t n,
             snprintf(why, sizeof why, "%s", lt_errmsg());
             continue;
         }
+        /* each call's time, for the stats of a transaction that lands */
+        uint64_t t[5];
+        t[0] = lt_now_ns();
         rd_kafka_error_t *e = rd_kafka_begin_transaction(s->producer);
+        t[1] = t[2] = t[3] = lt_now_ns();
         int what = 0;
         if (e) {
             what = classify(e, why, sizeof why);
@@ -414,6 +452,7 @@ static int commit_txn(lt_stage *s, const lt_stage_record *recs, size_t n,
                     what = pe == RD_KAFKA_RESP_ERR__FATAL ? 3 : 2;
                 }
             }
+            t[2] = t[3] = lt_now_ns();
             if (!what) test_delay(s, n);
             if (!what && n_offs) {
                 rd_kafka_topic_partition_list_t *l = offset_list(s, offs, n_offs);
@@ -424,6 +463,7 @@ static int commit_txn(lt_stage *s, const lt_stage_record *recs, size_t n,
                 rd_kafka_consumer_group_metadata_destroy(gm);
                 rd_kafka_topic_partition_list_destroy(l);
                 if (e) what = classify(e, why, sizeof why);
+                t[3] = lt_now_ns();
             }
             for (int r = 0; !what && r < 3; r++) {
                 /* a revoke inside send_offsets' wait aborted it already */
@@ -434,8 +474,13 @@ static int commit_txn(lt_stage *s, const lt_stage_record *recs, size_t n,
                 }
                 e = rd_kafka_commit_transaction(s->producer, STAGE_TXN_TIMEOUT_MS);
                 if (!e) {
+                    t[4] = lt_now_ns();
                     s->txn_open = false;
                     s->stats.committed++;
+                    s->stats.ms_begin += (double)(t[1] - t[0]) * 1e-6;
+                    s->stats.ms_produce += (double)(t[2] - t[1]) * 1e-6;
+                    s->stats.ms_offsets += (double)(t[3] - t[2]) * 1e-6;
+                    s->stats.ms_end += (double)(t[4] - t[3]) * 1e-6;
                     return LT_OK;
                 }
                 what = classify(e, why, sizeof why);
@@ -518,11 +563,12 @@ void lt_stage_close(lt_stage *s) {
     if (s->producer) {
         if (s->txn_open) abort_txn(s);
         rd_kafka_flush(s->producer, 5000);
-        rd_kafka_destroy(s->producer);
+        producer_destroy(s);
     }
     if (s->producer_conf) rd_kafka_conf_destroy(s->producer_conf);
     lt__kafka_client_destroy(&s->client);
     free(s->owned);
     free(s->topic);
+    free(s->out_topic);
     free(s);
 }

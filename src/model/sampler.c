@@ -129,24 +129,32 @@ static float next_f32(lt_sampler *s) {
  * dependent instructions: 3-4 cycles per logit). */
 #define LANES 16
 
-/* The largest value of x[0..n), NaNs skipped; -INFINITY if there is none. */
-static float max_of(const float *x, int64_t n) {
+/* The lowest id of the largest logit (NaNs skipped; 0 if all are NaN). One
+ * pass: each lane keeps its largest value and the first id of it (a strict
+ * >, so a later equal value does not replace it), then the lanes' maxima,
+ * ties to the lowest id. A lane that saw only NaN and -inf has no id; if no
+ * lane has one, the largest is -inf (or nothing): the first -inf, else 0,
+ * found by a scan as before. */
+static int32_t argmax(const float *x, int64_t n) {
     float m[LANES];
-    for (int l = 0; l < LANES; l++) m[l] = -INFINITY;
+    int32_t id[LANES];
+    for (int l = 0; l < LANES; l++) m[l] = -INFINITY, id[l] = -1;
     int64_t i = 0;
     for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++) m[l] = x[i + l] > m[l] ? x[i + l] : m[l];
-    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
-    float mx = m[0];
-    for (int l = 1; l < LANES; l++) mx = m[l] > mx ? m[l] : mx;
-    return mx;
-}
-
-/* The lowest id of the largest logit (NaNs skipped; 0 if all are NaN). */
-static int32_t argmax(const float *x, int64_t n) {
-    const float mx = max_of(x, n);
-    for (int64_t i = 0; i < n; i++)
-        if (x[i] == mx) return (int32_t)i;
+        for (int l = 0; l < LANES; l++) {
+            const bool gt = x[i + l] > m[l];
+            m[l] = gt ? x[i + l] : m[l];
+            id[l] = gt ? (int32_t)(i + l) : id[l];
+        }
+    for (; i < n; i++)
+        if (x[i] > m[0]) m[0] = x[i], id[0] = (int32_t)i;
+    int32_t best = -1;
+    float mx = -INFINITY;
+    for (int l = 0; l < LANES; l++)
+        if (id[l] >= 0 && (m[l] > mx || (m[l] == mx && id[l] < best))) mx = m[l], best = id[l];
+    if (best >= 0) return best;
+    for (i = 0; i < n; i++)
+        if (x[i] == -INFINITY) return (int32_t)i;
     return 0;
 }
 
@@ -358,11 +366,47 @@ static float kth_largest(const float *x, float *w, int64_t n, int64_t k) {
     }
 }
 
+/* Restores the min-heap order of h[0..k) below node i. */
+static void sift_down(float *h, int64_t k, int64_t i) {
+    const float v = h[i];
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= k) break;
+        if (c + 1 < k && h[c + 1] < h[c]) c++;
+        if (!(h[c] < v)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+/* The same value as kth_largest, for a small k: a min-heap in w[0..k) of
+ * the k largest seen so far (with repeats: the multiset quickselect orders),
+ * one pass over x in which most values are below the heap's least and only
+ * compared with it. NaN counts as -inf: in the first k it is stored as -inf,
+ * after them it is never greater than the least. */
+static float kth_largest_heap(const float *x, float *w, int64_t n, int64_t k) {
+    for (int64_t i = 0; i < k; i++) w[i] = isnan(x[i]) ? -INFINITY : x[i];
+    for (int64_t i = k / 2; i-- > 0;) sift_down(w, k, i);
+    for (int64_t i = k; i < n; i++)
+        if (x[i] > w[0]) {
+            w[0] = x[i];
+            sift_down(w, k, 0);
+        }
+    return w[0];
+}
+
+/* Up to this k, the heap (n compares and about k ln(n / k) insertions on
+ * logits in no particular order); above, quickselect (a copy of the row and
+ * a few passes over it), which does not grow with k. */
+#define TOP_K_HEAP_MAX 1024
+
 /* top-k: keeps the k largest logits (of equal ones at the boundary, the
  * lowest ids), sets the rest to -inf. */
 static void keep_top_k(lt_sampler *s, float *x) {
     const int64_t k = s->o.top_k;
-    const float kth = kth_largest(x, s->work, s->n, k);
+    const float kth = k <= TOP_K_HEAP_MAX ? kth_largest_heap(x, s->work, s->n, k)
+                                          : kth_largest(x, s->work, s->n, k);
     int64_t above = 0;
     for (int64_t i = 0; i < s->n; i++) above += x[i] > kth;
     int64_t equal_left = k - above;

@@ -25,6 +25,7 @@ typedef struct {
     int64_t n_prompt;
     int64_t n_fed;     /* prompt tokens evaluated so far */
     lt_sampler *smp;
+    bool greedy;       /* temperature 0: an argmax, cheaper than handing it to the pool */
     int64_t max_tokens;
     bool ignore_eos;
     char **stop;       /* [n_stop] NUL-terminated copies */
@@ -44,8 +45,8 @@ struct lt_batcher {
     lt_batcher_opts o;
     seq *seqs;         /* [n_slots], index = slot */
     int64_t next_id, next_order;
-    /* one decode step's rows, [n_slots] each */
-    int32_t *tok, *slot;
+    /* one decode step's rows, [n_slots] each: fed token, slot, position, token drawn */
+    int32_t *tok, *slot, *drawn;
     int64_t *pos;
 };
 
@@ -77,7 +78,8 @@ int lt_batcher_init(lt_batcher **out, lt_llama *l, const lt_batcher_opts *o) {
     b->tok = calloc((size_t)b->n_slots, sizeof *b->tok);
     b->slot = calloc((size_t)b->n_slots, sizeof *b->slot);
     b->pos = calloc((size_t)b->n_slots, sizeof *b->pos);
-    if (!b->seqs || !b->tok || !b->slot || !b->pos) {
+    b->drawn = calloc((size_t)b->n_slots, sizeof *b->drawn);
+    if (!b->seqs || !b->tok || !b->slot || !b->pos || !b->drawn) {
         lt_batcher_free(b);
         return lt_error(LT_ENOMEM, "batcher: out of memory");
     }
@@ -101,6 +103,7 @@ void lt_batcher_free(lt_batcher *b) {
     free(b->tok);
     free(b->slot);
     free(b->pos);
+    free(b->drawn);
     free(b);
 }
 
@@ -129,6 +132,7 @@ int lt_batcher_add(lt_batcher *b, const lt_batcher_req *r, int64_t *id) {
     if (!s) return lt_error(LT_ESTATE, "every one of the %lld slots is taken", (long long)b->n_slots);
     int rc = lt_sampler_init_opts(&s->smp, b->vocab_size, &r->sampling);
     if (rc) return rc;
+    s->greedy = r->sampling.temp == 0.0f;
     s->prompt = malloc((size_t)r->n_prompt * sizeof *s->prompt);
     s->stop = r->n_stop ? calloc(r->n_stop, sizeof *s->stop) : NULL;
     if (!s->prompt || (r->n_stop && !s->stop)) goto oom;
@@ -196,10 +200,9 @@ static bool text_stops(seq *s, const char *p, size_t n) {
     return false;
 }
 
-/* Draws s's next token from its logits row (overwritten), reports it, and
- * ends s where it ends. */
-static void draw(lt_batcher *b, seq *s, float *logits) {
-    int32_t tok = lt_sampler_sample(s->smp, logits);
+/* Takes tok, drawn by s's sampler, as s's next token, reports it, and ends
+ * s where it ends. */
+static void take(lt_batcher *b, seq *s, int32_t tok) {
     lt_sampler_accept(s->smp, tok);
     if (!s->ignore_eos && b->vocab && lt_vocab_is_eog(b->vocab, tok)) {
         finish(b, s, LT_FINISH_STOP, NULL); /* an end of generation is not text */
@@ -247,9 +250,25 @@ static int64_t prefill_step(lt_batcher *b) {
         for (int64_t i = 0; i < s->n_prompt; i++) lt_sampler_accept(s->smp, s->prompt[i]);
         int64_t rows;
         float *logits = (float *)lt_llama_logits(b->l, &rows);
-        draw(b, s, logits + (size_t)(rows - 1) * (size_t)b->vocab_size);
+        take(b, s, lt_sampler_sample(s->smp, logits + (size_t)(rows - 1) * (size_t)b->vocab_size));
     }
     return n;
+}
+
+/* A decode step's rows drawn on the pool: thread ith takes rows ith, ith + nth, ... (each
+ * sampler touches only its own state and its row). */
+typedef struct {
+    lt_batcher *b;
+    float *logits;
+    int64_t n;
+} sample_job;
+
+static void sample_rows(void *arg, int ith, int nth) {
+    const sample_job *j = arg;
+    lt_batcher *b = j->b;
+    for (int64_t r = ith; r < j->n; r += nth)
+        b->drawn[r] = lt_sampler_sample(b->seqs[b->slot[r]].smp,
+                                        j->logits + (size_t)r * (size_t)b->vocab_size);
 }
 
 /* One token of every sequence that has drawn one and waits to feed it. */
@@ -271,11 +290,17 @@ static int64_t decode_step(lt_batcher *b) {
         for (int64_t r = 0; r < n; r++) finish(b, &b->seqs[b->slot[r]], LT_FINISH_ERROR, msg);
         return n;
     }
-    float *logits = (float *)lt_llama_logits(b->l, NULL);
+    sample_job job = {b, (float *)lt_llama_logits(b->l, NULL), n};
+    int64_t sampled = 0;
+    for (int64_t r = 0; r < n; r++) sampled += !b->seqs[b->slot[r]].greedy;
+    const int nth = b->o.pool ? lt_pool_size(b->o.pool) : 1;
+    if (nth > 1 && sampled > 1) lt_pool_run_n(b->o.pool, n < nth ? (int)n : nth, sample_rows, &job);
+    else sample_rows(&job, 0, 1);
+    /* then in row order, as one after the other: reports, stop texts, ends */
     for (int64_t r = 0; r < n; r++) {
         seq *s = &b->seqs[b->slot[r]];
         s->pending = false;
-        draw(b, s, logits + (size_t)r * (size_t)b->vocab_size);
+        take(b, s, b->drawn[r]);
     }
     return n;
 }

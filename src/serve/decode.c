@@ -58,6 +58,7 @@ void lt__decoder_init(lt__decoder *d) {
 
 void lt__decoder_destroy(lt__decoder *d) {
     for (size_t i = 0; i < d->outbox.n; i++) free(((lt__event *)d->outbox.v)[i].error);
+    for (size_t i = 0; i < d->inbox.n; i++) free(((lt__command *)d->inbox.v)[i].id);
     free(d->inbox.v);
     free(d->outbox.v);
     free(d->waiting.v);
@@ -74,6 +75,16 @@ void lt__decoder_command(lt__decoder *d, int kind, lt__sreq *r, lt_finish why) {
     pthread_cond_signal(&d->inbox_cv);
     pthread_mutex_unlock(&d->mu);
     if (rc) lt_log(LT_LOG_ERROR, "serve %s: out of memory: command lost", d->id);
+}
+
+void lt__decoder_cancel_id(lt__decoder *d, const char *id) {
+    lt__command c = {.kind = LT__CMD_CANCEL_ID, .why = LT_FINISH_CANCELLED, .id = strdup(id)};
+    if (!c.id) return;
+    pthread_mutex_lock(&d->mu);
+    int rc = lt__vec_push(&d->inbox, &c);
+    pthread_cond_signal(&d->inbox_cv);
+    pthread_mutex_unlock(&d->mu);
+    if (rc) free(c.id);
 }
 
 void lt__decoder_take(lt__decoder *d, lt__vec *evs) {
@@ -136,6 +147,18 @@ static void end_request(lt__decoder *d, lt__sreq *r, lt_finish why) {
     if (lt__vec_remove_ptr(&d->waiting, r)) emit_finish(d, r, why, NULL, r->n_prompt);
 }
 
+/* Ends every request of this id held here (its id is fixed before it is admitted). */
+static void end_by_id(lt__decoder *d, const char *id, lt_finish why) {
+    for (lt__vec *x = &d->active;; x = &d->waiting) {
+        for (size_t i = 0; i < x->n;) {
+            lt__sreq *r = ((lt__sreq **)x->v)[i];
+            if (r->id && !strcmp(r->id, id)) end_request(d, r, why); /* it leaves x: i stays */
+            else i++;
+        }
+        if (x == &d->waiting) break;
+    }
+}
+
 static void end_past_deadline(lt__decoder *d, lt__vec *x, uint64_t now) {
     for (size_t i = 0; i < x->n;) {
         lt__sreq *r = ((lt__sreq **)x->v)[i];
@@ -184,6 +207,9 @@ void *lt__decoder_main(void *arg) {
             if (c->kind == LT__CMD_ADMIT) {
                 if (lt__vec_push(&d->waiting, &c->r))
                     emit_finish(d, c->r, LT_FINISH_ERROR, "out of memory", c->r->n_prompt);
+            } else if (c->kind == LT__CMD_CANCEL_ID) {
+                end_by_id(d, c->id, c->why);
+                free(c->id);
             } else {
                 end_request(d, c->r, c->kind == LT__CMD_DROP ? LT_FINISH_CANCELLED : c->why);
             }
@@ -196,7 +222,9 @@ void *lt__decoder_main(void *arg) {
         if (!d->active.n) continue;
         for (size_t m = 0; m < d->n_batchers; m++) {
             if (!lt_batcher_active(d->batchers[m])) continue;
+            const uint64_t t0 = lt_now_ns();
             lt_batcher_step(d->batchers[m], NULL);
+            atomic_fetch_add(&d->step_ns, (int64_t)(lt_now_ns() - t0));
             atomic_fetch_add(&d->steps, 1);
         }
         if (d->step_delay_ms > 0) {

@@ -54,11 +54,12 @@ void lt__vec_swap(lt__vec *a, lt__vec *b);
 bool lt__vec_remove_ptr(lt__vec *x, const void *r);
 
 /* Kafka thread -> decode thread. */
-enum { LT__CMD_ADMIT, LT__CMD_CANCEL, LT__CMD_DROP };
+enum { LT__CMD_ADMIT, LT__CMD_CANCEL, LT__CMD_DROP, LT__CMD_CANCEL_ID };
 typedef struct {
     int kind;
     lt__sreq *r;
     lt_finish why; /* CANCEL: the reason it ends with */
+    char *id;      /* CANCEL_ID: the request id (malloc'd; the decode thread frees it) */
 } lt__command;
 
 /* Decode thread -> Kafka thread. */
@@ -88,6 +89,7 @@ typedef struct {
     lt__vec outbox; /* lt__event */
     _Atomic bool stop;
     _Atomic int64_t steps, tokens;
+    _Atomic int64_t step_ns; /* wall time inside lt_batcher_step, summed */
     lt_batcher **batchers; /* [n_batchers], one per model; the decode thread's */
     size_t n_batchers;
     int step_delay_ms;     /* tests: a sleep after every step */
@@ -108,6 +110,9 @@ void lt__decoder_on_finish(void *ctx, void *user, lt_finish why, const char *err
                            int64_t n_prompt, int64_t n_generated);
 /* Kafka thread: queues a command and wakes the decode thread. */
 void lt__decoder_command(lt__decoder *d, int kind, lt__sreq *r, lt_finish why);
+/* Any thread: cancels the requests of this id the decode thread holds (by
+ * the id alone: the caller need not know the request). */
+void lt__decoder_cancel_id(lt__decoder *d, const char *id);
 /* Kafka thread: swaps the outbox for *evs (which must be empty). */
 void lt__decoder_take(lt__decoder *d, lt__vec *evs);
 

@@ -2,11 +2,11 @@
  * generates completions with continuous batching and streams them exactly
  * once.
  *
- * Two threads. The decode thread (decode.c) owns the batchers (one per
- * model) and does nothing but steps; it never touches Kafka. It takes commands (admit,
- * cancel, drop) from an inbox and hands what the steps make (tokens, ends)
- * to an outbox; both are vectors under a mutex held only to append or to
- * swap, never across I/O. The calling thread is the Kafka thread: it reads
+ * Three threads. The decode thread (decode.c) owns the batchers (one per
+ * model) and does nothing but steps; it never touches Kafka. It takes
+ * commands (admit, cancel, drop) from an inbox and hands what the steps make
+ * (tokens, ends) to an outbox; both are vectors under a mutex held only to
+ * append or to swap, never across I/O. The calling thread is the Kafka thread: it reads
  * requests and cancels, turns them into commands, drains the outbox into
  * each request's history, and commits like a group commit: every token
  * made since the last commit (one Completion record per request), the final
@@ -26,8 +26,9 @@
  *
  * Bounded admission: with every slot and the waiting queue taken, fetching
  * stops (the stage pauses its partitions, rebalances still served), so no
- * backlog grows; cancels still arrive at once through a follower of the
- * requests topic that reads from its end. */
+ * backlog grows; cancels still arrive at once: the cancel thread follows
+ * the requests topic from its end and hands them to the decode thread by
+ * request id, whatever the Kafka thread is doing. */
 #define _GNU_SOURCE /* gethostname */
 #include "serve/serve_internal.h"
 
@@ -110,7 +111,13 @@ typedef struct {
     bool decode_started;
     /* Kafka thread */
     lt_stage *stage;
+    /* the cancel thread: the follower, and the ids it hands the Kafka thread (cmu) */
     lt_follower *cancels;
+    pthread_t cancel_thread;
+    bool cancel_started;
+    _Atomic bool cancel_stop;
+    pthread_mutex_t cmu;
+    lt__vec cancel_ids;     /* char*, malloc'd */
     sreq *live;             /* every request read and not yet finished and committed */
     int64_t n_with_decode;
     part_pos *pos;
@@ -299,7 +306,8 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
         for (size_t i = 0; i < w->o->n_models && at < sizeof names; i++)
             at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
                                    w->o->models[i].name);
-        snprintf(why, sizeof why, "unknown model '%.128s' (this worker serves %s)", q->model, names);
+        snprintf(why, sizeof why, "unknown model '%.128s' (this worker serves %.300s)", q->model,
+                 names);
         finish_now(r, LT_FINISH_ERROR, "model_not_found", why);
         return;
     }
@@ -454,7 +462,7 @@ static int encode_completion(worker *w, const sreq *r, bool final, uint8_t **out
         if (!(pieces = calloc(n, sizeof *pieces))) return LT_ENOMEM;
         for (size_t i = 0; i < n; i++) {
             const size_t k = r->committed + i;
-            pieces[i].data = (uint8_t *)r->text + r->text_off[k];
+            pieces[i].data = r->text ? (uint8_t *)r->text + r->text_off[k] : NULL; /* all empty */
             pieces[i].len = r->text_off[k + 1] - r->text_off[k];
         }
         c.index = (uint32_t)r->committed;
@@ -574,6 +582,8 @@ int lt_serve_ensure_topics(const lt_kafka_conn *conn, lt_devbroker *dev, const c
     return rc;
 }
 
+static void *cancel_main(void *arg);
+
 static int setup(worker *w) {
     const lt_serve_opts *o = w->o;
     if (!o->n_models) return lt_error(LT_EINVAL, "serve: no model");
@@ -593,17 +603,20 @@ static int setup(worker *w) {
             return lt_error(rc, "model %s: %s", o->models[i].name, lt_errmsg());
         lt_batcher_opts bo = {.prefill_chunk = o->prefill_chunk,
                               .on_token = lt__decoder_on_token,
-                              .on_finish = lt__decoder_on_finish, .ctx = &w->dec};
+                              .on_finish = lt__decoder_on_finish, .ctx = &w->dec,
+                              .pool = w->pool};
         if ((rc = lt_batcher_init(&w->batchers[i], w->llamas[i], &bo))) return rc;
     }
     if ((rc = lt_serve_ensure_topics(&o->conn, o->devbroker, o->prefix, o->partitions))) return rc;
     char txn_id[200];
     snprintf(txn_id, sizeof txn_id, "looptune-serve-%s", w->id);
     lt_stage_opts so = {.conn = o->conn, .group = w->group, .topic = w->topic_req,
+                        .output_topic = w->topic_comp,
                         .transactional_id = o->at_least_once ? NULL : txn_id,
                         .instance_id = o->instance_id,
                         .session_timeout_ms = o->session_timeout_ms,
                         .transaction_timeout_ms = o->transaction_timeout_ms,
+                        .test_commit_delay_ms = o->test_commit_delay_ms,
                         .on_revoke = on_revoke, .arg = w};
     if ((rc = lt_stage_open(&w->stage, &so))) return rc;
     if ((rc = lt_follower_open(&w->cancels, &o->conn, w->topic_req, 15000))) return rc;
@@ -613,26 +626,55 @@ static int setup(worker *w) {
     w->dec.id = w->id;
     w->decode_started = !pthread_create(&w->decode_thread, NULL, lt__decoder_main, &w->dec);
     if (!w->decode_started) return lt_error(LT_ENOMEM, "serve: cannot start the decode thread");
+    w->cancel_started = !pthread_create(&w->cancel_thread, NULL, cancel_main, w);
+    if (!w->cancel_started) return lt_error(LT_ENOMEM, "serve: cannot start the cancel thread");
     return LT_OK;
 }
 
-/* Cancels produced from now on, whoever's partition: acted on at once. */
-static void poll_cancels(worker *w) {
-    lt_record rec;
-    for (int k = 0; k < 64 && lt_follower_poll(w->cancels, 0, &rec) == 1; k++) {
+/* The cancel thread: every cancel produced from its start on, whoever's
+ * partition, goes to the decode thread at once (by id: it ends the request
+ * if it holds it) and to the Kafka thread, which remembers the cancel of a
+ * request it has not read yet. It never waits for the Kafka thread, whose
+ * commits take tens of milliseconds and which stops fetching when full. */
+static void *cancel_main(void *arg) {
+    worker *w = arg;
+    while (!atomic_load(&w->cancel_stop)) {
+        lt_record rec;
+        if (lt_follower_poll(w->cancels, 100, &rec) != 1) continue;
         Looptune__Envelope *env = NULL;
         if (lt_envelope_decode(rec.value, rec.len, &env)) continue;
-        if (env->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_CANCEL && env->cancel->request_id[0] &&
-            lt_stage_owns(w->stage, rec.partition))
-            handle_cancel(w, env->cancel->request_id);
+        if (env->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_CANCEL && env->cancel->request_id[0]) {
+            lt__decoder_cancel_id(&w->dec, env->cancel->request_id);
+            char *id = strdup(env->cancel->request_id);
+            pthread_mutex_lock(&w->cmu);
+            if (id && lt__vec_push(&w->cancel_ids, &id)) free(id);
+            pthread_mutex_unlock(&w->cmu);
+        }
         lt_envelope_free(env);
     }
+    return NULL;
+}
+
+/* Kafka thread: the cancels the cancel thread has seen. */
+static void take_cancels(worker *w, lt__vec *ids) {
+    pthread_mutex_lock(&w->cmu);
+    lt__vec_swap(ids, &w->cancel_ids);
+    pthread_mutex_unlock(&w->cmu);
+    for (size_t i = 0; i < ids->n; i++) {
+        char *id = ((char **)ids->v)[i];
+        handle_cancel(w, id);
+        free(id);
+    }
+    ids->n = 0;
 }
 
 int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
     memset(st, 0, sizeof *st);
     worker w = {.o = o, .st = st};
     lt__decoder_init(&w.dec);
+    pthread_mutex_init(&w.cmu, NULL);
+    w.cancel_ids.size = sizeof(char *);
+    lt__vec ids = {.size = sizeof(char *)};
     const char *prefix = o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX;
     snprintf(w.topic_req, sizeof w.topic_req, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_REQUESTS));
@@ -678,7 +720,7 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
         if (got == 1) rc = handle_record(&w, &rec);
         else if (got < 0 && got != LT_ENOTFOUND) rc = got;
         else if (got == LT_ENOTFOUND) lt_log(LT_LOG_WARN, "serve %s: %s", w.id, lt_errmsg());
-        if (!rc) poll_cancels(&w);
+        take_cancels(&w, &ids);
         sweep(&w);
     }
     char msg[512];
@@ -689,6 +731,10 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
         bool did;
         commit(&w, &did);
     }
+    if (w.cancel_started) {
+        atomic_store(&w.cancel_stop, true);
+        pthread_join(w.cancel_thread, NULL);
+    }
     if (w.decode_started) {
         atomic_store(&w.dec.stop, true);
         pthread_mutex_lock(&w.dec.mu);
@@ -698,6 +744,7 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
         pthread_join(w.decode_thread, NULL);
     }
     st->steps = atomic_load(&w.dec.steps);
+    st->step_s = (double)atomic_load(&w.dec.step_ns) * 1e-9;
     st->tokens = atomic_load(&w.dec.tokens);
     if (w.stage) lt_stage_stats_get(w.stage, &st->stage);
     lt_follower_close(w.cancels);
@@ -714,6 +761,10 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
     }
     for (size_t i = 0; i < CANCEL_MEMORY; i++) free(w.cancelled[i]);
     free(evs.v);
+    for (size_t i = 0; i < w.cancel_ids.n; i++) free(((char **)w.cancel_ids.v)[i]);
+    free(ids.v);
+    free(w.cancel_ids.v);
+    pthread_mutex_destroy(&w.cmu);
     lt__decoder_destroy(&w.dec);
     free(w.pos);
     return rc ? lt_error(rc, "%s", msg) : LT_OK;

@@ -41,6 +41,90 @@ static void test_greedy(void) {
     lt_sampler_free(s);
 }
 
+/* Greedy over rows longer than the argmax's lanes (16): the lowest id of a
+ * tie whichever lanes hold it, the tail after the last full group, NaN
+ * skipped, and a row of NaN and -inf (the first -inf, else 0). */
+static void test_greedy_long(void) {
+    enum { N = 83 };
+    lt_sampler *s;
+    ASSERT_EQ(lt_sampler_init(&s, N, 0.0f, 1.0f, 1), LT_OK);
+    float x[N];
+    const int32_t ties[][2] = {{3, 21}, {21, 3}, {40, 56}, {17, 80}, {1, 2}};
+    for (size_t t = 0; t < sizeof ties / sizeof ties[0]; t++) {
+        for (int i = 0; i < N; i++) x[i] = (float)(i % 7) - 10.0f;
+        x[ties[t][0]] = x[ties[t][1]] = 5.0f;
+        const int32_t lo = ties[t][0] < ties[t][1] ? ties[t][0] : ties[t][1];
+        ASSERT_EQ(lt_sampler_sample(s, x), lo);
+    }
+    for (int i = 0; i < N; i++) x[i] = -1.0f;
+    x[82] = 2.0f; /* in the tail */
+    ASSERT_EQ(lt_sampler_sample(s, x), 82);
+    for (int i = 0; i < N; i++) x[i] = NAN;
+    x[50] = -3.0f;
+    ASSERT_EQ(lt_sampler_sample(s, x), 50);
+    x[50] = NAN;
+    ASSERT_EQ(lt_sampler_sample(s, x), 0);
+    for (int i = 0; i < N; i++) x[i] = i < 30 ? NAN : -INFINITY;
+    ASSERT_EQ(lt_sampler_sample(s, x), 30);
+    for (int i = 0; i < N; i++) x[i] = -INFINITY;
+    ASSERT_EQ(lt_sampler_sample(s, x), 0);
+    lt_sampler_free(s);
+}
+
+static int desc_nan_low(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    if (isnan(x)) x = -INFINITY;
+    if (isnan(y)) y = -INFINITY;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* top-k keeps the k largest (of equal ones at the boundary the lowest ids;
+ * NaN as -inf), by a heap for small k and by quickselect for large: the
+ * kept set against one from a sorted copy, on rows in random, ascending and
+ * descending order, with many repeats, NaN and -inf. */
+static void test_top_k_sets(void) {
+    enum { N = 3000 };
+    static float x[N], sorted[N], p[N];
+    const int64_t ks[] = {1, 2, 3, 40, 1000, 1024, 1025, 1500, N - 1};
+    uint64_t r = 12345;
+    for (int kind = 0; kind < 5; kind++) {
+        for (int i = 0; i < N; i++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            const float u = (float)(r >> 40) / 16777216.0f;
+            x[i] = kind == 0 ? u * 8 - 4
+                   : kind == 1 ? (float)i * 0.01f
+                   : kind == 2 ? -(float)i * 0.01f
+                   : kind == 3 ? (float)(int)(u * 5) /* five values, repeated */
+                               : (i % 11 == 0 ? NAN : i % 7 == 0 ? -INFINITY : u);
+        }
+        for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+            const int64_t k = ks[t];
+            memcpy(sorted, x, sizeof x);
+            qsort(sorted, N, sizeof *sorted, desc_nan_low);
+            const float kth = isnan(sorted[k - 1]) ? -INFINITY : sorted[k - 1];
+            int64_t above = 0;
+            for (int i = 0; i < N; i++) above += x[i] > kth;
+            lt_sampler_opts o = lt_sampler_defaults();
+            o.temp = 1.0f, o.top_p = 1.0f, o.top_k = (int32_t)k, o.repeat_last_n = 0;
+            lt_sampler *s;
+            ASSERT_EQ(lt_sampler_init_opts(&s, N, &o), LT_OK);
+            memcpy(p, x, sizeof x);
+            lt_sampler_probs(s, p);
+            int64_t equal_left = k - above, kept = 0, wrong = 0;
+            for (int i = 0; i < N; i++) {
+                bool want = x[i] > kth || (x[i] == kth && equal_left-- > 0);
+                /* a kept -inf has probability 0, as every dropped one */
+                if (isnan(x[i]) || x[i] == -INFINITY) want = false;
+                wrong += want != (p[i] > 0.0f);
+                kept += p[i] > 0.0f;
+            }
+            ASSERT_EQ(wrong, 0);
+            ASSERT_TRUE(kept <= k);
+            lt_sampler_free(s);
+        }
+    }
+}
+
 static void softmax_ref(const float *logits, int n, double temp, double *p) {
     double mx = -INFINITY, sum = 0;
     for (int i = 0; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
@@ -272,6 +356,8 @@ static void test_determinism(void) {
 int main(void) {
     test_init_checks();
     test_greedy();
+    test_greedy_long();
+    test_top_k_sets();
     test_distribution();
     test_top_p();
     test_known_sequence();

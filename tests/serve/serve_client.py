@@ -39,15 +39,21 @@ class Stream:
         self.seen = 0      # tokens read (duplicates included)
         self.workers = set()
 
+    def length(self):
+        """The completion's token count: the final record's index (a serving that went
+        further before it died, then a cancel or deadline that came sooner the second time,
+        can leave tokens past it), else the tokens read so far."""
+        return self.final.index if self.final is not None else len(self.tokens)
+
     def ids(self):
-        return [self.tokens[i][0] for i in range(len(self.tokens))]
+        return [self.tokens[i][0] for i in range(self.length())]
 
     def complete(self):
         """Whether indices 0..n-1 are all here (n: the final's count)."""
-        return self.final is not None and sorted(self.tokens) == list(range(self.final.index))
+        return self.final is not None and all(i in self.tokens for i in range(self.final.index))
 
     def text(self):
-        return b"".join(self.tokens[i][1] for i in range(len(self.tokens))).decode(
+        return b"".join(self.tokens[i][1] for i in range(self.length())).decode(
             "utf-8", errors="replace")
 
 

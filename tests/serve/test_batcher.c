@@ -6,7 +6,9 @@
  * at different steps. Each one's tokens and text must equal what
  * lt_generate gives for the same request alone (same prompt chunking), on
  * a runtime of its own: an end of generation, a stop text, max_tokens, a
- * full context. A cancelled sequence's tokens are a prefix of its solo
+ * full context. A sequence that generates gets a token at every step, also
+ * while a prompt is being prefilled (a step is at most one chunk and one
+ * token per sequence). A cancelled sequence's tokens are a prefix of its solo
  * ones; bad requests are refused; a slot that is left is taken again. */
 #include <stdlib.h>
 #include <string.h>
@@ -208,8 +210,9 @@ int main(void) {
     lt_llama_opts lo = {.ctx_len = CTX, .executor = 1, .n_slots = SLOTS};
     ASSERT_EQ(lt_llama_init(&l, m, pool, &lo), LT_OK);
     run_state rs = {.reqs = reqs};
+    /* the sampled rows of a step drawn on the pool's two threads */
     lt_batcher_opts bo = {.prefill_chunk = CHUNK, .on_token = on_token, .on_finish = on_finish,
-                          .ctx = &rs};
+                          .ctx = &rs, .pool = pool};
     lt_batcher *b;
     ASSERT_EQ(lt_batcher_init(&b, l, &bo), LT_OK);
     ASSERT_EQ(lt_batcher_slots(b), SLOTS);
@@ -249,9 +252,20 @@ int main(void) {
         }
         if (all_done) break;
         if (lt_batcher_active(b) > max_active) max_active = (int)lt_batcher_active(b);
+        int64_t before[N_SEQ];
+        for (int i = 0; i < N_SEQ; i++) before[i] = reqs[i].done ? -1 : reqs[i].n_got;
         int64_t n = 0;
         ASSERT_EQ(lt_batcher_step(b, &n), LT_OK);
         ASSERT_TRUE(n <= CHUNK + SLOTS); /* a step: one chunk and one token per sequence */
+        /* no stall: a sequence that generates gets its token every step, prompts
+         * being prefilled or not (none, when it ends at an end of generation) */
+        for (int i = 0; i < N_SEQ; i++) {
+            if (before[i] <= 0) continue;
+            const int64_t got = reqs[i].n_got - before[i];
+            if (!(got == 1 || (got == 0 && reqs[i].done)))
+                fprintf(stderr, "step %d: sequence %d got %lld tokens\n", step, i, (long long)got);
+            ASSERT_TRUE(got == 1 || (got == 0 && reqs[i].done));
+        }
         for (int i = 0; i < N_SEQ; i++) {
             req *r = &reqs[i];
             if (r->admitted && !r->done && r->cancel_after && r->n_got >= r->cancel_after)

@@ -15,7 +15,7 @@ import serve_client as sc
 from serve_client import check, say
 import dist_harness as h
 
-N = 150
+N = 200
 REQS = 10
 
 
@@ -24,7 +24,7 @@ def main():
     prefix = h.unique_prefix("servereb")
     wdir = h.work_dir()
     model = sc.make_model(wdir, seed=5)
-    common = ["--max-batch", "6", "--queue", "4", "--ctx", "256", "--test-step-delay-ms", "8"]
+    common = ["--max-batch", "10", "--queue", "2", "--ctx", "256", "--test-step-delay-ms", "15"]
     a = sc.Server(model, servers, prefix, "ra", wdir, common).start()
     b = sc.Server(model, servers, prefix, "rb", wdir, common)
     client = sc.Client(servers, prefix)

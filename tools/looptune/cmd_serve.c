@@ -40,6 +40,10 @@ static const char *const serve_help_end =
     "                          at once and aborts what its predecessor left open\n"
     "      --max-batch N       sequences decoded at once per model: KV slots (default 4)\n"
     "      --ctx N             context per sequence (default: the model's, at most 4096)\n"
+    "      --kv-memory MB      bound on each model's KV caches (layers x slots x ctx x\n"
+    "                          kv_dim x 2 x 4 bytes): with --max-batch and --ctx, an error\n"
+    "                          if over; with one of them (or neither: --max-batch 4) the\n"
+    "                          other is the largest that fits\n"
     "      --threads T         decode threads (default 1)\n"
     "      --prefill-chunk N   prompt tokens per step at most (default 64)\n"
     "      --queue N           requests taken beyond the slots, waiting for one (default:\n"
@@ -51,6 +55,8 @@ static const char *const serve_help_end =
     "                          back read_committed readers (default 15000)\n"
     "      --mmap              read weights from the file mapping (default: copied)\n"
     "      --test-step-delay-ms MS  tests: sleep after every decode step\n"
+    "      --test-commit-delay-ms MS  tests: sleep between producing a commit's records\n"
+    "                          and committing them (a kill then falls inside it)\n"
     "      --http HOST:PORT    also serve OpenAI's HTTP API there (127.0.0.1:8080, say;\n"
     "                          port 0: any free one, printed), for the models served\n";
 static const char *const serve_help_tail = "  -h, --help              this help\n";
@@ -68,6 +74,69 @@ static void on_signal(int sig) {
     } while (0)
 
 #define MAX_MODELS 8
+#define DEFAULT_MAX_BATCH 4 /* the worker's */
+#define MB (INT64_C(1) << 20)
+
+/* Bytes of one slot's KV caches per token of context: layers x kv_dim x 2 (K and V) x 4. */
+static int64_t kv_per_token(const lt_llama_config *c) {
+    return c->n_layers * (c->n_kv_heads * (c->dim / c->n_heads)) * 2 * (int64_t)sizeof(float);
+}
+
+/* --kv-memory: every model's KV caches (slots x ctx x kv_per_token) within kv_mb MB. With
+ * --max-batch and --ctx both given, a model over the bound is an error; with one of them, the
+ * other is derived, the largest that fits every model (a context at most the model's
+ * default); with neither, the context is derived for the default --max-batch. */
+static int kv_fit(const char *cmd, int64_t kv_mb, const lt_serve_model *models, size_t n,
+                  lt_serve_opts *so) {
+    const int64_t bound = kv_mb * MB;
+    if (so->max_batch > 0 && so->ctx > 0) {
+        for (size_t i = 0; i < n; i++) {
+            const lt_llama_config *c = &models[i].model->cfg;
+            const int64_t need = so->max_batch * so->ctx * kv_per_token(c);
+            if (need > bound)
+                return lt_cli_fail(cmd, "--kv-memory %lld MB cannot hold the KV caches of model "
+                                   "%s: %lld layers x %lld slots x %lld ctx x %lld kv_dim x 2 x 4 "
+                                   "bytes = %.1f MB", (long long)kv_mb, models[i].name,
+                                   (long long)c->n_layers, (long long)so->max_batch,
+                                   (long long)so->ctx, (long long)(kv_per_token(c) / 8 / c->n_layers),
+                                   (double)need / (double)MB);
+        }
+        return 0;
+    }
+    if (so->ctx > 0) { /* the slots from the context */
+        int64_t slots = 256;
+        for (size_t i = 0; i < n; i++) {
+            const int64_t fit = bound / (so->ctx * kv_per_token(&models[i].model->cfg));
+            if (fit < 1)
+                return lt_cli_fail(cmd, "--kv-memory %lld MB cannot hold one slot of --ctx %lld "
+                                   "of model %s (%.1f MB)", (long long)kv_mb, (long long)so->ctx,
+                                   models[i].name,
+                                   (double)(so->ctx * kv_per_token(&models[i].model->cfg)) /
+                                       (double)MB);
+            if (fit < slots) slots = fit;
+        }
+        so->max_batch = slots;
+        lt_log(LT_LOG_INFO, "serve: --kv-memory %lld MB: --max-batch %lld --ctx %lld",
+               (long long)kv_mb, (long long)slots, (long long)so->ctx);
+        return 0;
+    }
+    const int64_t slots = so->max_batch > 0 ? so->max_batch : DEFAULT_MAX_BATCH;
+    int64_t ctx = INT32_MAX;
+    for (size_t i = 0; i < n; i++) {
+        const lt_llama_config *c = &models[i].model->cfg;
+        int64_t fit = bound / (slots * kv_per_token(c)), def = lt_llama_default_ctx(c);
+        if (def > c->seq_len) def = c->seq_len;
+        if (fit < 1)
+            return lt_cli_fail(cmd, "--kv-memory %lld MB cannot hold %lld slots of one token of "
+                               "model %s", (long long)kv_mb, (long long)slots, models[i].name);
+        if (fit > def) fit = def;
+        if (fit < ctx) ctx = fit;
+    }
+    so->ctx = ctx;
+    lt_log(LT_LOG_INFO, "serve: --kv-memory %lld MB: --max-batch %lld --ctx %lld",
+           (long long)kv_mb, (long long)slots, (long long)ctx);
+    return 0;
+}
 
 /* The name of a model given as FILE: its file name without the extension. */
 static void default_name(const char *path, char *out, size_t n) {
@@ -81,7 +150,7 @@ static void default_name(const char *path, char *out, size_t n) {
 int lt_cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
     enum { O_GROUP = 256, O_INSTANCE, O_THREADS, O_MAXB, O_CTX, O_CHUNK, O_QUEUE, O_FLUSH,
-           O_PARTS, O_SESSION, O_TXN, O_MMAP, O_DELAY };
+           O_PARTS, O_SESSION, O_TXN, O_MMAP, O_DELAY, O_CDELAY, O_KVMEM };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         LT_CLI_HTTP_OPTIONS,
@@ -91,6 +160,7 @@ int lt_cmd_serve(int argc, char **argv) {
         {"threads", required_argument, 0, O_THREADS},
         {"max-batch", required_argument, 0, O_MAXB},
         {"ctx", required_argument, 0, O_CTX},
+        {"kv-memory", required_argument, 0, O_KVMEM},
         {"prefill-chunk", required_argument, 0, O_CHUNK},
         {"queue", required_argument, 0, O_QUEUE},
         {"flush-ms", required_argument, 0, O_FLUSH},
@@ -99,12 +169,14 @@ int lt_cmd_serve(int argc, char **argv) {
         {"transaction-timeout-ms", required_argument, 0, O_TXN},
         {"mmap", no_argument, 0, O_MMAP},
         {"test-step-delay-ms", required_argument, 0, O_DELAY},
+        {"test-commit-delay-ms", required_argument, 0, O_CDELAY},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lt_cli_kafka kafka;
     if (lt_cli_kafka_init(cmd, &kafka)) return 1;
     int exit_code = 1;
     lt_serve_opts so = {.threads = 1};
+    int64_t kv_mb = 0; /* --kv-memory; 0: no bound */
     char names[MAX_MODELS][128];
     const char *paths[MAX_MODELS];
     lt_serve_model models[MAX_MODELS];
@@ -170,6 +242,11 @@ int lt_cmd_serve(int argc, char **argv) {
                 FAIL("bad --ctx '%s': expected a positive number of tokens", optarg);
             so.ctx = v;
             break;
+        case O_KVMEM:
+            if (!lt_cli_parse_i64(optarg, 1, INT64_C(1) << 30, &v))
+                FAIL("bad --kv-memory '%s': expected a positive number of MB", optarg);
+            kv_mb = v;
+            break;
         case O_CHUNK:
             if (!lt_cli_parse_i64(optarg, 1, 4096, &v))
                 FAIL("bad --prefill-chunk '%s': expected 1..4096 tokens", optarg);
@@ -205,6 +282,11 @@ int lt_cmd_serve(int argc, char **argv) {
                 FAIL("bad --test-step-delay-ms '%s': expected 0..60000", optarg);
             so.test_step_delay_ms = (int)v;
             break;
+        case O_CDELAY:
+            if (!lt_cli_parse_i64(optarg, 0, 600000, &v))
+                FAIL("bad --test-commit-delay-ms '%s': expected 0..600000", optarg);
+            so.test_commit_delay_ms = (int)v;
+            break;
         case 'h':
             lt_cli_kafka_help(serve_help, 26, true, serve_help_end);
             fputs(lt_cli_http_help, stdout);
@@ -229,6 +311,7 @@ int lt_cmd_serve(int argc, char **argv) {
             FAIL("--ctx %lld exceeds the context length %lld of model %s", (long long)so.ctx,
                  (long long)models[i].model->cfg.seq_len, names[i]);
     }
+    if (kv_mb && kv_fit(cmd, kv_mb, models, n_models, &so)) goto done;
     so.conn = kafka.conn;
     so.prefix = kafka.topic_prefix;
     if (!lt_cli_kafka_has_brokers(&kafka)) {
@@ -259,18 +342,21 @@ int lt_cmd_serve(int argc, char **argv) {
     int rc = lt_serve_run(&so, &st);
     char err[512];
     snprintf(err, sizeof err, "%s", rc ? lt_errmsg() : "");
-    const double avg = st.stage.committed ? st.commit_ms_sum / (double)st.stage.committed : 0;
+    const double nc = st.stage.committed ? (double)st.stage.committed : 1;
+    const double avg = st.commit_ms_sum / nc;
     fprintf(stderr, "serve: %lld requests, %lld completed (stop %lld, length %lld, cancelled "
             "%lld, deadline %lld, error %lld), %lld dropped (partition moved), %lld records "
-            "rejected; %lld tokens in %lld steps; %lld commits (%.1f ms each on average), %lld "
-            "transactions aborted, %lld producer restarts; fetching paused %lld times, at most "
+            "rejected; %lld tokens in %lld steps (%.2f s); %lld commits (%.1f ms each on average: begin "
+            "%.1f, produce %.1f, offsets %.1f, end %.1f), %lld transactions aborted, %lld producer restarts; fetching paused %lld times, at most "
             "%lld requests held\n",
             (long long)st.requests, (long long)st.completed,
             (long long)st.by_reason[LT_FINISH_STOP], (long long)st.by_reason[LT_FINISH_LENGTH],
             (long long)st.by_reason[LT_FINISH_CANCELLED],
             (long long)st.by_reason[LT_FINISH_DEADLINE], (long long)st.by_reason[LT_FINISH_ERROR],
             (long long)st.dropped, (long long)st.rejected, (long long)st.tokens,
-            (long long)st.steps, (long long)st.stage.committed, avg, (long long)st.stage.aborted,
+            (long long)st.steps, st.step_s, (long long)st.stage.committed, avg, st.stage.ms_begin / nc,
+            st.stage.ms_produce / nc, st.stage.ms_offsets / nc, st.stage.ms_end / nc,
+            (long long)st.stage.aborted,
             (long long)st.stage.producer_restarts, (long long)st.pauses,
             (long long)st.held_max);
     if (rc) FAIL("%s", err);
