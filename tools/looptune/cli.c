@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,4 +115,20 @@ int lt_cli_bad_option(const char *cmd, int opt, const char *arg0) {
     if (opt == ':')
         return lt_cli_fail(cmd, "option '%s' needs a value (see looptune %s --help)", arg0, cmd);
     return lt_cli_fail(cmd, "unknown option '%s' (see looptune %s --help)", arg0, cmd);
+}
+
+_Atomic bool lt_cli_stop;
+
+static void on_stop_signal(int sig) {
+    (void)sig;
+    atomic_store(&lt_cli_stop, true);
+}
+
+void lt_cli_catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }

@@ -39,6 +39,11 @@ int lt_cli_read_text(const char *cmd, const char *path, char **out);
 /* "1,400,300" -> ids (malloc'd, caller frees). False on any bad element. */
 bool lt_cli_parse_ids(const char *s, int32_t **ids, int64_t *n);
 
+/* SIGINT and SIGTERM set lt_cli_stop: the long-running commands' loops poll
+ * it, and the library's loops take its address as their stop flag. */
+extern _Atomic bool lt_cli_stop;
+void lt_cli_catch_stop_signals(void);
+
 /* Handles getopt_long's '?' and ':' results with a clear line. */
 int lt_cli_bad_option(const char *cmd, int opt, const char *arg0);
 

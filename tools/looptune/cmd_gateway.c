@@ -32,12 +32,6 @@ static const char *const gateway_help_end =
     "      --partitions N      partitions of the topics it creates (default 6)\n"
     "  -h, --help              this help\n";
 
-static _Atomic bool stop_requested;
-static void on_signal(int sig) {
-    (void)sig;
-    atomic_store(&stop_requested, true);
-}
-
 #define FAIL(...)                                                              \
     do {                                                                       \
         lt_cli_fail(cmd, __VA_ARGS__);                                         \
@@ -103,14 +97,10 @@ int lt_cmd_gateway(int argc, char **argv) {
              "one process)");
     if (lt_cli_kafka_check(cmd, &kafka)) goto done;
     go->models = models;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    lt_cli_catch_stop_signals();
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is the write's error */
     if (lt_cli_http_start(cmd, &http, &kafka.conn, kafka.topic_prefix, &g)) goto done;
-    while (!atomic_load(&stop_requested)) usleep(100 * 1000);
+    while (!atomic_load(&lt_cli_stop)) usleep(100 * 1000);
     fprintf(stderr, "gateway: stopping\n");
     exit_code = 0;
 done:

@@ -41,12 +41,6 @@ static const char *const optimizer_help_end =
     "      --duration SEC      stop after SEC seconds (default: run until SIGINT/SIGTERM)\n"
     "  -h, --help              this help\n";
 
-static volatile sig_atomic_t stop_requested;
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
-
 #define FAIL(...)                                                              \
     do {                                                                       \
         lt_cli_fail(cmd, __VA_ARGS__);                                         \
@@ -141,15 +135,11 @@ int lt_cmd_optimizer(int argc, char **argv) {
     if (lt_cli_kafka_check(cmd, &kafka)) goto done;
     oo.conn = kafka.conn;
     oo.prefix = kafka.topic_prefix;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    lt_cli_catch_stop_signals();
     int rc = lt_optimizer_open(&o, &oo);
     if (rc) FAIL("%s", lt_errmsg());
     uint64_t end = duration ? lt_now_ns() + (uint64_t)duration * 1000000000ull : 0;
-    while (!stop_requested && (!end || lt_now_ns() < end)) {
+    while (!atomic_load(&lt_cli_stop) && (!end || lt_now_ns() < end)) {
         if ((rc = lt_optimizer_poll(o, 200)) < 0) FAIL("%s", lt_errmsg());
     }
     lt_optimizer_stats st;

@@ -61,12 +61,6 @@ static const char *const serve_help_end =
     "                          port 0: any free one, printed), for the models served\n";
 static const char *const serve_help_tail = "  -h, --help              this help\n";
 
-static _Atomic bool stop_requested;
-static void on_signal(int sig) {
-    (void)sig;
-    atomic_store(&stop_requested, true);
-}
-
 #define FAIL(...)                                                              \
     do {                                                                       \
         lt_cli_fail(cmd, __VA_ARGS__);                                         \
@@ -324,7 +318,7 @@ int lt_cmd_serve(int argc, char **argv) {
     }
     so.models = models;
     so.n_models = n_models;
-    so.stop = &stop_requested;
+    so.stop = &lt_cli_stop;
     if (http.given) {
         for (size_t i = 0; i < n_models; i++) model_names[i] = names[i];
         http.go.models = model_names;
@@ -333,11 +327,7 @@ int lt_cmd_serve(int argc, char **argv) {
         http.go.devbroker = dev;
         if (lt_cli_http_start(cmd, &http, &so.conn, so.prefix, &gw)) goto done;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    lt_cli_catch_stop_signals();
     lt_serve_stats st;
     int rc = lt_serve_run(&so, &st);
     char err[512];

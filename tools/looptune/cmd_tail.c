@@ -36,13 +36,6 @@ static const char *const tail_help_end =
 /* How long a cluster may take to answer at all. */
 enum { CONNECT_TIMEOUT_MS = 10000 };
 
-static volatile sig_atomic_t tail_stop;
-
-static void on_signal(int sig) {
-    (void)sig;
-    tail_stop = 1;
-}
-
 int lt_cmd_tail(int argc, char **argv) {
     const char *cmd = "tail";
     const char *group = NULL;
@@ -119,15 +112,12 @@ int lt_cmd_tail(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot start the consumer");
         goto done;
     }
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    lt_cli_catch_stop_signals();
 
     int64_t n = 0;
     uint64_t idle_since = 0; /* the assignment, then the last record: joining is not idle */
     exit_code = 0;
-    while (!tail_stop && (!max || n < max) && !(at_end && lt_consumer_at_end(consumer))) {
+    while (!atomic_load(&lt_cli_stop) && (!max || n < max) && !(at_end && lt_consumer_at_end(consumer))) {
         lt_record r;
         rc = lt_consumer_poll(consumer, 200, &r);
         uint64_t now = lt_now_ns();

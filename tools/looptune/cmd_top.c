@@ -218,11 +218,6 @@ static void print_frame(top_state *s, const char *topic, int max_runs, FILE *f) 
 /* How long a cluster may take to answer at all. */
 enum { CONNECT_TIMEOUT_MS = 10000 };
 
-static volatile sig_atomic_t top_stop;
-static void on_signal(int sig) {
-    (void)sig;
-    top_stop = 1;
-}
 
 int lt_cmd_top(int argc, char **argv) {
     const char *cmd = "top";
@@ -307,13 +302,12 @@ int lt_cmd_top(int argc, char **argv) {
         lt_cli_fail_status(cmd, rc, "cannot consume");
         goto done;
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    lt_cli_catch_stop_signals();
     uint64_t start = lt_now_ns(), last_frame = 0;
     uint64_t idle_since = 0; /* the assignment, then the last record: joining is not idle */
     bool missing_said = false, timed_out = false;
     exit_code = 0;
-    while (!top_stop) {
+    while (!atomic_load(&lt_cli_stop)) {
         if (once && !idle_ms && lt_consumer_at_end(consumer)) break;
         lt_record rec;
         rc = lt_consumer_poll(consumer, 100, &rec);

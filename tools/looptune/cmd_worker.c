@@ -58,12 +58,6 @@ static const char *const worker_help_end =
     "                          and committing it (a kill then falls inside the batch)\n"
     "  -h, --help              this help\n";
 
-static _Atomic bool stop_requested;
-static void on_signal(int sig) {
-    (void)sig;
-    atomic_store(&stop_requested, true);
-}
-
 #define FAIL(...)                                                              \
     do {                                                                       \
         lt_cli_fail(cmd, __VA_ARGS__);                                         \
@@ -83,7 +77,7 @@ static void *tune_loop(void *arg) {
     loop_run *r = arg;
     r->rc = lt_worker_run(r->o, &r->st);
     if (r->rc) snprintf(r->err, sizeof r->err, "%s", lt_errmsg());
-    atomic_store(&stop_requested, true); /* the other loop leaves too */
+    atomic_store(&lt_cli_stop, true); /* the other loop leaves too */
     return NULL;
 }
 
@@ -224,12 +218,8 @@ int lt_cmd_worker(int argc, char **argv) {
     if (lt_cli_kafka_check(cmd, &kafka)) goto done;
     wo.conn = kafka.conn;
     wo.prefix = kafka.topic_prefix;
-    wo.stop = &stop_requested;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    wo.stop = &lt_cli_stop;
+    lt_cli_catch_stop_signals();
     /* the kinds of the common tasks topic, and whether tune tasks are taken */
     const char *common[MAX_KINDS];
     size_t n_common = 0;
@@ -291,7 +281,7 @@ int lt_cmd_worker(int argc, char **argv) {
         rc = lt_worker_run(&wo, &st);
         char err[512];
         snprintf(err, sizeof err, "%s", rc ? lt_errmsg() : "");
-        atomic_store(&stop_requested, true);
+        atomic_store(&lt_cli_stop, true);
         pthread_join(th, NULL);
         print_stats("", &st);
         print_stats(" (tune)", &tr.st);
