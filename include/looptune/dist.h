@@ -82,6 +82,11 @@ typedef struct {
 void lt_dist_outbox_free(lt_dist_outbox *o); /* frees the records; a zeroed o is a no-op */
 /* Encodes env and appends it under key. */
 int lt_dist_outbox_add(lt_dist_outbox *o, const char *key, const Looptune__Envelope *env);
+/* Sends every record of o with p, in order, to partition (< 0: by key),
+ * waiting out a full local queue (up to 30 s: LT_ETIMEOUT); adds the bytes
+ * sent to *bytes_sent (may be NULL). */
+int lt_dist_outbox_send(const lt_dist_outbox *o, lt_producer *p, int32_t partition,
+                        int64_t *bytes_sent);
 
 /* Where a tensor travels: the record it belongs to. */
 typedef struct {

@@ -18,6 +18,12 @@
 extern "C" {
 #endif
 
+/* ---- a member's name ---------------------------------------------------------- */
+
+/* The name a group member goes by in its records (heartbeats, results): the
+ * explicit id if given, else its static instance id, else "host:pid". */
+void lt_kafka_member_name(const char *explicit_id, const char *instance_id, char *out, size_t n);
+
 /* ---- properties ------------------------------------------------------------ */
 
 /* An ordered set of librdkafka properties (key -> value; setting a key again

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- outbox ------------------------------------------------------------------------ */
 
@@ -48,6 +49,24 @@ int lt_dist_outbox_add(lt_dist_outbox *o, const char *key, const Looptune__Envel
     o->values[o->n] = buf;
     o->lens[o->n] = len;
     o->n++;
+    return LT_OK;
+}
+
+int lt_dist_outbox_send(const lt_dist_outbox *o, lt_producer *p, int32_t partition,
+                        int64_t *bytes_sent) {
+    for (size_t i = 0; i < o->n; i++) {
+        int tries = 0;
+        int rc;
+        while ((rc = lt_producer_send_to(p, partition, o->keys[i], strlen(o->keys[i]),
+                                         o->values[i], o->lens[i])) == LT_PRODUCER_DROPPED) {
+            if (++tries > 3000)
+                return lt_error(LT_ETIMEOUT, "submit: the producer's queue stayed full for 30 s");
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+        if (rc) return rc;
+        if (bytes_sent) *bytes_sent += (int64_t)o->lens[i];
+    }
     return LT_OK;
 }
 

@@ -121,25 +121,6 @@ static const uint8_t *panel_rows(const job *j, const uint8_t *src, int64_t r0, i
     return *own;
 }
 
-/* Sends every record of o with the producer (to partition, or by key when
- * < 0), waiting out a full queue. */
-static int send_all(job *j, lt_producer *p, const lt_dist_outbox *o, int32_t partition) {
-    for (size_t i = 0; i < o->n; i++) {
-        int tries = 0;
-        int rc;
-        while ((rc = lt_producer_send_to(p, partition, o->keys[i], strlen(o->keys[i]),
-                                         o->values[i], o->lens[i])) == LT_PRODUCER_DROPPED) {
-            if (++tries > 3000)
-                return lt_error(LT_ETIMEOUT, "submit: the producer's queue stayed full for 30 s");
-            struct timespec ts = {0, 10000000};
-            nanosleep(&ts, NULL);
-        }
-        if (rc) return rc;
-        j->st->bytes_sent += (int64_t)o->lens[i];
-    }
-    return LT_OK;
-}
-
 /* Flips a byte of the first input as it travels (tests): in its first chunk
  * record, or in the inline copy. */
 static int corrupt_first(lt_dist_outbox *o, float *inline_copy, bool chunked) {
@@ -300,7 +281,7 @@ static int send_task(job *j, int64_t t, uint32_t attempt, bool carry_all) {
     env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_TASK;
     env.task = &task;
     if (!rc) rc = lt_dist_outbox_add(&o, key, &env);
-    if (!rc) rc = send_all(j, j->tasks, &o, part);
+    if (!rc) rc = lt_dist_outbox_send(&o, j->tasks, part, &j->st->bytes_sent);
     if (!rc) {
         j->st->chunks_sent += (int64_t)n_chunks;
         ts->attempt = attempt;
@@ -332,7 +313,7 @@ static int dead_letter(job *j, int64_t t, const char *reason) {
     snprintf(key, sizeof key, "%s/%" PRId64, j->st->job_id, t);
     lt_dist_outbox o = {0};
     int rc = lt_dist_outbox_add(&o, key, &env);
-    if (!rc) rc = send_all(j, j->dead, &o, -1);
+    if (!rc) rc = lt_dist_outbox_send(&o, j->dead, -1, &j->st->bytes_sent);
     lt_dist_outbox_free(&o);
     j->st->dead++;
     if (!j->st->dead_reason[0])

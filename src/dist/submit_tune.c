@@ -162,25 +162,6 @@ static int enumerate(const lt_submit_tune_opts *o, lt_tune_job *jb) {
 
 /* ---- tasks ------------------------------------------------------------------------------ */
 
-/* Sends every record of o with the producer to partition (< 0: by key),
- * waiting out a full queue. */
-static int send_all(tjob *j, lt_producer *p, const lt_dist_outbox *o, int32_t partition) {
-    for (size_t i = 0; i < o->n; i++) {
-        int tries = 0;
-        int rc;
-        while ((rc = lt_producer_send_to(p, partition, o->keys[i], strlen(o->keys[i]),
-                                         o->values[i], o->lens[i])) == LT_PRODUCER_DROPPED) {
-            if (++tries > 3000)
-                return lt_error(LT_ETIMEOUT, "submit: the producer's queue stayed full for 30 s");
-            struct timespec ts = {0, 10000000};
-            nanosleep(&ts, NULL);
-        }
-        if (rc) return rc;
-        j->st->bytes_sent += (int64_t)o->lens[i];
-    }
-    return LT_OK;
-}
-
 /* Task t's record: its TuneSpec packed into *spec (malloc'd: free it), with
  * the configurations of the earlier stages in force. */
 static int build_task(tjob *j, size_t t, uint32_t attempt, Looptune__Task *task, uint8_t **spec) {
@@ -256,7 +237,9 @@ static int send_task(tjob *j, size_t t, uint32_t attempt) {
     rc = lt_dist_outbox_add(&o, key, &env);
     /* the keys dealt round the partitions, so the workers that share them
      * share a stage's keys evenly (a key's hash would not) */
-    if (!rc) rc = send_all(j, j->tasks, &o, j->parts > 0 ? (int32_t)(t % (size_t)j->parts) : -1);
+    if (!rc)
+        rc = lt_dist_outbox_send(&o, j->tasks, j->parts > 0 ? (int32_t)(t % (size_t)j->parts) : -1,
+                                 &j->st->bytes_sent);
     if (!rc) {
         j->ts[t].attempt = attempt;
         j->ts[t].out = true;
@@ -287,7 +270,7 @@ static int dead_letter(tjob *j, size_t t, const char *reason) {
     snprintf(key, sizeof key, "%s/%zu", j->st->job_id, t);
     lt_dist_outbox o = {0};
     rc = lt_dist_outbox_add(&o, key, &env);
-    if (!rc) rc = send_all(j, j->dead, &o, -1);
+    if (!rc) rc = lt_dist_outbox_send(&o, j->dead, -1, &j->st->bytes_sent);
     lt_dist_outbox_free(&o);
     free(spec);
     j->st->dead++;

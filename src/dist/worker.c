@@ -529,15 +529,7 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
     /* one workers' group per topic prefix by default */
     snprintf(w.group, sizeof w.group, "%s", o->group ? o->group : "");
     if (!w.group[0]) snprintf(w.group, sizeof w.group, "%sworkers", prefix);
-    if (o->worker_id && *o->worker_id) {
-        snprintf(w.id, sizeof w.id, "%s", o->worker_id);
-    } else if (o->instance_id && *o->instance_id) {
-        snprintf(w.id, sizeof w.id, "%s", o->instance_id);
-    } else {
-        char host[64] = "host";
-        gethostname(host, sizeof host - 1);
-        snprintf(w.id, sizeof w.id, "%s:%d", host, (int)getpid());
-    }
+    lt_kafka_member_name(o->worker_id, o->instance_id, w.id, sizeof w.id);
     /* A stable transactional id (from the instance id) lets a restarted
      * worker fence its predecessor and abort what it left open at once; a
      * dynamic one's open transaction ends at transaction.timeout.ms. */

@@ -1,11 +1,13 @@
 /* What every kafka client shares: its librdkafka configuration (defaults,
  * then the user's properties), its log and error callbacks, and the mapping
- * from librdkafka errors to looptune status codes. */
+ * from librdkafka errors to looptune status codes, and the name a group
+ * member goes by. */
 #include "kafka_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
+#include <unistd.h>
 
 int lt__kafka_conf_new(rd_kafka_conf_t **out, const lt_kafka_conn *conn,
                        const char *const *defaults) {
@@ -182,4 +184,16 @@ void lt__kafka_record_of(const rd_kafka_message_t *m, lt_record *rec) {
     rec->key_len = m->key_len;
     rec->value = m->payload;
     rec->len = m->len;
+}
+
+void lt_kafka_member_name(const char *explicit_id, const char *instance_id, char *out, size_t n) {
+    if (explicit_id && *explicit_id) {
+        snprintf(out, n, "%s", explicit_id);
+    } else if (instance_id && *instance_id) {
+        snprintf(out, n, "%s", instance_id);
+    } else {
+        char host[64] = "host";
+        gethostname(host, sizeof host - 1);
+        snprintf(out, n, "%s:%d", host, (int)getpid());
+    }
 }

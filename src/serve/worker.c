@@ -682,15 +682,7 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
              lt_kafka_topic_suffix(LT_TOPIC_COMPLETIONS));
     snprintf(w.group, sizeof w.group, "%s", o->group ? o->group : "");
     if (!w.group[0]) snprintf(w.group, sizeof w.group, "%sserve", prefix);
-    if (o->worker_id && *o->worker_id) {
-        snprintf(w.id, sizeof w.id, "%s", o->worker_id);
-    } else if (o->instance_id && *o->instance_id) {
-        snprintf(w.id, sizeof w.id, "%s", o->instance_id);
-    } else {
-        char host[64] = "host";
-        gethostname(host, sizeof host - 1);
-        snprintf(w.id, sizeof w.id, "%s:%d", host, (int)getpid());
-    }
+    lt_kafka_member_name(o->worker_id, o->instance_id, w.id, sizeof w.id);
     int rc = setup(&w);
     if (!rc)
         lt_log(LT_LOG_INFO, "serve %s: group %s on %s -> %s, %zu models, %lld slots each, %s",
