@@ -439,6 +439,10 @@ void lt_dist_tune_release(void);
  * encodes the Config envelope found into *data (malloc'd). */
 int lt_dist_tune_run(const lt_dist_task_in *in, uint8_t **data, size_t *len);
 
+/* The hpo kind (kind_hpo.c): one trial of a `looptune hpo --brokers` study,
+ * its Task.spec and its answer JSON (see docs/hpo.md). */
+int lt_dist_hpo_run(const lt_dist_task_in *in, uint8_t **data, size_t *len);
+
 typedef struct {
     lt_submit_opts job;         /* conn, prefix, partitions, max_attempts, timeouts,
                                    progress, job_id, resume, window (block, chunk and

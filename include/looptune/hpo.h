@@ -154,6 +154,9 @@ void lt_hpo_study_free(lt_hpo_study *st);
  * The trial is running until told. Proposals never repeat a running
  * trial's point while the space has others. */
 int lt_hpo_study_ask(lt_hpo_study *st, int *trial, double *values);
+/* A running trial of the given configuration (values[size], in the space),
+ * proposed elsewhere: a study rebuilt from its record (a resumed study). */
+int lt_hpo_study_add(lt_hpo_study *st, const double *values, int *trial);
 /* An intermediate value of a running trial at step (steps increase).
  * *prune says whether the pruner stops it; the caller then tells
  * LT_HPO_PRUNED. */

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,8 @@ int lt_hpo_proc_start(lt_hpo_proc *p, char *const *argv, int argc, const lt_hpo_
     }
     if (pid == 0) { /* the child: its own group, stdout into the pipe */
         setpgid(0, 0);
+        /* dies with the process that runs the study (a worker killed mid-trial) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(fds[1], STDOUT_FILENO);
         close(fds[0]);
         close(fds[1]);

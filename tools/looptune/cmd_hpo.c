@@ -48,6 +48,14 @@ static const char *const hpo_help =
     "  --seed S               the sampler's seed (default 1)\n"
     "  --trial-timeout SEC    kill a trial's processes after SEC seconds (default: none)\n"
     "  --best-out FILE        also write the best trial's JSON to FILE\n"
+    "  --brokers B            run the trials on `looptune worker`s over Kafka (tasks of\n"
+    "                         kind hpo), at most --parallel in flight, the study kept in\n"
+    "                         the compacted topic <prefix>trials under --study: running\n"
+    "                         the same --study again continues it\n"
+    "  --topic-prefix P       the topics' prefix (default looptune.)\n"
+    "  --resume               with --brokers: continue --study, which must be on the topic\n"
+    "  --watch STUDY          with --brokers: follow STUDY, a line per finished trial\n"
+    "  --watch-timeout SEC    stop watching after SEC seconds (default: when it is done)\n"
     "  -q, --quiet            no per-trial lines, the summary alone\n"
     "  -h, --help             this help\n";
 
@@ -259,7 +267,7 @@ int lt_cmd_hpo(int argc, char **argv) {
     lt_hpo_study_opts_default(&o);
     o.sampler = LT_HPO_SAMPLER_GP;
     enum { O_SPACE = 256, O_OBJ, O_SAMPLER, O_BUDGET, O_PAR, O_PRUNER, O_STUDY, O_DIR, O_SEED,
-           O_BEST, O_TIMEOUT, O_MINRES, O_ETA, O_DATA };
+           O_BEST, O_TIMEOUT, O_MINRES, O_ETA, O_DATA, O_RESUME, O_WATCH, O_WATCH_TIMEOUT };
     static const struct option opts[] = {
         {"space", required_argument, 0, O_SPACE},     {"objective", required_argument, 0, O_OBJ},
         {"sampler", required_argument, 0, O_SAMPLER}, {"budget", required_argument, 0, O_BUDGET},
@@ -270,13 +278,33 @@ int lt_cmd_hpo(int argc, char **argv) {
         {"min-resource", required_argument, 0, O_MINRES},
         {"eta", required_argument, 0, O_ETA},         {"quiet", no_argument, 0, 'q'},
         {"data", required_argument, 0, O_DATA},
+        {"resume", no_argument, 0, O_RESUME},         {"watch", required_argument, 0, O_WATCH},
+        {"watch-timeout", required_argument, 0, O_WATCH_TIMEOUT},
+        LT_CLI_KAFKA_OPTIONS,
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+    lt_cli_kafka kafka;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
+    bool resume = false;
+    const char *watch = NULL;
+    float watch_timeout = 0;
     opterr = 0;
     optind = 1;
     int c;
     /* '+': options stop at the first non-option, so CMD's own flags stay CMD's */
-    while ((c = getopt_long(argc, argv, "+:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:qh" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int kr = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (kr == LT_CLI_OPT_ERROR) {
+            lt_cli_kafka_free(&kafka);
+            return 1;
+        }
+        if (kr == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
+        case O_RESUME: resume = true; break;
+        case O_WATCH: watch = optarg; break;
+        case O_WATCH_TIMEOUT:
+            if (!lt_cli_parse_f32(optarg, 1e-3f, 1e7f, &watch_timeout))
+                return lt_cli_fail(cmd, "bad --watch-timeout '%s': expected seconds > 0", optarg);
+            break;
         case O_SPACE: space_path = optarg; break;
         case O_OBJ: objective = optarg; break;
         case O_SAMPLER:
@@ -330,6 +358,18 @@ int lt_cmd_hpo(int argc, char **argv) {
     }
     char **child = argv + optind;
     int n_child = argc - optind;
+    const bool dist = lt_cli_kafka_given(&kafka);
+    if ((resume || watch) && !lt_cli_kafka_has_brokers(&kafka))
+        return lt_cli_fail(cmd, "--resume and --watch need --brokers");
+    if (dist && lt_cli_kafka_check(cmd, &kafka)) return 1;
+    if (watch) {
+        if (space_path || objective || n_child > 0 || resume)
+            return lt_cli_fail(cmd, "--watch STUDY takes no study of its own to run");
+        int wrc = lt_cli_hpo_watch(cmd, &kafka, watch, watch_timeout);
+        lt_cli_kafka_free(&kafka);
+        return wrc;
+    }
+    if (resume && !study) return lt_cli_fail(cmd, "--resume needs --study NAME");
     if (optind > 0 && optind <= argc && strcmp(argv[optind - 1], "--") != 0 && n_child > 0)
         return lt_cli_fail(cmd,
                            "unexpected argument '%s': put the command after -- (see looptune "
@@ -350,6 +390,13 @@ int lt_cmd_hpo(int argc, char **argv) {
     if (obj && o.pruner != LT_HPO_PRUNER_NONE)
         return lt_cli_fail(cmd, "--pruner needs intermediate values, which %s does not report",
                            obj->name);
+    if (dist && mlp)
+        return lt_cli_fail(cmd, "--objective mlp-digits does not run on workers yet: a command "
+                                "or branin, hartmann6 over --brokers");
+    if (dist && o.pruner != LT_HPO_PRUNER_NONE)
+        return lt_cli_fail(cmd, "--pruner is not applied over --brokers yet (the workers report "
+                                "intermediate values with the final one)");
+    if (dist && !lt_cli_kafka_has_brokers(&kafka)) return lt_cli_fail(cmd, "no --brokers");
     o.seed = (uint64_t)seed;
     o.min_resource = min_resource;
     o.eta = (int)eta;
@@ -422,7 +469,32 @@ int lt_cmd_hpo(int argc, char **argv) {
                 lt_hpo_sampler_name(o.sampler), lt_hpo_pruner_name(o.pruner),
                 o.maximize ? "maximize" : "minimize", (long long)budget,
                 (long long)parallel);
-    if (mlp || obj)
+    char *space_text = NULL;
+    if (dist && space_path) {
+        FILE *f = fopen(space_path, "rb");
+        long n = -1;
+        if (f && fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+        if (f && n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (space_text = malloc((size_t)n + 1))) {
+            if (fread(space_text, 1, (size_t)n, f) != (size_t)n) {
+                free(space_text);
+                space_text = NULL;
+            } else {
+                space_text[n] = 0;
+            }
+        }
+        if (f) fclose(f);
+        if (!space_text) rc = lt_cli_fail(cmd, "cannot read %s: %s", space_path, strerror(errno));
+    }
+    if (rc) {
+    } else if (dist) {
+        lt_cli_hpo_dist d = {.kafka = &kafka, .resume = resume,
+                             .space_text = space_text ? space_text : obj->space_json,
+                             .objective = obj ? obj->name : NULL, .argv = child, .argc = n_child,
+                             .timeout_s = timeout, .sampler = lt_hpo_sampler_name(o.sampler),
+                             .seed = o.seed, .maximize = o.maximize, .budget = (int)budget,
+                             .parallel = (int)parallel};
+        rc = lt_cli_hpo_run_dist(&r, &d);
+    } else if (mlp || obj)
         rc = lt_cli_hpo_run_inproc(&r, obj, &digits, (int)budget, (int)parallel, (uint64_t)seed,
                                    mlp ? &test_acc : NULL);
     else rc = run_command(&r, child, n_child, (int)budget, (int)parallel, timeout);
@@ -462,6 +534,8 @@ int lt_cmd_hpo(int argc, char **argv) {
         }
     }
     free(test_acc);
+    free(space_text);
+    lt_cli_kafka_free(&kafka);
     lt_hpo_digits_free(&digits);
     lt_hpo_study_free(st);
     lt_hpo_space_free(space);

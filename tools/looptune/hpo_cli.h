@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 
+#include "cli.h"
 #include "looptune/hpo.h"
 
 /* One study being run. */
@@ -30,5 +31,28 @@ bool lt_cli_hpo_stopping(void);
  * under one lock. Returns 0, or 1 after printing an error. */
 int lt_cli_hpo_run_inproc(lt_cli_hpo_run *r, const lt_hpo_objective *obj, const lt_hpo_digits *d,
                           int budget, int parallel, uint64_t seed, double **test_acc);
+
+/* A study over Kafka (hpo_dist.c): each trial a task of kind hpo for
+ * `looptune worker`, the study kept in <prefix>trials (see docs/hpo.md). */
+typedef struct {
+    const lt_cli_kafka *kafka;
+    bool resume;               /* the study must be on the topic already */
+    const char *space_text;    /* the space's JSON, as the workers parse it */
+    const char *objective;     /* a built-in objective, or NULL: */
+    char **argv;               /* the command */
+    int argc;
+    double timeout_s;          /* a trial's --trial-timeout (0: none) */
+    const char *sampler;
+    uint64_t seed;
+    bool maximize;
+    int budget, parallel;      /* trials in all; in flight at most */
+} lt_cli_hpo_dist;
+
+/* Runs (or resumes) the study r over Kafka. Returns 0, or 1 after printing
+ * an error. */
+int lt_cli_hpo_run_dist(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d);
+/* Follows study on <prefix>trials: a line per finished trial with the best
+ * so far, until the study is done (or timeout_s, if > 0, passed). */
+int lt_cli_hpo_watch(const char *cmd, const lt_cli_kafka *k, const char *study, double timeout_s);
 
 #endif

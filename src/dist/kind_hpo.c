@@ -1,0 +1,155 @@
+/* The hpo kind: one trial of a study that `looptune hpo --brokers` drives,
+ * run on this worker. Its Task.spec is JSON:
+ *   {"study": S, "trial": T, "space": "<the space's JSON text>",
+ *    "values": [v, ...],              the trial's configuration
+ *    "objective": "branin" | "hartmann6"   or   "command": [argv...],
+ *    "timeout": seconds (0: none)}
+ * and its answer (Result.data) JSON too:
+ *   {"state": "complete" | "failed", "value": V, "steps": [[step, value], ...],
+ *    "reason": "..."}
+ * A trial that fails (its command exits non-zero, is killed, prints no
+ * metric, times out) is an OK result of state failed: the task is not tried
+ * again, so a command is never run twice for one answer. The result's
+ * FAILED status is kept for tasks that cannot run at all (a spec that does
+ * not parse). */
+#include "looptune/dist.h"
+#include "looptune/hpo.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+typedef struct {
+    json_t *steps;
+} steps_ctx;
+
+static int on_step(void *arg, int64_t step, double value) {
+    steps_ctx *c = arg;
+    if (isfinite(value)) json_array_append_new(c->steps, json_pack("[Id]", (json_int_t)step, value));
+    return 0;
+}
+
+/* Runs argv for the trial; fills *state, *value and why. */
+static void run_command(char **argv, int argc, const lt_hpo_space *s, const double *values,
+                        int trial, double timeout_s, json_t *steps, bool *ok, double *value,
+                        char *why, size_t n_why) {
+    lt_hpo_proc p;
+    *ok = false;
+    if (lt_hpo_proc_start(&p, argv, argc, s, values, trial)) {
+        snprintf(why, n_why, "%s", lt_errmsg());
+        return;
+    }
+    steps_ctx ctx = {steps};
+    double t0 = lt_now_s();
+    bool timed_out = false;
+    for (;;) {
+        if (p.fd >= 0) {
+            struct pollfd pfd = {.fd = p.fd, .events = POLLIN};
+            poll(&pfd, 1, 50);
+            lt_hpo_proc_read(&p, on_step, &ctx);
+        } else {
+            poll(NULL, 0, 20);
+        }
+        if (!timed_out && timeout_s > 0 && lt_now_s() - t0 > timeout_s) {
+            timed_out = true;
+            lt_hpo_proc_kill(&p);
+        }
+        if (lt_hpo_proc_reap(&p)) break;
+    }
+    for (int k = 0; k < 4096 && p.fd >= 0; k++) lt_hpo_proc_read(&p, on_step, &ctx);
+    int ws = p.wstatus;
+    if (timed_out) snprintf(why, n_why, "timed out (--trial-timeout)");
+    else if (WIFSIGNALED(ws))
+        snprintf(why, n_why, "killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+    else if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0)
+        snprintf(why, n_why, "exit status %d", WEXITSTATUS(ws));
+    else if (!p.has_value) snprintf(why, n_why, "no metric (no 'value=V' line on stdout)");
+    else {
+        *ok = true;
+        *value = p.value;
+    }
+    lt_hpo_proc_close(&p);
+}
+
+int lt_dist_hpo_run(const lt_dist_task_in *in, uint8_t **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    const Looptune__Task *t = in->task;
+    json_error_t err;
+    json_t *spec = json_loadb((const char *)t->spec.data, t->spec.len, 0, &err);
+    if (!spec) return lt_error(LT_EFORMAT, "hpo task: its spec is no JSON: %s", err.text);
+    const char *space_text = json_string_value(json_object_get(spec, "space"));
+    json_t *jv = json_object_get(spec, "values");
+    const char *objective = json_string_value(json_object_get(spec, "objective"));
+    json_t *cmd = json_object_get(spec, "command");
+    double timeout_s = json_number_value(json_object_get(spec, "timeout"));
+    int trial = (int)json_integer_value(json_object_get(spec, "trial"));
+    lt_hpo_space *s = NULL;
+    double *values = NULL;
+    char **argv = NULL;
+    int rc = LT_OK;
+    if (!space_text || !json_is_array(jv) || (!objective && !json_is_array(cmd)))
+        rc = lt_error(LT_EFORMAT, "hpo task: space, values and an objective or command expected");
+    if (!rc && (rc = lt_hpo_space_parse(space_text, "the task's space", &s)))
+        rc = lt_error(rc, "hpo task: %s", lt_errmsg());
+    const int size = s ? lt_hpo_space_size(s) : 0;
+    if (!rc && (int)json_array_size(jv) != size)
+        rc = lt_error(LT_EFORMAT, "hpo task: %zu values for a space of %d parameters",
+                      json_array_size(jv), size);
+    if (!rc && !(values = malloc((size_t)(size ? size : 1) * sizeof *values)))
+        rc = lt_error(LT_ENOMEM, "hpo task: out of memory");
+    for (int i = 0; !rc && i < size; i++) values[i] = json_number_value(json_array_get(jv, i));
+    if (!rc && !lt_hpo_space_valid(s, values))
+        rc = lt_error(LT_EFORMAT, "hpo task: the configuration is not in the space");
+    const lt_hpo_objective *obj = objective ? lt_hpo_objective_find(objective) : NULL;
+    if (!rc && objective && !obj)
+        rc = lt_error(LT_EUNSUPPORTED, "hpo task: objective '%s' is not one this worker runs (%s)",
+                      objective, lt_hpo_objective_names());
+    int argc = cmd ? (int)json_array_size(cmd) : 0;
+    if (!rc && !obj) {
+        argv = calloc((size_t)argc + 1, sizeof *argv);
+        if (!argv || argc < 1) rc = lt_error(LT_EFORMAT, "hpo task: an empty command");
+        for (int i = 0; !rc && i < argc; i++)
+            if (!(argv[i] = (char *)json_string_value(json_array_get(cmd, i))))
+                rc = lt_error(LT_EFORMAT, "hpo task: command argument %d is no string", i);
+        if (!rc && (rc = lt_hpo_command_check(argv, argc, s)))
+            rc = lt_error(rc, "hpo task: %s", lt_errmsg());
+    }
+    if (!rc) {
+        json_t *steps = json_array();
+        bool ok = false;
+        double value = 0;
+        char why[256] = "";
+        double t0 = lt_now_s();
+        if (obj) {
+            value = obj->eval(s, values);
+            ok = isfinite(value);
+            if (!ok) snprintf(why, sizeof why, "the objective is not finite");
+        } else {
+            run_command(argv, argc, s, values, trial, timeout_s, steps, &ok, &value, why,
+                        sizeof why);
+        }
+        json_t *ans = json_pack("{s:s, s:f, s:o, s:s}", "state", ok ? "complete" : "failed",
+                                "value", ok ? value : 0.0, "steps", steps, "reason", why);
+        char *text = ans ? json_dumps(ans, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        json_decref(ans);
+        if (!text) {
+            rc = lt_error(LT_ENOMEM, "hpo task: out of memory");
+        } else {
+            *data = (uint8_t *)text;
+            *len = strlen(text);
+            lt_log(LT_LOG_INFO, "hpo %s/%d: %s %.6g%s%s in %.2f s", t->job_id, trial,
+                   ok ? "complete" : "failed", value, why[0] ? ": " : "", why, lt_now_s() - t0);
+        }
+    }
+    free(argv);
+    free(values);
+    lt_hpo_space_free(s);
+    json_decref(spec);
+    return rc;
+}
