@@ -48,6 +48,8 @@ static const char *const hpo_help =
     "  --seed S               the sampler's seed (default 1)\n"
     "  --trial-timeout SEC    kill a trial's processes after SEC seconds (default: none)\n"
     "  --best-out FILE        also write the best trial's JSON to FILE\n"
+    "  --plot FILE.svg        write the study as SVG: the best so far against trials and\n"
+    "                         the metric against each parameter\n"
     "  --brokers B            run the trials on `looptune worker`s over Kafka (tasks of\n"
     "                         kind hpo), at most --parallel in flight, the study kept in\n"
     "                         the compacted topic <prefix>trials under --study: running\n"
@@ -267,7 +269,7 @@ int lt_cmd_hpo(int argc, char **argv) {
     lt_hpo_study_opts_default(&o);
     o.sampler = LT_HPO_SAMPLER_GP;
     enum { O_SPACE = 256, O_OBJ, O_SAMPLER, O_BUDGET, O_PAR, O_PRUNER, O_STUDY, O_DIR, O_SEED,
-           O_BEST, O_TIMEOUT, O_MINRES, O_ETA, O_DATA, O_RESUME, O_WATCH, O_WATCH_TIMEOUT };
+           O_BEST, O_TIMEOUT, O_MINRES, O_ETA, O_DATA, O_RESUME, O_WATCH, O_WATCH_TIMEOUT, O_PLOT };
     static const struct option opts[] = {
         {"space", required_argument, 0, O_SPACE},     {"objective", required_argument, 0, O_OBJ},
         {"sampler", required_argument, 0, O_SAMPLER}, {"budget", required_argument, 0, O_BUDGET},
@@ -278,6 +280,7 @@ int lt_cmd_hpo(int argc, char **argv) {
         {"min-resource", required_argument, 0, O_MINRES},
         {"eta", required_argument, 0, O_ETA},         {"quiet", no_argument, 0, 'q'},
         {"data", required_argument, 0, O_DATA},
+        {"plot", required_argument, 0, O_PLOT},
         {"resume", no_argument, 0, O_RESUME},         {"watch", required_argument, 0, O_WATCH},
         {"watch-timeout", required_argument, 0, O_WATCH_TIMEOUT},
         LT_CLI_KAFKA_OPTIONS,
@@ -285,7 +288,7 @@ int lt_cmd_hpo(int argc, char **argv) {
     lt_cli_kafka kafka;
     if (lt_cli_kafka_init(cmd, &kafka)) return 1;
     bool resume = false;
-    const char *watch = NULL;
+    const char *watch = NULL, *plot = NULL;
     float watch_timeout = 0;
     opterr = 0;
     optind = 1;
@@ -300,6 +303,7 @@ int lt_cmd_hpo(int argc, char **argv) {
         if (kr == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
         case O_RESUME: resume = true; break;
+        case O_PLOT: plot = optarg; break;
         case O_WATCH: watch = optarg; break;
         case O_WATCH_TIMEOUT:
             if (!lt_cli_parse_f32(optarg, 1e-3f, 1e7f, &watch_timeout))
@@ -509,6 +513,7 @@ int lt_cmd_hpo(int argc, char **argv) {
             "%s: %d trials (%d complete, %d pruned, %d failed) in %.1f s; proposals %.3f s "
             "(longest %.3f s)\n",
             name, n.total, n.complete, n.pruned, n.failed, lt_now_s() - r.t0, ask_total, ask_max);
+    if (plot && n.total > 0 && lt_cli_hpo_plot(&r, plot, o.maximize)) rc = 1;
     if (!rc && stop_signal) rc = lt_cli_fail(cmd, "interrupted by signal %d", (int)stop_signal);
     if (!rc && best < 0) rc = lt_cli_fail(cmd, "no trial completed (see the failures above)");
     if (!rc) {

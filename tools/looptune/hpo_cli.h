@@ -32,6 +32,11 @@ bool lt_cli_hpo_stopping(void);
 int lt_cli_hpo_run_inproc(lt_cli_hpo_run *r, const lt_hpo_objective *obj, const lt_hpo_digits *d,
                           int budget, int parallel, uint64_t seed, double **test_acc);
 
+/* Writes the study as SVG to path (hpo_plot.c): best so far against trials,
+ * each parameter against the metric. Returns 0, or 1 after printing an
+ * error. */
+int lt_cli_hpo_plot(const lt_cli_hpo_run *r, const char *path, bool maximize);
+
 /* A study over Kafka (hpo_dist.c): each trial a task of kind hpo for
  * `looptune worker`, the study kept in <prefix>trials (see docs/hpo.md). */
 typedef struct {
