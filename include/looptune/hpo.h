@@ -185,9 +185,10 @@ void lt_hpo_study_ask_time(const lt_hpo_study *st, double *total_s, double *max_
 /* ---- external-command objectives (src/hpo/command.c) --------------------------- */
 
 /* A trial's command: argv with every {NAME} replaced by parameter NAME's
- * value (lt_hpo_value_format; "" when the parameter is not active), run in
- * a process group of its own with stdout read by the study and stderr
- * inherited, and LT_HPO_TRIAL (the trial id) and LT_HPO_PARAMS (the
+ * value (lt_hpo_value_format; "" when the parameter is not active), "{{"
+ * and "}}" by a literal "{" and "}" (a '{' with no '}' after it stands for
+ * itself), run in a process group of its own with stdout read by the study
+ * and stderr inherited, and LT_HPO_TRIAL (the trial id) and LT_HPO_PARAMS (the
  * configuration as JSON) in its environment. Its stdout speaks in lines:
  * "step=N value=V" an intermediate value, "value=V" the metric (the last
  * such line counts); other lines are ignored. */
