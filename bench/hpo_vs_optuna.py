@@ -159,6 +159,43 @@ def mlp(lt, seeds):
     return rows
 
 
+def mlp_eval(lt, params, d):
+    """The C mlp-digits objective at one configuration, through the looptune CLI: a space
+    that pins every parameter (floats in a range of width 1e-9 above the value; hidden and
+    layers are read as integers by truncation), one trial. Returns the validation accuracy."""
+    pinned = {}
+    for k, v in params.items():
+        if isinstance(v, str):
+            pinned[k] = {"type": "categorical", "choices": [v]}
+        else:
+            pinned[k] = {"type": "float", "low": float(v), "high": float(v) + 1e-9}
+    space = os.path.join(d, "pinned.json")
+    with open(space, "w") as f:
+        json.dump(pinned, f)
+    p = subprocess.run([lt, "hpo", "--objective", "mlp-digits", "--space", space, "--budget",
+                        "1", "-q"], capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        sys.exit(f"mlp-digits at {params}: {p.stderr[-500:]}")
+    return json.loads(p.stdout)["value"]
+
+
+def optuna_mlp(optuna, lt, seed, budget=50):
+    """Optuna's TPE over mlp-digits' space, each trial the C objective (mlp_eval)."""
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed),
+                                direction="maximize")
+    with tempfile.TemporaryDirectory() as d:
+        def obj(trial):
+            return mlp_eval(lt, {
+                "lr": trial.suggest_float("lr", 1e-4, 0.3, log=True),
+                "hidden": trial.suggest_int("hidden", 16, 128, log=True),
+                "layers": trial.suggest_int("layers", 1, 3),
+                "dropout": trial.suggest_float("dropout", 0.0, 0.5),
+                "opt": trial.suggest_categorical("opt", ["sgd", "momentum", "adam"]),
+                "activation": trial.suggest_categorical("activation", ["relu", "tanh"])}, d)
+        study.optimize(obj, n_trials=budget)
+    return 1 - study.best_value, study.best_params
+
+
 def mlp_default(lt):
     """The default configuration's validation error: the mlp-digits objective of a space
     of one parameter, opt, with one choice, adam (the default): the others keep their
@@ -187,6 +224,7 @@ def main():
     ap.add_argument("--mlp-seeds", type=int, default=3)
     ap.add_argument("--out", default=None)
     ap.add_argument("--skip-mlp", action="store_true")
+    ap.add_argument("--only-mlp", action="store_true")
     a = ap.parse_args()
     lt = os.path.abspath(a.looptune)
     optuna = setup_optuna()
@@ -198,7 +236,7 @@ def main():
         print("Optuna's GPSampler needs torch, not installed: left out", file=sys.stderr)
     seeds = list(range(1, a.seeds + 1))
     results = {"seeds": a.seeds, "problems": {}}
-    for name, prob in PROBLEMS.items():
+    for name, prob in ({} if a.only_mlp else PROBLEMS).items():
         check_same_objective(lt, name)
         methods = {}
         for s in ("gp", "tpe", "random"):
@@ -227,16 +265,20 @@ def main():
     if not a.skip_mlp:
         derr, why = mlp_default(lt)
         rows = mlp(lt, list(range(1, a.mlp_seeds + 1)))
+        for k in range(1, a.mlp_seeds + 1):
+            err, params = optuna_mlp(optuna, lt, k)
+            rows.append(dict(sampler="optuna tpe", seed=k, val_error=err, params=params))
+            print(f"mlp-digits: optuna tpe seed {k} done", file=sys.stderr, flush=True)
         w1, w2 = mlp_wall(lt, 1), mlp_wall(lt, 2)
         results["mlp"] = dict(default_val_error=derr, default_why=why, rows=rows,
                               wall_1=w1, wall_2=w2)
         print(f"\nmlp-digits: 50 trials, {a.mlp_seeds} seeds; validation error of the best")
         print("| sampler | q1 | median | q3 | default config |")
         print("|---|---|---|---|---|")
-        for s in ("gp", "tpe"):
+        for s in ("gp", "tpe", "optuna tpe"):
             e = quart([r["val_error"] for r in rows if r["sampler"] == s])
             d = f"{derr:.4f}" if derr is not None else f"n/a ({why})"
-            print(f"| looptune {s} | {e[0]:.4f} | {e[1]:.4f} | {e[2]:.4f} | {d} |")
+            print(f"| {s if s.startswith('optuna') else 'looptune ' + s} | {e[0]:.4f} | {e[1]:.4f} | {e[2]:.4f} | {d} |")
         print(f"\nmlp-digits wall time of 50 TPE trials: --parallel 1 {w1:.1f} s, "
               f"--parallel 2 {w2:.1f} s ({w1 / w2:.2f}x)")
     if a.out:

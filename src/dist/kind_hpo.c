@@ -4,6 +4,10 @@
  *    "values": [v, ...],              the trial's configuration
  *    "objective": "branin" | "hartmann6"   or   "command": [argv...],
  *    "timeout": seconds (0: none)}
+ * or "objective": "mlp-digits" with "data" (the digits file, at that path
+ * on the worker) and "seed" (the study's: the trial trains from seed
+ * seed * 1000003 + trial, as in one process); its steps are the epochs'
+ * validation accuracies, and the answer has its "test" accuracy too.
  * and its answer (Result.data) JSON too:
  *   {"state": "complete" | "failed", "value": V, "steps": [[step, value], ...],
  *    "reason": "..."}
@@ -18,6 +22,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +37,43 @@ static int on_step(void *arg, int64_t step, double value) {
     steps_ctx *c = arg;
     if (isfinite(value)) json_array_append_new(c->steps, json_pack("[Id]", (json_int_t)step, value));
     return 0;
+}
+
+/* The last digits file loaded, kept for the next trial. */
+static struct {
+    pthread_mutex_t mu;
+    char path[1024];
+    lt_hpo_digits d;
+} g_digits = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int on_epoch(void *arg, int64_t epoch, double acc) { return on_step(arg, epoch, acc); }
+
+/* Trains the trial's MLP; fills ok, value (validation accuracy), test and why. */
+static void run_mlp(const char *data, uint64_t seed, int trial, const lt_hpo_space *s,
+                    const double *values, json_t *steps, bool *ok, double *value, double *test,
+                    char *why, size_t n_why) {
+    *ok = false;
+    lt_mlp_config c;
+    lt_mlp_config_default(&c);
+    c.seed = seed * 1000003u + (uint64_t)trial;
+    if (lt_mlp_config_from(s, values, &c)) {
+        snprintf(why, n_why, "%s", lt_errmsg());
+        return;
+    }
+    pthread_mutex_lock(&g_digits.mu);
+    int rc = LT_OK;
+    if (strcmp(g_digits.path, data)) {
+        lt_hpo_digits_free(&g_digits.d);
+        memset(&g_digits.d, 0, sizeof g_digits.d);
+        g_digits.path[0] = 0;
+        rc = lt_hpo_digits_load(data, &g_digits.d);
+        if (!rc) snprintf(g_digits.path, sizeof g_digits.path, "%s", data);
+    }
+    steps_ctx ctx = {steps};
+    if (!rc) rc = lt_mlp_train(&g_digits.d, &c, on_epoch, &ctx, value, test);
+    pthread_mutex_unlock(&g_digits.mu);
+    if (rc) snprintf(why, n_why, "%s", lt_errmsg());
+    else *ok = true;
 }
 
 /* Runs argv for the trial; fills *state, *value and why. */
@@ -106,12 +148,15 @@ int lt_dist_hpo_run(const lt_dist_task_in *in, uint8_t **data, size_t *len) {
     for (int i = 0; !rc && i < size; i++) values[i] = json_number_value(json_array_get(jv, i));
     if (!rc && !lt_hpo_space_valid(s, values))
         rc = lt_error(LT_EFORMAT, "hpo task: the configuration is not in the space");
-    const lt_hpo_objective *obj = objective ? lt_hpo_objective_find(objective) : NULL;
-    if (!rc && objective && !obj)
+    const bool mlp = objective && !strcmp(objective, "mlp-digits");
+    const char *digits = json_string_value(json_object_get(spec, "data"));
+    const lt_hpo_objective *obj = objective && !mlp ? lt_hpo_objective_find(objective) : NULL;
+    if (!rc && mlp && !digits) rc = lt_error(LT_EFORMAT, "hpo task: mlp-digits without its data");
+    if (!rc && objective && !mlp && !obj)
         rc = lt_error(LT_EUNSUPPORTED, "hpo task: objective '%s' is not one this worker runs (%s)",
                       objective, lt_hpo_objective_names());
     int argc = cmd ? (int)json_array_size(cmd) : 0;
-    if (!rc && !obj) {
+    if (!rc && !obj && !mlp) {
         argv = calloc((size_t)argc + 1, sizeof *argv);
         if (!argv || argc < 1) rc = lt_error(LT_EFORMAT, "hpo task: an empty command");
         for (int i = 0; !rc && i < argc; i++)
@@ -123,10 +168,13 @@ int lt_dist_hpo_run(const lt_dist_task_in *in, uint8_t **data, size_t *len) {
     if (!rc) {
         json_t *steps = json_array();
         bool ok = false;
-        double value = 0;
+        double value = 0, test = NAN;
         char why[256] = "";
         double t0 = lt_now_s();
-        if (obj) {
+        if (mlp) {
+            run_mlp(digits, (uint64_t)json_integer_value(json_object_get(spec, "seed")), trial, s,
+                    values, steps, &ok, &value, &test, why, sizeof why);
+        } else if (obj) {
             value = obj->eval(s, values);
             ok = isfinite(value);
             if (!ok) snprintf(why, sizeof why, "the objective is not finite");
@@ -136,6 +184,7 @@ int lt_dist_hpo_run(const lt_dist_task_in *in, uint8_t **data, size_t *len) {
         }
         json_t *ans = json_pack("{s:s, s:f, s:o, s:s}", "state", ok ? "complete" : "failed",
                                 "value", ok ? value : 0.0, "steps", steps, "reason", why);
+        if (ans && isfinite(test)) json_object_set_new(ans, "test", json_real(test));
         char *text = ans ? json_dumps(ans, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(ans);
         if (!text) {

@@ -19,7 +19,10 @@ value=(x-0.3)^2+(y+0.2)^2.
 3. The driver killed with SIGKILL mid-study and resumed with --resume: the
    study ends with exactly its budget of trials, each with one final record
    and one end line in the log (none lost, none run twice); the resumed
-   driver says so. --resume of a study not on the topic fails."""
+   driver says so. --resume of a study not on the topic fails.
+4. The built-in mlp-digits objective on the workers, one trial at a time:
+   the same best trial, value and configuration as the same study in one
+   process (the workers train from the seeds a process would)."""
 import json
 import os
 import signal
@@ -175,6 +178,17 @@ def main():
         p = subprocess.run(hpo(servers, prefix, "nosuch", log, script, space, "--resume"),
                            capture_output=True, text=True, timeout=120)
         h.check(p.returncode == 1 and "no study nosuch" in p.stderr, f"--resume: {p.stderr}")
+
+        # 4. mlp-digits on the workers against one process
+        args = ["hpo", "--objective", "mlp-digits", "--sampler", "tpe", "--budget", "3", "-q"]
+        p = subprocess.run([h.binary(), *args, "--brokers", servers, "--topic-prefix", prefix,
+                            "--study", "mlp"], capture_output=True, text=True, timeout=300)
+        h.check(p.returncode == 0, f"mlp-digits over Kafka: {p.stderr}")
+        q = subprocess.run([h.binary(), *args], capture_output=True, text=True, timeout=300)
+        h.check(q.returncode == 0, f"mlp-digits in one process: {q.stderr}")
+        h.check(json.loads(p.stdout) == json.loads(q.stdout),
+                f"mlp-digits: workers {p.stdout} against one process {q.stdout}")
+        h.say(f"4: mlp-digits on the workers: {p.stdout.strip()}, as in one process")
     finally:
         for w in workers:
             w.stop()

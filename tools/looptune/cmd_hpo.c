@@ -394,9 +394,6 @@ int lt_cmd_hpo(int argc, char **argv) {
     if (obj && o.pruner != LT_HPO_PRUNER_NONE)
         return lt_cli_fail(cmd, "--pruner needs intermediate values, which %s does not report",
                            obj->name);
-    if (dist && mlp)
-        return lt_cli_fail(cmd, "--objective mlp-digits does not run on workers yet: a command "
-                                "or branin, hartmann6 over --brokers");
     if (dist && o.pruner != LT_HPO_PRUNER_NONE)
         return lt_cli_fail(cmd, "--pruner is not applied over --brokers yet (the workers report "
                                 "intermediate values with the final one)");
@@ -473,7 +470,9 @@ int lt_cmd_hpo(int argc, char **argv) {
                 lt_hpo_sampler_name(o.sampler), lt_hpo_pruner_name(o.pruner),
                 o.maximize ? "maximize" : "minimize", (long long)budget,
                 (long long)parallel);
-    char *space_text = NULL;
+    char *space_text = NULL, data_abs[4096] = "";
+    if (dist && mlp && !realpath(data_path, data_abs))
+        rc = lt_cli_fail(cmd, "--data %s: %s", data_path, strerror(errno));
     if (dist && space_path) {
         FILE *f = fopen(space_path, "rb");
         long n = -1;
@@ -492,8 +491,11 @@ int lt_cmd_hpo(int argc, char **argv) {
     if (rc) {
     } else if (dist) {
         lt_cli_hpo_dist d = {.kafka = &kafka, .resume = resume,
-                             .space_text = space_text ? space_text : obj->space_json,
-                             .objective = obj ? obj->name : NULL, .argv = child, .argc = n_child,
+                             .space_text = space_text ? space_text
+                                           : mlp      ? lt_hpo_mlp_digits_space
+                                                      : obj->space_json,
+                             .objective = obj ? obj->name : mlp ? "mlp-digits" : NULL,
+                             .data = mlp ? data_abs : NULL, .argv = child, .argc = n_child,
                              .timeout_s = timeout, .sampler = lt_hpo_sampler_name(o.sampler),
                              .seed = o.seed, .maximize = o.maximize, .budget = (int)budget,
                              .parallel = (int)parallel};

@@ -44,6 +44,7 @@ typedef struct {
     bool resume;               /* the study must be on the topic already */
     const char *space_text;    /* the space's JSON, as the workers parse it */
     const char *objective;     /* a built-in objective, or NULL: */
+    const char *data;          /* mlp-digits: its data set's absolute path, else NULL */
     char **argv;               /* the command */
     int argc;
     double timeout_s;          /* a trial's --trial-timeout (0: none) */

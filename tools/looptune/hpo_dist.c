@@ -143,6 +143,10 @@ static int send_task(driver *dr, int t) {
     if (!spec) return lt_error(LT_ENOMEM, "out of memory");
     if (dr->d->objective) {
         json_object_set_new(spec, "objective", json_string(dr->d->objective));
+        if (dr->d->data) {
+            json_object_set_new(spec, "data", json_string(dr->d->data));
+            json_object_set_new(spec, "seed", json_integer((json_int_t)dr->d->seed));
+        }
     } else {
         json_t *cmd = json_array();
         for (int i = 0; i < dr->d->argc; i++) json_array_append_new(cmd, json_string(dr->d->argv[i]));
