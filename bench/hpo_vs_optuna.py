@@ -217,6 +217,48 @@ def mlp_wall(lt, parallel, seed=1):
     return time.time() - t0
 
 
+def mlp_workers(lt, n_workers, brokers=None, seed=1):
+    """Wall time of 50 mlp-digits TPE trials over Kafka on n_workers `looptune worker`s
+    (--parallel n_workers), the test broker started here when brokers is None."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run_dir = tempfile.mkdtemp(prefix="hpo-bench-broker-")
+    started = brokers is None
+    if started:
+        p = subprocess.run([os.path.join(root, "scripts", "kafka", "broker.sh"), "start", "--dir",
+                            run_dir], capture_output=True, text=True, timeout=900)
+        m = re.search(r"BOOTSTRAP=(\S+)", p.stdout + p.stderr)
+        if p.returncode != 0 or not m:
+            sys.exit(f"the test broker did not start: {p.stderr[-500:]}")
+        brokers = m.group(1)
+    prefix = f"hpobench{os.getpid()}-{n_workers}."
+    workers = [subprocess.Popen([lt, "worker", "--brokers", brokers, "--topic-prefix", prefix,
+                                 "--instance-id", f"bench-w{i}", "--kinds", "hpo"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for i in range(n_workers)]
+    try:
+        # the topics made and the group settled: a one-trial study first
+        warm = [lt, "hpo", "--objective", "branin", "--budget", "1", "-q", "--brokers", brokers,
+                "--topic-prefix", prefix, "--study", "warm"]
+        subprocess.run(warm, capture_output=True, timeout=300, check=True)
+        time.sleep(8)
+        t0 = time.time()
+        p = subprocess.run([lt, "hpo", "--objective", "mlp-digits", "--sampler", "tpe", "--seed",
+                            str(seed), "--budget", "50", "--parallel", str(n_workers), "-q",
+                            "--brokers", brokers, "--topic-prefix", prefix, "--study", "mlp"],
+                           capture_output=True, text=True, timeout=3600)
+        dt = time.time() - t0
+        if p.returncode != 0:
+            sys.exit(f"mlp-digits on {n_workers} workers: {p.stderr[-500:]}")
+        return dt, 1 - json.loads(p.stdout)["value"]
+    finally:
+        for w in workers:
+            w.terminate()
+            w.wait()
+        if started:
+            subprocess.run([os.path.join(root, "scripts", "kafka", "broker.sh"), "stop", "--dir",
+                            run_dir], capture_output=True, timeout=120)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--looptune", required=True)
@@ -225,6 +267,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--skip-mlp", action="store_true")
     ap.add_argument("--only-mlp", action="store_true")
+    ap.add_argument("--brokers", default=None,
+                    help="a Kafka broker for the workers' wall time (default: start the test one)")
     a = ap.parse_args()
     lt = os.path.abspath(a.looptune)
     optuna = setup_optuna()
@@ -270,8 +314,9 @@ def main():
             rows.append(dict(sampler="optuna tpe", seed=k, val_error=err, params=params))
             print(f"mlp-digits: optuna tpe seed {k} done", file=sys.stderr, flush=True)
         w1, w2 = mlp_wall(lt, 1), mlp_wall(lt, 2)
+        k1, k2 = mlp_workers(lt, 1, a.brokers), mlp_workers(lt, 2, a.brokers)
         results["mlp"] = dict(default_val_error=derr, default_why=why, rows=rows,
-                              wall_1=w1, wall_2=w2)
+                              wall_1=w1, wall_2=w2, workers_1=k1, workers_2=k2)
         print(f"\nmlp-digits: 50 trials, {a.mlp_seeds} seeds; validation error of the best")
         print("| sampler | q1 | median | q3 | default config |")
         print("|---|---|---|---|---|")
@@ -279,8 +324,13 @@ def main():
             e = quart([r["val_error"] for r in rows if r["sampler"] == s])
             d = f"{derr:.4f}" if derr is not None else f"n/a ({why})"
             print(f"| {s if s.startswith('optuna') else 'looptune ' + s} | {e[0]:.4f} | {e[1]:.4f} | {e[2]:.4f} | {d} |")
-        print(f"\nmlp-digits wall time of 50 TPE trials: --parallel 1 {w1:.1f} s, "
-              f"--parallel 2 {w2:.1f} s ({w1 / w2:.2f}x)")
+        print("\nmlp-digits: wall time of 50 TPE trials (seed 1)")
+        print("| where | 1 at a time | 2 at a time | ratio |")
+        print("|---|---|---|---|")
+        print(f"| threads of one process (--parallel) | {w1:.1f} s | {w2:.1f} s | {w1 / w2:.2f}x |")
+        print(f"| looptune workers over Kafka (1, 2 workers) | {k1[0]:.1f} s | {k2[0]:.1f} s | "
+              f"{k1[0] / k2[0]:.2f}x |")
+        print(f"(best validation error: workers {k1[1]:.4f} / {k2[1]:.4f})")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(results, f, indent=1)

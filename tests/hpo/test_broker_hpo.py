@@ -22,7 +22,11 @@ value=(x-0.3)^2+(y+0.2)^2.
    driver says so. --resume of a study not on the topic fails.
 4. The built-in mlp-digits objective on the workers, one trial at a time:
    the same best trial, value and configuration as the same study in one
-   process (the workers train from the seeds a process would)."""
+   process (the workers train from the seeds a process would).
+5. A trial whose worker is killed twice (SIGKILL while the trial runs, the
+   worker restarted each time, so the task is delivered again): run twice,
+   then failed at its third delivery with a reason naming its worker dying
+   twice; the study completes with the other trials."""
 import json
 import os
 import signal
@@ -189,6 +193,33 @@ def main():
         h.check(json.loads(p.stdout) == json.loads(q.stdout),
                 f"mlp-digits: workers {p.stdout} against one process {q.stdout}")
         h.say(f"4: mlp-digits on the workers: {p.stdout.strip()}, as in one process")
+
+        # 5. a trial whose worker dies twice
+        log = os.path.join(wdir, "five.log")
+        drv = subprocess.Popen(hpo(servers, prefix, "five", log, script, space, "--budget", "3",
+                                   sleep="4"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for kill in (1, 2):
+            deadline, victim = time.time() + 90, None
+            while time.time() < deadline and victim is None:
+                time.sleep(0.05)
+                with open(log) if os.path.exists(log) else open(os.devnull) as f:
+                    runs = [l.split() for l in f if l.startswith("start 1 ")]
+                if len(runs) == kill:
+                    # its heartbeat must have named the trial before the kill
+                    time.sleep(1.5)
+                    victim = next((w for w in workers if w.proc.pid == int(runs[-1][2])), None)
+            h.check(victim is not None, f"study five: trial 1's run {kill} was not seen")
+            victim.kill9()
+            victim.start()
+        out, err = drv.communicate(timeout=300)
+        h.check(drv.returncode == 0, f"study five: {err}")
+        latest, _ = trial_records(servers, prefix, "five")
+        h.check(sorted(latest) == [0, 1, 2], f"study five: trials {sorted(latest)}")
+        h.check(latest[1]["state"] == "failed" and "died twice" in latest[1]["reason"],
+                f"study five: trial 1 {latest[1]}\n{err}")
+        h.check(latest[0]["state"] == latest[2]["state"] == "complete", f"study five: {latest}")
+        h.say(f"5: trial 1 failed: {latest[1]['reason']}")
     finally:
         for w in workers:
             w.stop()

@@ -31,7 +31,16 @@
 #include "looptune/hpo.h"
 #include "looptune/kafka.h"
 
+#define MAX_RUNS 3 /* the runs of a trial told apart: the third is one too many */
+
 typedef struct {
+    char worker[96];
+    double start_s; /* the worker process's start, wall clock: its heartbeat's time - uptime */
+} run_seen;
+
+typedef struct {
+    int n_runs;      /* the worker runs that said (heartbeat: busy) they ran it */
+    run_seen runs[MAX_RUNS];
     bool seen;      /* a record of it on the topic (resume) */
     bool final;     /* complete or failed: applied */
     bool sent;      /* its task is on the tasks topic */
@@ -225,6 +234,44 @@ static int on_result(driver *dr, const Looptune__Result *res) {
     return rc;
 }
 
+/* A worker busy with one of the study's trials: a new run of it when the
+ * worker (or its process: another start) is not one seen running it. A
+ * trial whose worker died is delivered again to another (or the restarted
+ * one); at the third run the trial is failed with the workers' names, and
+ * whatever that run answers is dropped. */
+static int on_busy(driver *dr, const Looptune__Heartbeat *hb, uint64_t time_ns) {
+    const int t = (int)hb->task_index;
+    if (t >= lt_hpo_study_counts(dr->r->st).total || !hb->worker) return LT_OK;
+    dtrial *dt = trial_at(dr, t);
+    lt_hpo_state state;
+    lt_hpo_study_trial(dr->r->st, t, &state, NULL, NULL, NULL);
+    if (!dt || state != LT_HPO_RUNNING) return LT_OK;
+    const double start = (double)time_ns * 1e-9 - hb->uptime_s;
+    for (int i = 0; i < dt->n_runs; i++)
+        if (!strcmp(dt->runs[i].worker, hb->worker) && fabs(dt->runs[i].start_s - start) < 0.25)
+            return LT_OK;
+    run_seen *r = &dt->runs[dt->n_runs < MAX_RUNS ? dt->n_runs : MAX_RUNS - 1];
+    snprintf(r->worker, sizeof r->worker, "%s", hb->worker);
+    r->start_s = start;
+    if (dt->n_runs < MAX_RUNS) dt->n_runs++;
+    if (dt->n_runs < MAX_RUNS) {
+        if (dt->n_runs > 1)
+            fprintf(stderr, "%s: trial %d runs again, on %s (its worker died)\n", dr->r->name, t,
+                    hb->worker);
+        return LT_OK;
+    }
+    char why[400];
+    snprintf(why, sizeof why, "its worker died twice (%.96s, then %.96s): failed at its third delivery",
+             dt->runs[0].worker, dt->runs[1].worker);
+    lt_hpo_study_tell(dr->r->st, t, LT_HPO_FAILED, 0, why);
+    int rc = write_trial(dr, t, NULL, NULL);
+    dt->final = true;
+    dr->inflight--;
+    dr->applied++;
+    lt_cli_hpo_progress(dr->r, t, 0);
+    return rc;
+}
+
 static int on_result_record(driver *dr, const lt_record *rec) {
     Looptune__Envelope *env;
     if (!rec->value || lt_envelope_decode(rec->value, rec->len, &env)) return LT_OK;
@@ -232,6 +279,10 @@ static int on_result_record(driver *dr, const lt_record *rec) {
     if (env->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_RESULT && env->result->job_id &&
         !strcmp(env->result->job_id, dr->r->name))
         rc = on_result(dr, env->result);
+    else if (env->payload_case == LOOPTUNE__ENVELOPE__PAYLOAD_HEARTBEAT && env->heartbeat->state &&
+             !strcmp(env->heartbeat->state, "busy") && env->heartbeat->job_id &&
+             !strcmp(env->heartbeat->job_id, dr->r->name))
+        rc = on_busy(dr, env->heartbeat, env->time_ns);
     lt_envelope_free(env);
     return rc;
 }
