@@ -29,14 +29,41 @@
 #include <string.h>
 #include <sys/wait.h>
 
+/* A trial's intermediate values, and with a study that prunes, the steps
+ * topic: each value reported there as it comes (key STUDY/T/report), the
+ * driver's decision read back (key STUDY/T/prune). */
 typedef struct {
     json_t *steps;
+    lt_producer *rep;
+    lt_follower *ctl;
+    char key[300]; /* STUDY/T */
+    bool pruned;
 } steps_ctx;
+
+/* Whether the driver said to prune the trial (reads what has come). */
+static bool prune_asked(steps_ctx *c) {
+    if (!c->ctl || c->pruned) return c->pruned;
+    char want[320];
+    snprintf(want, sizeof want, "%s/prune", c->key);
+    lt_record rec;
+    while (lt_follower_poll(c->ctl, 0, &rec) == 1)
+        if (rec.key && rec.key_len == strlen(want) && !memcmp(rec.key, want, rec.key_len))
+            c->pruned = true;
+    return c->pruned;
+}
 
 static int on_step(void *arg, int64_t step, double value) {
     steps_ctx *c = arg;
-    if (isfinite(value)) json_array_append_new(c->steps, json_pack("[Id]", (json_int_t)step, value));
-    return 0;
+    if (!isfinite(value)) return 0;
+    json_array_append_new(c->steps, json_pack("[If]", (json_int_t)step, value));
+    if (c->rep) {
+        char key[320], text[96];
+        snprintf(key, sizeof key, "%s/report", c->key);
+        snprintf(text, sizeof text, "{\"step\": %lld, \"value\": %.17g}", (long long)step, value);
+        lt_producer_send(c->rep, key, strlen(key), text, strlen(text));
+        lt_producer_flush(c->rep, 5000);
+    }
+    return prune_asked(c);
 }
 
 /* The last digits file loaded, kept for the next trial. */
@@ -50,7 +77,7 @@ static int on_epoch(void *arg, int64_t epoch, double acc) { return on_step(arg, 
 
 /* Trains the trial's MLP; fills ok, value (validation accuracy), test and why. */
 static void run_mlp(const char *data, uint64_t seed, int trial, const lt_hpo_space *s,
-                    const double *values, json_t *steps, bool *ok, double *value, double *test,
+                    const double *values, steps_ctx *ctx, bool *ok, double *value, double *test,
                     char *why, size_t n_why) {
     *ok = false;
     lt_mlp_config c;
@@ -69,16 +96,15 @@ static void run_mlp(const char *data, uint64_t seed, int trial, const lt_hpo_spa
         rc = lt_hpo_digits_load(data, &g_digits.d);
         if (!rc) snprintf(g_digits.path, sizeof g_digits.path, "%s", data);
     }
-    steps_ctx ctx = {steps};
-    if (!rc) rc = lt_mlp_train(&g_digits.d, &c, on_epoch, &ctx, value, test);
+    if (!rc) rc = lt_mlp_train(&g_digits.d, &c, on_epoch, ctx, value, test);
     pthread_mutex_unlock(&g_digits.mu);
     if (rc) snprintf(why, n_why, "%s", lt_errmsg());
-    else *ok = true;
+    else *ok = !ctx->pruned;
 }
 
 /* Runs argv for the trial; fills *state, *value and why. */
 static void run_command(char **argv, int argc, const lt_hpo_space *s, const double *values,
-                        int trial, double timeout_s, json_t *steps, bool *ok, double *value,
+                        int trial, double timeout_s, steps_ctx *ctx, bool *ok, double *value,
                         char *why, size_t n_why) {
     lt_hpo_proc p;
     *ok = false;
@@ -86,16 +112,19 @@ static void run_command(char **argv, int argc, const lt_hpo_space *s, const doub
         snprintf(why, n_why, "%s", lt_errmsg());
         return;
     }
-    steps_ctx ctx = {steps};
     double t0 = lt_now_s();
-    bool timed_out = false;
+    bool timed_out = false, killed = false;
     for (;;) {
-        if (p.fd >= 0) {
+        if (p.fd >= 0 && !killed) {
             struct pollfd pfd = {.fd = p.fd, .events = POLLIN};
             poll(&pfd, 1, 50);
-            lt_hpo_proc_read(&p, on_step, &ctx);
+            lt_hpo_proc_read(&p, on_step, ctx);
         } else {
             poll(NULL, 0, 20);
+        }
+        if (!killed && prune_asked(ctx)) { /* the driver's pruner stops it */
+            killed = true;
+            lt_hpo_proc_kill(&p);
         }
         if (!timed_out && timeout_s > 0 && lt_now_s() - t0 > timeout_s) {
             timed_out = true;
@@ -103,9 +132,10 @@ static void run_command(char **argv, int argc, const lt_hpo_space *s, const doub
         }
         if (lt_hpo_proc_reap(&p)) break;
     }
-    for (int k = 0; k < 4096 && p.fd >= 0; k++) lt_hpo_proc_read(&p, on_step, &ctx);
+    for (int k = 0; k < 4096 && p.fd >= 0 && !killed; k++) lt_hpo_proc_read(&p, on_step, ctx);
     int ws = p.wstatus;
-    if (timed_out) snprintf(why, n_why, "timed out (--trial-timeout)");
+    if (ctx->pruned) why[0] = 0;
+    else if (timed_out) snprintf(why, n_why, "timed out (--trial-timeout)");
     else if (WIFSIGNALED(ws))
         snprintf(why, n_why, "killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
     else if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0)
@@ -165,24 +195,37 @@ int lt_dist_hpo_run(const lt_dist_task_in *in, uint8_t **data, size_t *len) {
         if (!rc && (rc = lt_hpo_command_check(argv, argc, s)))
             rc = lt_error(rc, "hpo task: %s", lt_errmsg());
     }
+    steps_ctx ctx = {.steps = json_array()};
+    const char *brokers = json_string_value(json_object_get(spec, "brokers"));
+    const char *steps_topic = json_string_value(json_object_get(spec, "steps_topic"));
+    snprintf(ctx.key, sizeof ctx.key, "%s/%d", t->job_id ? t->job_id : "", trial);
+    if (!rc && brokers && steps_topic) { /* a study that prunes: opened before the run */
+        lt_kafka_conn conn = {.brokers = brokers};
+        lt_producer_opts po = {.conn = conn, .topic = steps_topic, .linger_ms = -1};
+        rc = lt_producer_open(&ctx.rep, &po);
+        if (!rc) rc = lt_follower_open(&ctx.ctl, &conn, steps_topic, 15000);
+        if (rc) rc = lt_error(rc, "hpo task: the steps topic %s: %s", steps_topic, lt_errmsg());
+    }
     if (!rc) {
-        json_t *steps = json_array();
+        json_t *steps = ctx.steps;
         bool ok = false;
         double value = 0, test = NAN;
         char why[256] = "";
         double t0 = lt_now_s();
         if (mlp) {
             run_mlp(digits, (uint64_t)json_integer_value(json_object_get(spec, "seed")), trial, s,
-                    values, steps, &ok, &value, &test, why, sizeof why);
+                    values, &ctx, &ok, &value, &test, why, sizeof why);
         } else if (obj) {
             value = obj->eval(s, values);
             ok = isfinite(value);
             if (!ok) snprintf(why, sizeof why, "the objective is not finite");
         } else {
-            run_command(argv, argc, s, values, trial, timeout_s, steps, &ok, &value, why,
+            run_command(argv, argc, s, values, trial, timeout_s, &ctx, &ok, &value, why,
                         sizeof why);
         }
-        json_t *ans = json_pack("{s:s, s:f, s:o, s:s}", "state", ok ? "complete" : "failed",
+        const char *state = ok ? "complete" : ctx.pruned ? "pruned" : "failed";
+        json_incref(steps); /* ctx's, freed below */
+        json_t *ans = json_pack("{s:s, s:f, s:o, s:s}", "state", state,
                                 "value", ok ? value : 0.0, "steps", steps, "reason", why);
         if (ans && isfinite(test)) json_object_set_new(ans, "test", json_real(test));
         char *text = ans ? json_dumps(ans, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
@@ -192,10 +235,12 @@ int lt_dist_hpo_run(const lt_dist_task_in *in, uint8_t **data, size_t *len) {
         } else {
             *data = (uint8_t *)text;
             *len = strlen(text);
-            lt_log(LT_LOG_INFO, "hpo %s/%d: %s %.6g%s%s in %.2f s", t->job_id, trial,
-                   ok ? "complete" : "failed", value, why[0] ? ": " : "", why, lt_now_s() - t0);
+            lt_log(LT_LOG_INFO, "hpo %s/%d: %s %.6g%s%s in %.2f s", t->job_id, trial, state, value, why[0] ? ": " : "", why, lt_now_s() - t0);
         }
     }
+    lt_follower_close(ctx.ctl);
+    lt_producer_close(ctx.rep);
+    json_decref(ctx.steps);
     free(argv);
     free(values);
     lt_hpo_space_free(s);

@@ -26,7 +26,11 @@ value=(x-0.3)^2+(y+0.2)^2.
 5. A trial whose worker is killed twice (SIGKILL while the trial runs, the
    worker restarted each time, so the task is delivered again): run twice,
    then failed at its third delivery with a reason naming its worker dying
-   twice; the study completes with the other trials."""
+   twice; the study completes with the other trials.
+6. Pruning over Kafka (--pruner median): a script printing 8 intermediate
+   values; the workers report each as it comes, the driver's pruner stops
+   some trials: those are pruned on the topic with fewer than 8 steps and
+   their script never reached its end, the complete ones have all 8."""
 import json
 import os
 import signal
@@ -220,6 +224,35 @@ def main():
                 f"study five: trial 1 {latest[1]}\n{err}")
         h.check(latest[0]["state"] == latest[2]["state"] == "complete", f"study five: {latest}")
         h.say(f"5: trial 1 failed: {latest[1]['reason']}")
+
+        # 6. pruning over Kafka
+        steps = os.path.join(wdir, "steps.py")
+        with open(steps, "w") as f:
+            f.write("""import os, sys, time
+x, log = float(sys.argv[1]), sys.argv[2]
+for s in range(1, 9):
+    print(f"step={s} value={(x - 0.3) ** 2 + 1.0 / s}", flush=True)
+    time.sleep(0.15)
+with open(log, "a") as f:
+    f.write(f"end {os.environ['LT_HPO_TRIAL']}\\n")
+print(f"value={(x - 0.3) ** 2}")
+""")
+        log = os.path.join(wdir, "six.log")
+        p = subprocess.run([h.binary(), "hpo", "--brokers", servers, "--topic-prefix", prefix,
+                            "--study", "six", "--space", space, "--sampler", "random", "--budget",
+                            "12", "--parallel", "2", "--pruner", "median", "--", sys.executable,
+                            steps, "{x}", log], capture_output=True, text=True, timeout=300)
+        h.check(p.returncode == 0, f"study six: {p.stderr}")
+        latest, _ = trial_records(servers, prefix, "six")
+        h.check(sorted(latest) == list(range(12)), f"study six: trials {sorted(latest)}")
+        pruned = [t for t, r in latest.items() if r["state"] == "pruned"]
+        done = [t for t, r in latest.items() if r["state"] == "complete"]
+        h.check(pruned and len(pruned) + len(done) == 12, f"study six: {latest}")
+        h.check(all(len(latest[t]["steps"]) < 8 for t in pruned), f"study six: pruned {latest}")
+        h.check(all(len(latest[t]["steps"]) == 8 for t in done), f"study six: complete {latest}")
+        ends = set(log_lines(log, "end"))
+        h.check(ends == set(done), f"study six: ends {sorted(ends)}, complete {sorted(done)}")
+        h.say(f"6: median pruning over Kafka: {len(pruned)} of 12 trials pruned, stopped early")
     finally:
         for w in workers:
             w.stop()

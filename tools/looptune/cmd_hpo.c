@@ -394,9 +394,8 @@ int lt_cmd_hpo(int argc, char **argv) {
     if (obj && o.pruner != LT_HPO_PRUNER_NONE)
         return lt_cli_fail(cmd, "--pruner needs intermediate values, which %s does not report",
                            obj->name);
-    if (dist && o.pruner != LT_HPO_PRUNER_NONE)
-        return lt_cli_fail(cmd, "--pruner is not applied over --brokers yet (the workers report "
-                                "intermediate values with the final one)");
+    if (dist && o.pruner != LT_HPO_PRUNER_NONE && !kafka.conn.brokers)
+        return lt_cli_fail(cmd, "--pruner over Kafka needs --brokers (the workers' address)");
     if (dist && !lt_cli_kafka_has_brokers(&kafka)) return lt_cli_fail(cmd, "no --brokers");
     o.seed = (uint64_t)seed;
     o.min_resource = min_resource;
@@ -498,7 +497,8 @@ int lt_cmd_hpo(int argc, char **argv) {
                              .data = mlp ? data_abs : NULL, .argv = child, .argc = n_child,
                              .timeout_s = timeout, .sampler = lt_hpo_sampler_name(o.sampler),
                              .seed = o.seed, .maximize = o.maximize, .budget = (int)budget,
-                             .parallel = (int)parallel};
+                             .parallel = (int)parallel,
+                             .prunes = o.pruner != LT_HPO_PRUNER_NONE};
         rc = lt_cli_hpo_run_dist(&r, &d);
     } else if (mlp || obj)
         rc = lt_cli_hpo_run_inproc(&r, obj, &digits, (int)budget, (int)parallel, (uint64_t)seed,

@@ -52,6 +52,7 @@ typedef struct {
     uint64_t seed;
     bool maximize;
     int budget, parallel;      /* trials in all; in flight at most */
+    bool prunes;               /* a pruner: values reported live, decisions sent back */
 } lt_cli_hpo_dist;
 
 /* Runs (or resumes) the study r over Kafka. Returns 0, or 1 after printing

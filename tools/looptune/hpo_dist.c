@@ -41,6 +41,7 @@ typedef struct {
 typedef struct {
     int n_runs;      /* the worker runs that said (heartbeat: busy) they ran it */
     run_seen runs[MAX_RUNS];
+    bool prune_sent; /* the pruner's decision sent to its worker */
     bool seen;      /* a record of it on the topic (resume) */
     bool final;     /* complete or failed: applied */
     bool sent;      /* its task is on the tasks topic */
@@ -50,9 +51,9 @@ typedef struct {
 typedef struct {
     lt_cli_hpo_run *r;
     const lt_cli_hpo_dist *d;
-    char topic_tasks[256], topic_results[256], topic_trials[256];
-    lt_producer *tasks, *trials;
-    lt_follower *results;
+    char topic_tasks[256], topic_results[256], topic_trials[256], topic_steps[300];
+    lt_producer *tasks, *trials, *steps; /* steps: with a pruner */
+    lt_follower *results, *steps_in;
     dtrial *t;
     int cap;
     int inflight;
@@ -150,6 +151,10 @@ static int send_task(driver *dr, int t) {
                              "space", dr->d->space_text, "values", jv, "timeout",
                              dr->d->timeout_s);
     if (!spec) return lt_error(LT_ENOMEM, "out of memory");
+    if (dr->steps) { /* the worker reports each value there and reads the decision */
+        json_object_set_new(spec, "brokers", json_string(dr->d->kafka->conn.brokers));
+        json_object_set_new(spec, "steps_topic", json_string(dr->topic_steps));
+    }
     if (dr->d->objective) {
         json_object_set_new(spec, "objective", json_string(dr->d->objective));
         if (dr->d->data) {
@@ -212,15 +217,18 @@ static int on_result(driver *dr, const Looptune__Result *res) {
     }
     const char *st = ans ? json_string_value(json_object_get(ans, "state")) : NULL;
     json_t *steps = ans ? json_object_get(ans, "steps") : NULL;
-    if (ans && st && !strcmp(st, "complete")) {
+    if (ans && st && (!strcmp(st, "complete") || !strcmp(st, "pruned"))) {
         double v = json_number_value(json_object_get(ans, "value"));
+        /* the steps not reported live (those that were are refused, not increasing) */
         for (size_t i = 0; json_is_array(steps) && i < json_array_size(steps); i++) {
             json_t *s = json_array_get(steps, i);
             bool prune;
-            lt_hpo_study_report(dr->r->st, t, (int64_t)json_integer_value(json_array_get(s, 0)),
-                                json_number_value(json_array_get(s, 1)), &prune);
+            (void)lt_hpo_study_report(dr->r->st, t,
+                                      (int64_t)json_integer_value(json_array_get(s, 0)),
+                                      json_number_value(json_array_get(s, 1)), &prune);
         }
-        lt_hpo_study_tell(dr->r->st, t, LT_HPO_COMPLETE, v, NULL);
+        lt_hpo_study_tell(dr->r->st, t, !strcmp(st, "pruned") ? LT_HPO_PRUNED : LT_HPO_COMPLETE, v,
+                          NULL);
     } else {
         if (ans && !why) why = json_string_value(json_object_get(ans, "reason"));
         lt_hpo_study_tell(dr->r->st, t, LT_HPO_FAILED, 0, why ? why : "failed");
@@ -232,6 +240,39 @@ static int on_result(driver *dr, const Looptune__Result *res) {
     dr->applied++;
     lt_cli_hpo_progress(dr->r, t, res->seconds);
     return rc;
+}
+
+/* A running trial's intermediate value (key STUDY/T/report): the pruner's
+ * verdict, sent back once (key STUDY/T/prune). */
+static int on_step_record(driver *dr, const lt_record *rec) {
+    const size_t n = strlen(dr->r->name);
+    const char *k = rec->key;
+    if (!k || !rec->value || rec->key_len < n + 9 || memcmp(k, dr->r->name, n) || k[n] != '/' ||
+        memcmp(k + rec->key_len - 7, "/report", 7))
+        return LT_OK;
+    char num[16];
+    size_t nl = rec->key_len - n - 8;
+    if (nl == 0 || nl >= sizeof num) return LT_OK;
+    memcpy(num, k + n + 1, nl);
+    num[nl] = 0;
+    const int t = atoi(num);
+    if (t < 0 || t >= lt_hpo_study_counts(dr->r->st).total) return LT_OK;
+    lt_hpo_state state;
+    lt_hpo_study_trial(dr->r->st, t, &state, NULL, NULL, NULL);
+    dtrial *dt = trial_at(dr, t);
+    if (state != LT_HPO_RUNNING || !dt || dt->prune_sent) return LT_OK;
+    json_t *j = json_loadb(rec->value, rec->len, 0, NULL);
+    if (!j) return LT_OK;
+    bool prune = false;
+    /* a step that does not increase is refused, and ignored */
+    (void)lt_hpo_study_report(dr->r->st, t, (int64_t)json_integer_value(json_object_get(j, "step")),
+                              json_number_value(json_object_get(j, "value")), &prune);
+    json_decref(j);
+    if (!prune) return LT_OK;
+    char key[320];
+    snprintf(key, sizeof key, "%s/%d/prune", dr->r->name, t);
+    dt->prune_sent = true;
+    return send_sync(dr->steps, key, "{}", 2);
 }
 
 /* A worker busy with one of the study's trials: a new run of it when the
@@ -370,14 +411,14 @@ static int rebuild(driver *dr) {
         }
         const char *st = json_string_value(json_object_get(rec, "state"));
         json_t *steps = json_object_get(rec, "steps");
-        if (st && !strcmp(st, "complete")) {
+        if (st && (!strcmp(st, "complete") || !strcmp(st, "pruned"))) {
             for (size_t i = 0; json_is_array(steps) && i < json_array_size(steps); i++) {
                 json_t *s = json_array_get(steps, i);
                 bool prune;
                 lt_hpo_study_report(dr->r->st, t, (int64_t)json_integer_value(json_array_get(s, 0)),
                                     json_number_value(json_array_get(s, 1)), &prune);
             }
-            lt_hpo_study_tell(dr->r->st, t, LT_HPO_COMPLETE,
+            lt_hpo_study_tell(dr->r->st, t, !strcmp(st, "pruned") ? LT_HPO_PRUNED : LT_HPO_COMPLETE,
                               json_number_value(json_object_get(rec, "value")), NULL);
             dr->t[t].final = true;
         } else if (st && strcmp(st, "running")) {
@@ -443,6 +484,19 @@ int lt_cli_hpo_run_dist(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
     if (!rc) rc = lt_producer_open(&dr.tasks, &po);
     po.topic = dr.topic_trials;
     if (!rc) rc = lt_producer_open(&dr.trials, &po);
+    if (!rc && d->prunes) {
+        snprintf(dr.topic_steps, sizeof dr.topic_steps, "%s.steps", dr.topic_trials);
+        lt_topic_spec spec = {.name = dr.topic_steps, .partitions = 1, .replication = -1};
+        lt_kafka_admin *a;
+        size_t created;
+        if (!(rc = lt_kafka_admin_open(&a, conn))) {
+            rc = lt_kafka_admin_create_topics(a, &spec, 1, 15000, &created);
+            lt_kafka_admin_close(a);
+        }
+        po.topic = dr.topic_steps;
+        if (!rc) rc = lt_producer_open(&dr.steps, &po);
+        if (!rc) rc = lt_follower_open(&dr.steps_in, conn, dr.topic_steps, 15000);
+    }
     /* results from now on first, then what came before: none is missed */
     if (!rc) rc = lt_follower_open(&dr.results, conn, dr.topic_results, 15000);
     if (!rc) rc = replay(&dr, dr.topic_trials, read_trial_record);
@@ -475,9 +529,12 @@ int lt_cli_hpo_run_dist(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
             total++;
         }
         lt_record rec;
-        int pr = rc ? 0 : lt_follower_poll(dr.results, 200, &rec);
+        int pr = rc ? 0 : lt_follower_poll(dr.results, dr.steps_in ? 50 : 200, &rec);
         if (pr == 1) rc = on_result_record(&dr, &rec);
         else if (pr < 0) rc = pr;
+        while (!rc && dr.steps_in && (pr = lt_follower_poll(dr.steps_in, 0, &rec)) == 1)
+            rc = on_step_record(&dr, &rec);
+        if (!rc && pr < 0) rc = pr;
     }
     if (!rc && !lt_cli_hpo_stopping()) rc = write_study(&dr, true);
     if (rc) lt_cli_fail(cmd, "%s", lt_errmsg());
@@ -485,6 +542,8 @@ int lt_cli_hpo_run_dist(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
         fprintf(stderr, "%s: over %s: %d results applied, %d duplicates dropped\n", r->name,
                 prefix, dr.applied, dr.duplicates);
     lt_follower_close(dr.results);
+    lt_follower_close(dr.steps_in);
+    lt_producer_close(dr.steps);
     lt_producer_close(dr.tasks);
     lt_producer_close(dr.trials);
     for (int t = 0; t < dr.cap; t++) json_decref(dr.t[t].record);
