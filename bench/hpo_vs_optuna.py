@@ -212,14 +212,18 @@ def mlp_default(lt):
 
 
 def mlp_wall(lt, parallel, seed=1):
+    """Wall time of 50 mlp-digits trials in one process, parallel threads. Random search:
+    its proposals do not depend on which trials have finished, so 1 and 2 at a time train
+    the same 50 configurations."""
     t0 = time.time()
-    looptune_run(lt, "mlp-digits", "tpe", seed, 50, ("--parallel", str(parallel)))
+    looptune_run(lt, "mlp-digits", "random", seed, 50, ("--parallel", str(parallel)))
     return time.time() - t0
 
 
 def mlp_workers(lt, n_workers, brokers=None, seed=1):
-    """Wall time of 50 mlp-digits TPE trials over Kafka on n_workers `looptune worker`s
-    (--parallel n_workers), the test broker started here when brokers is None."""
+    """Wall time of 50 mlp-digits trials over Kafka on n_workers `looptune worker`s
+    (--parallel n_workers; random search, as mlp_wall), the test broker started here when
+    brokers is None."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     run_dir = tempfile.mkdtemp(prefix="hpo-bench-broker-")
     started = brokers is None
@@ -242,7 +246,7 @@ def mlp_workers(lt, n_workers, brokers=None, seed=1):
         subprocess.run(warm, capture_output=True, timeout=300, check=True)
         time.sleep(8)
         t0 = time.time()
-        p = subprocess.run([lt, "hpo", "--objective", "mlp-digits", "--sampler", "tpe", "--seed",
+        p = subprocess.run([lt, "hpo", "--objective", "mlp-digits", "--sampler", "random", "--seed",
                             str(seed), "--budget", "50", "--parallel", str(n_workers), "-q",
                             "--brokers", brokers, "--topic-prefix", prefix, "--study", "mlp"],
                            capture_output=True, text=True, timeout=3600)
@@ -267,6 +271,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--skip-mlp", action="store_true")
     ap.add_argument("--only-mlp", action="store_true")
+    ap.add_argument("--only-wall", action="store_true", help="the mlp-digits wall times alone")
     ap.add_argument("--brokers", default=None,
                     help="a Kafka broker for the workers' wall time (default: start the test one)")
     a = ap.parse_args()
@@ -280,7 +285,7 @@ def main():
         print("Optuna's GPSampler needs torch, not installed: left out", file=sys.stderr)
     seeds = list(range(1, a.seeds + 1))
     results = {"seeds": a.seeds, "problems": {}}
-    for name, prob in ({} if a.only_mlp else PROBLEMS).items():
+    for name, prob in ({} if a.only_mlp or a.only_wall else PROBLEMS).items():
         check_same_objective(lt, name)
         methods = {}
         for s in ("gp", "tpe", "random"):
@@ -306,7 +311,11 @@ def main():
             print(f"| {m} | {fmt(r[0])} | {fmt(r[1])} | {fmt(r[2])} | {fmt(t[0])} | "
                   f"{fmt(t[1])} | {fmt(t[2])} | {n_hit}/{a.seeds} |")
         results["problems"][name] = table
-    if not a.skip_mlp:
+    if a.only_wall:
+        w1, w2 = mlp_wall(lt, 1), mlp_wall(lt, 2)
+        k1, k2 = mlp_workers(lt, 1, a.brokers), mlp_workers(lt, 2, a.brokers)
+        results["wall"] = dict(wall_1=w1, wall_2=w2, workers_1=k1, workers_2=k2)
+    elif not a.skip_mlp:
         derr, why = mlp_default(lt)
         rows = mlp(lt, list(range(1, a.mlp_seeds + 1)))
         for k in range(1, a.mlp_seeds + 1):
@@ -324,7 +333,11 @@ def main():
             e = quart([r["val_error"] for r in rows if r["sampler"] == s])
             d = f"{derr:.4f}" if derr is not None else f"n/a ({why})"
             print(f"| {s if s.startswith('optuna') else 'looptune ' + s} | {e[0]:.4f} | {e[1]:.4f} | {e[2]:.4f} | {d} |")
-        print("\nmlp-digits: wall time of 50 TPE trials (seed 1)")
+    if "wall" in results or "mlp" in results:
+        m = results.get("wall") or results["mlp"]
+        w1, w2, k1, k2 = m["wall_1"], m["wall_2"], m["workers_1"], m["workers_2"]
+        print("\nmlp-digits: wall time of 50 trials (random search, seed 1: the same 50 "
+              "configurations each time)")
         print("| where | 1 at a time | 2 at a time | ratio |")
         print("|---|---|---|---|")
         print(f"| threads of one process (--parallel) | {w1:.1f} s | {w2:.1f} s | {w1 / w2:.2f}x |")

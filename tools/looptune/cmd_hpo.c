@@ -488,6 +488,7 @@ int lt_cmd_hpo(int argc, char **argv) {
         if (!space_text) rc = lt_cli_fail(cmd, "cannot read %s: %s", space_path, strerror(errno));
     }
     if (rc) {
+        /* the space or the data set could not be read: nothing runs */
     } else if (dist) {
         lt_cli_hpo_dist d = {.kafka = &kafka, .resume = resume,
                              .space_text = space_text ? space_text
