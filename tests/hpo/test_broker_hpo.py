@@ -19,7 +19,9 @@ value=(x-0.3)^2+(y+0.2)^2.
 3. The driver killed with SIGKILL mid-study and resumed with --resume: the
    study ends with exactly its budget of trials, each with one final record
    and one end line in the log (none lost, none run twice); the resumed
-   driver says so. --resume of a study not on the topic fails.
+   driver says so; the same --study run again without --resume and a
+   larger budget goes on from there. --resume of a study not on the topic
+   fails.
 4. The built-in mlp-digits objective on the workers, one trial at a time:
    the same best trial, value and configuration as the same study in one
    process (the workers train from the seeds a process would).
@@ -182,6 +184,15 @@ def main():
         h.check(sorted(starts) == list(range(10)), f"study three: start lines {sorted(starts)}")
         h.say(f"3: driver killed after {before} trials had ended; resumed, 10 trials, each run "
               "once")
+        # the same --study again, without --resume, a larger budget: it goes on
+        p = subprocess.run(hpo(servers, prefix, "three", log, script, space, "--budget", "13",
+                               "--parallel", "2", sleep="0"),
+                           capture_output=True, text=True, timeout=300)
+        h.check(p.returncode == 0 and "three: resumed from" in p.stderr and
+                "3 results applied, 0 duplicates dropped" in p.stderr,
+                f"study three again: {p.stderr}")
+        check_study(servers, prefix, "three", log, 13)
+        h.say("3: the same --study run again went on to 13 trials, the first 10 not run again")
 
         p = subprocess.run(hpo(servers, prefix, "nosuch", log, script, space, "--resume"),
                            capture_output=True, text=True, timeout=120)

@@ -59,6 +59,7 @@ typedef struct {
     int inflight;
     json_t *study_rec;
     int applied, duplicates;
+    bool replaying; /* reading the results an earlier driver saw: no duplicates counted */
 } driver;
 
 static int topic_names(const char *prefix, char *tasks, char *results, char *trials) {
@@ -202,7 +203,7 @@ static int on_result(driver *dr, const Looptune__Result *res) {
     lt_hpo_state state;
     lt_hpo_study_trial(dr->r->st, t, &state, NULL, NULL, NULL);
     if (state != LT_HPO_RUNNING) {
-        dr->duplicates++;
+        if (!dr->replaying) dr->duplicates++;
         return LT_OK;
     }
     json_t *ans = NULL;
@@ -508,7 +509,9 @@ int lt_cli_hpo_run_dist(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
     /* running trials whose task never went: sent now */
     for (int t = 0; !rc && t < lt_hpo_study_counts(r->st).total; t++)
         if (!dr.t[t].final && !dr.t[t].sent) rc = send_task(&dr, t);
+    dr.replaying = true;
     if (!rc && dr.study_rec) rc = replay(&dr, dr.topic_results, on_result_record);
+    dr.replaying = false;
     while (!rc && !lt_cli_hpo_stopping()) {
         int total = lt_hpo_study_counts(r->st).total;
         if (total >= d->budget && dr.inflight <= 0) break;
