@@ -332,7 +332,8 @@ def main():
         for s in ("gp", "tpe", "optuna tpe"):
             e = quart([r["val_error"] for r in rows if r["sampler"] == s])
             d = f"{derr:.4f}" if derr is not None else f"n/a ({why})"
-            print(f"| {s if s.startswith('optuna') else 'looptune ' + s} | {e[0]:.4f} | {e[1]:.4f} | {e[2]:.4f} | {d} |")
+            label = s if s.startswith("optuna") else "looptune " + s
+            print(f"| {label} | {e[0]:.4f} | {e[1]:.4f} | {e[2]:.4f} | {d} |")
     if "wall" in results or "mlp" in results:
         m = results.get("wall") or results["mlp"]
         w1, w2, k1, k2 = m["wall_1"], m["wall_2"], m["workers_1"], m["workers_2"]

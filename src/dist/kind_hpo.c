@@ -235,7 +235,8 @@ int lt_dist_hpo_run(const lt_dist_task_in *in, uint8_t **data, size_t *len) {
         } else {
             *data = (uint8_t *)text;
             *len = strlen(text);
-            lt_log(LT_LOG_INFO, "hpo %s/%d: %s %.6g%s%s in %.2f s", t->job_id, trial, state, value, why[0] ? ": " : "", why, lt_now_s() - t0);
+            lt_log(LT_LOG_INFO, "hpo %s/%d: %s %.6g%s%s in %.2f s", t->job_id, trial, state,
+                   value, why[0] ? ": " : "", why, lt_now_s() - t0);
         }
     }
     lt_follower_close(ctx.ctl);

@@ -164,7 +164,8 @@ static int send_task(driver *dr, int t) {
         }
     } else {
         json_t *cmd = json_array();
-        for (int i = 0; i < dr->d->argc; i++) json_array_append_new(cmd, json_string(dr->d->argv[i]));
+        for (int i = 0; i < dr->d->argc; i++)
+            json_array_append_new(cmd, json_string(dr->d->argv[i]));
         json_object_set_new(spec, "command", cmd);
     }
     char *text = json_dumps(spec, JSON_COMPACT | JSON_REAL_PRECISION(17));
@@ -303,7 +304,8 @@ static int on_busy(driver *dr, const Looptune__Heartbeat *hb, uint64_t time_ns) 
         return LT_OK;
     }
     char why[400];
-    snprintf(why, sizeof why, "its worker died twice (%.96s, then %.96s): failed at its third delivery",
+    snprintf(why, sizeof why,
+             "its worker died twice (%.96s, then %.96s): failed at its third delivery",
              dt->runs[0].worker, dt->runs[1].worker);
     lt_hpo_study_tell(dr->r->st, t, LT_HPO_FAILED, 0, why);
     int rc = write_trial(dr, t, NULL, NULL);
@@ -465,7 +467,8 @@ static int write_study(driver *dr, bool done) {
         json_object_set_new(s, "objective", json_string(dr->d->objective));
     } else {
         json_t *cmd = json_array();
-        for (int i = 0; i < dr->d->argc; i++) json_array_append_new(cmd, json_string(dr->d->argv[i]));
+        for (int i = 0; i < dr->d->argc; i++)
+            json_array_append_new(cmd, json_string(dr->d->argv[i]));
         json_object_set_new(s, "command", cmd);
     }
     int rc = send_json(dr->trials, dr->r->name, s);
