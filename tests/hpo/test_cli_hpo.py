@@ -94,6 +94,10 @@ if out:
 check(summary(r.stderr) == (24, 24, 0, 0), "summary: 24 complete", summary(r.stderr))
 check(len(re.findall(r"^quad: trial \d+ value ", r.stderr, re.M)) == 24,
       "one progress line per trial")
+etas = re.findall(r"^quad: trial \d+ .* \| eta (unknown|[0-9.]+ s)$", r.stderr, re.M)
+check(len(etas) == 24, "every progress line ends with an ETA", r.stderr[-300:])
+check(etas and etas[-1] == "0.0 s" and all(e == "unknown" or float(e[:-2]) >= 0 for e in etas),
+      "the ETA parses as seconds, 0 at the last trial", etas[-3:])
 
 # ---- TPE, maximising the negated quadratic ----------------------------------------------
 os.remove(LOG)

@@ -94,7 +94,11 @@ static int on_step(void *arg, int64_t step, double value) {
     return prune;
 }
 
-void lt_cli_hpo_progress(const lt_cli_hpo_run *r, int trial, double dt) {
+void lt_cli_hpo_progress(lt_cli_hpo_run *r, int trial, double dt) {
+    if (dt > 0) {
+        r->timed_s += dt;
+        r->timed++;
+    }
     if (r->quiet) return;
     lt_hpo_state state;
     double value, best;
@@ -110,9 +114,16 @@ void lt_cli_hpo_progress(const lt_cli_hpo_run *r, int trial, double dt) {
     int b = lt_hpo_study_best(r->st, &best, NULL);
     char bs[64] = "none yet";
     if (b >= 0) snprintf(bs, sizeof bs, "%.6g (trial %d)", best, b);
+    /* the trials not finished yet, the running ones counted whole */
+    int left = r->budget - c.complete - c.pruned - c.failed;
+    if (left < 0) left = 0;
+    char eta[48] = "unknown";
+    if (r->timed > 0 && r->parallel > 0)
+        snprintf(eta, sizeof eta, "%.1f s", r->timed_s / r->timed * left / r->parallel);
     fprintf(stderr,
-            "%s: trial %d %s in %.2f s | %d done, %d running, %d pruned, %d failed | best %s\n",
-            r->name, trial, what, dt, c.complete, c.running, c.pruned, c.failed, bs);
+            "%s: trial %d %s in %.2f s | %d done, %d running, %d pruned, %d failed | best %s"
+            " | eta %s\n",
+            r->name, trial, what, dt, c.complete, c.running, c.pruned, c.failed, bs, eta);
 }
 
 /* Tells the study how a finished process ended. */
@@ -459,7 +470,7 @@ int lt_cmd_hpo(int argc, char **argv) {
     else if (space_path) name_of(space_path, name, sizeof name);
     else snprintf(name, sizeof name, "%s", mlp ? "mlp-digits" : obj->name);
     lt_cli_hpo_run r = {.cmd = cmd, .name = name, .space = space, .st = st, .quiet = quiet,
-                   .t0 = lt_now_s()};
+                   .t0 = lt_now_s(), .budget = (int)budget, .parallel = (int)parallel};
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);

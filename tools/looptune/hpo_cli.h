@@ -16,10 +16,15 @@ typedef struct {
     lt_hpo_study *st;
     bool quiet;                /* no per-trial lines */
     double t0;                 /* its start, lt_now_s */
+    int budget, parallel;      /* for the progress line's ETA */
+    double timed_s;            /* the seconds of the trials this run timed (dt > 0) */
+    int timed;                 /* and how many */
 } lt_cli_hpo_run;
 
-/* The stderr line of finished trial `trial` (dt: its seconds). */
-void lt_cli_hpo_progress(const lt_cli_hpo_run *r, int trial, double dt);
+/* The stderr line of finished trial `trial` (dt: its seconds, 0 when it
+ * did not run), with an ETA: the mean of the trials timed so far times the
+ * trials left, over the parallelism. */
+void lt_cli_hpo_progress(lt_cli_hpo_run *r, int trial, double dt);
 /* Whether SIGINT or SIGTERM asked the study to stop. */
 bool lt_cli_hpo_stopping(void);
 
