@@ -252,6 +252,8 @@ typedef struct {
                                  by the caller when it is another) */
     const char *worker_id;    /* in results and heartbeats, and its transactional id's tail;
                                  NULL: instance_id, else host:pid */
+    bool topics_made;         /* the caller made the topics (a broker without the admin
+                                 API's CreateTopics): none created */
 } lt_worker_opts;
 
 typedef struct {

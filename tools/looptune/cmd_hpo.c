@@ -55,6 +55,8 @@ static const char *const hpo_help =
     "                         the compacted topic <prefix>trials under --study: running\n"
     "                         the same --study again continues it\n"
     "  --topic-prefix P       the topics' prefix (default looptune.)\n"
+    "  --embedded             the trials as with --brokers, on the embedded broker with\n"
+    "                         --parallel workers in this process\n"
     "  --resume               with --brokers: continue --study, which must be on the topic\n"
     "  --watch STUDY          with --brokers: follow STUDY, a line per finished trial\n"
     "  --watch-timeout SEC    stop watching after SEC seconds (default: when it is done)\n"
@@ -280,7 +282,8 @@ int lt_cmd_hpo(int argc, char **argv) {
     lt_hpo_study_opts_default(&o);
     o.sampler = LT_HPO_SAMPLER_GP;
     enum { O_SPACE = 256, O_OBJ, O_SAMPLER, O_BUDGET, O_PAR, O_PRUNER, O_STUDY, O_DIR, O_SEED,
-           O_BEST, O_TIMEOUT, O_MINRES, O_ETA, O_DATA, O_RESUME, O_WATCH, O_WATCH_TIMEOUT, O_PLOT };
+           O_BEST, O_TIMEOUT, O_MINRES, O_ETA, O_DATA, O_RESUME, O_WATCH, O_WATCH_TIMEOUT, O_PLOT,
+           O_EMBEDDED };
     static const struct option opts[] = {
         {"space", required_argument, 0, O_SPACE},     {"objective", required_argument, 0, O_OBJ},
         {"sampler", required_argument, 0, O_SAMPLER}, {"budget", required_argument, 0, O_BUDGET},
@@ -292,13 +295,14 @@ int lt_cmd_hpo(int argc, char **argv) {
         {"eta", required_argument, 0, O_ETA},         {"quiet", no_argument, 0, 'q'},
         {"data", required_argument, 0, O_DATA},
         {"plot", required_argument, 0, O_PLOT},
+        {"embedded", no_argument, 0, O_EMBEDDED},
         {"resume", no_argument, 0, O_RESUME},         {"watch", required_argument, 0, O_WATCH},
         {"watch-timeout", required_argument, 0, O_WATCH_TIMEOUT},
         LT_CLI_KAFKA_OPTIONS,
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
     lt_cli_kafka kafka;
     if (lt_cli_kafka_init(cmd, &kafka)) return 1;
-    bool resume = false;
+    bool resume = false, embedded = false;
     const char *watch = NULL, *plot = NULL;
     float watch_timeout = 0;
     opterr = 0;
@@ -314,6 +318,7 @@ int lt_cmd_hpo(int argc, char **argv) {
         if (kr == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
         case O_RESUME: resume = true; break;
+        case O_EMBEDDED: embedded = true; break;
         case O_PLOT: plot = optarg; break;
         case O_WATCH: watch = optarg; break;
         case O_WATCH_TIMEOUT:
@@ -373,7 +378,12 @@ int lt_cmd_hpo(int argc, char **argv) {
     }
     char **child = argv + optind;
     int n_child = argc - optind;
-    const bool dist = lt_cli_kafka_given(&kafka);
+    if (embedded && lt_cli_kafka_given(&kafka))
+        return lt_cli_fail(cmd, "--embedded is instead of --brokers: give one of them");
+    if (embedded && (resume || watch))
+        return lt_cli_fail(cmd, "--embedded: its broker lives as long as the study; no --resume "
+                                "or --watch");
+    const bool dist = lt_cli_kafka_given(&kafka) || embedded;
     if ((resume || watch) && !lt_cli_kafka_has_brokers(&kafka))
         return lt_cli_fail(cmd, "--resume and --watch need --brokers");
     if (dist && lt_cli_kafka_check(cmd, &kafka)) return 1;
@@ -405,9 +415,10 @@ int lt_cmd_hpo(int argc, char **argv) {
     if (obj && o.pruner != LT_HPO_PRUNER_NONE)
         return lt_cli_fail(cmd, "--pruner needs intermediate values, which %s does not report",
                            obj->name);
-    if (dist && o.pruner != LT_HPO_PRUNER_NONE && !kafka.conn.brokers)
+    if (dist && !embedded && o.pruner != LT_HPO_PRUNER_NONE && !kafka.conn.brokers)
         return lt_cli_fail(cmd, "--pruner over Kafka needs --brokers (the workers' address)");
-    if (dist && !lt_cli_kafka_has_brokers(&kafka)) return lt_cli_fail(cmd, "no --brokers");
+    if (dist && !embedded && !lt_cli_kafka_has_brokers(&kafka))
+        return lt_cli_fail(cmd, "no --brokers");
     o.seed = (uint64_t)seed;
     o.min_resource = min_resource;
     o.eta = (int)eta;
@@ -511,7 +522,7 @@ int lt_cmd_hpo(int argc, char **argv) {
                              .seed = o.seed, .maximize = o.maximize, .budget = (int)budget,
                              .parallel = (int)parallel,
                              .prunes = o.pruner != LT_HPO_PRUNER_NONE};
-        rc = lt_cli_hpo_run_dist(&r, &d);
+        rc = embedded ? lt_cli_hpo_run_embedded(&r, &d) : lt_cli_hpo_run_dist(&r, &d);
     } else if (mlp || obj)
         rc = lt_cli_hpo_run_inproc(&r, obj, &digits, (int)budget, (int)parallel, (uint64_t)seed,
                                    mlp ? &test_acc : NULL);

@@ -58,11 +58,16 @@ typedef struct {
     bool maximize;
     int budget, parallel;      /* trials in all; in flight at most */
     bool prunes;               /* a pruner: values reported live, decisions sent back */
+    bool topics_made;          /* its topics exist already: none created */
 } lt_cli_hpo_dist;
 
 /* Runs (or resumes) the study r over Kafka. Returns 0, or 1 after printing
  * an error. */
 int lt_cli_hpo_run_dist(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d);
+/* The same on the embedded broker, opened for the study, with d->parallel
+ * workers of kind hpo in threads of this process (at-least-once); d->kafka
+ * gives the topic prefix alone. */
+int lt_cli_hpo_run_embedded(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d);
 /* Follows study on <prefix>trials: a line per finished trial with the best
  * so far, until the study is done (or timeout_s, if > 0, passed). */
 int lt_cli_hpo_watch(const char *cmd, const lt_cli_kafka *k, const char *study, double timeout_s);

@@ -19,7 +19,9 @@
  * and the results already answered, then goes on. */
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -482,8 +484,8 @@ int lt_cli_hpo_run_dist(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
     const lt_kafka_conn *conn = &d->kafka->conn;
     const char *prefix = lt_cli_kafka_prefix(d->kafka);
     int rc = topic_names(prefix, dr.topic_tasks, dr.topic_results, dr.topic_trials);
-    if (!rc) rc = lt_dist_ensure_topics(conn, prefix, 0);
-    if (!rc) rc = ensure_trials_topic(conn, dr.topic_trials);
+    if (!rc && !d->topics_made) rc = lt_dist_ensure_topics(conn, prefix, 0);
+    if (!rc && !d->topics_made) rc = ensure_trials_topic(conn, dr.topic_trials);
     lt_producer_opts po = {.conn = *conn, .topic = dr.topic_tasks, .linger_ms = -1};
     if (!rc) rc = lt_producer_open(&dr.tasks, &po);
     po.topic = dr.topic_trials;
@@ -493,7 +495,9 @@ int lt_cli_hpo_run_dist(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
         lt_topic_spec spec = {.name = dr.topic_steps, .partitions = 1, .replication = -1};
         lt_kafka_admin *a;
         size_t created;
-        if (!(rc = lt_kafka_admin_open(&a, conn))) {
+        if (d->topics_made) {
+            /* made with the others */
+        } else if (!(rc = lt_kafka_admin_open(&a, conn))) {
             rc = lt_kafka_admin_create_topics(a, &spec, 1, 15000, &created);
             lt_kafka_admin_close(a);
         }
@@ -654,4 +658,87 @@ int lt_cli_hpo_watch(const char *cmd, const lt_cli_kafka *k, const char *study, 
     if (w.done) printf("study %s done: %d trials, best %.9g (trial %d)\n", study, w.finals,
                        w.best, w.best_trial);
     return 0;
+}
+
+/* ---- --embedded: the same study on the embedded broker ------------------------------ */
+
+typedef struct {
+    lt_worker_opts o;
+    lt_worker_stats st;
+    int rc;
+    char err[256];
+} embedded_worker;
+
+static void *embedded_worker_main(void *arg) {
+    embedded_worker *w = arg;
+    w->rc = lt_worker_run(&w->o, &w->st);
+    if (w->rc) snprintf(w->err, sizeof w->err, "%s", lt_errmsg());
+    return NULL;
+}
+
+int lt_cli_hpo_run_embedded(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
+    lt_devbroker *dev = NULL;
+    if (lt_devbroker_open(&dev, 1, 0)) {
+        fprintf(stderr, "looptune %s: the embedded broker: %s\n", r->cmd, lt_errmsg());
+        return 1;
+    }
+    lt_cli_kafka k = *d->kafka;
+    k.conn.brokers = lt_devbroker_bootstrap(dev);
+    lt_cli_hpo_dist dd = *d;
+    dd.kafka = &k;
+    const char *prefix = lt_cli_kafka_prefix(&k);
+    dd.topics_made = true;
+    int rc = 0;
+    /* the topics before any worker subscribes, by the embedded broker itself
+     * (no log compaction there: the trials topic keeps every record) */
+    char names[5][320];
+    static const lt_kafka_topic kt[] = {LT_TOPIC_TASKS, LT_TOPIC_RESULTS, LT_TOPIC_TRIALS,
+                                        LT_TOPIC_TASKS_DEAD};
+    for (int i = 0; i < 4; i++)
+        snprintf(names[i], 300, "%s%s", prefix, lt_kafka_topic_suffix(kt[i]));
+    snprintf(names[4], sizeof names[4], "%.300s.steps", names[2]);
+    for (int i = 0; i < 5 && !rc; i++)
+        rc = lt_devbroker_create_topic(dev, names[i], i == 2 || i == 4 ? 1 : 6);
+    if (rc) {
+        fprintf(stderr, "looptune %s: the embedded broker's topics: %s\n", r->cmd, lt_errmsg());
+        lt_devbroker_close(dev);
+        return 1;
+    }
+    static const char *const kinds[] = {"hpo"};
+    _Atomic bool stop = false;
+    int n = d->parallel;
+    embedded_worker *w = calloc((size_t)n, sizeof *w);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    bool *started = calloc((size_t)n, sizeof *started);
+    char (*ids)[64] = calloc((size_t)n, sizeof *ids);
+    if (!w || !th || !started || !ids) rc = 1;
+    for (int i = 0; !rc && i < n; i++) {
+        snprintf(ids[i], sizeof ids[i], "embedded-%d", i);
+        /* at-least-once: the embedded broker's transactions are not relied
+         * on; the driver applies one result per trial anyway */
+        w[i].o = (lt_worker_opts){.conn = k.conn, .prefix = prefix, .threads = 1,
+                                  .kinds = kinds, .n_kinds = 1, .at_least_once = true,
+                                  .stop = &stop, .worker_id = ids[i], .batch_max = 1,
+                                  .topics_made = true};
+        if (pthread_create(&th[i], NULL, embedded_worker_main, &w[i])) {
+            fprintf(stderr, "looptune %s: cannot start an embedded worker\n", r->cmd);
+            rc = 1;
+        } else started[i] = true;
+    }
+    if (!rc) rc = lt_cli_hpo_run_dist(r, &dd);
+    atomic_store(&stop, true);
+    for (int i = 0; w && th && started && i < n; i++) {
+        if (!started[i]) continue;
+        pthread_join(th[i], NULL);
+        if (w[i].rc) {
+            fprintf(stderr, "looptune %s: embedded worker %d: %s\n", r->cmd, i, w[i].err);
+            rc = 1;
+        }
+    }
+    free(w);
+    free(th);
+    free(started);
+    free(ids);
+    lt_devbroker_close(dev);
+    return rc;
 }
