@@ -4,6 +4,7 @@
 #ifndef LT_HPO_CLI_H
 #define LT_HPO_CLI_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "cli.h"
@@ -59,6 +60,8 @@ typedef struct {
     int budget, parallel;      /* trials in all; in flight at most */
     bool prunes;               /* a pruner: values reported live, decisions sent back */
     bool topics_made;          /* its topics exist already: none created */
+    const _Atomic int *workers_left; /* --embedded: its workers still running (0: the study
+                                        stops with an error); NULL: not known */
 } lt_cli_hpo_dist;
 
 /* Runs (or resumes) the study r over Kafka. Returns 0, or 1 after printing

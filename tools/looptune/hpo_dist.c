@@ -522,6 +522,10 @@ int lt_cli_hpo_run_dist(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
     while (!rc && !lt_cli_hpo_stopping()) {
         int total = lt_hpo_study_counts(r->st).total;
         if (total >= d->budget && dr.inflight <= 0) break;
+        if (d->workers_left && atomic_load(d->workers_left) <= 0) {
+            rc = lt_error(LT_EINVAL, "no worker is left to run the trials");
+            break;
+        }
         while (!rc && dr.inflight < d->parallel && total < d->budget) {
             int t;
             double *values = malloc((size_t)lt_hpo_space_size(r->space) * sizeof *values);
@@ -667,12 +671,14 @@ typedef struct {
     lt_worker_stats st;
     int rc;
     char err[256];
+    _Atomic int *left; /* the workers still running, this one among them */
 } embedded_worker;
 
 static void *embedded_worker_main(void *arg) {
     embedded_worker *w = arg;
     w->rc = lt_worker_run(&w->o, &w->st);
     if (w->rc) snprintf(w->err, sizeof w->err, "%s", lt_errmsg());
+    atomic_fetch_sub(w->left, 1);
     return NULL;
 }
 
@@ -707,6 +713,8 @@ int lt_cli_hpo_run_embedded(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
     static const char *const kinds[] = {"hpo"};
     _Atomic bool stop = false;
     int n = d->parallel;
+    _Atomic int left = 0;
+    dd.workers_left = &left;
     embedded_worker *w = calloc((size_t)n, sizeof *w);
     pthread_t *th = calloc((size_t)n, sizeof *th);
     bool *started = calloc((size_t)n, sizeof *started);
@@ -720,7 +728,10 @@ int lt_cli_hpo_run_embedded(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
                                   .kinds = kinds, .n_kinds = 1, .at_least_once = true,
                                   .stop = &stop, .worker_id = ids[i], .batch_max = 1,
                                   .topics_made = true};
+        w[i].left = &left;
+        atomic_fetch_add(&left, 1);
         if (pthread_create(&th[i], NULL, embedded_worker_main, &w[i])) {
+            atomic_fetch_sub(&left, 1);
             fprintf(stderr, "looptune %s: cannot start an embedded worker\n", r->cmd);
             rc = 1;
         } else started[i] = true;
