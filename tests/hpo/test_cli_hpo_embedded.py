@@ -2,7 +2,8 @@
 """looptune hpo --embedded: the trials as tasks of kind hpo on the embedded
 broker, with --parallel workers in the looptune process. One at a time, a
 study of a built-in objective goes trial for trial as it does in threads
-(the same values, the same best), every trial once; --embedded refuses
+(the same values, the same best), every trial once, mlp-digits' test
+accuracy reported as in threads; --embedded refuses
 --brokers and --resume."""
 import json
 import os
@@ -48,6 +49,15 @@ try:
           (a.stdout, b.stdout))
 except ValueError as e:
     check(False, "the best trial's JSON", (e, a.stdout, b.stdout))
+
+# mlp-digits: the best trial's test accuracy comes back in its answer
+mlp = ["--objective", "mlp-digits", "--budget", 2, "--seed", 1, "--parallel", 1]
+a, b = run(mlp), run(mlp + ["--embedded"])
+ta = re.search(r"best value (\S+) at trial (\d+) \(its test accuracy ([0-9.]+)\)", a.stderr)
+tb = re.search(r"best value (\S+) at trial (\d+) \(its test accuracy ([0-9.]+)\)", b.stderr)
+check(ta is not None and tb is not None and ta.groups() == tb.groups(),
+      "mlp-digits: the same best and test accuracy as in threads",
+      (a.stderr[-200:], b.stderr[-200:]))
 
 r = run(study + ["--embedded", "--brokers", "127.0.0.1:1"], timeout=30)
 check(r.returncode != 0 and "--embedded is instead of --brokers" in r.stderr,

@@ -512,7 +512,9 @@ int lt_cmd_hpo(int argc, char **argv) {
     if (rc) {
         /* the space or the data set could not be read: nothing runs */
     } else if (dist) {
-        lt_cli_hpo_dist d = {.kafka = &kafka, .resume = resume,
+        if (mlp && (test_acc = malloc((size_t)budget * sizeof *test_acc)))
+            for (int64_t i = 0; i < budget; i++) test_acc[i] = NAN;
+        lt_cli_hpo_dist d = {.test_acc = test_acc, .kafka = &kafka, .resume = resume,
                              .space_text = space_text ? space_text
                                            : mlp      ? lt_hpo_mlp_digits_space
                                                       : obj->space_json,
@@ -545,7 +547,7 @@ int lt_cmd_hpo(int argc, char **argv) {
         char *j = best_json(&r, best, best_value);
         if (!j) rc = lt_cli_fail(cmd, "out of memory");
         if (j) {
-            if (test_acc)
+            if (test_acc && best < budget && isfinite(test_acc[best]))
                 fprintf(stderr, "%s: best value %.9g at trial %d (its test accuracy %.4f)\n", name,
                         best_value, best, test_acc[best]);
             else

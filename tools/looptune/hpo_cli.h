@@ -60,6 +60,8 @@ typedef struct {
     int budget, parallel;      /* trials in all; in flight at most */
     bool prunes;               /* a pruner: values reported live, decisions sent back */
     bool topics_made;          /* its topics exist already: none created */
+    double *test_acc;          /* mlp-digits: [budget] the trials' test accuracies from the
+                                  answers (NAN where none), or NULL */
     const _Atomic int *workers_left; /* --embedded: its workers still running (0: the study
                                         stops with an error); NULL: not known */
 } lt_cli_hpo_dist;

@@ -223,6 +223,9 @@ static int on_result(driver *dr, const Looptune__Result *res) {
     json_t *steps = ans ? json_object_get(ans, "steps") : NULL;
     if (ans && st && (!strcmp(st, "complete") || !strcmp(st, "pruned"))) {
         double v = json_number_value(json_object_get(ans, "value"));
+        json_t *test = json_object_get(ans, "test");
+        if (dr->d->test_acc && t < dr->d->budget && json_is_number(test))
+            dr->d->test_acc[t] = json_number_value(test);
         /* the steps not reported live (those that were are refused, not increasing) */
         for (size_t i = 0; json_is_array(steps) && i < json_array_size(steps); i++) {
             json_t *s = json_array_get(steps, i);
