@@ -257,6 +257,8 @@ typedef struct {
                                  by the caller when it is another) */
     const char *worker_id;    /* in results and heartbeats, and its transactional id's tail;
                                  NULL: instance_id, else host:pid */
+    bool topics_made;         /* the caller made the topics (a broker without the admin
+                                 API's CreateTopics): none created */
 } lt_worker_opts;
 
 typedef struct {
@@ -443,6 +445,10 @@ void lt_dist_tune_release(void);
  * TuneSpec, checks the host class and the model file, searches the key and
  * encodes the Config envelope found into *data (malloc'd). */
 int lt_dist_tune_run(const lt_dist_task_in *in, uint8_t **data, size_t *len);
+
+/* The hpo kind (kind_hpo.c): one trial of a `looptune hpo --brokers` study,
+ * its Task.spec and its answer JSON (see docs/hpo.md). */
+int lt_dist_hpo_run(const lt_dist_task_in *in, uint8_t **data, size_t *len);
 
 typedef struct {
     lt_submit_opts job;         /* conn, prefix, partitions, max_attempts, timeouts,

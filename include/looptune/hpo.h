@@ -154,6 +154,9 @@ void lt_hpo_study_free(lt_hpo_study *st);
  * The trial is running until told. Proposals never repeat a running
  * trial's point while the space has others. */
 int lt_hpo_study_ask(lt_hpo_study *st, int *trial, double *values);
+/* A running trial of the given configuration (values[size], in the space),
+ * proposed elsewhere: a study rebuilt from its record (a resumed study). */
+int lt_hpo_study_add(lt_hpo_study *st, const double *values, int *trial);
 /* An intermediate value of a running trial at step (steps increase).
  * *prune says whether the pruner stops it; the caller then tells
  * LT_HPO_PRUNED. */
@@ -182,9 +185,10 @@ void lt_hpo_study_ask_time(const lt_hpo_study *st, double *total_s, double *max_
 /* ---- external-command objectives (src/hpo/command.c) --------------------------- */
 
 /* A trial's command: argv with every {NAME} replaced by parameter NAME's
- * value (lt_hpo_value_format; "" when the parameter is not active), run in
- * a process group of its own with stdout read by the study and stderr
- * inherited, and LT_HPO_TRIAL (the trial id) and LT_HPO_PARAMS (the
+ * value (lt_hpo_value_format; "" when the parameter is not active), "{{"
+ * and "}}" by a literal "{" and "}" (a '{' with no '}' after it stands for
+ * itself), run in a process group of its own with stdout read by the study
+ * and stderr inherited, and LT_HPO_TRIAL (the trial id) and LT_HPO_PARAMS (the
  * configuration as JSON) in its environment. Its stdout speaks in lines:
  * "step=N value=V" an intermediate value, "value=V" the metric (the last
  * such line counts); other lines are ignored. */

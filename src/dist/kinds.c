@@ -123,6 +123,7 @@ static const lt_dist_kind kinds[] = {
     {.name = "matmul", .run = matmul_run},
     {.name = "noop", .run = noop_run},
     {.name = "tune", .answer = lt_dist_tune_run}, /* kind_tune.c */
+    {.name = "hpo", .answer = lt_dist_hpo_run},   /* kind_hpo.c */
 };
 
 const lt_dist_kind *lt_dist_kind_find(const char *name) {

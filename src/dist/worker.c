@@ -536,7 +536,7 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
     char txn_id[200];
     snprintf(txn_id, sizeof txn_id, "looptune-worker-%s", w.id);
 
-    int rc = lt_dist_ensure_topics(&o->conn, prefix, o->partitions);
+    int rc = o->topics_made ? LT_OK : lt_dist_ensure_topics(&o->conn, prefix, o->partitions);
     if (!rc) rc = lt_dist_blobs_init(&w.blobs, 0);
     if (!rc) rc = lt_dist_panels_init(&w.panels, o->panel_cache_bytes);
     if (!rc) rc = lt_pool_init(&w.pool, o->threads > 0 ? o->threads : 1);

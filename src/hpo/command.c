@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +17,38 @@
 
 #include "hpo/hpo_internal.h"
 
+/* The piece of an argument at c: a placeholder {NAME} (returns true, *name
+ * and *len set), or one literal character (*lit), "{{" and "}}" escaping a
+ * brace, a '{' without a '}' after it standing for itself. *next: past it. */
+static bool piece_at(const char *c, const char **name, size_t *len, char *lit,
+                     const char **next) {
+    if ((c[0] == '{' && c[1] == '{') || (c[0] == '}' && c[1] == '}')) {
+        *lit = c[0];
+        *next = c + 2;
+        return false;
+    }
+    const char *e = c[0] == '{' ? strchr(c + 1, '}') : NULL;
+    if (e) {
+        *name = c + 1;
+        *len = (size_t)(e - c - 1);
+        *next = e + 1;
+        return true;
+    }
+    *lit = c[0];
+    *next = c + 1;
+    return false;
+}
+
 /* Calls f(ctx, name, len) for every {NAME} in arg; stops at a non-zero
  * return, which it returns. */
 static int each_placeholder(const char *arg, int (*f)(void *, const char *, size_t), void *ctx) {
-    for (const char *c = arg; (c = strchr(c, '{')) != NULL; c++) {
-        const char *e = strchr(c + 1, '}');
-        if (!e) return 0;
-        int rc = f(ctx, c + 1, (size_t)(e - c - 1));
+    for (const char *c = arg; *c;) {
+        const char *name;
+        size_t len;
+        char lit;
+        if (!piece_at(c, &name, &len, &lit, &c)) continue;
+        int rc = f(ctx, name, len);
         if (rc) return rc;
-        c = e;
     }
     return 0;
 }
@@ -65,18 +89,19 @@ static char *substitute(const char *arg, const lt_hpo_space *s, const double *va
     char *out = malloc(cap);
     if (!out) return NULL;
     for (const char *c = arg; *c;) {
-        const char *e = c[0] == '{' ? strchr(c + 1, '}') : NULL;
-        int i = e ? find_n(s, c + 1, (size_t)(e - c - 1)) : -1;
+        const char *name;
+        size_t nlen;
+        char lit = 0;
+        const char *at = c;
+        const bool ph = piece_at(c, &name, &nlen, &lit, &c);
+        const int i = ph ? find_n(s, name, nlen) : -1;
         char val[512];
-        const char *piece = c;
-        size_t plen = 1;
+        const char *piece = ph ? at : &lit; /* a name of no parameter: kept as written */
+        size_t plen = ph ? nlen + 2 : 1;
         if (i >= 0) {
             lt_hpo_value_format(s, i, values[i], val, sizeof val);
             piece = val;
             plen = strlen(val);
-            c = e + 1;
-        } else {
-            c++;
         }
         if (len + plen + 1 > cap) {
             cap = 2 * (len + plen + 1);
@@ -128,6 +153,8 @@ int lt_hpo_proc_start(lt_hpo_proc *p, char *const *argv, int argc, const lt_hpo_
     }
     if (pid == 0) { /* the child: its own group, stdout into the pipe */
         setpgid(0, 0);
+        /* dies with the process that runs the study (a worker killed mid-trial) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(fds[1], STDOUT_FILENO);
         close(fds[0]);
         close(fds[1]);

@@ -104,8 +104,8 @@ static lt__hpo_history history(lt_hpo_study *st) {
     return h;
 }
 
-int lt_hpo_study_ask(lt_hpo_study *st, int *trial, double *values) {
-    double t0 = lt_now_s();
+/* Room for one more trial (st->t[st->n], zeroed, its values allocated). */
+static int grow(lt_hpo_study *st) {
     if (st->n == st->cap) {
         int nc = st->cap ? 2 * st->cap : 64;
         lt__hpo_trial *nt = realloc(st->t, (size_t)nc * sizeof *nt);
@@ -120,18 +120,37 @@ int lt_hpo_study_ask(lt_hpo_study *st, int *trial, double *values) {
         if (!nx || !np || !ny) return lt_error(LT_ENOMEM, "hpo: out of memory");
         st->cap = nc;
     }
-    int size = lt_hpo_space_size(st->space);
     lt__hpo_trial *t = &st->t[st->n];
     memset(t, 0, sizeof *t);
-    t->values = malloc((size_t)size * sizeof *t->values);
+    t->values = malloc((size_t)lt_hpo_space_size(st->space) * sizeof *t->values);
+    return t->values ? LT_OK : lt_error(LT_ENOMEM, "hpo: out of memory");
+}
+
+int lt_hpo_study_add(lt_hpo_study *st, const double *values, int *trial) {
+    if (!lt_hpo_space_valid(st->space, values))
+        return lt_error(LT_EINVAL, "hpo: trial %d's configuration is not in the space", st->n);
+    int rc = grow(st);
+    if (rc) return rc;
+    lt__hpo_trial *t = &st->t[st->n];
+    memcpy(t->values, values, (size_t)lt_hpo_space_size(st->space) * sizeof *t->values);
+    t->state = LT_HPO_RUNNING;
+    t->value = NAN;
+    *trial = st->n++;
+    return LT_OK;
+}
+
+int lt_hpo_study_ask(lt_hpo_study *st, int *trial, double *values) {
+    double t0 = lt_now_s();
+    int rc = grow(st);
+    if (rc) return rc;
+    int size = lt_hpo_space_size(st->space);
+    lt__hpo_trial *t = &st->t[st->n];
     double *u = malloc((size_t)size * sizeof *u);
-    if (!t->values || !u) {
+    if (!u) {
         free(t->values);
-        free(u);
         return lt_error(LT_ENOMEM, "hpo: out of memory");
     }
     lt__hpo_history h = history(st);
-    int rc = LT_OK;
     bool fresh = false;
     for (int k = 0; k < LT__ASK_RETRIES && !fresh; k++) {
         if ((rc = st->sampler->propose(st->sampler, &h, t->values))) break;

@@ -94,6 +94,10 @@ if out:
 check(summary(r.stderr) == (24, 24, 0, 0), "summary: 24 complete", summary(r.stderr))
 check(len(re.findall(r"^quad: trial \d+ value ", r.stderr, re.M)) == 24,
       "one progress line per trial")
+etas = re.findall(r"^quad: trial \d+ .* \| eta (unknown|[0-9.]+ s)$", r.stderr, re.M)
+check(len(etas) == 24, "every progress line ends with an ETA", r.stderr[-300:])
+check(etas and etas[-1] == "0.0 s" and all(e == "unknown" or float(e[:-2]) >= 0 for e in etas),
+      "the ETA parses as seconds, 0 at the last trial", etas[-3:])
 
 # ---- TPE, maximising the negated quadratic ----------------------------------------------
 os.remove(LOG)
@@ -335,6 +339,31 @@ r = run(["--objective", "branin", "--budget", 2, "-q", "--best-out",
          os.path.join(WORK, "no", "dir.json")])
 check(r.returncode != 0 and r.stderr.strip().split("\n")[-1].startswith(
     "looptune hpo: cannot write --best-out"), "unwritable --best-out: non-zero exit", r.stderr)
+# ---- literal braces: {{ and }} ---------------------------------------------------------
+ARGS = os.path.join(WORK, "args.log")
+ECHO = write("echo.py", """import json, sys
+with open(sys.argv[1], "a") as f:
+    f.write(json.dumps(sys.argv[2:]) + "\\n")
+print("value=%r" % json.loads(sys.argv[2])["x"])
+""")
+r = run(["--space", SPACE, "--budget", 3, "--sampler", "random", "-q", "--", PY, ECHO, ARGS,
+         '{{"x": {x}, "y": {y}}}', "{{x}}", "}}{{", "{{{x}}}", "a{b", "}"])
+check(r.returncode == 0, "braces: exit 0", r.stderr[-800:])
+with open(ARGS) as f:
+    seen = [json.loads(l) for l in f]
+check(len(seen) == 3, "braces: three trials ran", seen)
+ok = True
+for a in seen:
+    d = json.loads(a[0])  # {{...}} around placeholders: a JSON object of the values
+    ok &= (a[1] == "{x}" and a[2] == "}{" and a[3] == "{%r}" % d["x"] and a[4] == "a{b"
+           and a[5] == "}" and set(d) == {"x", "y"})
+check(ok, "braces: {{ and }} are literal braces, {NAME} inside them a value", seen)
+check(r.returncode == 0 and json.loads(r.stdout)["value"] ==
+      json.loads(r.stdout)["params"]["x"], "braces: the JSON argument carried the trial's x",
+      r.stdout)
+refused(["--space", SPACE, "--", PY, QUAD, "{{x}", "{nope}}"], "{nope} names no parameter",
+        "an escaped brace before a placeholder")
+
 r = run(["--help"])
 check(r.returncode == 0 and "usage: looptune hpo" in r.stdout and "--trial-timeout" in r.stdout,
       "--help")

@@ -48,6 +48,18 @@ static const char *const hpo_help =
     "  --seed S               the sampler's seed (default 1)\n"
     "  --trial-timeout SEC    kill a trial's processes after SEC seconds (default: none)\n"
     "  --best-out FILE        also write the best trial's JSON to FILE\n"
+    "  --plot FILE.svg        write the study as SVG: the best so far against trials and\n"
+    "                         the metric against each parameter\n"
+    "  --brokers B            run the trials on `looptune worker`s over Kafka (tasks of\n"
+    "                         kind hpo), at most --parallel in flight, the study kept in\n"
+    "                         the compacted topic <prefix>trials under --study: running\n"
+    "                         the same --study again continues it\n"
+    "  --topic-prefix P       the topics' prefix (default looptune.)\n"
+    "  --embedded             the trials as with --brokers, on the embedded broker with\n"
+    "                         --parallel workers in this process\n"
+    "  --resume               with --brokers: continue --study, which must be on the topic\n"
+    "  --watch STUDY          with --brokers: follow STUDY, a line per finished trial\n"
+    "  --watch-timeout SEC    stop watching after SEC seconds (default: when it is done)\n"
     "  -q, --quiet            no per-trial lines, the summary alone\n"
     "  -h, --help             this help\n";
 
@@ -84,7 +96,11 @@ static int on_step(void *arg, int64_t step, double value) {
     return prune;
 }
 
-void lt_cli_hpo_progress(const lt_cli_hpo_run *r, int trial, double dt) {
+void lt_cli_hpo_progress(lt_cli_hpo_run *r, int trial, double dt) {
+    if (dt > 0) {
+        r->timed_s += dt;
+        r->timed++;
+    }
     if (r->quiet) return;
     lt_hpo_state state;
     double value, best;
@@ -100,9 +116,16 @@ void lt_cli_hpo_progress(const lt_cli_hpo_run *r, int trial, double dt) {
     int b = lt_hpo_study_best(r->st, &best, NULL);
     char bs[64] = "none yet";
     if (b >= 0) snprintf(bs, sizeof bs, "%.6g (trial %d)", best, b);
+    /* the trials not finished yet, the running ones counted whole */
+    int left = r->budget - c.complete - c.pruned - c.failed;
+    if (left < 0) left = 0;
+    char eta[48] = "unknown";
+    if (r->timed > 0 && r->parallel > 0)
+        snprintf(eta, sizeof eta, "%.1f s", r->timed_s / r->timed * left / r->parallel);
     fprintf(stderr,
-            "%s: trial %d %s in %.2f s | %d done, %d running, %d pruned, %d failed | best %s\n",
-            r->name, trial, what, dt, c.complete, c.running, c.pruned, c.failed, bs);
+            "%s: trial %d %s in %.2f s | %d done, %d running, %d pruned, %d failed | best %s"
+            " | eta %s\n",
+            r->name, trial, what, dt, c.complete, c.running, c.pruned, c.failed, bs, eta);
 }
 
 /* Tells the study how a finished process ended. */
@@ -259,7 +282,8 @@ int lt_cmd_hpo(int argc, char **argv) {
     lt_hpo_study_opts_default(&o);
     o.sampler = LT_HPO_SAMPLER_GP;
     enum { O_SPACE = 256, O_OBJ, O_SAMPLER, O_BUDGET, O_PAR, O_PRUNER, O_STUDY, O_DIR, O_SEED,
-           O_BEST, O_TIMEOUT, O_MINRES, O_ETA, O_DATA };
+           O_BEST, O_TIMEOUT, O_MINRES, O_ETA, O_DATA, O_RESUME, O_WATCH, O_WATCH_TIMEOUT, O_PLOT,
+           O_EMBEDDED };
     static const struct option opts[] = {
         {"space", required_argument, 0, O_SPACE},     {"objective", required_argument, 0, O_OBJ},
         {"sampler", required_argument, 0, O_SAMPLER}, {"budget", required_argument, 0, O_BUDGET},
@@ -270,13 +294,37 @@ int lt_cmd_hpo(int argc, char **argv) {
         {"min-resource", required_argument, 0, O_MINRES},
         {"eta", required_argument, 0, O_ETA},         {"quiet", no_argument, 0, 'q'},
         {"data", required_argument, 0, O_DATA},
+        {"plot", required_argument, 0, O_PLOT},
+        {"embedded", no_argument, 0, O_EMBEDDED},
+        {"resume", no_argument, 0, O_RESUME},         {"watch", required_argument, 0, O_WATCH},
+        {"watch-timeout", required_argument, 0, O_WATCH_TIMEOUT},
+        LT_CLI_KAFKA_OPTIONS,
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+    lt_cli_kafka kafka;
+    if (lt_cli_kafka_init(cmd, &kafka)) return 1;
+    bool resume = false, embedded = false;
+    const char *watch = NULL, *plot = NULL;
+    float watch_timeout = 0;
     opterr = 0;
     optind = 1;
     int c;
     /* '+': options stop at the first non-option, so CMD's own flags stay CMD's */
-    while ((c = getopt_long(argc, argv, "+:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:qh" LT_CLI_KAFKA_SHORT, opts, NULL)) != -1) {
+        int kr = lt_cli_kafka_option(cmd, c, optarg, &kafka);
+        if (kr == LT_CLI_OPT_ERROR) {
+            lt_cli_kafka_free(&kafka);
+            return 1;
+        }
+        if (kr == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
+        case O_RESUME: resume = true; break;
+        case O_EMBEDDED: embedded = true; break;
+        case O_PLOT: plot = optarg; break;
+        case O_WATCH: watch = optarg; break;
+        case O_WATCH_TIMEOUT:
+            if (!lt_cli_parse_f32(optarg, 1e-3f, 1e7f, &watch_timeout))
+                return lt_cli_fail(cmd, "bad --watch-timeout '%s': expected seconds > 0", optarg);
+            break;
         case O_SPACE: space_path = optarg; break;
         case O_OBJ: objective = optarg; break;
         case O_SAMPLER:
@@ -330,6 +378,23 @@ int lt_cmd_hpo(int argc, char **argv) {
     }
     char **child = argv + optind;
     int n_child = argc - optind;
+    if (embedded && lt_cli_kafka_given(&kafka))
+        return lt_cli_fail(cmd, "--embedded is instead of --brokers: give one of them");
+    if (embedded && (resume || watch))
+        return lt_cli_fail(cmd, "--embedded: its broker lives as long as the study; no --resume "
+                                "or --watch");
+    const bool dist = lt_cli_kafka_given(&kafka) || embedded;
+    if ((resume || watch) && !lt_cli_kafka_has_brokers(&kafka))
+        return lt_cli_fail(cmd, "--resume and --watch need --brokers");
+    if (dist && lt_cli_kafka_check(cmd, &kafka)) return 1;
+    if (watch) {
+        if (space_path || objective || n_child > 0 || resume)
+            return lt_cli_fail(cmd, "--watch STUDY takes no study of its own to run");
+        int wrc = lt_cli_hpo_watch(cmd, &kafka, watch, watch_timeout);
+        lt_cli_kafka_free(&kafka);
+        return wrc;
+    }
+    if (resume && !study) return lt_cli_fail(cmd, "--resume needs --study NAME");
     if (optind > 0 && optind <= argc && strcmp(argv[optind - 1], "--") != 0 && n_child > 0)
         return lt_cli_fail(cmd,
                            "unexpected argument '%s': put the command after -- (see looptune "
@@ -350,6 +415,10 @@ int lt_cmd_hpo(int argc, char **argv) {
     if (obj && o.pruner != LT_HPO_PRUNER_NONE)
         return lt_cli_fail(cmd, "--pruner needs intermediate values, which %s does not report",
                            obj->name);
+    if (dist && !embedded && o.pruner != LT_HPO_PRUNER_NONE && !kafka.conn.brokers)
+        return lt_cli_fail(cmd, "--pruner over Kafka needs --brokers (the workers' address)");
+    if (dist && !embedded && !lt_cli_kafka_has_brokers(&kafka))
+        return lt_cli_fail(cmd, "no --brokers");
     o.seed = (uint64_t)seed;
     o.min_resource = min_resource;
     o.eta = (int)eta;
@@ -412,7 +481,7 @@ int lt_cmd_hpo(int argc, char **argv) {
     else if (space_path) name_of(space_path, name, sizeof name);
     else snprintf(name, sizeof name, "%s", mlp ? "mlp-digits" : obj->name);
     lt_cli_hpo_run r = {.cmd = cmd, .name = name, .space = space, .st = st, .quiet = quiet,
-                   .t0 = lt_now_s()};
+                   .t0 = lt_now_s(), .budget = (int)budget, .parallel = (int)parallel};
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
@@ -422,7 +491,41 @@ int lt_cmd_hpo(int argc, char **argv) {
                 lt_hpo_sampler_name(o.sampler), lt_hpo_pruner_name(o.pruner),
                 o.maximize ? "maximize" : "minimize", (long long)budget,
                 (long long)parallel);
-    if (mlp || obj)
+    char *space_text = NULL, data_abs[4096] = "";
+    if (dist && mlp && !realpath(data_path, data_abs))
+        rc = lt_cli_fail(cmd, "--data %s: %s", data_path, strerror(errno));
+    if (dist && space_path) {
+        FILE *f = fopen(space_path, "rb");
+        long n = -1;
+        if (f && fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+        if (f && n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (space_text = malloc((size_t)n + 1))) {
+            if (fread(space_text, 1, (size_t)n, f) != (size_t)n) {
+                free(space_text);
+                space_text = NULL;
+            } else {
+                space_text[n] = 0;
+            }
+        }
+        if (f) fclose(f);
+        if (!space_text) rc = lt_cli_fail(cmd, "cannot read %s: %s", space_path, strerror(errno));
+    }
+    if (rc) {
+        /* the space or the data set could not be read: nothing runs */
+    } else if (dist) {
+        if (mlp && (test_acc = malloc((size_t)budget * sizeof *test_acc)))
+            for (int64_t i = 0; i < budget; i++) test_acc[i] = NAN;
+        lt_cli_hpo_dist d = {.test_acc = test_acc, .kafka = &kafka, .resume = resume,
+                             .space_text = space_text ? space_text
+                                           : mlp      ? lt_hpo_mlp_digits_space
+                                                      : obj->space_json,
+                             .objective = obj ? obj->name : mlp ? "mlp-digits" : NULL,
+                             .data = mlp ? data_abs : NULL, .argv = child, .argc = n_child,
+                             .timeout_s = timeout, .sampler = lt_hpo_sampler_name(o.sampler),
+                             .seed = o.seed, .maximize = o.maximize, .budget = (int)budget,
+                             .parallel = (int)parallel,
+                             .prunes = o.pruner != LT_HPO_PRUNER_NONE};
+        rc = embedded ? lt_cli_hpo_run_embedded(&r, &d) : lt_cli_hpo_run_dist(&r, &d);
+    } else if (mlp || obj)
         rc = lt_cli_hpo_run_inproc(&r, obj, &digits, (int)budget, (int)parallel, (uint64_t)seed,
                                    mlp ? &test_acc : NULL);
     else rc = run_command(&r, child, n_child, (int)budget, (int)parallel, timeout);
@@ -437,13 +540,14 @@ int lt_cmd_hpo(int argc, char **argv) {
             "%s: %d trials (%d complete, %d pruned, %d failed) in %.1f s; proposals %.3f s "
             "(longest %.3f s)\n",
             name, n.total, n.complete, n.pruned, n.failed, lt_now_s() - r.t0, ask_total, ask_max);
+    if (plot && n.total > 0 && lt_cli_hpo_plot(&r, plot, o.maximize)) rc = 1;
     if (!rc && stop_signal) rc = lt_cli_fail(cmd, "interrupted by signal %d", (int)stop_signal);
     if (!rc && best < 0) rc = lt_cli_fail(cmd, "no trial completed (see the failures above)");
     if (!rc) {
         char *j = best_json(&r, best, best_value);
         if (!j) rc = lt_cli_fail(cmd, "out of memory");
         if (j) {
-            if (test_acc)
+            if (test_acc && best < budget && isfinite(test_acc[best]))
                 fprintf(stderr, "%s: best value %.9g at trial %d (its test accuracy %.4f)\n", name,
                         best_value, best, test_acc[best]);
             else
@@ -462,6 +566,8 @@ int lt_cmd_hpo(int argc, char **argv) {
         }
     }
     free(test_acc);
+    free(space_text);
+    lt_cli_kafka_free(&kafka);
     lt_hpo_digits_free(&digits);
     lt_hpo_study_free(st);
     lt_hpo_space_free(space);

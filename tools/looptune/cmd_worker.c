@@ -150,7 +150,8 @@ int lt_cmd_worker(int argc, char **argv) {
             for (char *save = NULL, *t = strtok_r(kinds_buf, ",", &save); t;
                  t = strtok_r(NULL, ",", &save)) {
                 if (!lt_dist_kind_find(t))
-                    FAIL("bad --kinds: unknown task kind '%s' (known: matmul, noop, tune)", t);
+                    FAIL("bad --kinds: unknown task kind '%s' (known: matmul, noop, tune, hpo)",
+                         t);
                 if (wo.n_kinds == MAX_KINDS) FAIL("bad --kinds: at most %d", MAX_KINDS);
                 kinds[wo.n_kinds++] = t;
             }
