@@ -322,6 +322,8 @@ bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int
  * sum the bits lt__matvec_q8i8_avx512 gives it alone. False, nothing
  * written, if the quantised x cannot be allocated. */
 bool lt__matvec_q8i8_tokens_avx512(const lt_call *call, int ith, int nth);
+/* The same on AVX2, two tokens at a time. */
+bool lt__matvec_q8i8_tokens_avx2(const lt_call *call, int ith, int nth);
 /* Tests set it to run the AVX-512BW lanes on a CPU with VNNI. */
 extern bool lt__q8i8_avoid_vnni;
 /* q4_0 .. q6_k W (matvec_q.c, every ISA's driver for them, with isa's

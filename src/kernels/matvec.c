@@ -380,6 +380,9 @@ static bool matvec_tokens_isa(const lt_call *call, int ith, int nth, lt_isa isa)
     if (isa == LT_ISA_AVX512 && W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8] &&
         W->ne[0] % 16 == 0)
         return lt__matvec_q8i8_tokens_avx512(call, ith, nth);
+    if (isa == LT_ISA_AVX2 && W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8] &&
+        W->ne[0] % 16 == 0)
+        return lt__matvec_q8i8_tokens_avx2(call, ith, nth);
 #endif
     (void)call, (void)ith, (void)nth, (void)isa;
     return false;
