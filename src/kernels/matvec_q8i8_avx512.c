@@ -407,8 +407,15 @@ bool lt__matvec_q8i8_tokens_avx512(const lt_call *call, int ith, int nth) {
     const bool split = W->layout == LT_LAYOUT_Q8_SPLIT, acc = call->ia[0] != 0;
     int64_t r0, r1;
     lt__linear_split(W->ne[1], lt__mv_task_rows(call), ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        const char *row = (const char *)W->data + (size_t)r * W->nb[1];
+    /* rows in chunks of tok_chunk_kb KiB (whole tasks, at least one): the
+     * first group of tokens reads a chunk from memory, the others from L2,
+     * and each group's x stays in L1 over the chunk's rows */
+    const size_t chunk_bytes = (size_t)call->params.v[LT__MV_TOK_CHUNK_KB] << 10;
+    const int64_t per = lt__mv_task_rows(call);
+    int64_t chunk = (int64_t)(chunk_bytes / W->nb[1]) / per * per;
+    if (chunk < per) chunk = per;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        const int64_t c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
         for (int64_t t0 = 0; t0 < n; t0 += 4) {
             const int T = n - t0 < 4 ? (int)(n - t0) : 4;
             q8i8_tok tk[4];
@@ -417,10 +424,13 @@ bool lt__matvec_q8i8_tokens_avx512(const lt_call *call, int ith, int nth) {
                 const char *p = tl_tok.buf + (size_t)(t0 + t) * per_tok;
                 tk[t] = (q8i8_tok){(const int8_t *)p, (const float *)(p + qbytes),
                                    (const int32_t *)(p + qbytes + sbytes)};
-                y[t] = (float *)((char *)Y->data + (size_t)(t0 + t) * Y->nb[1]) + r;
+                y[t] = (float *)((char *)Y->data + (size_t)(t0 + t) * Y->nb[1]) + c0;
             }
-            /* the row is read from memory by the first group only */
-            q8i8_tok_table[split][vnni][T - 1][t0 == 0 ? pfm : 0](row, tk, nblk, pf, y, acc);
+            const q8i8_tok_fn f = q8i8_tok_table[split][vnni][T - 1][t0 == 0 ? pfm : 0];
+            for (int64_t r = c0; r < c1; r++) {
+                f((const char *)W->data + (size_t)r * W->nb[1], tk, nblk, pf, y, acc);
+                for (int t = 0; t < T; t++) y[t]++;
+            }
         }
     }
     return true;
