@@ -316,6 +316,15 @@ bool lt__matvec_q8i16_avx2(const lt_call *call, const lt_step *step, int ith, in
                            const float *x);
 bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *x);
+/* A matvec of several tokens (x and y rows, no prologue or epilogue) with
+ * q8_0 W and act_int8 = 1 on AVX-512: each token's x quantised once, the
+ * thread's rows in chunks of tok_chunk_kb KiB (read from memory once, then
+ * from L2), each row applied to up to four tokens at a time, and each
+ * token's sum the bits lt__matvec_q8i8_avx512 gives it alone. False, nothing
+ * written, if the quantised x cannot be allocated. */
+bool lt__matvec_q8i8_tokens_avx512(const lt_call *call, int ith, int nth);
+/* The same on AVX2, two tokens at a time. */
+bool lt__matvec_q8i8_tokens_avx2(const lt_call *call, int ith, int nth);
 /* Tests set it to run the AVX-512BW lanes on a CPU with VNNI. */
 extern bool lt__q8i8_avoid_vnni;
 /* q4_0 .. q6_k W (matvec_q.c, every ISA's driver for them, with isa's

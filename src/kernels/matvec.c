@@ -372,13 +372,30 @@ static void matvec_tokens(const lt_call *call, int ith, int nth, lt_kernel_fn on
     }
 }
 
+/* A matvec of several tokens by the ISA's own multi-token path, where it
+ * has one for W's dtype and mode: false if it has none (or no memory). */
+static bool matvec_tokens_isa(const lt_call *call, int ith, int nth, lt_isa isa) {
+#if LT_HAVE_X86
+    const lt_tensor *W = call->op[1];
+    if (isa == LT_ISA_AVX512 && W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8] &&
+        W->ne[0] % 16 == 0)
+        return lt__matvec_q8i8_tokens_avx512(call, ith, nth);
+    if (isa == LT_ISA_AVX2 && W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8] &&
+        W->ne[0] % 16 == 0)
+        return lt__matvec_q8i8_tokens_avx2(call, ith, nth);
+#endif
+    (void)call, (void)ith, (void)nth, (void)isa;
+    return false;
+}
+
 /* The entries: the input after the prologue by the ISA's own primitives
  * (those of the norm or gate kernel the prologue stands for), the path, then
  * the epilogue on the rows the thread computed. */
 #define ENTRY(isa, ISA)                                                                     \
     static void matvec_##isa(const lt_call *call, const lt_step *step, int ith, int nth) { \
         if (call->op[2]->ne[1] > 1) {                                                      \
-            matvec_tokens(call, ith, nth, matvec_##isa);                                   \
+            if (!matvec_tokens_isa(call, ith, nth, ISA))                                   \
+                matvec_tokens(call, ith, nth, matvec_##isa);                               \
             return;                                                                        \
         }                                                                                  \
         const float *x = lt__mv_input(call, step, ISA);                                    \

@@ -28,7 +28,9 @@
 #include "kernels/linear.h"
 
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdalign.h>
+#include <string.h>
 
 #define LT_INLINE static inline __attribute__((always_inline))
 
@@ -166,5 +168,123 @@ bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int
     const lt__mv_x x = {.x = xin, .xs = xs, .xq8 = xq, .row_blocks = cols / LT_QK8_0};
     const bool split = call->op[1]->layout == LT_LAYOUT_Q8_SPLIT;
     lt__matvec_drive(call, ith, nth, q8i8_table[split][cols >= LT__Q8_FAR_MIN_COLS], &x);
+    return true;
+}
+
+/* ---- several tokens at once (a batched decode step) ------------------------- */
+
+/* One token's quantised x: the layout lt__xq8_get gives one token. */
+typedef struct {
+    const int8_t *xq;
+    const float *xs;
+} q8i8_tok;
+
+/* One row (nbrow blocks) against T tokens, whole: each block's quants and
+ * scale are loaded once for all T, each token's lanes, scale product and
+ * FMA into accumulator [(b / 2) % 2][b % 2] are q8i8_block's for one row,
+ * and y[t][0] = (or +=) each token's sum, the bits it gets alone. */
+LT_INLINE void q8i8_tok_row(bool SPLIT, int T, int PF, const char *row, const q8i8_tok *tk,
+                            int64_t nbrow, size_t pf, float *const *y, bool accumulate) {
+    __m256 a[2][8][2][2];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; t++) lt__q8acc_load_avx2(1, a[t], NULL, true);
+    for (int64_t b = 0; b < nbrow; b++) {
+        const lt_block_q8_0 *blk = (const lt_block_q8_0 *)row + b;
+        const int8_t *q = SPLIT ? lt_q8s_qs(row, nbrow, b) : blk->qs;
+        const uint16_t d16 = SPLIT ? *lt_q8s_scales(row, nbrow, b) : blk->d;
+        if (!SPLIT || !(b & 1)) prefetch(PF, (const char *)q, pf);
+        const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)d16));
+        const __m256i w = _mm256_loadu_si256((const __m256i *)q);
+        const __m256i wa = _mm256_abs_epi8(w);
+        const int A = (int)(b >> 1 & 1), H = (int)(b & 1);
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) {
+            const __m256i xv = _mm256_load_si256((const __m256i *)(tk[t].xq + b * LT__XQ_BLOCK));
+            const __m256i pairs = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, w));
+            const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+            const __m256 sc = _mm256_mul_ps(d, _mm256_broadcast_ss(tk[t].xs + b));
+            a[t][0][A][H] = _mm256_fmadd_ps(dot, sc, a[t][0][A][H]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < T; t++) lt__q8acc_finish_avx2(1, a[t], NULL, true, y[t], accumulate);
+}
+
+typedef void (*q8i8_tok_fn)(const char *row, const q8i8_tok *tk, int64_t nbrow, size_t pf,
+                            float *const *y, bool accumulate);
+#define Q8I8_TOK_FN(S, T, PF)                                                                \
+    static void q8i8_tok_##S##_##T##_##PF(const char *row, const q8i8_tok *tk, int64_t nbrow, \
+                                          size_t pf, float *const *y, bool accumulate) {      \
+        q8i8_tok_row(S, T, PF, row, tk, nbrow, pf, y, accumulate);                           \
+    }
+#define Q8I8_TOK_T(S, T) Q8I8_TOK_FN(S, T, 0) Q8I8_TOK_FN(S, T, 1) Q8I8_TOK_FN(S, T, 2)
+Q8I8_TOK_T(0, 1)
+Q8I8_TOK_T(0, 2)
+Q8I8_TOK_T(1, 1)
+Q8I8_TOK_T(1, 2)
+#define Q8I8_TOK_ROW(S, T) {q8i8_tok_##S##_##T##_0, q8i8_tok_##S##_##T##_1, q8i8_tok_##S##_##T##_2}
+/* [split][tokens - 1][prefetch: none, near, near and far] */
+static const q8i8_tok_fn q8i8_tok_table[2][2][3] = {{Q8I8_TOK_ROW(0, 1), Q8I8_TOK_ROW(0, 2)},
+                                                    {Q8I8_TOK_ROW(1, 1), Q8I8_TOK_ROW(1, 2)}};
+
+/* The thread's buffer of every token's quantised x. */
+static _Thread_local struct {
+    char *buf;
+    size_t cap;
+} tl_tok;
+static pthread_key_t tok_key;
+static pthread_once_t tok_once = PTHREAD_ONCE_INIT;
+static void tok_free(void *p) { lt_aligned_free(p); }
+static void tok_make_key(void) { LT_ASSERT(pthread_key_create(&tok_key, tok_free) == 0); }
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+bool lt__matvec_q8i8_tokens_avx2(const lt_call *call, int ith, int nth) {
+    const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
+    const int64_t n = X->ne[1], cols = W->ne[0], nblk = cols / LT_QK8_0;
+    const size_t qbytes = round_up((size_t)cols, 64);
+    const size_t sbytes = round_up((size_t)nblk, 16) * sizeof(float);
+    const size_t bbytes = round_up((size_t)nblk * LT__XQ8_LANES, 16) * sizeof(int32_t);
+    const size_t per_tok = qbytes + sbytes + bbytes;
+    if (!lt__tl_reserve(&tl_tok.buf, &tl_tok.cap, per_tok * (size_t)n, &tok_once, &tok_key,
+                        tok_make_key))
+        return false;
+    for (int64_t i = 0; i < n; i++) {
+        char *p = tl_tok.buf + (size_t)i * per_tok;
+        const float *x = (const float *)((const char *)X->data + (size_t)i * X->nb[1]);
+        memset(p, 0, per_tok);
+        lt__xq8_quant_portable(x, cols, (int8_t *)p, (float *)(p + qbytes),
+                               (int32_t *)(p + qbytes + sbytes));
+    }
+    const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
+    const int pfm = pf == 0 ? 0 : cols >= LT__Q8_FAR_MIN_COLS ? 2 : 1;
+    const bool split = W->layout == LT_LAYOUT_Q8_SPLIT, acc = call->ia[0] != 0;
+    int64_t r0, r1;
+    lt__linear_split(W->ne[1], lt__mv_task_rows(call), ith, nth, &r0, &r1);
+    /* rows in chunks of tok_chunk_kb KiB (whole tasks, at least one): the
+     * first group of tokens reads a chunk from memory, the others from L2,
+     * and each group's x stays in L1 over the chunk's rows */
+    const size_t chunk_bytes = (size_t)call->params.v[LT__MV_TOK_CHUNK_KB] << 10;
+    const int64_t per = lt__mv_task_rows(call);
+    int64_t chunk = (int64_t)(chunk_bytes / W->nb[1]) / per * per;
+    if (chunk < per) chunk = per;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        const int64_t c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
+        for (int64_t t0 = 0; t0 < n; t0 += 2) {
+            const int T = n - t0 < 2 ? (int)(n - t0) : 2;
+            q8i8_tok tk[2];
+            float *y[2];
+            for (int t = 0; t < T; t++) {
+                const char *p = tl_tok.buf + (size_t)(t0 + t) * per_tok;
+                tk[t] = (q8i8_tok){(const int8_t *)p, (const float *)(p + qbytes)};
+                y[t] = (float *)((char *)Y->data + (size_t)(t0 + t) * Y->nb[1]) + c0;
+            }
+            const q8i8_tok_fn f = q8i8_tok_table[split][T - 1][t0 == 0 ? pfm : 0];
+            for (int64_t r = c0; r < c1; r++) {
+                f((const char *)W->data + (size_t)r * W->nb[1], tk, nblk, pf, y, acc);
+                for (int t = 0; t < T; t++) y[t]++;
+            }
+        }
+    }
     return true;
 }

@@ -37,7 +37,9 @@
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdalign.h>
+#include <string.h>
 
 #define LT_INLINE static inline __attribute__((always_inline))
 
@@ -267,5 +269,169 @@ bool lt__matvec_q8i8_avx512(const lt_call *call, const lt_step *step, int ith, i
     const lt__mv_x x = {.x = xin, .xs = xs, .xq8 = xq, .xb = xb, .row_blocks = cols / LT_QK8_0};
     const bool split = call->op[1]->layout == LT_LAYOUT_Q8_SPLIT;
     lt__matvec_drive(call, ith, nth, q8i8_table[split][cols >= LT__Q8_FAR_MIN_COLS][vnni], &x);
+    return true;
+}
+
+/* ---- several tokens at once (a batched decode step) ------------------------- */
+
+/* One token's quantised x: the layout lt__xq8_get gives one token. */
+typedef struct {
+    const int8_t *xq;
+    const float *xs;
+    const int32_t *xb;
+} q8i8_tok;
+
+/* Pair j / 2 of a group of blocks starting at row block b (quants at wb)
+ * into accumulator A of each of T tokens: the row's quants are loaded (and
+ * offset) once for all T, and each token's lanes, scale and FMA are those
+ * of q8i8_step for one row. */
+LT_INLINE void q8i8_tok_step(bool VNNI, bool SPLIT, int T, int PF, int A, bool two,
+                             __m512 a[4][2], const char *wb, const q8i8_tok *tk, int64_t b,
+                             const __m512 *ds, int64_t j, size_t pf) {
+    const size_t bb = SPLIT ? LT_QK8_0 : sizeof(lt_block_q8_0);
+    const __m512i idx = _mm512_add_epi32(
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+        _mm512_set1_epi32((int)j));
+    const char *p = wb + (size_t)j * bb;
+    if (PF) _mm_prefetch(p + pf, _MM_HINT_T0);
+    if (PF == 2) _mm_prefetch(p + LT__Q8_FAR * pf, _MM_HINT_T1);
+    const __m512i w = q8_pair_quants(SPLIT, p, two);
+    const __m512i wu = _mm512_xor_si512(w, _mm512_set1_epi8(-128));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        const __m512i xv = _mm512_load_si512(tk[t].xq + (b + j) * LT__XQ_BLOCK);
+        const __m512i bv = _mm512_load_si512(tk[t].xb + (b + j) * LT__XQ8_LANES);
+        const __m512i s32 = VNNI ? _mm512_dpbusd_epi32(bv, wu, xv) : q8i8_pair(false, w, xv, bv);
+        __m512 dot = _mm512_cvtepi32_ps(s32);
+        __m512 sc = _mm512_permutexvar_ps(idx, ds[t]);
+        a[t][A] = two ? _mm512_fmadd_ps(dot, sc, a[t][A])
+                      : _mm512_mask3_fmadd_ps(dot, sc, a[t][A], 0x00ff);
+    }
+}
+
+/* One row (nbrow blocks) against T tokens, whole: y[t][0] = (or +=) each
+ * token's sum, in q8i8_rows' order for that token alone. */
+LT_INLINE void q8i8_tok_row(bool VNNI, bool SPLIT, int T, int PF, const char *row,
+                            const q8i8_tok *tk, int64_t nbrow, size_t pf, float *const *y,
+                            bool accumulate) {
+    __m512 a[4][2];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
+    for (int64_t b = 0, nblk; b < nbrow; b += nblk) {
+        nblk = lt__q8_chunk(SPLIT, b, nbrow);
+        const __mmask16 m = nblk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nblk) - 1);
+        const __m512 d = SPLIT ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                     m, lt_q8s_scales(row, nbrow, b)))
+                               : q8_scales(row + (size_t)b * sizeof(lt_block_q8_0), nblk);
+        __m512 ds[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) ds[t] = _mm512_mul_ps(d, _mm512_maskz_loadu_ps(m, tk[t].xs + b));
+        const char *wb = SPLIT ? (const char *)lt_q8s_qs(row, nbrow, b)
+                               : row + (size_t)b * sizeof(lt_block_q8_0);
+        int64_t j = 0;
+        for (; j + 4 <= nblk; j += 4) {
+            q8i8_tok_step(VNNI, SPLIT, T, PF, 0, true, a, wb, tk, b, ds, j, pf);
+            q8i8_tok_step(VNNI, SPLIT, T, PF, 1, true, a, wb, tk, b, ds, j + 2, pf);
+        }
+        if (j + 2 <= nblk) {
+            q8i8_tok_step(VNNI, SPLIT, T, PF, 0, true, a, wb, tk, b, ds, j, pf);
+            if (j + 3 == nblk)
+                q8i8_tok_step(VNNI, SPLIT, T, PF, 1, false, a, wb, tk, b, ds, j + 2, pf);
+        } else if (j + 1 == nblk) {
+            q8i8_tok_step(VNNI, SPLIT, T, PF, 0, false, a, wb, tk, b, ds, j, pf);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        float s = reduce_halves(_mm512_add_ps(a[t][0], a[t][1]));
+        y[t][0] = accumulate ? y[t][0] + s : s;
+    }
+}
+
+typedef void (*q8i8_tok_fn)(const char *row, const q8i8_tok *tk, int64_t nbrow, size_t pf,
+                            float *const *y, bool accumulate);
+#define Q8I8_TOK_FN(S, V, T, PF)                                                             \
+    static void q8i8_tok_##S##V##_##T##_##PF(const char *row, const q8i8_tok *tk,            \
+                                             int64_t nbrow, size_t pf, float *const *y,      \
+                                             bool accumulate) {                              \
+        q8i8_tok_row(V, S, T, PF, row, tk, nbrow, pf, y, accumulate);                        \
+    }
+#define Q8I8_TOK_T(S, V, T) Q8I8_TOK_FN(S, V, T, 0) Q8I8_TOK_FN(S, V, T, 1) Q8I8_TOK_FN(S, V, T, 2)
+#define Q8I8_TOK_SV(S, V) Q8I8_TOK_T(S, V, 1) Q8I8_TOK_T(S, V, 2) Q8I8_TOK_T(S, V, 3)          \
+    Q8I8_TOK_T(S, V, 4)
+Q8I8_TOK_SV(0, 0)
+Q8I8_TOK_SV(0, 1)
+Q8I8_TOK_SV(1, 0)
+Q8I8_TOK_SV(1, 1)
+#define Q8I8_TOK_ROW(S, V, T) {q8i8_tok_##S##V##_##T##_0, q8i8_tok_##S##V##_##T##_1,          \
+                               q8i8_tok_##S##V##_##T##_2}
+#define Q8I8_TOK_TS(S, V) {Q8I8_TOK_ROW(S, V, 1), Q8I8_TOK_ROW(S, V, 2), Q8I8_TOK_ROW(S, V, 3), \
+                           Q8I8_TOK_ROW(S, V, 4)}
+/* [split][VNNI][tokens - 1][prefetch: none, near, near and far] */
+static const q8i8_tok_fn q8i8_tok_table[2][2][4][3] = {
+    {Q8I8_TOK_TS(0, 0), Q8I8_TOK_TS(0, 1)}, {Q8I8_TOK_TS(1, 0), Q8I8_TOK_TS(1, 1)}};
+
+/* The thread's buffer of every token's quantised x. */
+static _Thread_local struct {
+    char *buf;
+    size_t cap;
+} tl_tok;
+static pthread_key_t tok_key;
+static pthread_once_t tok_once = PTHREAD_ONCE_INIT;
+static void tok_free(void *p) { lt_aligned_free(p); }
+static void tok_make_key(void) { LT_ASSERT(pthread_key_create(&tok_key, tok_free) == 0); }
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+bool lt__matvec_q8i8_tokens_avx512(const lt_call *call, int ith, int nth) {
+    const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
+    const bool vnni = lt_cpu()->avx512vnni && !lt__q8i8_avoid_vnni;
+    const int64_t n = X->ne[1], cols = W->ne[0], nblk = cols / LT_QK8_0;
+    /* each token's x as lt__xq8_get lays it out, padding zeroed */
+    const size_t qbytes = round_up((size_t)cols, 64);
+    const size_t sbytes = round_up((size_t)nblk, 16) * sizeof(float);
+    const size_t bbytes = round_up((size_t)nblk * LT__XQ8_LANES, 16) * sizeof(int32_t);
+    const size_t per_tok = qbytes + sbytes + bbytes;
+    if (!lt__tl_reserve(&tl_tok.buf, &tl_tok.cap, per_tok * (size_t)n, &tok_once, &tok_key,
+                        tok_make_key))
+        return false;
+    for (int64_t i = 0; i < n; i++) {
+        char *p = tl_tok.buf + (size_t)i * per_tok;
+        const float *x = (const float *)((const char *)X->data + (size_t)i * X->nb[1]);
+        memset(p, 0, per_tok);
+        xq8_quant_avx512(x, cols, (int8_t *)p, (float *)(p + qbytes),
+                         (int32_t *)(p + qbytes + sbytes));
+    }
+    const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
+    const int pfm = pf == 0 ? 0 : cols >= LT__Q8_FAR_MIN_COLS ? 2 : 1;
+    const bool split = W->layout == LT_LAYOUT_Q8_SPLIT, acc = call->ia[0] != 0;
+    int64_t r0, r1;
+    lt__linear_split(W->ne[1], lt__mv_task_rows(call), ith, nth, &r0, &r1);
+    /* rows in chunks of tok_chunk_kb KiB (whole tasks, at least one): the
+     * first group of tokens reads a chunk from memory, the others from L2,
+     * and each group's x stays in L1 over the chunk's rows */
+    const size_t chunk_bytes = (size_t)call->params.v[LT__MV_TOK_CHUNK_KB] << 10;
+    const int64_t per = lt__mv_task_rows(call);
+    int64_t chunk = (int64_t)(chunk_bytes / W->nb[1]) / per * per;
+    if (chunk < per) chunk = per;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        const int64_t c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
+        for (int64_t t0 = 0; t0 < n; t0 += 4) {
+            const int T = n - t0 < 4 ? (int)(n - t0) : 4;
+            q8i8_tok tk[4];
+            float *y[4];
+            for (int t = 0; t < T; t++) {
+                const char *p = tl_tok.buf + (size_t)(t0 + t) * per_tok;
+                tk[t] = (q8i8_tok){(const int8_t *)p, (const float *)(p + qbytes),
+                                   (const int32_t *)(p + qbytes + sbytes)};
+                y[t] = (float *)((char *)Y->data + (size_t)(t0 + t) * Y->nb[1]) + c0;
+            }
+            const q8i8_tok_fn f = q8i8_tok_table[split][vnni][T - 1][t0 == 0 ? pfm : 0];
+            for (int64_t r = c0; r < c1; r++) {
+                f((const char *)W->data + (size_t)r * W->nb[1], tk, nblk, pf, y, acc);
+                for (int t = 0; t < T; t++) y[t]++;
+            }
+        }
+    }
     return true;
 }

@@ -334,11 +334,13 @@ static void test_split_same_bits(void) {
 /* A matvec of several tokens (a batched decode step) gives each token the
  * bits of its own one-token matvec, whatever tok_chunk_kb and rows_per_task
  * cut W into, on nth = 1..3 threads, overwriting or accumulating: every
- * dtype (the K-quants too), every ISA, q8_0 plain and split. */
+ * dtype (the K-quants too), every ISA, q8_0 plain and split (rows of an odd
+ * number of blocks; on AVX-512 the lanes without VNNI too). Six tokens: a
+ * whole group and a partial one of the multi-token q8_0 paths. */
 static void test_tokens(void) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     const lt_param_def *tcd = &k->params[SWEPT];
-    enum { NT = 3 };
+    enum { NT = 6 };
     static const lt_dtype dts[] = {LT_F32, LT_F16, LT_BF16, LT_Q8_0, LT_Q4_0, LT_Q4_K, LT_Q6_K};
     static const int32_t rpts[] = {4, 32, 256};
     int64_t checked = 0, wrong = 0;
@@ -346,7 +348,7 @@ static void test_tokens(void) {
         for (int split = 0; split < (dts[di] == LT_Q8_0 ? 2 : 1); split++) {
             /* 150 rows of 512: 64 KiB of f32 W, so 32 KiB chunks cut it */
             fixture f;
-            fixture_init(&f, dts[di], 150, 512);
+            fixture_init(&f, dts[di], 150, dts[di] == LT_Q8_0 ? 544 : 512);
             if (split) split_fixture(&f, true);
             const int64_t R = f.rows, C = f.cols;
             float *X = malloc(sizeof(float) * (size_t)(NT * C));
@@ -355,7 +357,15 @@ static void test_tokens(void) {
             float *want = malloc(sizeof(float) * (size_t)(NT * R));
             for (int64_t i = 0; i < NT * C; i++) X[i] = frand();
             for (int64_t i = 0; i < NT * R; i++) Y0[i] = frand();
-            for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
+            for (int run = 0; run <= (int)lt_isa_detect() + 1; run++) {
+                /* the last run: AVX-512 without VNNI, for q8_0 */
+                const int isa = run <= (int)lt_isa_detect() ? run : (int)LT_ISA_AVX512;
+                if (run > (int)lt_isa_detect() &&
+                    (dts[di] != LT_Q8_0 || lt_isa_detect() != LT_ISA_AVX512))
+                    continue;
+#if LT_HAVE_X86
+                lt__q8i8_avoid_vnni = run > (int)lt_isa_detect();
+#endif
                 const lt_kernel_fn fn = lt_kernel_fn_for(k, (lt_isa)isa);
                 for (size_t ri = 0; ri < sizeof rpts / sizeof rpts[0]; ri++)
                     for (int acc = 0; acc < 2; acc++) {
@@ -398,6 +408,9 @@ static void test_tokens(void) {
                             }
                     }
             }
+#if LT_HAVE_X86
+            lt__q8i8_avoid_vnni = false;
+#endif
             free(X);
             free(Y);
             free(Y0);
