@@ -145,13 +145,16 @@ static void test_window_run(void) {
     const int n_nodes = count_nodes(rs);
     /* stories15M: embed, 6 layers of 8 nodes, classifier (the norms and the
      * gate are the matvecs' prologues, rope and the cache stores their
-     * epilogues); then the looped executor and each regime's thread count */
+     * epilogues); then the looped executor and each regime's thread count
+     * (decode, prefill, batch) */
     ASSERT_EQ(n_nodes, 1 + 6 * 8 + 1);
-    ASSERT_EQ(rs->n_kernels, (size_t)n_nodes + 3);
+    ASSERT_EQ(rs->n_kernels, (size_t)n_nodes + 4);
     ASSERT_STREQ(rs->kernels[n_nodes]->kernel, "looped");
     ASSERT_STREQ(rs->kernels[n_nodes + 1]->kernel, "threads");
     ASSERT_STREQ(rs->kernels[n_nodes + 2]->kernel, "threads");
     ASSERT_TRUE(strstr(rs->kernels[n_nodes + 2]->shape, ":prefill") != NULL);
+    ASSERT_STREQ(rs->kernels[n_nodes + 3]->kernel, "threads");
+    ASSERT_TRUE(strstr(rs->kernels[n_nodes + 3]->shape, ":batch") != NULL);
     /* a window per node and one over whole steps, and the prompt's prefill step */
     ASSERT_EQ(n, 3 + (size_t)s.windows * (size_t)(n_nodes + 1) + 1);
 

@@ -70,8 +70,9 @@ def main():
         nodes = [k.node for k in start.kernels if k.node]
         steps_of = [k for k in start.kernels if not k.node]
         assert len(set(nodes)) == len(nodes), "node labels are not unique"
-        assert [k.kernel for k in steps_of] == ["looped", "threads", "threads"], steps_of
-        assert [k.shape.rsplit(":", 1)[1] for k in steps_of] == ["decode", "decode", "prefill"]
+        assert [k.kernel for k in steps_of] == ["looped", "threads", "threads", "threads"], steps_of
+        assert [k.shape.rsplit(":", 1)[1] for k in steps_of] == ["decode", "decode", "prefill",
+                                                                  "batch"]
         assert start.kernels[len(nodes)].node == "", "the tunables follow the nodes"
         assert start.run_id == run_id and end.run_id == run_id
         assert start.host.triad_gb_s > 0 and start.host.peak_gflops > 0

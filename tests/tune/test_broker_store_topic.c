@@ -31,11 +31,14 @@ enum { N_ENTRIES = 5 };
 static lt_config_entry entries[N_ENTRIES];
 
 static void make_entries(void) {
-    const char *mv = "rows_per_task=64,unroll=2,k_block=0,prefetch=4096,act_int16=1,act_int8=1";
+    /* canonical: every parameter of the kernel's space, in its order, as a
+     * record read back gives them (tok_chunk_kb at its default on a decode key) */
+    const char *mv = "rows_per_task=64,unroll=2,k_block=0,prefetch=4096,act_int16=1,act_int8=1,"
+                     "tok_chunk_kb=256";
     entries[0] = entry("matvec", "q8_0:288x288:decode", "cpuA:avx512:2c", mv, 12345.678, 24, 0);
     entries[1] = entry("matvec", "q8_0:288x288:decode", "cpuB:avx2:8c",
                        "rows_per_task=8,unroll=1,k_block=256,prefetch=0,"
-                       "act_int16=1,act_int8=1", 999.25, 3,
+                       "act_int16=1,act_int8=1,tok_chunk_kb=256", 999.25, 3,
                        1);
     entries[2] = entry("matvec", "q8_0:768x288:decode", "cpuA:avx512:2c", mv, 45678.5, 4000000000,
                        1);
@@ -128,7 +131,8 @@ static void test_store_topic(lt_kafka_admin *admin) {
     lt_config_entry want[N_ENTRIES];
     memcpy(want, entries, sizeof want);
     snprintf(want[0].params, sizeof want[0].params, "%s",
-             "rows_per_task=32,unroll=4,k_block=0,prefetch=8192,act_int16=1,act_int8=1");
+             "rows_per_task=32,unroll=4,k_block=0,prefetch=8192,act_int16=1,act_int8=1,"
+             "tok_chunk_kb=256");
     want[0].median_ns = 10000.125;
     want[0].speedup = 1.5;
     want[0].trials = 64;
