@@ -118,10 +118,10 @@ def main():
         fail("LT_BIN and LT_PROTO_DIR must be set (ctest sets them)")
     servers = bootstrap()
     os.makedirs(work, exist_ok=True)
-    model = os.path.join(work, "loop-s15-q8_0.gguf")
+    model = os.path.join(work, "loop-s15-q8_0-ctx8k.gguf")
     if not os.path.exists(model):
         sh([binary, "model-gen", "--dim", "288", "--hidden", "768", "--layers", "6", "--heads", "6",
-            "--vocab", "32000", "--seq-len", "4096", "--dtype", "q8_0", "-o", model])
+            "--vocab", "32000", "--seq-len", "8192", "--dtype", "q8_0", "-o", model])
     # the model's matvec keys, then every one of them set to the bad configuration
     keys = os.path.join(work, f"loop-keys-{os.getpid()}.tsv")
     bad = os.path.join(work, f"loop-bad-{os.getpid()}.tsv")
