@@ -144,7 +144,7 @@ def main():
     time.sleep(2)  # the optimizer joins its group (telemetry of the run is read from the start anyway)
     # long enough that a shared machine's noise, which rolls back or leaves inconclusive
     # the trials of some keys, still leaves the optimizer trials to confirm a better one
-    r1 = sh(run_args + ["-n", "8000", "--tune", "online", "--config-store", bad])
+    r1 = sh(run_args + ["-n", "8000", "--ctx", "8192", "--tune", "online", "--config-store", bad])
     time.sleep(1)
     stop(opt, olog)
     olog_text = open(os.path.join(work, prefix + "opt1.log")).read()
