@@ -144,9 +144,11 @@ def main():
     time.sleep(2)  # the optimizer joins its group (telemetry of the run is read from the start anyway)
     # long enough that a shared machine's noise, which rolls back or leaves inconclusive
     # the trials of some keys, still leaves the optimizer trials to confirm a better one
-    r1 = sh(run_args + ["-n", "8000", "--ctx", "8192", "--tune", "online", "--config-store", bad])
-    time.sleep(1)
-    stop(opt, olog)
+    try:
+        r1 = sh(run_args + ["-n", "8000", "--ctx", "8192", "--tune", "online", "--config-store", bad])
+        time.sleep(1)
+    finally:  # the optimizer stops with the run, also when the run fails
+        stop(opt, olog)
     olog_text = open(os.path.join(work, prefix + "opt1.log")).read()
     before, after = before_after(r1.stderr)
     print(f"run 1: initial parameters {before:.1f} tok/s, tuned {after:.1f} tok/s "
