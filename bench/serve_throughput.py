@@ -7,6 +7,10 @@ ends of generation ignored) produced at once; the time is from the first
 request produced to the last final record read (read_committed), so it holds the commits'
 latency too. R rounds each run every N once, the order rotating. Prints per N: aggregate
 tokens/s and the time to the first token read (min / median / max over rounds), the
+per-token latency a client sees (the time from one token of a stream to the next, as read
+from Kafka: tokens read together share the gap before them; p50 and p99 over every
+token of every stream of every round, and the median over requests of each request's time
+per output token after its first), the
 first token of the worker's first request (a 2-token warm-up, produced once it holds its
 partition: what a worker's start costs the first request), and the
 worker's own figures from its summary line (steps, commits, the mean commit time and its
@@ -75,6 +79,12 @@ def one(args, binary, n, wdir):
                 sys.exit("no answer in 600 s")
         dt = time.time() - t0
         toks = sum(len(client.streams[r].tokens) for r in rids)
+        gaps, tpot = [], []
+        for r in rids:
+            at = [client.streams[r].arrived[i] for i in sorted(client.streams[r].arrived)]
+            gaps += token_gaps(at)
+            if len(at) > 1:
+                tpot.append((at[-1] - at[0]) / (len(at) - 1))
     finally:
         srv.stop()
         client.close()
@@ -86,7 +96,27 @@ def one(args, binary, n, wdir):
             worker["parts"] = tuple(float(m[k]) for k in "bpoe")
         if m["step_s"]:  # the decode thread's time in steps, against the request's wall time
             worker["step_share"] = float(m["step_s"]) / dt
-    return toks / dt, first, worker, warm
+    return toks / dt, first, worker, warm, gaps, tpot
+
+
+def token_gaps(at):
+    """Each token's share of the gap before its read: tokens read within a millisecond of
+    each other (one record, or records of transactions that became visible together) split
+    the time since the previous read evenly."""
+    gaps, prev, k = [], None, 0
+    while k < len(at):
+        e = k
+        while e < len(at) and at[e] - at[k] < 1e-3:
+            e += 1
+        if prev is not None:
+            gaps += [(at[k] - prev) / (e - k)] * (e - k)
+        prev, k = at[k], e
+    return gaps
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))] if xs else float("nan")
 
 
 def mmm(xs, fmt):
@@ -99,9 +129,12 @@ def report(label, ns, res):
     print("N  aggregate tokens/s (min / median / max)  first token s (min / median / max)  "
           "steps  commits  commit ms (median of means; begin/produce/offsets/end)  "
           "the worker's first request's first token s (median)  "
-          "share of the time the decode thread stepped (median)")
+          "share of the time the decode thread stepped (median)  "
+          "per-token latency ms p50 / p99  time per output token ms (median over requests)")
     for n in ns:
         ws = [x[2] for x in res[n] if x[2]]
+        gaps = [g for x in res[n] for g in x[4]]
+        tpot = [t for x in res[n] for t in x[5]]
         med = lambda k: statistics.median(w[k] for w in ws) if ws else 0
         parts = [w["parts"] for w in ws if "parts" in w]
         split = ("  (" + "/".join("%.1f" % statistics.median(p[k] for p in parts)
@@ -111,7 +144,9 @@ def report(label, ns, res):
               f"  {med('steps'):6.0f} {med('commits'):8.0f}  {med('commit_ms'):8.1f}{split}"
               f"  {statistics.median(x[3] for x in res[n] if x[3] is not None):.3f}"
               + (f"  {statistics.median(w['step_share'] for w in ws if 'step_share' in w):.2f}"
-                 if any("step_share" in w for w in ws) else ""))
+                 if any("step_share" in w for w in ws) else "")
+              + f"  {pct(gaps, 0.5) * 1e3:.1f} / {pct(gaps, 0.99) * 1e3:.1f}"
+              + f"  {statistics.median(tpot) * 1e3 if tpot else float('nan'):.1f}")
 
 
 def main():

@@ -38,6 +38,7 @@ class Stream:
         self.records = 0   # token records read (duplicates included)
         self.seen = 0      # tokens read (duplicates included)
         self.workers = set()
+        self.arrived = {}  # index -> time.time() when the token was first read
 
     def length(self):
         """The completion's token count: the final record's index (a serving that went
@@ -170,6 +171,7 @@ class Client:
                           f"{s.tokens[i]} then {(tok, piece)}")
                 else:
                     s.tokens[i] = (tok, piece)
+                    s.arrived[i] = time.time()
 
     def wait(self, rids, timeout_s=120):
         """Polls until every request of rids has its final record."""
