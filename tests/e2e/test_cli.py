@@ -58,6 +58,11 @@ if j:
               "gb_s.%s = tok_s x bytes_per_token" % k)
     check(j["executor"] == "looped", "default executor is looped")
     check(0 <= j["sync_share"]["median"] < 1, "sync share is a fraction")
+    st = j.get("step_ms", {})
+    # 48 steps: p99 is the slowest, no faster than the mean step of the fastest run
+    check(0 < st.get("p50", 0) <= st.get("p99", 0) and
+          st["p99"] >= 1e3 / j["tok_s"]["max"] * (1 - 1e-4),
+          "step_ms: 0 < p50 <= p99, and p99 no faster than the fastest run's mean step", str(st))
 
 # bench --compare-executors
 p = run(["bench", "-m", MODEL, "-t", "2", "-n", "16", "-r", "3", "--membw-mib", "16", "--json",

@@ -51,9 +51,12 @@ static const char *const bench_help_end = "  -h, --help           this help\n";
  * greedy tokens each (with seqs > 1, one batch of a token per sequence per
  * step). Only the evaluations are timed (as llama.cpp's own counters do):
  * the argmax that picks the next token is not part of decode speed. Returns
- * the tokens/s of all sequences and the synchronisation counters of the n
- * timed steps. */
-static int decode_run(lt_llama *l, int64_t n, int64_t seqs, double *tok_s, lt_llama_sync *sync) {
+ * the tokens/s of all sequences, each timed step's milliseconds in step_ms[0..n)
+ * (NULL: not kept; a step is one token of every sequence, so its time is the
+ * latency each sequence sees per token) and the synchronisation counters of
+ * the n timed steps. */
+static int decode_run(lt_llama *l, int64_t n, int64_t seqs, double *tok_s, double *step_ms,
+                      lt_llama_sync *sync) {
     const int64_t vocab = lt_llama_model(l)->cfg.vocab_size;
     int32_t tok[LT_BENCH_MAX_SEQS], slot[LT_BENCH_MAX_SEQS];
     int64_t pos[LT_BENCH_MAX_SEQS];
@@ -81,7 +84,9 @@ static int decode_run(lt_llama *l, int64_t n, int64_t seqs, double *tok_s, lt_ll
         rc = seqs == 1 ? lt_llama_eval(l, tok, 1, i + 1)
                        : lt_llama_eval_batch(l, tok, pos, slot, seqs);
         if (rc) return rc;
-        busy += lt_now_ns() - t0;
+        const uint64_t dt = lt_now_ns() - t0;
+        busy += dt;
+        if (step_ms) step_ms[i] = (double)dt * 1e-6;
     }
     *tok_s = (double)(n * seqs) / ((double)busy * 1e-9);
     lt_llama_sync_stats(l, &s1);
@@ -111,7 +116,14 @@ typedef struct {
     lt_executor e;
     lt_llama *l;
     double *tps, *gbs, *frac, *share, *points;
+    double *step_ms; /* [runs * tokens] every timed step */
 } exec_samples;
+
+/* The q-quantile of x[0..n) (nearest rank), x sorted in place; n >= 1. */
+static double quantile(double *x, int64_t n, double q) {
+    lt_sort_f64(x, (int)n);
+    return x[(int64_t)(q * (double)(n - 1) + 0.5)];
+}
 
 enum { N_SERIES = 5 };
 
@@ -238,6 +250,11 @@ int lt_cmd_bench(int argc, char **argv) {
         ex[e].frac = base + 2 * runs;
         ex[e].share = base + 3 * runs;
         ex[e].points = base + 4 * runs;
+        ex[e].step_ms = calloc((size_t)(runs * n_tok), sizeof(double));
+        if (!ex[e].step_ms) {
+            free(v), free(ex[0].step_ms);
+            BAIL("out of memory");
+        }
     }
 
     lt_cli_load_stats ls;
@@ -277,7 +294,7 @@ int lt_cmd_bench(int argc, char **argv) {
     for (int e = 0; e < n_exec; e++) { /* warm-up */
         double warm;
         lt_llama_sync sy;
-        if ((rc = decode_run(ex[e].l, n_tok, seqs, &warm, &sy))) {
+        if ((rc = decode_run(ex[e].l, n_tok, seqs, &warm, NULL, &sy))) {
             lt_cli_fail_status(cmd, rc, "decode failed");
             goto done;
         }
@@ -291,7 +308,8 @@ int lt_cmd_bench(int argc, char **argv) {
         /* alternate: each executor, then the bandwidth, so all see the same machine */
         for (int e = 0; e < n_exec; e++) {
             lt_llama_sync sy;
-            if ((rc = decode_run(ex[e].l, n_tok, seqs, &ex[e].tps[r], &sy))) {
+            if ((rc = decode_run(ex[e].l, n_tok, seqs, &ex[e].tps[r], ex[e].step_ms + r * n_tok,
+                                 &sy))) {
                 lt_cli_fail_status(cmd, rc, "decode failed");
                 goto done;
             }
@@ -317,6 +335,12 @@ int lt_cmd_bench(int argc, char **argv) {
                         ex[e].tps[r], ex[e].gbs[r]);
             fprintf(stderr, " read-only %.1f GB/s\n", rd[r]);
         }
+    }
+    const int64_t n_steps = runs * n_tok;
+    double p50[2], p99[2];
+    for (int e = 0; e < n_exec; e++) {
+        p50[e] = quantile(ex[e].step_ms, n_steps, 0.5);
+        p99[e] = quantile(ex[e].step_ms, n_steps, 0.99);
     }
     double ratio[1000];
     if (compare)
@@ -346,7 +370,8 @@ int lt_cmd_bench(int argc, char **argv) {
             print_stat_json("gb_s", lt_summarize(ex[e].gbs, (int)runs), false);
             print_stat_json("bw_fraction", lt_summarize(ex[e].frac, (int)runs), false);
             print_stat_json("sync_share", lt_summarize(ex[e].share, (int)runs), false);
-            print_stat_json("sync_points_per_token", lt_summarize(ex[e].points, (int)runs), true);
+            print_stat_json("sync_points_per_token", lt_summarize(ex[e].points, (int)runs), false);
+            printf("\"step_ms\":{\"p50\":%.6g,\"p99\":%.6g}", p50[e], p99[e]);
             if (compare) printf("}%s", e + 1 < n_exec ? "," : "");
         }
         printf("}\n");
@@ -365,6 +390,9 @@ int lt_cmd_bench(int argc, char **argv) {
             print_table_row(name, 4, lt_summarize(ex[e].share, (int)runs));
             snprintf(name, sizeof name, "%s sync points/tok", en);
             print_table_row(name, 1, lt_summarize(ex[e].points, (int)runs));
+            snprintf(name, sizeof name, "%s ms per step", en);
+            printf("%-26s p50 %.3f, p99 %.3f (of %lld steps)\n", name, p50[e], p99[e],
+                   (long long)n_steps);
         }
         print_table_row("read-only GB/s", 2, s_r);
         print_table_row("STREAM triad GB/s", 2, s_tr);
@@ -377,7 +405,7 @@ int lt_cmd_bench(int argc, char **argv) {
 done:
     free(v);
     lt_cli_kafka_free(&kafka);
-    for (int e = 0; e < 2; e++) lt_llama_free(ex[e].l);
+    for (int e = 0; e < 2; e++) lt_llama_free(ex[e].l), free(ex[e].step_ms);
     lt_pool_free(pool);
     lt_model_close(m);
     return exit_code;
