@@ -5,8 +5,10 @@ N sequences decode together, one batch of one token per sequence per step, and t
 the aggregate generation rate: N x TOKENS over the time of the TOKENS timed steps. For every
 model, thread count and round, each N in turn is measured once by looptune and then once by
 llama.cpp (rounds interleaved, so a change of the machine's load hits both), and the table
-gives min/median/max of both over the rounds, the ratio of the medians, and each runtime's
-median at N over its own median at N = 1.
+gives min/median/max of both over the rounds, the ratio of the medians, each runtime's
+median at N over its own median at N = 1, and the per-token latency each of the N streams
+sees (a step's time): looptune's p50 and p99 over the steps of a sample (medians over the
+rounds), llama.cpp's mean (T_TG over the steps; llama-batched-bench times no single step).
 
   looptune   `looptune bench -m MODEL -t T --seqs N -n TOKENS -r 1 --no-warm-start --json`:
              one step at position 0 for every sequence, then TOKENS timed greedy steps (the
@@ -94,7 +96,9 @@ def looptune_sample(binary, model, threads, seqs, tokens, isa, warm_start, extra
     j = json.loads(run(cmd, "looptune bench"))
     if j.get("seqs") != seqs:
         raise RuntimeError("looptune bench ran %r sequences, asked for %d" % (j.get("seqs"), seqs))
-    return {"tok_s": j["tok_s"]["median"], "isa": j.get("isa")}
+    st = j.get("step_ms", {})
+    return {"tok_s": j["tok_s"]["median"], "isa": j.get("isa"), "p50": st.get("p50"),
+            "p99": st.get("p99")}
 
 
 def batched_bench_sample(binary, model, threads, seqs, tokens, ctx, extra, attempts=3):
@@ -219,6 +223,7 @@ def main():
     for label, path in models:
         for t in a.threads:
             lt = {n: [] for n in a.seqs}
+            lat = {n: [] for n in a.seqs}
             ll = {n: [] for n in a.seqs}
             isa_seen, ll_info = set(), None
             for _ in range(a.rounds):
@@ -226,6 +231,8 @@ def main():
                     s = looptune_sample(a.looptune, path, t, n, a.tokens, a.isa, a.warm_start,
                                         a.looptune_arg)
                     lt[n].append(s["tok_s"])
+                    if s["p50"] is not None:
+                        lat[n].append((s["p50"], s["p99"]))
                     isa_seen.add(s["isa"] or "?")
                     if not a.no_llamacpp:
                         p = batched_bench_sample(a.batched_bench, path, t, n, a.tokens, a.ctx,
@@ -241,8 +248,9 @@ def main():
                 print("looptune ISA: %s%s\n" % (isa, " (--isa)" if a.isa else " (its own choice)"))
                 print("| model | threads | N | looptune tok/s min / median / max "
                       "| llama.cpp S_TG t/s min / median / max | ratio (median) "
-                      "| looptune / its N=1 | llama.cpp / its N=1 |")
-                print("|---|---|---|---|---|---|---|---|")
+                      "| looptune / its N=1 | llama.cpp / its N=1 "
+                      "| looptune ms per token p50 / p99 | llama.cpp ms per token (mean) |")
+                print("|---|---|---|---|---|---|---|---|---|---|")
                 header_done = True
             base_lt = statistics.median(lt[a.seqs[0]]) if a.seqs[0] == 1 else None
             base_ll = (statistics.median(ll[a.seqs[0]])
@@ -258,9 +266,13 @@ def main():
                 else:
                     s_ll = None
                     row += "- | - | "
-                row += "%s | %s |" % (
+                row += "%s | %s | " % (
                     "%.2fx" % (s_lt["median"] / base_lt) if base_lt else "-",
                     "%.2fx" % (s_ll["median"] / base_ll) if base_ll and s_ll else "-")
+                row += "%s | %s |" % (
+                    "%.2f / %.2f" % (statistics.median(x[0] for x in lat[n]),
+                                     statistics.median(x[1] for x in lat[n])) if lat[n] else "-",
+                    "%.2f" % (1e3 * n / s_ll["median"]) if s_ll else "-")
                 print(row, flush=True)
                 if a.jsonl:
                     with open(a.jsonl, "a") as f:
@@ -268,6 +280,7 @@ def main():
                             "model": label, "path": path, "threads": t, "seqs": n,
                             "tokens": a.tokens, "rounds": a.rounds, "looptune": s_lt,
                             "looptune_samples": lt[n], "looptune_isa": isa,
+                            "looptune_step_ms_p50_p99": lat[n],
                             "warm_start": a.warm_start, "llamacpp": s_ll,
                             "llamacpp_samples": ll[n], "llamacpp_ctx": a.ctx}) + "\n")
             if base_lt and GOAL_SEQS in lt:
