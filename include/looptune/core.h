@@ -74,6 +74,9 @@ void lt_aligned_free(void *p);
 
 uint64_t lt_now_ns(void); /* CLOCK_MONOTONIC, nanoseconds */
 double lt_now_s(void);    /* CLOCK_MONOTONIC, seconds */
+/* CLOCK_REALTIME, nanoseconds since the epoch: for times that cross hosts
+ * (deadlines, records' times), never for durations */
+uint64_t lt_wall_ns(void);
 
 /* ---- the user's cache folder ---------------------------------------------- */
 

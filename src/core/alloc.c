@@ -22,3 +22,9 @@ uint64_t lt_now_ns(void) {
 }
 
 double lt_now_s(void) { return (double)lt_now_ns() * 1e-9; }
+
+uint64_t lt_wall_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}

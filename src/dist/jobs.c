@@ -105,12 +105,6 @@ static int on_task_record(acc *a, lt_dist_jobs *out, const Looptune__Envelope *e
     return LT_OK;
 }
 
-static uint64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void on_heartbeat(lt_dist_jobs *out, const Looptune__Envelope *env, double alive_s) {
     const Looptune__Heartbeat *hb = env->heartbeat;
     if (!hb->worker || !*hb->worker) return;
@@ -226,7 +220,7 @@ int lt_dist_jobs_scan(const lt_kafka_conn *conn, const char *prefix, const char 
     }
     for (size_t i = 0; i < a.n_topics && !rc; i++)
         rc = scan(conn, a.topics[i], &a, out, alive_s, on_task_record);
-    uint64_t now = wall_ns();
+    uint64_t now = lt_wall_ns();
     if (!rc && a.n) {
         out->jobs = calloc(a.n, sizeof *out->jobs);
         if (!out->jobs) rc = lt_error(LT_ENOMEM, "jobs: out of memory");

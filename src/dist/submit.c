@@ -10,7 +10,7 @@
  * dropped. A FAILED attempt is sent again as attempt + 1, and after
  * max_attempts the task goes to the dead-letter topic and the job fails.
  * Workers' heartbeats on the same topic say how many are alive. */
-#include "looptune/dist.h"
+#include "dist/coordinator.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,25 +18,13 @@
 #include <string.h>
 #include <time.h>
 
-#define ALIVE_NS (5ull * 1000000000ull) /* a worker heard from within this is alive */
-#define MAX_WORKERS 256
-#define MAX_ERRORS 8 /* attempt errors kept per task, for its dead letter */
-
 typedef struct {
     uint32_t attempt; /* the latest attempt sent */
     uint32_t resends; /* sends of that attempt after NEED_PANEL answers */
     uint32_t ref_gen[2]; /* the carrying send of each panel the latest send referenced (0: carried) */
     bool done;
-    int n_errors;
-    char *errors[MAX_ERRORS];
+    lt__attempt_errors errors;
 } task_state;
-
-typedef struct {
-    char id[128];
-    uint64_t last_ns;
-    uint64_t cache_bytes; /* its panel cache's bound (0: a worker without one) */
-    bool leaving;
-} worker_seen;
 
 typedef struct {
     const lt_submit_opts *o;
@@ -65,8 +53,7 @@ typedef struct {
     lt_producer *tasks, *dead;
     lt_follower *results;
     lt_dist_blobs *blobs;
-    worker_seen workers[MAX_WORKERS];
-    int n_workers;
+    lt__workers workers;
     uint64_t deadline_wall_ns;
     bool resume_checked; /* resume: a task of the job was compared with these operands */
     /* a noop job (noop_elems > 0): every task carries x and must get it back */
@@ -75,23 +62,6 @@ typedef struct {
     uint64_t *sent_ns; /* [tasks] when each task's latest attempt went out */
     double *rt_ms;     /* [applied] send-to-applied times */
 } job;
-
-static uint64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void random_job_id(char *buf, size_t n, const char *kind) {
-    uint64_t x = lt_now_ns() ^ wall_ns() << 7;
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (f) {
-        uint64_t r;
-        if (fread(&r, sizeof r, 1, f) == 1) x ^= r;
-        fclose(f);
-    }
-    snprintf(buf, n, "%s-%016" PRIx64, kind, x);
-}
 
 /* Task t is split t % splits of tile t / splits. */
 static void tile_of(const job *j, int64_t t, int64_t *i0, int64_t *mt, int64_t *j0, int64_t *nt) {
@@ -300,21 +270,9 @@ static int dead_letter(job *j, int64_t t, const char *reason) {
     Looptune__Task task;
     Looptune__Param params[9], *pp[9];
     fill_task(j, t, s->attempt, &task, params, pp);
-    Looptune__DeadLetter dl = LOOPTUNE__DEAD_LETTER__INIT;
-    dl.task = &task;
-    dl.reason = (char *)reason;
-    dl.n_errors = (size_t)s->n_errors;
-    dl.errors = s->errors;
-    Looptune__Envelope env;
-    lt_envelope_init(&env);
-    env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_DEAD_LETTER;
-    env.dead_letter = &dl;
     char key[192];
     snprintf(key, sizeof key, "%s/%" PRId64, j->st->job_id, t);
-    lt_dist_outbox o = {0};
-    int rc = lt_dist_outbox_add(&o, key, &env);
-    if (!rc) rc = lt_dist_outbox_send(&o, j->dead, -1, &j->st->bytes_sent);
-    lt_dist_outbox_free(&o);
+    int rc = lt__dead_letter_send(j->dead, key, &task, reason, &s->errors, &j->st->bytes_sent);
     j->st->dead++;
     if (!j->st->dead_reason[0])
         snprintf(j->st->dead_reason, sizeof j->st->dead_reason, "task %" PRId64 " (%.100s): %.380s",
@@ -328,12 +286,7 @@ static int attempt_failed(job *j, int64_t t, uint32_t attempt, const char *why) 
     task_state *s = &j->ts[t];
     if (s->done || attempt < s->attempt) return LT_OK; /* stale: a later attempt is out */
     j->st->failed_results++;
-    if (s->n_errors < MAX_ERRORS) {
-        char buf[600];
-        snprintf(buf, sizeof buf, "attempt %u: %s", attempt, why);
-        s->errors[s->n_errors] = strdup(buf);
-        if (s->errors[s->n_errors]) s->n_errors++;
-    }
+    lt__attempt_errors_add(&s->errors, attempt, why);
     uint32_t max = j->o->max_attempts ? j->o->max_attempts : 3;
     lt_log(LT_LOG_WARN, "submit: job %s task %" PRId64 " attempt %u of %u failed: %s",
            j->st->job_id, t, attempt, max, why);
@@ -349,33 +302,15 @@ static int attempt_failed(job *j, int64_t t, uint32_t attempt, const char *why) 
 }
 
 static void heard_from(job *j, const Looptune__Heartbeat *hb) {
-    if (!hb->worker || !*hb->worker) return;
     /* a worker of another tasks topic (a host class's tune workers) takes none of ours */
     if (hb->tasks_topic && *hb->tasks_topic && strcmp(hb->tasks_topic, j->topic_tasks)) return;
-    bool leaving = hb->state && !strcmp(hb->state, "leaving");
-    for (int i = 0; i < j->n_workers; i++)
-        if (!strcmp(j->workers[i].id, hb->worker)) {
-            j->workers[i].last_ns = lt_now_ns();
-            j->workers[i].leaving = leaving;
-            j->workers[i].cache_bytes = hb->panel_cache_bytes;
-            return;
-        }
-    if (j->n_workers == MAX_WORKERS) return;
-    worker_seen *w = &j->workers[j->n_workers++];
-    snprintf(w->id, sizeof w->id, "%s", hb->worker);
-    w->last_ns = lt_now_ns();
-    w->leaving = leaving;
-    w->cache_bytes = hb->panel_cache_bytes;
-    j->st->workers_seen = j->n_workers;
+    lt__worker_seen *w =
+        lt__workers_heard(&j->workers, hb->worker, hb->state && !strcmp(hb->state, "leaving"));
+    if (w) w->cache_bytes = hb->panel_cache_bytes;
+    j->st->workers_seen = j->workers.n;
 }
 
-static int workers_alive(const job *j) {
-    uint64_t now = lt_now_ns();
-    int n = 0;
-    for (int i = 0; i < j->n_workers; i++)
-        n += !j->workers[i].leaving && now - j->workers[i].last_ns < ALIVE_NS;
-    return n;
-}
+static int workers_alive(const job *j) { return lt__workers_alive(&j->workers); }
 
 /* A result of our job. Returns LT_OK, or the job's end (a dead letter, an
  * error sending). */
@@ -713,7 +648,7 @@ static int job_init(job *j, const lt_submit_opts *o, lt_submit_stats *st, const 
     j->o = o;
     j->st = st;
     if (o->job_id && *o->job_id) snprintf(st->job_id, sizeof st->job_id, "%s", o->job_id);
-    else random_job_id(st->job_id, sizeof st->job_id, id_prefix);
+    else lt__job_id(st->job_id, sizeof st->job_id, id_prefix);
     const char *prefix = o->prefix ? o->prefix : LT_KAFKA_TOPIC_PREFIX;
     snprintf(j->topic_tasks, sizeof j->topic_tasks, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_TASKS));
@@ -722,7 +657,7 @@ static int job_init(job *j, const lt_submit_opts *o, lt_submit_stats *st, const 
     snprintf(j->topic_dead, sizeof j->topic_dead, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_TASKS_DEAD));
     double jt = o->job_timeout_s > 0 ? o->job_timeout_s : 3600;
-    j->deadline_wall_ns = wall_ns() + (uint64_t)(jt * 1e9);
+    j->deadline_wall_ns = lt_wall_ns() + (uint64_t)(jt * 1e9);
     j->ts = calloc((size_t)st->tasks, sizeof *j->ts);
     j->sent_ns = calloc((size_t)st->tasks, sizeof *j->sent_ns);
     j->rt_ms = calloc((size_t)st->tasks, sizeof *j->rt_ms);
@@ -739,10 +674,11 @@ static int job_init(job *j, const lt_submit_opts *o, lt_submit_stats *st, const 
  * plain tile scheme. */
 static int panels_plan(job *j) {
     uint64_t least = UINT64_MAX, now = lt_now_ns();
-    for (int i = 0; i < j->n_workers; i++)
-        if (!j->workers[i].leaving && now - j->workers[i].last_ns < ALIVE_NS &&
-            j->workers[i].cache_bytes < least)
-            least = j->workers[i].cache_bytes;
+    for (int i = 0; i < j->workers.n; i++) {
+        const lt__worker_seen *w = &j->workers.w[i];
+        if (!w->leaving && now - w->last_ns < LT__ALIVE_NS && w->cache_bytes < least)
+            least = w->cache_bytes;
+    }
     if (least == 0) {
         lt_log(LT_LOG_WARN, "submit: job %s: a worker without a panel cache is alive: every "
                "task carries its panels", j->st->job_id);
@@ -845,7 +781,7 @@ static int job_run(job *j, uint64_t t0, const char *what) {
     lt_follower_close(j->results);
     lt_dist_blobs_free(j->blobs);
     for (int64_t t = 0; j->ts && t < st->tasks; t++)
-        for (int i = 0; i < j->ts[t].n_errors; i++) free(j->ts[t].errors[i]);
+        lt__attempt_errors_free(&j->ts[t].errors);
     for (int64_t t = 0; j->partial && t < st->tasks; t++) free(j->partial[t]);
     if (err == LT_EFORMAT && st->dead)
         return lt_error(err, "task dead-lettered to %s: %s", j->topic_dead, st->dead_reason);

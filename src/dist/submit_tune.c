@@ -13,7 +13,7 @@
  * max_attempts the task goes to the dead-letter topic and the job fails.
  * Workers are counted alive by their heartbeats that name the class's topic.
  * The configurations found are the caller's to store (lt_tune_job). */
-#include "looptune/dist.h"
+#include "dist/coordinator.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -23,24 +23,13 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define ALIVE_NS (5ull * 1000000000ull) /* a worker heard from within this is alive */
-#define MAX_WORKERS 256
-#define MAX_ERRORS 8 /* attempt errors kept per task, for its dead letter */
-
 typedef struct {
     uint32_t attempt; /* the latest attempt sent (by us or, resumed, an earlier coordinator) */
     bool out;         /* sent by this coordinator */
     bool done;
-    int n_errors;
-    char *errors[MAX_ERRORS];
+    lt__attempt_errors errors;
     uint64_t sent_ns;
 } task_state;
-
-typedef struct {
-    char id[128];
-    uint64_t last_ns;
-    bool leaving;
-} worker_seen;
 
 typedef struct {
     const lt_submit_tune_opts *o;
@@ -51,8 +40,7 @@ typedef struct {
     char topic_tasks[256], topic_results[256], topic_dead[256];
     lt_producer *tasks, *dead;
     lt_follower *results;
-    worker_seen workers[MAX_WORKERS];
-    int n_workers;
+    lt__workers workers;
     uint64_t deadline_wall_ns;
     uint64_t model_bytes;
     uint32_t model_crc;
@@ -62,23 +50,6 @@ typedef struct {
     int n_rt;
     bool resume_found; /* resume: a task of the job was on the topic */
 } tjob;
-
-static uint64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void random_job_id(char *buf, size_t n) {
-    uint64_t x = lt_now_ns() ^ wall_ns() << 7;
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (f) {
-        uint64_t r;
-        if (fread(&r, sizeof r, 1, f) == 1) x ^= r;
-        fclose(f);
-    }
-    snprintf(buf, n, "tune-%016" PRIx64, x);
-}
 
 void lt_tune_job_free(lt_tune_job *j) {
     if (!j) return;
@@ -257,21 +228,9 @@ static int dead_letter(tjob *j, size_t t, const char *reason) {
     uint8_t *spec;
     int rc = build_task(j, t, s->attempt, &task, &spec);
     if (rc) return rc;
-    Looptune__DeadLetter dl = LOOPTUNE__DEAD_LETTER__INIT;
-    dl.task = &task;
-    dl.reason = (char *)reason;
-    dl.n_errors = (size_t)s->n_errors;
-    dl.errors = s->errors;
-    Looptune__Envelope env;
-    lt_envelope_init(&env);
-    env.payload_case = LOOPTUNE__ENVELOPE__PAYLOAD_DEAD_LETTER;
-    env.dead_letter = &dl;
     char key[192];
     snprintf(key, sizeof key, "%s/%zu", j->st->job_id, t);
-    lt_dist_outbox o = {0};
-    rc = lt_dist_outbox_add(&o, key, &env);
-    if (!rc) rc = lt_dist_outbox_send(&o, j->dead, -1, &j->st->bytes_sent);
-    lt_dist_outbox_free(&o);
+    rc = lt__dead_letter_send(j->dead, key, &task, reason, &s->errors, &j->st->bytes_sent);
     free(spec);
     j->st->dead++;
     const lt_tune_job_key *k = &j->job->keys[t];
@@ -286,12 +245,7 @@ static int attempt_failed(tjob *j, size_t t, uint32_t attempt, const char *why) 
     task_state *s = &j->ts[t];
     if (s->done || attempt < s->attempt) return LT_OK; /* stale: a later attempt is out */
     j->st->failed_results++;
-    if (s->n_errors < MAX_ERRORS) {
-        char buf[600];
-        snprintf(buf, sizeof buf, "attempt %u: %s", attempt, why);
-        s->errors[s->n_errors] = strdup(buf);
-        if (s->errors[s->n_errors]) s->n_errors++;
-    }
+    lt__attempt_errors_add(&s->errors, attempt, why);
     uint32_t max = j->jo->max_attempts ? j->jo->max_attempts : 3;
     lt_log(LT_LOG_WARN, "submit: job %s task %zu (%s %s) attempt %u of %u failed: %s",
            j->st->job_id, t, j->job->keys[t].kernel, j->job->keys[t].shape, attempt, max, why);
@@ -308,28 +262,11 @@ static int attempt_failed(tjob *j, size_t t, uint32_t attempt, const char *why) 
 /* ---- workers and results ------------------------------------------------------------ */
 
 static void heard_from(tjob *j, const char *id, bool leaving) {
-    if (!id || !*id) return;
-    for (int i = 0; i < j->n_workers; i++)
-        if (!strcmp(j->workers[i].id, id)) {
-            j->workers[i].last_ns = lt_now_ns();
-            j->workers[i].leaving = leaving;
-            return;
-        }
-    if (j->n_workers == MAX_WORKERS) return;
-    worker_seen *w = &j->workers[j->n_workers++];
-    snprintf(w->id, sizeof w->id, "%s", id);
-    w->last_ns = lt_now_ns();
-    w->leaving = leaving;
-    j->st->workers_seen = j->n_workers;
+    lt__workers_heard(&j->workers, id, leaving);
+    j->st->workers_seen = j->workers.n;
 }
 
-static int workers_alive(const tjob *j) {
-    uint64_t now = lt_now_ns();
-    int n = 0;
-    for (int i = 0; i < j->n_workers; i++)
-        n += !j->workers[i].leaving && now - j->workers[i].last_ns < ALIVE_NS;
-    return n;
-}
+static int workers_alive(const tjob *j) { return lt__workers_alive(&j->workers); }
 
 /* An OK result's answer: the Config of task t's key for the job's class. */
 static int answer_of(tjob *j, size_t t, const Looptune__Result *r, lt_config_entry *e) {
@@ -531,7 +468,7 @@ static int pump(tjob *j) {
 static void progress(const tjob *j) {
     fprintf(stderr, "submit: job %s: %lld/%zu keys done, %d workers of %s alive (%d seen), "
             "%lld retries, %lld duplicates dropped\n", j->st->job_id, (long long)j->st->applied,
-            j->job->n_keys, workers_alive(j), j->job->host_class, j->n_workers,
+            j->job->n_keys, workers_alive(j), j->job->host_class, j->workers.n,
             (long long)j->st->retries, (long long)j->st->duplicates);
 }
 
@@ -624,7 +561,7 @@ int lt_submit_tune(const lt_submit_tune_opts *o, lt_tune_job *job, lt_submit_sta
     }
     st->tasks = (int64_t)job->n_keys;
     if (jo->job_id && *jo->job_id) snprintf(st->job_id, sizeof st->job_id, "%s", jo->job_id);
-    else random_job_id(st->job_id, sizeof st->job_id);
+    else lt__job_id(st->job_id, sizeof st->job_id, "tune");
     const char *prefix = jo->prefix ? jo->prefix : LT_KAFKA_TOPIC_PREFIX;
     rc = lt_dist_tune_topic(prefix, job->host_class, j.topic_tasks, sizeof j.topic_tasks);
     if (rc) return rc;
@@ -633,7 +570,7 @@ int lt_submit_tune(const lt_submit_tune_opts *o, lt_tune_job *job, lt_submit_sta
     snprintf(j.topic_dead, sizeof j.topic_dead, "%s%s", prefix,
              lt_kafka_topic_suffix(LT_TOPIC_TASKS_DEAD));
     double jt = jo->job_timeout_s > 0 ? jo->job_timeout_s : 3600;
-    j.deadline_wall_ns = wall_ns() + (uint64_t)(jt * 1e9);
+    j.deadline_wall_ns = lt_wall_ns() + (uint64_t)(jt * 1e9);
     j.ts = calloc(job->n_keys, sizeof *j.ts);
     j.rt_ms = calloc(job->n_keys, sizeof *j.rt_ms);
     if (!j.ts || !j.rt_ms) rc = lt_error(LT_ENOMEM, "submit tune: out of memory");
@@ -673,7 +610,7 @@ int lt_submit_tune(const lt_submit_tune_opts *o, lt_tune_job *job, lt_submit_sta
     lt_producer_close(j.tasks);
     lt_follower_close(j.results);
     for (size_t t = 0; j.ts && t < job->n_keys; t++)
-        for (int i = 0; i < j.ts[t].n_errors; i++) free(j.ts[t].errors[i]);
+        lt__attempt_errors_free(&j.ts[t].errors);
     free(j.ts);
     free(j.rt_ms);
     if (err == LT_EFORMAT && st->dead)

@@ -84,12 +84,6 @@ static void set_state(worker *w, const char *state, const char *job, uint64_t ta
 
 static double uptime_s(const worker *w) { return (double)(lt_now_ns() - w->t0) * 1e-9; }
 
-static uint64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- heartbeats -------------------------------------------------------------------- */
 
 static void send_heartbeat(worker *w) {
@@ -490,7 +484,7 @@ static int handle_record(worker *w, const lt_record *rec) {
                 if (lt_dist_tensor_get(w->blobs, t->inputs[i], TASK_MAX_ELEMS, &x) == LT_OK)
                     free(x.data);
             }
-        } else if (t->deadline_ns && wall_ns() > t->deadline_ns) {
+        } else if (t->deadline_ns && lt_wall_ns() > t->deadline_ns) {
             w->st->tasks_expired++;
             lt_log(LT_LOG_INFO, "worker %s: task %s/%" PRIu64 " is past its deadline: skipped",
                    w->id, t->job_id, t->task_index);

@@ -44,7 +44,9 @@ import dist_harness as h
 PARTS = 6
 BLOCK = "64x32"
 JOB1 = (512, 512, 128)  # M, N, K: 128 tiles
-JOB2 = (256, 256, 128)  # 32 tiles
+# 48 tiles: 6 row lines and 8 column lines, so each of the PARTS partitions gets tasks
+# whichever way the panels travel (a line's tasks share a partition)
+JOB2 = (384, 256, 128)
 CUT_DELAY_MS = 2000     # tasks of the worker that is cut off
 DELAY_MS = 150          # the others'
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -202,6 +204,16 @@ def operands(wdir, tag, shape, rng):
     return a, b, pa, pb
 
 
+def settle(workers):
+    """Until every worker holds partitions and together they hold all PARTS."""
+    h.wait_assigned(workers, 90)
+    deadline = time.time() + 60
+    while sum(w.holding() for w in workers) != PARTS and time.time() < deadline:
+        time.sleep(0.1)
+    h.check(sum(w.holding() for w in workers) == PARTS,
+            f"the group did not settle: {[(w.wid, w.holding()) for w in workers]}")
+
+
 def check_job(servers, prefix, job, out, pc, a, b, tasks, workers):
     """The job's figures, C, and the committed results: one OK per task, from workers."""
     fig = h.parse_job(out)
@@ -246,12 +258,7 @@ def run(net, wdir):
         others = [h.Worker(servers, prefix, f"part-h{i}", wdir,
                            ["--task-delay-ms", str(DELAY_MS), *parts]) for i in range(2)]
         workers = [cut_w.start()] + [w.start() for w in others]
-        h.wait_assigned(workers, 90)
-        deadline = time.time() + 60
-        while sum(w.holding() for w in workers) != PARTS and time.time() < deadline:
-            time.sleep(0.1)
-        h.check(sum(w.holding() for w in workers) == PARTS,
-                f"the group did not settle: {[(w.wid, w.holding()) for w in workers]}")
+        settle(workers)
         ids = [w.wid for w in workers]
 
         # ---- job 1, cut mid-job
@@ -339,7 +346,9 @@ def run(net, wdir):
               f"{fenced_task}: committed by {ok1[fenced_task][0]}, {len(late)} aborted "
               f"record(s) of {cut_w.wid}")
 
-        # ---- job 2 on all three workers
+        # ---- job 2 on all three workers, once the rebalance of the rejoin is over (a
+        # worker between revocation and its new assignment would take none of its tasks)
+        settle(workers)
         a2, b2, pa2, pb2 = operands(wdir, "2", JOB2, rng)
         tasks2 = (JOB2[0] // 64) * (JOB2[1] // 32)
         job2, pc2 = f"part2-{os.getpid()}", os.path.join(wdir, "c2.npy")
