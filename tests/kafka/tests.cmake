@@ -35,32 +35,23 @@ add_executable(kafka_samples ${CMAKE_SOURCE_DIR}/tests/kafka/kafka_samples.c)
 target_include_directories(kafka_samples PRIVATE ${CMAKE_SOURCE_DIR}/tests)
 target_link_libraries(kafka_samples PRIVATE looptune)
 if(PYTHON3 AND NOT LT_SANITIZE)
-  add_test(NAME py_test_proto_python
-    COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/kafka/test_proto_python.py)
-  set_tests_properties(py_test_proto_python PROPERTIES LABELS kafka TIMEOUT 300
-    FIXTURES_REQUIRED kafka_broker
-    ENVIRONMENT "${LT_KAFKA_ENV};LT_KAFKA_SAMPLES=$<TARGET_FILE:kafka_samples>;LT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto;LT_WORK_DIR=${CMAKE_BINARY_DIR}/testwork")
+  lt_add_pytests(tests/kafka/test_proto_python.py LABEL kafka TIMEOUT 300 BROKER
+    ENV "LT_KAFKA_SAMPLES=$<TARGET_FILE:kafka_samples>" "LT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto"
+        "LT_WORK_DIR=${CMAKE_BINARY_DIR}/testwork")
 endif()
 
 # A run's telemetry, produced by `looptune run --telemetry kafka` and decoded
 # in Python with the .proto alone.
 if(PYTHON3 AND NOT LT_SANITIZE)
-  add_test(NAME py_test_tel_python
-    COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/kafka/test_tel_python.py)
-  set_tests_properties(py_test_tel_python PROPERTIES LABELS kafka TIMEOUT 300
-    FIXTURES_REQUIRED kafka_broker
-    ENVIRONMENT "${LT_KAFKA_ENV};LT_BIN=$<TARGET_FILE:looptune_cli>;LT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto;LT_DATA_DIR=${LT_DATA_DIR};LT_WORK_DIR=${CMAKE_BINARY_DIR}/testwork")
+  lt_add_pytests(tests/kafka/test_tel_python.py LABEL kafka TIMEOUT 300 BROKER
+    ENV "LT_BIN=$<TARGET_FILE:looptune_cli>" "LT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto"
+        "LT_DATA_DIR=${LT_DATA_DIR}" "LT_WORK_DIR=${CMAKE_BINARY_DIR}/testwork")
 endif()
 
 # The closed loop: `looptune optimizer` and `looptune run --tune online`
 # against the real broker, decoded in Python with the .proto alone.
 if(PYTHON3 AND NOT LT_SANITIZE)
-  file(GLOB opt_pytests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/optimizer/test_broker_*.py)
-  foreach(t ${opt_pytests})
-    get_filename_component(name ${t} NAME_WE)
-    add_test(NAME py_${name} COMMAND ${PYTHON3} ${t})
-    set_tests_properties(py_${name} PROPERTIES LABELS kafka TIMEOUT 900
-      FIXTURES_REQUIRED kafka_broker
-      ENVIRONMENT "${LT_KAFKA_ENV};LT_BIN=$<TARGET_FILE:looptune_cli>;LT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto;LT_WORK_DIR=${CMAKE_BINARY_DIR}/testwork")
-  endforeach()
+  lt_add_pytests(tests/optimizer/test_broker_*.py LABEL kafka TIMEOUT 900 BROKER
+    ENV "LT_BIN=$<TARGET_FILE:looptune_cli>" "LT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto"
+        "LT_WORK_DIR=${CMAKE_BINARY_DIR}/testwork")
 endif()
