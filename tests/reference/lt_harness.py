@@ -126,9 +126,9 @@ class Checks:
         return 0 if self.failed == 0 and self.passed > 0 else 1
 
 
-def run_cli(args, timeout=CLI_TIMEOUT_S, env=None):
-    """Runs looptune with args (and env: variables to set or, with None values, to unset);
-    returns the CompletedProcess (text stdout/stderr)."""
+def run_cli(args, timeout=CLI_TIMEOUT_S, env=None, input_text=None):
+    """Runs looptune with args (and env: variables to set or, with None values, to unset;
+    input_text: its standard input); returns the CompletedProcess (text stdout/stderr)."""
     cmd = [env_path("LT_BIN")] + [str(a) for a in args]
     full = dict(os.environ)
     for k, v in (env or {}).items():
@@ -138,7 +138,7 @@ def run_cli(args, timeout=CLI_TIMEOUT_S, env=None):
             full[k] = v
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              errors="replace", env=full)
+                              errors="replace", env=full, input=input_text)
     except subprocess.TimeoutExpired as e:
         return subprocess.CompletedProcess(cmd, -999, e.stdout or "",
                                            "timed out after %d s" % timeout)
