@@ -28,8 +28,10 @@ Default models (random weights, generated once into --cache-dir, never into the 
 
   stories110M-q8_0   looptune model-gen --preset stories110M --dtype q8_0
                        --vocab-file tests/data/llama2-tokenizer.bin
-  1B-q4_k_m          looptune model-gen --preset 1B --dtype q4_k_m (dim 2048, 16 layers,
-                       32/8 heads, ffn 5632; llama.cpp's Q4_K_M mix)
+  1B-q8_0            looptune model-gen --preset 1B --dtype q8_0 (dim 2048, 16 layers,
+                       32/8 heads, ffn 5632)
+  1B-q4_k_m          looptune model-gen --preset 1B --dtype q4_k_m (the same shape;
+                       llama.cpp's Q4_K_M mix)
 
 The target this measures: on the 1B shape, looptune's aggregate at N = 8 at least 5x its
 N = 1 figure, and ahead of llama.cpp at every N; the lines after the table say whether each
@@ -54,6 +56,7 @@ DEFAULT_BB = "/opt/peers/llamacpp-native-bb/bin/llama-batched-bench"
 DEFAULT_MODELS = [
     ("stories110M-q8_0", ["--preset", "stories110M", "--dtype", "q8_0", "--vocab-file",
                           os.path.join(ROOT, "tests", "data", "llama2-tokenizer.bin")]),
+    ("1B-q8_0", ["--preset", "1B", "--dtype", "q8_0"]),
     ("1B-q4_k_m", ["--preset", "1B", "--dtype", "q4_k_m"]),
 ]
 GOAL_SEQS, GOAL_SPEEDUP = 8, 5.0
