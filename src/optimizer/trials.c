@@ -16,12 +16,6 @@
 
 #include "optimizer/service_internal.h"
 
-static uint64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void send_params(lt_optimizer *o, lt__run *r, lt__rec *R, const lt_params *p,
                         const char *cand, int pairs, int phase_tokens) {
     Looptune__Control c = LOOPTUNE__CONTROL__INIT;
@@ -411,7 +405,7 @@ void lt__opt_maybe_start(lt_optimizer *o, int ri) {
                 "waits for", (long long)r->windows_seen);
         return;
     }
-    if (wall_ns() > r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) {
+    if (lt_wall_ns() > r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) {
         wait_on(r, LT_OPT_WAIT_STALE, "the run's telemetry stopped for more than %lld ms",
                 (long long)o->o.stale_ms);
         return;
@@ -587,7 +581,7 @@ void lt__opt_timers(lt_optimizer *o) {
     int live = 0;
     for (int i = 0; i < o->n_runs; i++) {
         lt__run *r = &o->runs[i];
-        if (!r->ended && wall_ns() <= r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) live++;
+        if (!r->ended && lt_wall_ns() <= r->last_ns + (uint64_t)o->o.stale_ms * 1000000ull) live++;
         if (!r->trial) continue;
         /* a trial takes 2 x pairs x phase steps; allow for slow steps and the
          * pipeline, and a prefill phase for the run's next prompt */
