@@ -160,6 +160,15 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
     r->last_ns = t_ns;
     r->win_index = UINT64_MAX;
     size_t n = rs->n_kernels;
+    /* a run of batched decode steps (serving) observes a batch program: its
+     * nodes' keys are of the batch regime, and so is its step window */
+    bool batch_run = false;
+    for (size_t i = 0; i < n; i++) {
+        const Looptune__KernelParams *kp = rs->kernels[i];
+        const char *cs = kp->config_shape && *kp->config_shape ? kp->config_shape : kp->shape;
+        if (kp->kernel && !lt__opt_step_kernel(kp->kernel) && cs && ends_with(cs, ":batch"))
+            batch_run = true;
+    }
     r->labels = calloc(n ? n : 1, sizeof *r->labels);
     r->node_unit = calloc(n ? n : 1, sizeof *r->node_unit);
     r->units = calloc(n ? n : 1, sizeof *r->units);
@@ -181,7 +190,8 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
         const char *cs = kp->config_shape && *kp->config_shape ? kp->config_shape : kp->shape;
         if (!kp->kernel || !cs || !*cs) continue;
         const bool prefill = step && ends_with(cs, ":prefill");
-        if (step && !prefill && !ends_with(cs, ":decode")) continue; /* no regime of ours */
+        /* no regime the run measures: a decode run has no batch step windows */
+        if (step && !prefill && !ends_with(cs, batch_run ? ":batch" : ":decode")) continue;
         int rec = lt__opt_find_rec(o, kp->kernel, cs, r->host_class);
         if (rec < 0) rec = lt__opt_add_rec(o, kp->kernel, cs, r->host_class, (int)rs->threads);
         if (rec < 0) continue; /* not a tunable kernel */
