@@ -60,6 +60,10 @@ typedef struct {
     lt_tuning *tuning;    /* the runtime's values the controls change (lt_llama_tuning) */
     lt_tel *tel;          /* its telemetry, for tagging windows; may be NULL (tests) */
     FILE *log;            /* one line per applied or rejected control; NULL: stderr */
+    /* refuse a control that changes a parameter whose points give different bits
+     * (lt_optimizer_param_changes_bits) from its value in force: a serving run's
+     * streams stay those of the values it started with */
+    bool hold_bits;
 } lt_online_opts;
 
 typedef struct {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "looptune/optimizer.h"
 #include "runtime/runtime_internal.h"
 
 typedef struct {
@@ -170,6 +171,22 @@ static void apply_one(lt_online *o, const void *value, size_t len) {
     char pbuf[160];
     lt_space sp;
     lt_space_by_name(cmd.name, &sp);
+    for (int i = 0; o->o.hold_bits && i < cmd.n_keys; i++) {
+        const char *name, *key;
+        lt_params now;
+        key_at(o, cmd.keys[i], &name, &key);
+        LT_ASSERT(lt_tuning_get(o->o.tuning, name, key, &now) == LT_OK);
+        for (int j = 0; j < sp.n_params; j++)
+            if (now.v[j] != cmd.params.v[j] &&
+                lt_optimizer_param_changes_bits(name, sp.params[j].name)) {
+                o->st.rejected++;
+                fprintf(f, "looptune run: control rejected: %s %s: %s %d -> %d would change "
+                           "the bits of the sequences decoded\n", name, key, sp.params[j].name,
+                        now.v[j], cmd.params.v[j]);
+                lt_control_cmd_free(&cmd);
+                return;
+            }
+    }
     lt_space_format(&sp, &cmd.params, pbuf, sizeof pbuf);
     end_trial(o); /* the optimizer's newest word wins */
     if (cmd.trial_pairs == 0) {
