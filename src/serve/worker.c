@@ -707,10 +707,11 @@ static void close_tuning(worker *w) {
     if (online) {
         const lt_online_stats *os = &w->st->online;
         fprintf(f, "serve %s: online tuning of the batched steps: %lld trials, %lld changes "
-                   "applied, %lld controls rejected; %lld of %lld observed steps ran candidates\n%s",
+                   "applied, %lld controls rejected; %lld of %lld observed steps in trials, "
+                   "%lld ran candidates\n%s",
                 w->id, (long long)os->trials, (long long)os->applied, (long long)os->rejected,
-                (long long)os->candidate_tokens, (long long)w->st->observed_steps,
-                changes ? changes : "");
+                (long long)os->trial_tokens, (long long)w->st->observed_steps,
+                (long long)os->candidate_tokens, changes ? changes : "");
     }
     free(changes);
 }

@@ -180,7 +180,7 @@ def main():
         check(batch_key(env.control.shape), f"a control of {env.control.shape}")
         controls += 1
     m = re.search(r"online tuning of the batched steps: (\d+) trials, (\d+) changes applied, "
-                  r"(\d+) controls rejected; (\d+) of (\d+) observed steps", log)
+                  r"(\d+) controls rejected; (\d+) of (\d+) observed steps in trials", log)
     check(m, f"no online tuning summary:\n{log[-3000:]}")
     check(int(m.group(1)) >= 1 and trials >= 1 and controls >= 1,
           f"no trial ({m.group(0)}; {trials} trial records, {controls} controls):\n"
