@@ -331,6 +331,9 @@ int lt_cmd_serve(int argc, char **argv) {
     if (tel_opts.mode == LT_CLI_TEL_KAFKA && !lt_cli_kafka_has_brokers(&kafka))
         FAIL("--telemetry kafka and --tune online on serve need --brokers: the optimizer "
              "runs as its own process (looptune optimizer)");
+    if ((tel_opts.mode != LT_CLI_TEL_OFF || store_path) &&
+        lt_cli_store_open(cmd, store_path, &kafka, no_warm, &store, &say_warm))
+        goto done;
     for (size_t i = 0; i < n_models; i++) {
         lt_cli_load_stats ls;
         if (lt_cli_load_model(cmd, paths[i], NULL, use_mmap, &models[i].model, &ls)) goto done;
@@ -352,7 +355,6 @@ int lt_cmd_serve(int argc, char **argv) {
     }
     /* the batched steps' run: warm start, telemetry, online tuning (run's options) */
     if (tel_opts.mode != LT_CLI_TEL_OFF || store_path) {
-        if (lt_cli_store_open(cmd, store_path, &kafka, no_warm, &store, &say_warm)) goto done;
         memset(&tune_opts, 0, sizeof tune_opts);
         tune_opts.store = store;
         tune_opts.tune_online = tel_opts.tune_online;
