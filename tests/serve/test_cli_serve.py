@@ -1,7 +1,7 @@
 """`looptune serve`'s command line without a broker: --help, and a one-line
 error with exit code 1 for each bad flag, a missing or unreadable model,
 two models of one name, KV caches over --kv-memory, bad telemetry and
-tuning flags (--tune online without --brokers); --kv-memory with one of
+tuning flags; --kv-memory with one of
 --max-batch and --ctx (or neither) derives the other."""
 import os
 import re
@@ -67,8 +67,6 @@ def main():
         (("-m", model, "--telemetry", "disk"), "bad --telemetry 'disk'"),
         (("-m", model, "--tune", "online", "--telemetry", "off"),
          "--tune online needs --telemetry kafka"),
-        (("-m", model, "--tune", "online"), "--telemetry kafka and --tune online on serve need "
-         "--brokers"),
         (("-m", model, "--explore-share", "0.9"), "bad --explore-share '0.9'"),
         (("-m", model, "--telemetry-window-tokens", "0"), "bad --telemetry-window-tokens '0'"),
         (("-m", model, "--config-store", ""), "bad --config-store ''"),

@@ -65,13 +65,14 @@ static const char *const serve_help_tune =
     "Telemetry and online tuning of the batched decode steps (the first model's; the\n"
     "steps of --max-batch rows are measured, as `looptune run` measures its decode steps):\n"
     "      --telemetry T       off (default), file:PATH or kafka (topic looptune.telemetry;\n"
-    "                          needs --brokers)\n"
+    "                          without --brokers on an embedded broker of its own)\n"
     "      --telemetry-window-tokens K, --telemetry-window-ms T, --telemetry-detail D,\n"
     "      --telemetry-drain-ms T, --counters-every N   as for looptune run\n"
     "      --tune MODE         off (default) or online: take parameter changes and trials\n"
     "                          of the batch regime (keys ending in :batch) from the\n"
     "                          optimizer on topic looptune.control, between steps (run\n"
-    "                          `looptune optimizer --brokers B`; implies --telemetry kafka)\n"
+    "                          `looptune optimizer --brokers B`; without --brokers one runs\n"
+    "                          in this process; implies --telemetry kafka)\n"
     "      --config-store SPEC start from the tuned configurations of SPEC (a file, or\n"
     "                          kafka: the topic looptune.configs at --brokers)\n"
     "      --no-warm-start     ignore the config store\n";
@@ -328,9 +329,6 @@ int lt_cmd_serve(int argc, char **argv) {
              "--timeout are the HTTP API's: give --http HOST:PORT too");
     if (lt_cli_kafka_check(cmd, &kafka)) goto done;
     if (lt_cli_tel_check(cmd, &tel_opts)) goto done;
-    if (tel_opts.mode == LT_CLI_TEL_KAFKA && !lt_cli_kafka_has_brokers(&kafka))
-        FAIL("--telemetry kafka and --tune online on serve need --brokers: the optimizer "
-             "runs as its own process (looptune optimizer)");
     if ((tel_opts.mode != LT_CLI_TEL_OFF || store_path) &&
         lt_cli_store_open(cmd, store_path, &kafka, no_warm, &store, &say_warm))
         goto done;
@@ -359,8 +357,9 @@ int lt_cmd_serve(int argc, char **argv) {
         tune_opts.store = store;
         tune_opts.tune_online = tel_opts.tune_online;
         tune_opts.explore_share = tel_opts.explore_share;
+        /* the worker's cluster; without --brokers the run's own embedded broker, with an
+         * optimizer in this process, as `run --tune online` has */
         lt_cli_tel_run_opts(&tel_opts, &kafka, &tune_opts);
-        tune_opts.conn = so.conn; /* the worker's cluster */
         so.tune = &tune_opts;
     }
     so.models = models;
