@@ -60,6 +60,7 @@ typedef struct {
     lt_tuning *tuning;    /* the runtime's values the controls change (lt_llama_tuning) */
     lt_tel *tel;          /* its telemetry, for tagging windows; may be NULL (tests) */
     FILE *log;            /* one line per applied or rejected control; NULL: stderr */
+    const char *who;      /* what starts those lines; NULL: "looptune run" */
     /* refuse a control that changes a parameter whose points give different bits
      * (lt_optimizer_param_changes_bits) from its value in force: a serving run's
      * streams stay those of the values it started with */

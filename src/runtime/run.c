@@ -127,7 +127,8 @@ static int open_online(lt_run *r, const lt_kafka_conn *conn) {
     }
     lt_online_opts on = {.conn = *conn, .topic = r->control, .run_id = r->run_id,
                          .tuning = lt_llama_tuning(r->l), .log = r->o.log,
-                         .hold_bits = r->o.batch_rows > 0};
+                         .hold_bits = r->o.batch_rows > 0,
+                         .who = r->o.batch_rows > 0 ? "looptune serve" : NULL};
     return lt_online_open(&r->online, &on);
 }
 
