@@ -113,6 +113,13 @@ void lt_optimizer_report(lt_optimizer *o, FILE *f);
 /* Commits offsets, leaves the group, frees. NULL is a no-op. */
 void lt_optimizer_close(lt_optimizer *o);
 
+/* Whether the points of kernel's parameter give a sequence different bits
+ * (q8_0 matvec's activation modes: integer or float dot products;
+ * attention's kv_block: the order of its sums). Every other point of every
+ * kernel gives the same bits. A run of batched steps holds these at its
+ * values in force, so a served stream never changes under a trial. */
+bool lt_optimizer_param_changes_bits(const char *kernel, const char *param);
+
 /* ---- ranking ------------------------------------------------------------------------ */
 
 /* Where a kernel stands on the host's roofline: achieved / attainable, where

@@ -60,6 +60,11 @@ typedef struct {
     lt_tuning *tuning;    /* the runtime's values the controls change (lt_llama_tuning) */
     lt_tel *tel;          /* its telemetry, for tagging windows; may be NULL (tests) */
     FILE *log;            /* one line per applied or rejected control; NULL: stderr */
+    const char *who;      /* what starts those lines; NULL: "looptune run" */
+    /* refuse a control that changes a parameter whose points give different bits
+     * (lt_optimizer_param_changes_bits) from its value in force: a serving run's
+     * streams stay those of the values it started with */
+    bool hold_bits;
 } lt_online_opts;
 
 typedef struct {
@@ -128,6 +133,11 @@ typedef struct {
     double explore_share;     /* the in-process optimizer's; 0: its default */
     FILE *log;                /* the run side's lines; NULL: stderr */
     FILE *optimizer_log;      /* the in-process optimizer's decisions; NULL: stderr */
+    /* > 0: a run of batched decode steps (serving, lt_run_batch_begin/_end)
+     * instead of lt_run_generate's: it observes the batch program of this
+     * many rows (2 .. the runtime's max batch), its run start lists the
+     * batch regime's thread count, its step windows are of the batch key */
+    int64_t batch_rows;
 } lt_run_opts;
 
 typedef struct lt_run lt_run;
@@ -142,6 +152,16 @@ int lt_run_open(lt_run **out, lt_llama *l, lt_pool *pool, const lt_run_opts *o);
  * steps. */
 int lt_run_generate(lt_run *r, lt_sampler *s, const int32_t *prompt, int64_t n_prompt,
                     const lt_gen_opts *go, lt_token_cb cb, void *user, lt_gen_stats *stats);
+
+/* A run with batch_rows: around every batched decode step of n_rows rows
+ * (lt_llama_eval_batch), on the stepping thread. Steps of batch_rows rows
+ * are observed (the telemetry's step end, then controls and trials, which
+ * advance by these steps alone); the others run with the values in force,
+ * unmeasured. Call lt_run_batch_end after every step of the caller's loop
+ * (n_rows 0: no batched eval in it): it also keeps the observed program in
+ * the runtime's program cache. */
+void lt_run_batch_begin(lt_run *r, int64_t n_rows);
+void lt_run_batch_end(lt_run *r, int64_t n_rows, int64_t pos);
 
 /* What the run did and holds (pointers live until lt_run_close). */
 typedef struct {

@@ -13,6 +13,7 @@
 
 #include "looptune/kafka.h"
 #include "looptune/model.h"
+#include "looptune/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +55,9 @@ typedef struct {
      * else, when two or more of them draw at a temperature above 0, spread over this pool
      * (each row by its own sampler, so the tokens are the same). */
     lt_pool *pool;
+    /* NULL, or a run of batched steps over the same runtime (lt_run_opts.batch_rows): every
+     * decode step goes through lt_run_batch_begin/_end (its telemetry, controls, trials) */
+    lt_run *run;
 } lt_batcher_opts;
 
 /* One request, as the batcher takes it (everything is copied). */
@@ -124,6 +128,10 @@ typedef struct {
     int test_commit_delay_ms;  /* tests: lt_stage_opts.test_commit_delay_ms (a kill then
                                   lands inside a transaction whose records are produced) */
     _Atomic bool *stop;        /* set (a signal handler may) to leave after the next commit */
+    /* NULL, or the telemetry and online tuning of the first model's batched decode steps:
+     * lt_run_open over its runtime with these options and batch_rows = max_batch (needs
+     * max_batch >= 2); what online tuning changed is written to its log at the end */
+    const lt_run_opts *tune;
 } lt_serve_opts;
 
 typedef struct {
@@ -138,6 +146,11 @@ typedef struct {
     int64_t pauses;       /* times fetching stopped with slots and queue full */
     int64_t held_max;     /* most requests held at once (in slots or waiting for one) */
     double commit_ms_sum; /* wall time of the commits that landed, summed */
+    /* with opts.tune: the steps of max_batch rows (those observed) and the online tuning */
+    int64_t observed_steps;
+    int warm_applied, warm_refused; /* config store entries made values in force / refused */
+    lt_online_stats online;
+    lt_tel_stats tel;
     lt_stage_stats stage;
 } lt_serve_stats;
 

@@ -304,6 +304,10 @@ void lt_tel_begin(lt_tel *t);
  * Call between steps, after every observed step: may close a window, and
  * reads the counters every counters_every steps (the only system calls). */
 void lt_tel_step_end(lt_tel *t, const lt_step *step);
+/* Observing, between steps: the next step begins now, and what ran since
+ * the last step end (the caller's work, steps of other programs) is no part
+ * of it. */
+void lt_tel_step_begin(lt_tel *t);
 /* Stops observing (removes the observer) and closes the last window. */
 void lt_tel_end(lt_tel *t);
 /* A prefill step evaluated n_tokens prompt tokens from t_begin_ns to

@@ -21,6 +21,25 @@ int lt__opt_find_rec(lt_optimizer *o, const char *kernel, const char *config_sha
     return -1;
 }
 
+bool lt_optimizer_param_changes_bits(const char *kernel, const char *param) {
+    static const char *const held[][2] = {
+        {"matvec", "act_int16"}, {"matvec", "act_int8"}, {"attention", "kv_block"}};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
+        if (!strcmp(kernel, held[i][0]) && !strcmp(param, held[i][1])) return true;
+    return false;
+}
+
+/* A batch run's key: the parameters that change a sequence's bits stay at
+ * the values the run holds (a single value each), so no trial goes to them. */
+static void hold_bits(lt__rec *R, const lt_params *p) {
+    for (int j = 0; j < R->space.n_params; j++) {
+        lt_param_def *d = &R->space.params[j];
+        if (!lt_optimizer_param_changes_bits(R->kernel, d->name)) continue;
+        d->n_values = 1;
+        d->values[0] = d->def = p->v[j];
+    }
+}
+
 bool lt__opt_step_kernel(const char *kernel) {
     return !strcmp(kernel, "looped") || !strcmp(kernel, "threads");
 }
@@ -160,6 +179,16 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
     r->last_ns = t_ns;
     r->win_index = UINT64_MAX;
     size_t n = rs->n_kernels;
+    /* a run of batched decode steps (serving) observes a batch program: its
+     * nodes' keys are of the batch regime, and so is its step window */
+    bool batch_run = false;
+    for (size_t i = 0; i < n; i++) {
+        const Looptune__KernelParams *kp = rs->kernels[i];
+        const char *cs = kp->config_shape && *kp->config_shape ? kp->config_shape : kp->shape;
+        if (kp->kernel && !lt__opt_step_kernel(kp->kernel) && cs &&
+            (ends_with(cs, ":batch") || strstr(cs, ":batch:")))
+            batch_run = true;
+    }
     r->labels = calloc(n ? n : 1, sizeof *r->labels);
     r->node_unit = calloc(n ? n : 1, sizeof *r->node_unit);
     r->units = calloc(n ? n : 1, sizeof *r->units);
@@ -181,7 +210,8 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
         const char *cs = kp->config_shape && *kp->config_shape ? kp->config_shape : kp->shape;
         if (!kp->kernel || !cs || !*cs) continue;
         const bool prefill = step && ends_with(cs, ":prefill");
-        if (step && !prefill && !ends_with(cs, ":decode")) continue; /* no regime of ours */
+        /* no regime the run measures: a decode run has no batch step windows */
+        if (step && !prefill && !ends_with(cs, batch_run ? ":batch" : ":decode")) continue;
         int rec = lt__opt_find_rec(o, kp->kernel, cs, r->host_class);
         if (rec < 0) rec = lt__opt_add_rec(o, kp->kernel, cs, r->host_class, (int)rs->threads);
         if (rec < 0) continue; /* not a tunable kernel */
@@ -191,6 +221,7 @@ static void run_start(lt_optimizer *o, const Looptune__RunStart *rs, uint64_t t_
         if (!R->shape[0]) {
             snprintf(R->shape, sizeof R->shape, "%s", kp->shape ? kp->shape : "");
             R->defaults = p; /* what the first run of this call started with */
+            if (batch_run) hold_bits(R, &p);
         }
         int u = -1;
         for (int k = 0; k < r->n_units; k++)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "looptune/optimizer.h"
 #include "runtime/runtime_internal.h"
 
 typedef struct {
@@ -51,6 +52,7 @@ struct lt_online {
 };
 
 static FILE *logf_of(const lt_online *o) { return o->o.log ? o->o.log : stderr; }
+static const char *who_of(const lt_online *o) { return o->o.who ? o->o.who : "looptune run"; }
 
 /* ---- listener ------------------------------------------------------------------- */
 
@@ -145,12 +147,12 @@ static void apply_one(lt_online *o, const void *value, size_t len) {
     int rc = lt_envelope_decode(value, len, &env);
     if (rc) {
         o->st.rejected++;
-        fprintf(f, "looptune run: control rejected: %s\n", lt_errmsg());
+        fprintf(f, "%s: control rejected: %s\n", who_of(o), lt_errmsg());
         return;
     }
     if (env->payload_case != LOOPTUNE__ENVELOPE__PAYLOAD_CONTROL) {
         o->st.rejected++;
-        fprintf(f, "looptune run: control rejected: a %s record on the control topic\n",
+        fprintf(f, "%s: control rejected: a %s record on the control topic\n", who_of(o),
                 lt_envelope_kind(env));
         lt_envelope_free(env);
         return;
@@ -164,12 +166,28 @@ static void apply_one(lt_online *o, const void *value, size_t len) {
     }
     if (rc) {
         o->st.rejected++;
-        fprintf(f, "looptune run: control rejected: %s\n", lt_errmsg());
+        fprintf(f, "%s: control rejected: %s\n", who_of(o), lt_errmsg());
         return;
     }
     char pbuf[160];
     lt_space sp;
     lt_space_by_name(cmd.name, &sp);
+    for (int i = 0; o->o.hold_bits && i < cmd.n_keys; i++) {
+        const char *name, *key;
+        lt_params now;
+        key_at(o, cmd.keys[i], &name, &key);
+        LT_ASSERT(lt_tuning_get(o->o.tuning, name, key, &now) == LT_OK);
+        for (int j = 0; j < sp.n_params; j++)
+            if (now.v[j] != cmd.params.v[j] &&
+                lt_optimizer_param_changes_bits(name, sp.params[j].name)) {
+                o->st.rejected++;
+                fprintf(f, "%s: control rejected: %s %s: %s %d -> %d would change the bits "
+                           "of the sequences decoded\n", who_of(o), name, key, sp.params[j].name,
+                        now.v[j], cmd.params.v[j]);
+                lt_control_cmd_free(&cmd);
+                return;
+            }
+    }
     lt_space_format(&sp, &cmd.params, pbuf, sizeof pbuf);
     end_trial(o); /* the optimizer's newest word wins */
     if (cmd.trial_pairs == 0) {
@@ -188,7 +206,7 @@ static void apply_one(lt_online *o, const void *value, size_t len) {
             return;
         }
         o->st.applied++;
-        fprintf(f, "looptune run: %s %s: %s%s%s\n", cmd.name,
+        fprintf(f, "%s: %s %s: %s%s%s\n", who_of(o), cmd.name,
                 cmd.shape[0] ? cmd.shape : "(all shapes)", pbuf,
                 cmd.candidate_id[0] ? ", candidate " : "", cmd.candidate_id);
         lt_control_cmd_free(&cmd);

@@ -31,6 +31,9 @@ struct lt_run {
     int64_t tokens;    /* tokens the generation loops handed out */
     int64_t n_prompt;  /* of the generation in progress */
     int last_kind;     /* the last decode step ran outside a trial (0), A (1), B (2) */
+    lt_program *observed; /* the program the telemetry observes */
+    bool batch_began;     /* batch_rows: the telemetry observes */
+    bool batch_step;      /* batch_rows: the step in progress is observed */
     char run_id[33];
     char prefix[64];
     char brokers[256];
@@ -58,7 +61,7 @@ static void ensure_topic(const lt_kafka_conn *conn, const char *topic) {
 /* The whole steps' tunables with their values in force: the looped
  * executor's (when it runs the decode steps), each regime's thread count
  * (when there is a choice). */
-static int step_entries(lt_tuning *t, bool looped, lt_tel_node_desc *out) {
+static int step_entries(lt_tuning *t, bool looped, bool batch, lt_tel_node_desc *out) {
     enum { N = 1 + LT_REGIME_COUNT }; /* the executor, then each regime's threads */
     static const char *const names[N] = {LT_TUNING_LOOPED, LT_TUNING_THREADS, LT_TUNING_THREADS,
                                          LT_TUNING_THREADS};
@@ -67,7 +70,8 @@ static int step_entries(lt_tuning *t, bool looped, lt_tel_node_desc *out) {
     _Static_assert(LT_REGIME_COUNT == 3, "a thread count per regime");
     int n = 0;
     for (int k = 0; k < N; k++) {
-        if (k == 0 && !looped) continue;
+        /* a run of batched steps: their thread count alone */
+        if (batch ? regimes[k] != LT_REGIME_BATCH || k == 0 : k == 0 && !looped) continue;
         if (k > 0 && lt_tuning_pool_threads(t) < 2) continue;
         const char *key = lt_tuning_step_key(t, regimes[k]);
         lt_param_def defs[LT_MAX_PARAMS];
@@ -122,7 +126,9 @@ static int open_online(lt_run *r, const lt_kafka_conn *conn) {
         if (rc) return rc;
     }
     lt_online_opts on = {.conn = *conn, .topic = r->control, .run_id = r->run_id,
-                         .tuning = lt_llama_tuning(r->l), .log = r->o.log};
+                         .tuning = lt_llama_tuning(r->l), .log = r->o.log,
+                         .hold_bits = r->o.batch_rows > 0,
+                         .who = r->o.batch_rows > 0 ? "looptune serve" : NULL};
     return lt_online_open(&r->online, &on);
 }
 
@@ -160,11 +166,15 @@ static int open_telemetry(lt_run *r, lt_pool *pool) {
             return rc;
         }
     }
+    const bool batch = o->batch_rows > 0;
     lt_program *decode;
-    if ((rc = lt_llama_program(r->l, 1, &decode))) {
+    rc = batch ? lt_llama_program_batch(r->l, o->batch_rows, &decode)
+               : lt_llama_program(r->l, 1, &decode);
+    if (rc) {
         sink.close(sink.ctx);
         return rc;
     }
+    r->observed = decode;
     const bool looped = lt_exec_kind(lt_llama_exec(r->l)) == LT_EXEC_LOOPED;
     lt_tel_opts to = o->tel;
     to.program = decode;
@@ -181,10 +191,12 @@ static int open_telemetry(lt_run *r, lt_pool *pool) {
     to.host_class = hd.host_class;
     if (o->telemetry == LT_RUN_TEL_KAFKA) to.open_flush_ms = 3000; /* connect before decoding */
     lt_tel_node_desc steps[1 + LT_REGIME_COUNT];
-    to.n_step_entries = step_entries(lt_llama_tuning(r->l), looped, steps);
+    to.n_step_entries = step_entries(lt_llama_tuning(r->l), looped, batch, steps);
     to.step_entries = steps;
-    to.step_shape = lt_tuning_step_key(lt_llama_tuning(r->l), LT_REGIME_DECODE);
-    to.prefill_shape = lt_tuning_step_key(lt_llama_tuning(r->l), LT_REGIME_PREFILL);
+    to.step_shape = lt_tuning_step_key(lt_llama_tuning(r->l),
+                                       batch ? LT_REGIME_BATCH : LT_REGIME_DECODE);
+    /* a batch run's prefill chunks are no steps it measures */
+    to.prefill_shape = batch ? NULL : lt_tuning_step_key(lt_llama_tuning(r->l), LT_REGIME_PREFILL);
     if ((rc = lt_tel_open(&r->tel, &to))) return rc; /* closes the sink on failure */
     if (r->online) lt_online_attach_tel(r->online, r->tel);
     return LT_OK;
@@ -195,6 +207,9 @@ int lt_run_open(lt_run **out, lt_llama *l, lt_pool *pool, const lt_run_opts *o) 
     if (o->tune_online && o->telemetry != LT_RUN_TEL_KAFKA)
         return lt_error(LT_EINVAL, "online tuning needs telemetry on Kafka (the optimizer learns "
                                    "from it)");
+    if (o->batch_rows && (o->batch_rows < 2 || o->batch_rows > lt_llama_max_batch(l)))
+        return lt_error(LT_EINVAL, "a run of batched steps of %lld rows: expected 2..%lld",
+                        (long long)o->batch_rows, (long long)lt_llama_max_batch(l));
     lt_run *r = calloc(1, sizeof *r);
     if (!r) return lt_error(LT_ENOMEM, "out of memory");
     r->o = *o;
@@ -274,6 +289,33 @@ int lt_run_generate(lt_run *r, lt_sampler *s, const int32_t *prompt, int64_t n_p
     if (r->tel && r->tokens > 0) lt_tel_end(r->tel);
     r->tokens = 0;
     return lt_generate(r->l, s, prompt, n_prompt, &o, on_token, &c, stats);
+}
+
+void lt_run_batch_begin(lt_run *r, int64_t n_rows) {
+    r->batch_step = r->tel && !r->ended && r->o.batch_rows > 0 && n_rows == r->o.batch_rows;
+    if (!r->batch_step) return;
+    if (!r->batch_began) lt_tel_begin(r->tel);
+    else lt_tel_step_begin(r->tel); /* the prefill chunk before it is not this step */
+    r->batch_began = true;
+}
+
+void lt_run_batch_end(lt_run *r, int64_t n_rows, int64_t pos) {
+    if (r->observed && !r->ended) {
+        /* the runtime keeps its three most recent prefill and batch programs:
+         * used after every step of the caller's loop (at most a prefill and a
+         * batch program of their own), the observed one is never evicted */
+        lt_program *p;
+        LT_ASSERT(lt_llama_program_batch(r->l, r->o.batch_rows, &p) == LT_OK && p == r->observed);
+    }
+    if (!r->batch_step || n_rows != r->o.batch_rows) return;
+    r->batch_step = false;
+    lt_step st = {.pos = pos, .n_tokens = n_rows};
+    lt_tel_step_end(r->tel, &st);
+    if (r->online) {
+        r->last_kind = lt_online_step_kind(r->online);
+        lt_online_step(r->online);
+    }
+    r->tokens += n_rows;
 }
 
 /* ---- what it did -------------------------------------------------------------------- */

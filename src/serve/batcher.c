@@ -48,6 +48,7 @@ struct lt_batcher {
     /* one decode step's rows, [n_slots] each: fed token, slot, position, token drawn */
     int32_t *tok, *slot, *drawn;
     int64_t *pos;
+    int64_t step_rows, step_pos; /* the step in progress: its batched eval's rows, row 0's pos */
 };
 
 static const char *const finish_names[LT_FINISH_COUNT] = {
@@ -283,6 +284,9 @@ static int64_t decode_step(lt_batcher *b) {
         n++;
     }
     if (!n) return 0;
+    if (b->o.run) lt_run_batch_begin(b->o.run, n);
+    b->step_rows = n;
+    b->step_pos = b->pos[0];
     int rc = lt_llama_eval_batch(b->l, b->tok, b->pos, b->slot, n);
     if (rc) {
         char msg[512];
@@ -306,8 +310,11 @@ static int64_t decode_step(lt_batcher *b) {
 }
 
 int lt_batcher_step(lt_batcher *b, int64_t *n_tokens) {
+    b->step_rows = 0;
     int64_t n = prefill_step(b);
     n += decode_step(b);
+    /* the step's end (after its sampling, as a run's token boundary) */
+    if (b->o.run) lt_run_batch_end(b->o.run, b->step_rows, b->step_pos);
     if (n_tokens) *n_tokens = n;
     return LT_OK;
 }

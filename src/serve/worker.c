@@ -105,6 +105,7 @@ typedef struct {
     lt_pool *pool;
     lt_llama **llamas;      /* [n_models] */
     lt_batcher **batchers;  /* [n_models]: the decode thread's once it runs */
+    lt_run *run;            /* opts.tune: the first model's batched steps; the decode thread's */
     int64_t slots, queue;
     lt__decoder dec;        /* the decode thread's state and mailboxes (decode.c) */
     pthread_t decode_thread;
@@ -601,10 +602,24 @@ static int setup(worker *w) {
         lt_llama_opts lo = {.ctx_len = ctx, .n_slots = w->slots, .executor = 1};
         if ((rc = lt_llama_init(&w->llamas[i], m, w->pool, &lo)))
             return lt_error(rc, "model %s: %s", o->models[i].name, lt_errmsg());
+        if (i == 0 && o->tune) {
+            if (w->slots < 2)
+                return lt_error(LT_EINVAL, "online tuning of serving tunes the batched steps: "
+                                           "it needs a max batch of 2 sequences or more");
+            lt_run_opts ro = *o->tune;
+            ro.batch_rows = w->slots;
+            if (!ro.model_name) ro.model_name = o->models[0].name;
+            if ((rc = lt_run_open(&w->run, w->llamas[0], w->pool, &ro)))
+                return lt_error(rc, "model %s: %s", o->models[0].name, lt_errmsg());
+            lt_run_state rs;
+            lt_run_info(w->run, &rs);
+            w->st->warm_applied = rs.warm_applied;
+            w->st->warm_refused = rs.warm_refused;
+        }
         lt_batcher_opts bo = {.prefill_chunk = o->prefill_chunk,
                               .on_token = lt__decoder_on_token,
                               .on_finish = lt__decoder_on_finish, .ctx = &w->dec,
-                              .pool = w->pool};
+                              .pool = w->pool, .run = i == 0 ? w->run : NULL};
         if ((rc = lt_batcher_init(&w->batchers[i], w->llamas[i], &bo))) return rc;
     }
     if ((rc = lt_serve_ensure_topics(&o->conn, o->devbroker, o->prefix, o->partitions))) return rc;
@@ -666,6 +681,39 @@ static void take_cancels(worker *w, lt__vec *ids) {
         free(id);
     }
     ids->n = 0;
+}
+
+/* The decode thread has ended: the tuning's figures, what it changed (to
+ * its log), then the run closes, before the runtime it observes. */
+static void close_tuning(worker *w) {
+    lt_run_state rs;
+    lt_run_end(w->run);
+    lt_run_info(w->run, &rs);
+    FILE *f = w->o->tune->log ? w->o->tune->log : stderr;
+    char *changes = NULL;
+    size_t len = 0;
+    const bool online = rs.online != NULL;
+    if (online) {
+        lt_online_stats_get(rs.online, &w->st->online);
+        FILE *m = open_memstream(&changes, &len);
+        if (m) {
+            if (!lt_online_report(rs.online, m)) fprintf(m, "  no parameter changed\n");
+            fclose(m);
+        }
+    }
+    lt_run_close_stats(w->run, &w->st->tel);
+    w->run = NULL;
+    w->st->observed_steps = w->st->tel.steps;
+    if (online) {
+        const lt_online_stats *os = &w->st->online;
+        fprintf(f, "serve %s: online tuning of the batched steps: %lld trials, %lld changes "
+                   "applied, %lld controls rejected; %lld of %lld observed steps in trials, "
+                   "%lld ran candidates\n%s",
+                w->id, (long long)os->trials, (long long)os->applied, (long long)os->rejected,
+                (long long)os->trial_tokens, (long long)w->st->observed_steps,
+                (long long)os->candidate_tokens, changes ? changes : "");
+    }
+    free(changes);
 }
 
 int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
@@ -741,6 +789,7 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
     if (w.stage) lt_stage_stats_get(w.stage, &st->stage);
     lt_follower_close(w.cancels);
     lt_stage_close(w.stage);
+    if (w.run) close_tuning(&w);
     for (size_t i = 0; w.batchers && i < o->n_models; i++) lt_batcher_free(w.batchers[i]);
     for (size_t i = 0; w.llamas && i < o->n_models; i++) lt_llama_free(w.llamas[i]);
     free(w.batchers);

@@ -333,6 +333,10 @@ void lt_tel_step_end(lt_tel *t, const lt_step *step) {
     t->t_step_begin = now;
 }
 
+void lt_tel_step_begin(lt_tel *t) {
+    if (t->observing) t->t_step_begin = lt_now_ns();
+}
+
 /* Sends a message that must not be lost (between steps, not the hot path):
  * while the queue is full, wakes the drain and waits, up to 2 s. */
 static bool send_wait(lt_tel *t, const lt__tel_stepmsg *m) {

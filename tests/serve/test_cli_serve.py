@@ -1,6 +1,7 @@
 """`looptune serve`'s command line without a broker: --help, and a one-line
 error with exit code 1 for each bad flag, a missing or unreadable model,
-two models of one name, KV caches over --kv-memory; --kv-memory with one of
+two models of one name, KV caches over --kv-memory, bad telemetry and
+tuning flags; --kv-memory with one of
 --max-batch and --ctx (or neither) derives the other."""
 import os
 import re
@@ -61,6 +62,14 @@ def main():
          "--kv-memory 1 MB cannot hold the KV caches of model stories260K: 5 layers x 8 slots x "
          "512 ctx x 32 kv_dim x 2 x 4 bytes = 5.0 MB"),
         (("-m", model, "--ctx", "512", "--kv-memory", "0.5"), "bad --kv-memory '0.5'"),
+        # the telemetry and tuning flags: run's parser, serve's own checks
+        (("-m", model, "--tune", "sometimes"), "bad --tune 'sometimes': expected off or online"),
+        (("-m", model, "--telemetry", "disk"), "bad --telemetry 'disk'"),
+        (("-m", model, "--tune", "online", "--telemetry", "off"),
+         "--tune online needs --telemetry kafka"),
+        (("-m", model, "--explore-share", "0.9"), "bad --explore-share '0.9'"),
+        (("-m", model, "--telemetry-window-tokens", "0"), "bad --telemetry-window-tokens '0'"),
+        (("-m", model, "--config-store", ""), "bad --config-store ''"),
     ]
     for args, want in cases:
         code, out, err = serve(*args)

@@ -1,6 +1,8 @@
 """`looptune serve` without --brokers: it starts the embedded broker, says
 where on stderr, and serves there (at-least-once). A greedy request
-produced to that address streams the ids `looptune run --temp 0` gives."""
+produced to that address streams the ids `looptune run --temp 0` gives; so
+it does with --tune online (the tuning run on an embedded broker of its own,
+with an optimizer in the process)."""
 import os
 import re
 import subprocess
@@ -15,10 +17,19 @@ import dist_harness as h  # noqa: E402
 def main():
     wdir = h.work_dir()
     model = sc.make_model(wdir)
+    serve_one(model, wdir, [])
+    # online tuning on the embedded broker: the worker's run has its own, and an optimizer
+    # in the process; the stream is the same, and the worker says what tuning did
+    log = serve_one(model, wdir, ["--tune", "online", "--max-batch", "2"])
+    h.check("online tuning of the batched steps: " in log, f"no tuning summary:\n{log[-2000:]}")
+    h.say("ok")
+
+
+def serve_one(model, wdir, extra):
     log = os.path.join(wdir, "serve-embedded.log")
     with open(log, "w") as f:
-        proc = subprocess.Popen([h.binary(), "serve", "-m", model, "--topic-prefix", "emb."],
-                                stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([h.binary(), "serve", "-m", model, "--topic-prefix", "emb.",
+                                 *extra], stdout=f, stderr=subprocess.STDOUT)
     try:
         deadline, bootstrap = time.time() + 30, None
         while bootstrap is None and time.time() < deadline:
@@ -39,7 +50,7 @@ def main():
         proc.terminate()
         code = proc.wait(30)
     h.check(code == 0, f"serve exited with {code}:\n{open(log).read()[-2000:]}")
-    h.say("ok")
+    return open(log).read()
 
 
 if __name__ == "__main__":

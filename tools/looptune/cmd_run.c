@@ -161,8 +161,7 @@ int lt_cmd_run(int argc, char **argv) {
     lt_cli_tel_opts tel_opts = {.mode = LT_CLI_TEL_OFF};
     lt_cli_kafka kafka;
     enum { O_IDS = 256, O_CTX, O_PB, O_EOS, O_PIDS, O_DL, O_DP, O_ISA,
-           O_EXEC, O_NLP, O_NFP, O_MMAP, O_TEL, O_WTOK, O_WMS, O_DETAIL,
-           O_DRAIN, O_CTR, O_STORE, O_NOWARM, O_TUNE, O_XSHARE, O_PARAM };
+           O_EXEC, O_NLP, O_NFP, O_MMAP, O_STORE, O_NOWARM, O_PARAM };
     lt_cli_param params[LT_CLI_MAX_PARAMS];
     int n_params = 0;
     const char *store_path = NULL;
@@ -181,17 +180,8 @@ int lt_cmd_run(int argc, char **argv) {
         {"mmap", no_argument, 0, O_MMAP},
         {"config-store", required_argument, 0, O_STORE},
         {"no-warm-start", no_argument, 0, O_NOWARM}, {"param", required_argument, 0, O_PARAM},
-        {"telemetry", required_argument, 0, O_TEL}, LT_CLI_KAFKA_OPTIONS,
-        {"telemetry-window-tokens", required_argument, 0, O_WTOK},
-        {"telemetry-window-ms", required_argument, 0, O_WMS},
-        {"telemetry-detail", required_argument, 0, O_DETAIL},
-        {"telemetry-drain-ms", required_argument, 0, O_DRAIN},
-        {"counters-every", required_argument, 0, O_CTR},
-        {"tune", required_argument, 0, O_TUNE},
-        {"explore-share", required_argument, 0, O_XSHARE},
+        LT_CLI_TEL_OPTIONS, LT_CLI_KAFKA_OPTIONS,
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
-    bool tune_online = false, tel_given = false;
-    float explore_share = 0.25f;
     if (lt_cli_kafka_init(cmd, &kafka)) return 1;
     int exit_code = 1;
     opterr = 0;
@@ -202,6 +192,9 @@ int lt_cmd_run(int argc, char **argv) {
         if (k == LT_CLI_OPT_ERROR) goto done_args;
         if (k == LT_CLI_OPT_HANDLED) continue;
         k = lt_cli_sampler_option(cmd, c, optarg, &smp);
+        if (k == LT_CLI_OPT_ERROR) goto done_args;
+        if (k == LT_CLI_OPT_HANDLED) continue;
+        k = lt_cli_tel_option(cmd, c, optarg, &tel_opts);
         if (k == LT_CLI_OPT_ERROR) goto done_args;
         if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
@@ -246,41 +239,6 @@ int lt_cmd_run(int argc, char **argv) {
         case O_ISA:
             if (lt_isa_select(optarg)) FAIL("--isa: %s", lt_errmsg());
             break;
-        case O_TEL:
-            if (lt_cli_tel_parse(optarg, &tel_opts)) FAIL("%s", lt_errmsg());
-            tel_given = true;
-            break;
-        case O_TUNE:
-            if (!strcmp(optarg, "online")) tune_online = true;
-            else if (!strcmp(optarg, "off")) tune_online = false;
-            else FAIL("bad --tune '%s': expected off or online", optarg);
-            break;
-        case O_XSHARE:
-            if (!lt_cli_parse_f32(optarg, 0.01f, 0.5f, &explore_share))
-                FAIL("bad --explore-share '%s': expected a share in [0.01, 0.5]", optarg);
-            break;
-        case O_WTOK:
-            if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &tel_opts.tel.window_tokens))
-                FAIL("bad --telemetry-window-tokens '%s': expected a positive number", optarg);
-            break;
-        case O_WMS:
-            if (!lt_cli_parse_i64(optarg, 1, 86400000, &tel_opts.tel.window_ms))
-                FAIL("bad --telemetry-window-ms '%s': expected 1..86400000", optarg);
-            break;
-        case O_DRAIN:
-            if (!lt_cli_parse_i64(optarg, 1, 60000, &tel_opts.tel.drain_ms))
-                FAIL("bad --telemetry-drain-ms '%s': expected 1..60000", optarg);
-            break;
-        case O_DETAIL:
-            if (lt_tel_detail_parse(optarg, &tel_opts.tel.detail)) FAIL("%s", lt_errmsg());
-            break;
-        case O_CTR: {
-            int64_t n;
-            if (!lt_cli_parse_i64(optarg, 0, INT32_MAX, &n))
-                FAIL("bad --counters-every '%s': expected a number of steps >= 0", optarg);
-            tel_opts.tel.counters_every = n ? n : -1;
-            break;
-        }
         case 'h':
             fputs(run_help, stdout);
             lt_cli_sampler_help();
@@ -303,11 +261,7 @@ int lt_cmd_run(int argc, char **argv) {
         prompt = file_text;
     }
 
-    if (tune_online) {
-        if (tel_given && tel_opts.mode != LT_CLI_TEL_KAFKA)
-            FAIL("--tune online needs --telemetry kafka (the optimizer learns from it)");
-        tel_opts.mode = LT_CLI_TEL_KAFKA;
-    }
+    if (lt_cli_tel_check(cmd, &tel_opts)) goto done_args;
     if (tel_opts.mode != LT_CLI_TEL_KAFKA && !lt_cli_store_is_kafka(store_path) &&
         lt_cli_kafka_refuse(cmd, &kafka, "--telemetry kafka or --config-store kafka"))
         goto done_args;
@@ -389,12 +343,12 @@ int lt_cmd_run(int argc, char **argv) {
         lt_cli_fail(cmd, "cannot create %s", dump_logits);
         goto done;
     }
-    if (tune_online && (rc = lt_cli_tune_init(&tune, l, n_new))) {
+    if (tel_opts.tune_online && (rc = lt_cli_tune_init(&tune, l, n_new))) {
         lt_cli_fail_status(cmd, rc, "cannot start online tuning");
         goto done;
     }
-    lt_run_opts ro = {.store = store, .model_name = model_path, .tune_online = tune_online,
-                      .explore_share = explore_share,
+    lt_run_opts ro = {.store = store, .model_name = model_path, .tune_online = tel_opts.tune_online,
+                      .explore_share = tel_opts.explore_share,
                       .optimizer_log = tune ? lt_cli_tune_log(tune) : NULL};
     lt_cli_tel_run_opts(&tel_opts, &kafka, &ro);
     if ((rc = lt_run_open(&run, l, pool, &ro))) {

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "looptune/serve.h"
+#include "tel_cli.h"
 
 static const char *const serve_help =
     "usage: looptune serve -m MODEL [-m MODEL2 ...] [options]\n"
@@ -59,6 +60,22 @@ static const char *const serve_help_end =
     "                          and committing them (a kill then falls inside it)\n"
     "      --http HOST:PORT    also serve OpenAI's HTTP API there (127.0.0.1:8080, say;\n"
     "                          port 0: any free one, printed), for the models served\n";
+static const char *const serve_help_tune =
+    "\n"
+    "Telemetry and online tuning of the batched decode steps (the first model's; the\n"
+    "steps of --max-batch rows are measured, as `looptune run` measures its decode steps):\n"
+    "      --telemetry T       off (default), file:PATH or kafka (topic looptune.telemetry;\n"
+    "                          without --brokers on an embedded broker of its own)\n"
+    "      --telemetry-window-tokens K, --telemetry-window-ms T, --telemetry-detail D,\n"
+    "      --telemetry-drain-ms T, --counters-every N   as for looptune run\n"
+    "      --tune MODE         off (default) or online: take parameter changes and trials\n"
+    "                          of the batch regime (keys ending in :batch) from the\n"
+    "                          optimizer on topic looptune.control, between steps (run\n"
+    "                          `looptune optimizer --brokers B`; without --brokers one runs\n"
+    "                          in this process; implies --telemetry kafka)\n"
+    "      --config-store SPEC start from the tuned configurations of SPEC (a file, or\n"
+    "                          kafka: the topic looptune.configs at --brokers)\n"
+    "      --no-warm-start     ignore the config store\n";
 static const char *const serve_help_tail = "  -h, --help              this help\n";
 
 #define FAIL(...)                                                              \
@@ -144,10 +161,13 @@ static void default_name(const char *path, char *out, size_t n) {
 int lt_cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
     enum { O_GROUP = 256, O_INSTANCE, O_THREADS, O_MAXB, O_CTX, O_CHUNK, O_QUEUE, O_FLUSH,
-           O_PARTS, O_SESSION, O_TXN, O_MMAP, O_DELAY, O_CDELAY, O_KVMEM };
+           O_PARTS, O_SESSION, O_TXN, O_MMAP, O_DELAY, O_CDELAY, O_KVMEM, O_STORE, O_NOWARM };
     static const struct option opts[] = {
         LT_CLI_KAFKA_OPTIONS,
         LT_CLI_HTTP_OPTIONS,
+        LT_CLI_TEL_OPTIONS,
+        {"config-store", required_argument, 0, O_STORE},
+        {"no-warm-start", no_argument, 0, O_NOWARM},
         {"model", required_argument, 0, 'm'},
         {"group", required_argument, 0, O_GROUP},
         {"instance-id", required_argument, 0, O_INSTANCE},
@@ -182,6 +202,11 @@ int lt_cmd_serve(int argc, char **argv) {
     lt_cli_http_init(&http, NULL);
     lt_gateway *gw = NULL;
     const char *model_names[MAX_MODELS];
+    lt_cli_tel_opts tel_opts = {.mode = LT_CLI_TEL_OFF};
+    const char *store_path = NULL;
+    bool no_warm = false, say_warm = false;
+    lt_store *store = NULL;
+    lt_run_opts tune_opts;
     int64_t v;
     opterr = 0;
     optind = 1;
@@ -193,7 +218,12 @@ int lt_cmd_serve(int argc, char **argv) {
         k = lt_cli_http_option(cmd, c, optarg, &http);
         if (k == LT_CLI_OPT_ERROR) goto done;
         if (k == LT_CLI_OPT_HANDLED) continue;
+        k = lt_cli_tel_option(cmd, c, optarg, &tel_opts);
+        if (k == LT_CLI_OPT_ERROR) goto done;
+        if (k == LT_CLI_OPT_HANDLED) continue;
         switch (c) {
+        case O_STORE: store_path = optarg; break;
+        case O_NOWARM: no_warm = true; break;
         case 'm': {
             if (n_models == MAX_MODELS) FAIL("at most %d models (-m)", MAX_MODELS);
             const char *eq = strchr(optarg, '=');
@@ -284,6 +314,7 @@ int lt_cmd_serve(int argc, char **argv) {
         case 'h':
             lt_cli_kafka_help(serve_help, 26, true, serve_help_end);
             fputs(lt_cli_http_help, stdout);
+            fputs(serve_help_tune, stdout);
             fputs(serve_help_tail, stdout);
             exit_code = 0;
             goto done;
@@ -297,6 +328,10 @@ int lt_cmd_serve(int argc, char **argv) {
         FAIL("--api-key, --api-key-file, --max-inflight, --max-connections, --max-tokens and "
              "--timeout are the HTTP API's: give --http HOST:PORT too");
     if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    if (lt_cli_tel_check(cmd, &tel_opts)) goto done;
+    if ((tel_opts.mode != LT_CLI_TEL_OFF || store_path) &&
+        lt_cli_store_open(cmd, store_path, &kafka, no_warm, &store, &say_warm))
+        goto done;
     for (size_t i = 0; i < n_models; i++) {
         lt_cli_load_stats ls;
         if (lt_cli_load_model(cmd, paths[i], NULL, use_mmap, &models[i].model, &ls)) goto done;
@@ -315,6 +350,17 @@ int lt_cmd_serve(int argc, char **argv) {
         so.at_least_once = true; /* the embedded broker's transactions are not to rely on */
         fprintf(stderr, "looptune serve: no --brokers: serving on the embedded in-memory broker at "
                         "%s (at-least-once; gone when this process ends)\n", so.conn.brokers);
+    }
+    /* the batched steps' run: warm start, telemetry, online tuning (run's options) */
+    if (tel_opts.mode != LT_CLI_TEL_OFF || store_path) {
+        memset(&tune_opts, 0, sizeof tune_opts);
+        tune_opts.store = store;
+        tune_opts.tune_online = tel_opts.tune_online;
+        tune_opts.explore_share = tel_opts.explore_share;
+        /* the worker's cluster; without --brokers the run's own embedded broker, with an
+         * optimizer in this process, as `run --tune online` has */
+        lt_cli_tel_run_opts(&tel_opts, &kafka, &tune_opts);
+        so.tune = &tune_opts;
     }
     so.models = models;
     so.n_models = n_models;
@@ -349,9 +395,16 @@ int lt_cmd_serve(int argc, char **argv) {
             (long long)st.stage.aborted,
             (long long)st.stage.producer_restarts, (long long)st.pauses,
             (long long)st.held_max);
+    if (so.tune) lt_cli_warm_report(store, say_warm, st.warm_applied, st.warm_refused);
+    if (st.tel.windows || st.observed_steps)
+        fprintf(stderr, "serve: telemetry of the batched steps: %lld steps observed, %lld "
+                "windows, %lld records emitted, %lld dropped\n", (long long)st.observed_steps,
+                (long long)st.tel.windows, (long long)st.tel.sink.emitted,
+                (long long)(st.tel.ring_dropped + st.tel.sink.dropped));
     if (rc) FAIL("%s", err);
     exit_code = 0;
 done:
+    lt_store_close(store);
     lt_gateway_close(gw); /* before the worker's models and the broker it talks to */
     lt_cli_http_free(&http);
     for (size_t i = 0; i < n_models; i++) lt_model_close(models[i].model);
