@@ -239,10 +239,7 @@ int lt__gw_submit(lt_gateway *g, const lt_oai_request *r, lt__gw_stream **out, l
     sp.seed = r->has_seed ? r->seed : random_seed();
     q.sampling = &sp;
     q.max_tokens = (uint32_t)(r->max_tokens ? r->max_tokens : g->opts.default_max_tokens);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    q.deadline_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec +
-                    (uint64_t)(g->opts.timeout_s * 1e9);
+    q.deadline_ns = lt_wall_ns() + (uint64_t)(g->opts.timeout_s * 1e9);
     q.ignore_eos = r->ignore_eos;
     q.n_stop = (size_t)r->n_stop;
     q.stop = (char **)r->stop;

@@ -17,9 +17,7 @@
 void lt_envelope_init(Looptune__Envelope *env) {
     looptune__envelope__init(env);
     env->version = LT_PROTO_VERSION;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    env->time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    env->time_ns = lt_wall_ns();
 }
 
 /* The oneof member field of the envelope's current payload, or NULL. */

@@ -41,12 +41,6 @@ bool lt__vec_remove_ptr(lt__vec *x, const void *r) {
     return false;
 }
 
-static uint64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void lt__decoder_init(lt__decoder *d) {
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->inbox_cv, NULL);
@@ -215,7 +209,7 @@ void *lt__decoder_main(void *arg) {
             }
         }
         cmds.n = 0;
-        const uint64_t now = wall_ns();
+        const uint64_t now = lt_wall_ns();
         end_past_deadline(d, &d->active, now);
         end_past_deadline(d, &d->waiting, now);
         admit(d);

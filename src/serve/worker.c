@@ -129,12 +129,6 @@ typedef struct {
     size_t n_cancelled;
 } worker;
 
-static uint64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 
 /* ---- Kafka thread: positions ---------------------------------------------------------- */
 
@@ -369,7 +363,7 @@ static void setup_request(worker *w, sreq *r, const Looptune__Request *q) {
         finish_now(r, LT_FINISH_CANCELLED, NULL, NULL);
         return;
     }
-    if (r->deadline_ns && wall_ns() > r->deadline_ns) {
+    if (r->deadline_ns && lt_wall_ns() > r->deadline_ns) {
         finish_now(r, LT_FINISH_DEADLINE, NULL, NULL);
         return;
     }
