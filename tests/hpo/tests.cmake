@@ -1,6 +1,7 @@
 # Hyperparameter-search tests in Python (included from the top-level
 # CMakeLists.txt): test_cli_*.py run `looptune hpo` with small Python scripts
-# or built-in objectives; no broker but the embedded one of --embedded.
+# or built-in objectives; no broker but the embedded one (the default
+# without --brokers; the other tests pass --no-broker).
 if(PYTHON3 AND NOT LT_SANITIZE)
   file(GLOB hpo_cli_pytests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/hpo/test_cli_*.py)
   foreach(t ${hpo_cli_pytests})
