@@ -290,6 +290,8 @@ def main():
     ap.add_argument("--skip-workers", action="store_true",
                     help="no wall time over a real broker (scripts/kafka/broker.sh)")
     ap.add_argument("--problems", default="branin,hartmann6")
+    ap.add_argument("--methods", default=None,
+                    help="comma-separated subset, e.g. 'looptune gp,optuna tpe' (default: all)")
     ap.add_argument("--brokers", default=None,
                     help="a Kafka broker for the workers' wall time (default: start the test one)")
     a = ap.parse_args()
@@ -309,15 +311,24 @@ def main():
     for name, prob in ({} if a.only_mlp or a.only_wall else chosen).items():
         check_same_objective(lt, name)
         methods = {}
+        wanted = set(a.methods.split(",")) if a.methods else None
         for s in ("gp", "tpe", "random"):
+            if wanted is not None and f"looptune {s}" not in wanted:
+                continue
+            t0 = time.time()
             methods[f"looptune {s}"] = [looptune_run(lt, name, s, k, prob["budget"])[0]
                                         for k in seeds]
-            print(f"{name}: looptune {s} done", file=sys.stderr, flush=True)
+            print(f"{name}: looptune {s} done in {time.time() - t0:.0f} s", file=sys.stderr,
+                  flush=True)
         kinds = ["tpe", "random"] + (["gp"] if have_torch else [])
         for s in kinds:
+            if wanted is not None and f"optuna {s}" not in wanted:
+                continue
+            t0 = time.time()
             methods[f"optuna {s}"] = [optuna_run(optuna, name, s, k, prob["budget"])
                                       for k in seeds]
-            print(f"{name}: optuna {s} done", file=sys.stderr, flush=True)
+            print(f"{name}: optuna {s} done in {time.time() - t0:.0f} s", file=sys.stderr,
+                  flush=True)
         table = {}
         print(f"\n{name}: {prob['budget']} evaluations, {a.seeds} seeds; simple regret and "
               f"trials to regret {prob['target']:g} (q1 / median / q3)")
