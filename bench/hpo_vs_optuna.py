@@ -155,10 +155,10 @@ def fmt(x):
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
 
 
-def mlp(lt, seeds):
+def mlp(lt, seeds, samplers=("gp", "tpe")):
     rows = []
     for seed in seeds:
-        for sampler in ("gp", "tpe"):
+        for sampler in samplers:
             t0 = time.time()
             _, best, err = looptune_run(lt, "mlp-digits", sampler, seed, 50)
             rows.append(dict(sampler=sampler, seed=seed, val_error=1 - best["value"],
@@ -290,6 +290,9 @@ def main():
     ap.add_argument("--skip-workers", action="store_true",
                     help="no wall time over a real broker (scripts/kafka/broker.sh)")
     ap.add_argument("--problems", default="branin,hartmann6")
+    ap.add_argument("--mlp-methods", default=None,
+                    help="mlp-digits' samplers, a subset of 'gp,tpe,optuna tpe' (default: all)")
+    ap.add_argument("--skip-walls", action="store_true", help="no mlp-digits wall times")
     ap.add_argument("--methods", default=None,
                     help="comma-separated subset, e.g. 'looptune gp,optuna tpe' (default: all)")
     ap.add_argument("--brokers", default=None,
@@ -355,25 +358,29 @@ def main():
     if a.only_wall:
         results["wall"] = walls()
     elif not a.skip_mlp:
+        mlp_methods = (a.mlp_methods or "gp,tpe,optuna tpe").split(",")
         derr, why = mlp_default(lt)
-        rows = mlp(lt, list(range(1, a.mlp_seeds + 1)))
-        for k in range(1, a.mlp_seeds + 1):
+        rows = mlp(lt, list(range(1, a.mlp_seeds + 1)),
+                   [m for m in mlp_methods if m in ("gp", "tpe")])
+        for k in range(1, a.mlp_seeds + 1) if "optuna tpe" in mlp_methods else ():
             err, params, tacc = optuna_mlp(optuna, lt, k)
             rows.append(dict(sampler="optuna tpe", seed=k, val_error=err, params=params,
                              test_acc=tacc))
             print(f"mlp-digits: optuna tpe seed {k} done", file=sys.stderr, flush=True)
-        results["mlp"] = dict(default_val_error=derr, default_why=why, rows=rows, **walls())
+        results["mlp"] = dict(default_val_error=derr, default_why=why, rows=rows)
+        if not a.skip_walls:
+            results["mlp"].update(walls())
         print(f"\nmlp-digits: 50 trials, {a.mlp_seeds} seeds; validation error of the best")
         print("| sampler | q1 | median | q3 | test accuracy of the best, median | "
               "default config |")
         print("|---|---|---|---|---|---|")
-        for s in ("gp", "tpe", "optuna tpe"):
+        for s in mlp_methods:
             e = quart([r["val_error"] for r in rows if r["sampler"] == s])
             ta = statistics.median([r["test_acc"] for r in rows if r["sampler"] == s])
             d = f"{derr:.4f}" if derr is not None else f"n/a ({why})"
             label = s if s.startswith("optuna") else "looptune " + s
             print(f"| {label} | {e[0]:.4f} | {e[1]:.4f} | {e[2]:.4f} | {ta:.4f} | {d} |")
-    if "wall" in results or "mlp" in results:
+    if "wall" in results or "wall_1" in results.get("mlp", {}):
         m = results.get("wall") or results["mlp"]
         w1, w2, e1, e2 = m["wall_1"], m["wall_2"], m["embedded_1"], m["embedded_2"]
         print("\nmlp-digits: wall time of 50 trials (random search, seed 1: the same 50 "
