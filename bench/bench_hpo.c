@@ -6,13 +6,26 @@
  * first model-based one (a hyperparameter fit included, the most one
  * costs), min/median/max over repeats.
  *
- * usage: bench_hpo [--seeds N] [--repeats R] */
+ * usage: bench_hpo [--seeds N] [--repeats R] [--problem NAME] [--sampler S]
+ *                  [--no-timing] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "looptune/hpo.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile of sorted x[n], linear between order statistics. */
+static double quantile(const double *x, int n, double q) {
+    double pos = q * (n - 1);
+    int i = (int)pos;
+    return i + 1 < n ? x[i] + (pos - i) * (x[i + 1] - x[i]) : x[n - 1];
+}
 
 static const lt_hpo_sampler_kind kinds[3] = {LT_HPO_SAMPLER_RANDOM, LT_HPO_SAMPLER_TPE,
                                              LT_HPO_SAMPLER_GP};
@@ -64,11 +77,19 @@ static double proposal_s(const lt_hpo_objective *obj, const lt_hpo_space *s, lt_
 
 int main(int argc, char **argv) {
     int seeds = 11, repeats = 5;
+    const char *only_problem = NULL, *only_sampler = NULL;
+    bool timing = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seeds") && i + 1 < argc) seeds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--problem") && i + 1 < argc) only_problem = argv[++i];
+        else if (!strcmp(argv[i], "--sampler") && i + 1 < argc) only_sampler = argv[++i];
+        else if (!strcmp(argv[i], "--no-timing")) timing = false;
         else {
-            fprintf(stderr, "usage: %s [--seeds N] [--repeats R]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--seeds N] [--repeats R] [--problem NAME] [--sampler S] "
+                    "[--no-timing]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -91,20 +112,32 @@ int main(int argc, char **argv) {
     } problems[2] = {{"branin", 50}, {"hartmann6", 100}};
     double *r = malloc((size_t)(seeds > repeats ? seeds : repeats) * sizeof *r);
     if (!r) return 1;
-    printf("\nsimple regret over %d seeds (min / median / max)\n", seeds);
+    printf("\nsimple regret over %d seeds (min / q1 / median / q3 / max; seeds above 0.05, "
+           "Hartmann-6's local minima)\n", seeds);
     for (int p = 0; p < 2; p++) {
+        if (only_problem && strcmp(only_problem, problems[p].name)) continue;
         const lt_hpo_objective *obj = lt_hpo_objective_find(problems[p].name);
         lt_hpo_space *s;
         if (lt_hpo_space_parse(obj->space_json, obj->name, &s)) return 1;
         for (int k = 0; k < 3; k++) {
-            for (int i = 0; i < seeds; i++)
+            if (only_sampler && strcmp(only_sampler, lt_hpo_sampler_name(kinds[k]))) continue;
+            int stuck = 0;
+            for (int i = 0; i < seeds; i++) {
                 r[i] = regret(obj, s, kinds[k], 1000 + (uint64_t)i * 7919, problems[p].budget);
-            lt_summary m = lt_summarize(r, seeds);
-            printf("  %-9s %3d trials  %-6s %.3g / %.3g / %.3g\n", obj->name, problems[p].budget,
-                   lt_hpo_sampler_name(kinds[k]), m.min, m.median, m.max);
+                stuck += r[i] > 0.05;
+            }
+            qsort(r, (size_t)seeds, sizeof *r, cmp_double);
+            printf("  %-9s %3d trials  %-6s %.3g / %.3g / %.3g / %.3g / %.3g; %d above 0.05\n",
+                   obj->name, problems[p].budget, lt_hpo_sampler_name(kinds[k]), r[0],
+                   quantile(r, seeds, 0.25), quantile(r, seeds, 0.5), quantile(r, seeds, 0.75),
+                   r[seeds - 1], stuck);
             fflush(stdout);
         }
         lt_hpo_space_free(s);
+    }
+    if (!timing) {
+        free(r);
+        return 0;
     }
     printf("\none proposal with n complete trials and one running, Hartmann-6, %d repeats "
            "(seconds, min / median / max)\n", repeats);
@@ -114,6 +147,7 @@ int main(int argc, char **argv) {
     static const int ns[3] = {100, 250, 500};
     for (int k = 1; k < 3; k++)
         for (int j = 0; j < 3; j++) {
+            if (only_sampler && strcmp(only_sampler, lt_hpo_sampler_name(kinds[k]))) continue;
             for (int i = 0; i < repeats; i++) r[i] = proposal_s(h6, s, kinds[k], ns[j], 1 + i);
             lt_summary m = lt_summarize(r, repeats);
             printf("  %-6s n = %3d  %.3g / %.3g / %.3g\n", lt_hpo_sampler_name(kinds[k]), ns[j],

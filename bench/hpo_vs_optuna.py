@@ -69,6 +69,12 @@ PROBLEMS = {
 }
 
 TRIAL_RE = re.compile(r": trial (\d+) value (\S+) in ")
+TEST_RE = re.compile(r"its test accuracy ([0-9.]+)\)")
+
+
+def test_acc(stderr):
+    m = TEST_RE.search(stderr)
+    return float(m.group(1)) if m else float("nan")
 
 
 def setup_optuna():
@@ -82,8 +88,9 @@ def setup_optuna():
     return optuna
 
 
-def looptune_run(lt, name, sampler, seed, budget, extra=()):
-    """The trials' values in order and their configurations, from looptune hpo."""
+def looptune_run(lt, name, sampler, seed, budget, extra=("--no-broker",)):
+    """The trials' values in order and their configurations, from looptune hpo (by default
+    with --no-broker: the same trials as on the embedded broker, without its start-up)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as best:
         p = subprocess.run([lt, "hpo", "--objective", name, "--sampler", sampler, "--seed",
                             str(seed), "--budget", str(budget), *extra],
@@ -112,7 +119,7 @@ def optuna_run(optuna, name, kind, seed, budget):
     if kind == "tpe":
         sampler = optuna.samplers.TPESampler(seed=seed)
     elif kind == "gp":
-        sampler = optuna.samplers.GPSampler(seed=seed)
+        sampler = optuna.samplers.GPSampler(seed=seed)  # needs torch: main() checks
     else:
         sampler = optuna.samplers.RandomSampler(seed=seed)
     study = optuna.create_study(sampler=sampler, direction="minimize")
@@ -148,21 +155,24 @@ def fmt(x):
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
 
 
-def mlp(lt, seeds):
+def mlp(lt, seeds, samplers=("gp", "tpe")):
     rows = []
     for seed in seeds:
-        for sampler in ("gp", "tpe"):
+        for sampler in samplers:
             t0 = time.time()
-            _, best, _ = looptune_run(lt, "mlp-digits", sampler, seed, 50)
+            _, best, err = looptune_run(lt, "mlp-digits", sampler, seed, 50)
             rows.append(dict(sampler=sampler, seed=seed, val_error=1 - best["value"],
-                             params=best["params"], seconds=time.time() - t0))
+                             test_acc=test_acc(err), params=best["params"],
+                             seconds=time.time() - t0))
+            print(f"mlp-digits: looptune {sampler} seed {seed} done", file=sys.stderr, flush=True)
     return rows
 
 
 def mlp_eval(lt, params, d):
     """The C mlp-digits objective at one configuration, through the looptune CLI: a space
     that pins every parameter (floats in a range of width 1e-9 above the value; hidden and
-    layers are read as integers by truncation), one trial. Returns the validation accuracy."""
+    layers are read as integers by truncation), one trial. Returns the validation accuracy
+    and the test accuracy."""
     pinned = {}
     for k, v in params.items():
         if isinstance(v, str):
@@ -172,28 +182,30 @@ def mlp_eval(lt, params, d):
     space = os.path.join(d, "pinned.json")
     with open(space, "w") as f:
         json.dump(pinned, f)
-    p = subprocess.run([lt, "hpo", "--objective", "mlp-digits", "--space", space, "--budget",
-                        "1", "-q"], capture_output=True, text=True, timeout=600)
+    p = subprocess.run([lt, "hpo", "--no-broker", "--objective", "mlp-digits", "--space", space,
+                        "--budget", "1", "-q"], capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         sys.exit(f"mlp-digits at {params}: {p.stderr[-500:]}")
-    return json.loads(p.stdout)["value"]
+    return json.loads(p.stdout)["value"], test_acc(p.stderr)
 
 
 def optuna_mlp(optuna, lt, seed, budget=50):
     """Optuna's TPE over mlp-digits' space, each trial the C objective (mlp_eval)."""
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed),
                                 direction="maximize")
+    tests = {}
     with tempfile.TemporaryDirectory() as d:
         def obj(trial):
-            return mlp_eval(lt, {
+            v, tests[trial.number] = mlp_eval(lt, {
                 "lr": trial.suggest_float("lr", 1e-4, 0.3, log=True),
                 "hidden": trial.suggest_int("hidden", 16, 128, log=True),
                 "layers": trial.suggest_int("layers", 1, 3),
                 "dropout": trial.suggest_float("dropout", 0.0, 0.5),
                 "opt": trial.suggest_categorical("opt", ["sgd", "momentum", "adam"]),
                 "activation": trial.suggest_categorical("activation", ["relu", "tanh"])}, d)
+            return v
         study.optimize(obj, n_trials=budget)
-    return 1 - study.best_value, study.best_params
+    return 1 - study.best_value, study.best_params, tests[study.best_trial.number]
 
 
 def mlp_default(lt):
@@ -204,19 +216,22 @@ def mlp_default(lt):
         space = os.path.join(d, "space.json")
         with open(space, "w") as f:
             json.dump({"opt": {"type": "categorical", "choices": ["adam"]}}, f)
-        p = subprocess.run([lt, "hpo", "--objective", "mlp-digits", "--space", space,
-                            "--budget", "1"], capture_output=True, text=True, timeout=3600)
+        p = subprocess.run([lt, "hpo", "--no-broker", "--objective", "mlp-digits", "--space",
+                            space, "--budget", "1"], capture_output=True, text=True,
+                           timeout=3600)
         if p.returncode != 0:
             return None, p.stderr.strip().splitlines()[-1]
         return 1 - json.loads(p.stdout)["value"], None
 
 
-def mlp_wall(lt, parallel, seed=1):
-    """Wall time of 50 mlp-digits trials in one process, parallel threads. Random search:
-    its proposals do not depend on which trials have finished, so 1 and 2 at a time train
-    the same 50 configurations."""
+def mlp_wall(lt, parallel, seed=1, embedded=False):
+    """Wall time of 50 mlp-digits trials in one process: parallel threads (--no-broker), or
+    with embedded parallel workers on the embedded broker (the default). Random search: its
+    proposals do not depend on which trials have finished, so 1 and 2 at a time train the
+    same 50 configurations."""
     t0 = time.time()
-    looptune_run(lt, "mlp-digits", "random", seed, 50, ("--parallel", str(parallel)))
+    looptune_run(lt, "mlp-digits", "random", seed, 50,
+                 ("--parallel", str(parallel)) + (() if embedded else ("--no-broker",)))
     return time.time() - t0
 
 
@@ -272,6 +287,14 @@ def main():
     ap.add_argument("--skip-mlp", action="store_true")
     ap.add_argument("--only-mlp", action="store_true")
     ap.add_argument("--only-wall", action="store_true", help="the mlp-digits wall times alone")
+    ap.add_argument("--skip-workers", action="store_true",
+                    help="no wall time over a real broker (scripts/kafka/broker.sh)")
+    ap.add_argument("--problems", default="branin,hartmann6")
+    ap.add_argument("--mlp-methods", default=None,
+                    help="mlp-digits' samplers, a subset of 'gp,tpe,optuna tpe' (default: all)")
+    ap.add_argument("--skip-walls", action="store_true", help="no mlp-digits wall times")
+    ap.add_argument("--methods", default=None,
+                    help="comma-separated subset, e.g. 'looptune gp,optuna tpe' (default: all)")
     ap.add_argument("--brokers", default=None,
                     help="a Kafka broker for the workers' wall time (default: start the test one)")
     a = ap.parse_args()
@@ -279,24 +302,36 @@ def main():
     optuna = setup_optuna()
     try:
         import torch  # noqa: F401
+        optuna.samplers.GPSampler(seed=0)
         have_torch = True
-    except ImportError:
+    except Exception as e:  # torch missing or unusable: never a failure of the bench
         have_torch = False
-        print("Optuna's GPSampler needs torch, not installed: left out", file=sys.stderr)
+        print(f"Optuna's GPSampler left out: it needs torch ({type(e).__name__}: {e})",
+              file=sys.stderr)
     seeds = list(range(1, a.seeds + 1))
     results = {"seeds": a.seeds, "problems": {}}
-    for name, prob in ({} if a.only_mlp or a.only_wall else PROBLEMS).items():
+    chosen = {k: PROBLEMS[k] for k in a.problems.split(",") if k}
+    for name, prob in ({} if a.only_mlp or a.only_wall else chosen).items():
         check_same_objective(lt, name)
         methods = {}
+        wanted = set(a.methods.split(",")) if a.methods else None
         for s in ("gp", "tpe", "random"):
+            if wanted is not None and f"looptune {s}" not in wanted:
+                continue
+            t0 = time.time()
             methods[f"looptune {s}"] = [looptune_run(lt, name, s, k, prob["budget"])[0]
                                         for k in seeds]
-            print(f"{name}: looptune {s} done", file=sys.stderr, flush=True)
+            print(f"{name}: looptune {s} done in {time.time() - t0:.0f} s", file=sys.stderr,
+                  flush=True)
         kinds = ["tpe", "random"] + (["gp"] if have_torch else [])
         for s in kinds:
+            if wanted is not None and f"optuna {s}" not in wanted:
+                continue
+            t0 = time.time()
             methods[f"optuna {s}"] = [optuna_run(optuna, name, s, k, prob["budget"])
                                       for k in seeds]
-            print(f"{name}: optuna {s} done", file=sys.stderr, flush=True)
+            print(f"{name}: optuna {s} done in {time.time() - t0:.0f} s", file=sys.stderr,
+                  flush=True)
         table = {}
         print(f"\n{name}: {prob['budget']} evaluations, {a.seeds} seeds; simple regret and "
               f"trials to regret {prob['target']:g} (q1 / median / q3)")
@@ -311,40 +346,56 @@ def main():
             print(f"| {m} | {fmt(r[0])} | {fmt(r[1])} | {fmt(r[2])} | {fmt(t[0])} | "
                   f"{fmt(t[1])} | {fmt(t[2])} | {n_hit}/{a.seeds} |")
         results["problems"][name] = table
+    def walls():
+        w = dict(wall_1=mlp_wall(lt, 1), wall_2=mlp_wall(lt, 2),
+                 embedded_1=mlp_wall(lt, 1, embedded=True),
+                 embedded_2=mlp_wall(lt, 2, embedded=True))
+        if not a.skip_workers:
+            w["workers_1"], w["workers_2"] = mlp_workers(lt, 1, a.brokers), mlp_workers(lt, 2,
+                                                                                        a.brokers)
+        return w
+
     if a.only_wall:
-        w1, w2 = mlp_wall(lt, 1), mlp_wall(lt, 2)
-        k1, k2 = mlp_workers(lt, 1, a.brokers), mlp_workers(lt, 2, a.brokers)
-        results["wall"] = dict(wall_1=w1, wall_2=w2, workers_1=k1, workers_2=k2)
+        results["wall"] = walls()
     elif not a.skip_mlp:
+        mlp_methods = (a.mlp_methods or "gp,tpe,optuna tpe").split(",")
         derr, why = mlp_default(lt)
-        rows = mlp(lt, list(range(1, a.mlp_seeds + 1)))
-        for k in range(1, a.mlp_seeds + 1):
-            err, params = optuna_mlp(optuna, lt, k)
-            rows.append(dict(sampler="optuna tpe", seed=k, val_error=err, params=params))
+        rows = mlp(lt, list(range(1, a.mlp_seeds + 1)),
+                   [m for m in mlp_methods if m in ("gp", "tpe")])
+        for k in range(1, a.mlp_seeds + 1) if "optuna tpe" in mlp_methods else ():
+            err, params, tacc = optuna_mlp(optuna, lt, k)
+            rows.append(dict(sampler="optuna tpe", seed=k, val_error=err, params=params,
+                             test_acc=tacc))
             print(f"mlp-digits: optuna tpe seed {k} done", file=sys.stderr, flush=True)
-        w1, w2 = mlp_wall(lt, 1), mlp_wall(lt, 2)
-        k1, k2 = mlp_workers(lt, 1, a.brokers), mlp_workers(lt, 2, a.brokers)
-        results["mlp"] = dict(default_val_error=derr, default_why=why, rows=rows,
-                              wall_1=w1, wall_2=w2, workers_1=k1, workers_2=k2)
+        results["mlp"] = dict(default_val_error=derr, default_why=why, rows=rows)
+        if not a.skip_walls:
+            results["mlp"].update(walls())
         print(f"\nmlp-digits: 50 trials, {a.mlp_seeds} seeds; validation error of the best")
-        print("| sampler | q1 | median | q3 | default config |")
-        print("|---|---|---|---|---|")
-        for s in ("gp", "tpe", "optuna tpe"):
+        print("| sampler | q1 | median | q3 | test accuracy of the best, median | "
+              "default config |")
+        print("|---|---|---|---|---|---|")
+        for s in mlp_methods:
             e = quart([r["val_error"] for r in rows if r["sampler"] == s])
+            ta = statistics.median([r["test_acc"] for r in rows if r["sampler"] == s])
             d = f"{derr:.4f}" if derr is not None else f"n/a ({why})"
             label = s if s.startswith("optuna") else "looptune " + s
-            print(f"| {label} | {e[0]:.4f} | {e[1]:.4f} | {e[2]:.4f} | {d} |")
-    if "wall" in results or "mlp" in results:
+            print(f"| {label} | {e[0]:.4f} | {e[1]:.4f} | {e[2]:.4f} | {ta:.4f} | {d} |")
+    if "wall" in results or "wall_1" in results.get("mlp", {}):
         m = results.get("wall") or results["mlp"]
-        w1, w2, k1, k2 = m["wall_1"], m["wall_2"], m["workers_1"], m["workers_2"]
+        w1, w2, e1, e2 = m["wall_1"], m["wall_2"], m["embedded_1"], m["embedded_2"]
         print("\nmlp-digits: wall time of 50 trials (random search, seed 1: the same 50 "
               "configurations each time)")
         print("| where | 1 at a time | 2 at a time | ratio |")
         print("|---|---|---|---|")
-        print(f"| threads of one process (--parallel) | {w1:.1f} s | {w2:.1f} s | {w1 / w2:.2f}x |")
-        print(f"| looptune workers over Kafka (1, 2 workers) | {k1[0]:.1f} s | {k2[0]:.1f} s | "
-              f"{k1[0] / k2[0]:.2f}x |")
-        print(f"(best validation error: workers {k1[1]:.4f} / {k2[1]:.4f})")
+        print(f"| threads of one process (--no-broker --parallel) | {w1:.1f} s | {w2:.1f} s | "
+              f"{w1 / w2:.2f}x |")
+        print(f"| embedded broker, in-process workers (the default) | {e1:.1f} s | {e2:.1f} s | "
+              f"{e1 / e2:.2f}x |")
+        if "workers_1" in m:
+            k1, k2 = m["workers_1"], m["workers_2"]
+            print(f"| looptune workers over Kafka (1, 2 workers) | {k1[0]:.1f} s | {k2[0]:.1f} s "
+                  f"| {k1[0] / k2[0]:.2f}x |")
+            print(f"(best validation error: workers {k1[1]:.4f} / {k2[1]:.4f})")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(results, f, indent=1)

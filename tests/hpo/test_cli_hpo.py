@@ -34,7 +34,10 @@ def check(ok, name, detail=""):
 
 
 def run(args, timeout=120):
-    return subprocess.run([BIN, "hpo"] + [str(a) for a in args], capture_output=True, text=True,
+    # --no-broker: straight in the process (test_cli_hpo_embedded covers the
+    # default, the embedded broker, which costs seconds a study)
+    return subprocess.run([BIN, "hpo", "--no-broker"] + [str(a) for a in args],
+                          capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -197,7 +200,8 @@ with open(sys.argv[1], "a") as f:
 time.sleep(60)
 """)
 HPIDS = os.path.join(WORK, "int.pids")
-proc = subprocess.Popen([BIN, "hpo", "--space", SPACE, "--parallel", "2", "--budget", "5", "--",
+proc = subprocess.Popen([BIN, "hpo", "--no-broker", "--space", SPACE, "--parallel", "2",
+                         "--budget", "5", "--",
                          PY, HANG, HPIDS], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 deadline = time.time() + 10
 while time.time() < deadline and (not os.path.exists(HPIDS) or

@@ -30,7 +30,10 @@ def check(ok, name, detail=""):
 
 
 def run(args):
-    return subprocess.run([BIN, "hpo"] + [str(a) for a in args], capture_output=True, text=True,
+    # --no-broker: straight in the process (test_cli_hpo_embedded covers the
+    # default, the embedded broker, which costs seconds a study)
+    return subprocess.run([BIN, "hpo", "--no-broker"] + [str(a) for a in args],
+                          capture_output=True, text=True,
                           timeout=120)
 
 

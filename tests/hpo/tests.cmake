@@ -1,6 +1,7 @@
 # Hyperparameter-search tests in Python (included from the top-level
 # CMakeLists.txt): test_cli_*.py run `looptune hpo` with small Python scripts
-# or built-in objectives, on the embedded broker or none; test_broker_hpo*.py
+# or built-in objectives; no broker but the embedded one (the default
+# without --brokers; the other tests pass --no-broker). test_broker_hpo*.py
 # run `looptune hpo --brokers` with `looptune worker`s on the real broker of
 # the kafka_broker fixture (tests/kafka/tests.cmake), through tests/dist's
 # harness.

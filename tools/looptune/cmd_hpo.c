@@ -38,8 +38,9 @@ static const char *const hpo_help =
     "                         tests/data/digits.csv.gz)\n"
     "  --sampler S            gp (default), tpe or random\n"
     "  --budget N             trials in all (default 50)\n"
-    "  --parallel P           trials running at once (default 1): processes of the\n"
-    "                         command, or threads of a built-in objective\n"
+    "  --parallel P           trials running at once (default 1): workers on the embedded\n"
+    "                         broker, or with --no-broker processes of the command or\n"
+    "                         threads of a built-in objective\n"
     "  --pruner P             none (default), asha or median\n"
     "  --min-resource N       ASHA's first rung, in steps (default 1; rungs N * eta^k)\n"
     "  --eta N                ASHA's reduction factor (default 3)\n"
@@ -55,8 +56,11 @@ static const char *const hpo_help =
     "                         the compacted topic <prefix>trials under --study: running\n"
     "                         the same --study again continues it\n"
     "  --topic-prefix P       the topics' prefix (default looptune.)\n"
-    "  --embedded             the trials as with --brokers, on the embedded broker with\n"
-    "                         --parallel workers in this process\n"
+    "  --embedded             the default without --brokers: the trials as with --brokers,\n"
+    "                         on an embedded broker with --parallel workers in this process\n"
+    "  --no-broker            no broker at all: the trials straight in this process\n"
+    "                         (threads of a built-in objective, processes of a command);\n"
+    "                         the same trials, without the broker's seconds of start-up\n"
     "  --resume               with --brokers: continue --study, which must be on the topic\n"
     "  --watch STUDY          with --brokers: follow STUDY, a line per finished trial\n"
     "  --watch-timeout SEC    stop watching after SEC seconds (default: when it is done)\n"
@@ -283,7 +287,7 @@ int lt_cmd_hpo(int argc, char **argv) {
     o.sampler = LT_HPO_SAMPLER_GP;
     enum { O_SPACE = 256, O_OBJ, O_SAMPLER, O_BUDGET, O_PAR, O_PRUNER, O_STUDY, O_DIR, O_SEED,
            O_BEST, O_TIMEOUT, O_MINRES, O_ETA, O_DATA, O_RESUME, O_WATCH, O_WATCH_TIMEOUT, O_PLOT,
-           O_EMBEDDED };
+           O_EMBEDDED, O_NO_BROKER };
     static const struct option opts[] = {
         {"space", required_argument, 0, O_SPACE},     {"objective", required_argument, 0, O_OBJ},
         {"sampler", required_argument, 0, O_SAMPLER}, {"budget", required_argument, 0, O_BUDGET},
@@ -296,13 +300,14 @@ int lt_cmd_hpo(int argc, char **argv) {
         {"data", required_argument, 0, O_DATA},
         {"plot", required_argument, 0, O_PLOT},
         {"embedded", no_argument, 0, O_EMBEDDED},
+        {"no-broker", no_argument, 0, O_NO_BROKER},
         {"resume", no_argument, 0, O_RESUME},         {"watch", required_argument, 0, O_WATCH},
         {"watch-timeout", required_argument, 0, O_WATCH_TIMEOUT},
         LT_CLI_KAFKA_OPTIONS,
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
     lt_cli_kafka kafka;
     if (lt_cli_kafka_init(cmd, &kafka)) return 1;
-    bool resume = false, embedded = false;
+    bool resume = false, embedded = false, no_broker = false;
     const char *watch = NULL, *plot = NULL;
     float watch_timeout = 0;
     opterr = 0;
@@ -319,6 +324,7 @@ int lt_cmd_hpo(int argc, char **argv) {
         switch (c) {
         case O_RESUME: resume = true; break;
         case O_EMBEDDED: embedded = true; break;
+        case O_NO_BROKER: no_broker = true; break;
         case O_PLOT: plot = optarg; break;
         case O_WATCH: watch = optarg; break;
         case O_WATCH_TIMEOUT:
@@ -380,9 +386,15 @@ int lt_cmd_hpo(int argc, char **argv) {
     int n_child = argc - optind;
     if (embedded && lt_cli_kafka_given(&kafka))
         return lt_cli_fail(cmd, "--embedded is instead of --brokers: give one of them");
+    if (no_broker && (embedded || lt_cli_kafka_given(&kafka)))
+        return lt_cli_fail(cmd, "--no-broker is instead of --brokers and --embedded: give one "
+                                "of them");
     if (embedded && (resume || watch))
         return lt_cli_fail(cmd, "--embedded: its broker lives as long as the study; no --resume "
                                 "or --watch");
+    /* without --brokers the study runs on an embedded broker unless told not to;
+     * --resume and --watch need a broker that outlives the study, said below */
+    if (!no_broker && !lt_cli_kafka_given(&kafka) && !resume && !watch) embedded = true;
     const bool dist = lt_cli_kafka_given(&kafka) || embedded;
     if ((resume || watch) && !lt_cli_kafka_has_brokers(&kafka))
         return lt_cli_fail(cmd, "--resume and --watch need --brokers");
