@@ -41,25 +41,6 @@ def batch_key(key):
     return "batch" in key.split(":")
 
 
-def read_all(servers, topic, idle_s=4.0, timeout_s=60):
-    """Every record of topic, from the oldest, until none came for idle_s."""
-    from confluent_kafka import Consumer
-    c = Consumer({"bootstrap.servers": servers, "group.id": f"py-all-{topic}-{os.getpid()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([topic])
-    got, last, deadline = [], time.time(), time.time() + timeout_s
-    try:
-        while time.time() < deadline and time.time() - last < idle_s:
-            m = c.poll(0.5)
-            if m is None or m.error():
-                continue
-            got.append(m)
-            last = time.time()
-    finally:
-        c.close()
-    return got
-
-
 def sh(args, timeout=300):
     r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     check(r.returncode == 0, f"{' '.join(args[:3])} failed ({r.returncode}): {r.stderr[-2000:]}")
@@ -140,8 +121,8 @@ def main():
 
     # the run start and windows of the worker's batched steps
     run_start, windows = None, 0
-    for rec in read_all(servers, prefix + "telemetry"):
-        env = pb.Envelope.FromString(rec.value())
+    for *_, value in h.records(servers, prefix + "telemetry"):
+        env = pb.Envelope.FromString(value)
         kind = env.WhichOneof("payload")
         if kind == "run_start":
             check(run_start is None, "two run starts from one worker")
@@ -169,8 +150,8 @@ def main():
 
     # (1) the optimizer's trials, all of batch keys
     trials = 0
-    for rec in read_all(servers, prefix + "trials"):
-        env = pb.Envelope.FromString(rec.value())
+    for *_, value in h.records(servers, prefix + "trials"):
+        env = pb.Envelope.FromString(value)
         check(env.WhichOneof("payload") == "trial", f"a {env.WhichOneof('payload')} on trials")
         study = env.trial.study_id
         check(study.startswith("tune:") and len(study[5:].split("|")) == 3,
@@ -178,8 +159,8 @@ def main():
         check(batch_key(study[5:].split("|")[1]), f"a trial of {study!r}")
         trials += 1
     controls = 0
-    for rec in read_all(servers, prefix + "control", idle_s=2.0):
-        env = pb.Envelope.FromString(rec.value())
+    for *_, value in h.records(servers, prefix + "control"):
+        env = pb.Envelope.FromString(value)
         check(env.WhichOneof("payload") == "control", "not a control on the control topic")
         check(batch_key(env.control.shape), f"a control of {env.control.shape}")
         controls += 1
