@@ -37,6 +37,15 @@ lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa) {
     return f ? f : qtypes[t].dot;
 }
 
+lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa) {
+#if LT_HAVE_X86
+    if (isa >= LT_ISA_AVX512) return lt__qdot_multi_avx512_of(t);
+    if (isa >= LT_ISA_AVX2) return lt__qdot_multi_avx2_of(t);
+#endif
+    (void)t, (void)isa;
+    return NULL;
+}
+
 /* ---- the per-thread cache of quantised x ------------------------------------- */
 
 typedef struct {
@@ -100,6 +109,52 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
     for (int64_t r = r0; r < r1; r++) {
         const float s = row_dot(dot, lt_tensor_row(W, r), rb, xq, nb, pf);
         y[r] = acc ? y[r] + s : s;
+    }
+    return true;
+}
+
+/* A matvec of several tokens: every token's x quantised once into this
+ * thread's scratch, then each of the thread's rows dotted with every token
+ * while it is in L1 (up to LT__QDOT_MULTI_MAX tokens per pass of the row by
+ * isa's multi-token dot where it has one), each sum the bits of the
+ * one-token path. */
+bool lt__matvec_quant_tokens(const lt_call *call, int ith, int nth, lt_isa isa) {
+    const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
+    const lt__qtype *qt = lt__qtype_of(W->dtype);
+    LT_ASSERT(qt);
+    const lt__qdot_fn dot = lt__qdot_of(W->dtype, isa);
+    const lt__qdot_multi_fn multi = lt__qdot_multi_of(W->dtype, isa);
+    const int64_t rows = W->ne[1], cols = W->ne[0], n = X->ne[1], nb = cols / qt->block;
+    int64_t r0, r1;
+    lt__linear_split(rows, lt__mv_task_rows(call), ith, nth, &r0, &r1);
+    if (r0 >= r1) return true;
+    const size_t xb = (size_t)nb * qt->xq_bytes;
+    char *xq = (char *)lt__linear_scratch(xb * (size_t)n);
+    if (!xq) return false;
+    for (int64_t i = 0; i < n; i++) qt->quant(lt_tensor_row(X, i), cols, xq + (size_t)i * xb);
+    const bool acc = call->ia[0] != 0;
+    const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
+    const size_t rb = lt_dtype_row_bytes(W->dtype, cols);
+    for (int64_t r = r0; r < r1; r++) {
+        const char *row = lt_tensor_row(W, r);
+        if (pf)
+            for (size_t o = 0; o < rb; o += LT_CACHE_LINE) __builtin_prefetch(row + o + pf);
+        for (int64_t i = 0; i < n;) {
+            float s[LT__QDOT_MULTI_MAX];
+            int k = 1;
+            if (multi) {
+                const void *xs[LT__QDOT_MULTI_MAX];
+                k = n - i < LT__QDOT_MULTI_MAX ? (int)(n - i) : LT__QDOT_MULTI_MAX;
+                for (int t = 0; t < k; t++) xs[t] = xq + (size_t)(i + t) * xb;
+                multi(row, xs, k, nb, s);
+            } else {
+                s[0] = dot(row, xq + (size_t)i * xb, nb);
+            }
+            for (int t = 0; t < k; t++, i++) {
+                float *y = (float *)lt_tensor_row(Y, i) + r;
+                *y = acc ? *y + s[t] : s[t];
+            }
+        }
     }
     return true;
 }
