@@ -106,6 +106,8 @@ lt__qdot_fn lt__qdot_avx2_of(lt_dtype t);   /* NULL: none */
 lt__qdot_fn lt__qdot_avx512_of(lt_dtype t); /* NULL: none */
 lt__qdot_multi_fn lt__qdot_multi_avx2_of(lt_dtype t);   /* NULL: none */
 lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t); /* NULL: none */
+/* Tests set it to take the AVX-512 dots without VNNI on a CPU that has it. */
+extern bool lt__qdot_avoid_vnni;
 #endif
 
 #endif

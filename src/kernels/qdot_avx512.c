@@ -1,7 +1,9 @@
 /* AVX-512 (F, BW, VL) integer dots of the K-quants q4_k, q5_k and q6_k with
  * activations quantised per block (qdot.h): 64 levels per register, folded
  * onto each block's 8 exact lane sums, then qdot.h's float steps on the
- * block's chain of lanes: the portable bits. The other types take the AVX2
+ * block's chain of lanes: the portable bits. Each dot in two builds, with
+ * and without AVX512_VNNI's vpdpwssd (the scale multiply and the add in
+ * one), the former where the CPU has it; one-token and multi-token dots. The other types take the AVX2
  * dots (lt__qdot_of). */
 #include "kernels/qdot_x86.h"
 
@@ -19,11 +21,20 @@ static inline __m512i join(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
+/* s + the pair sums of p times sc, in int32 (exact: no lane comes near
+ * overflow), by vpdpwssd where the CPU has AVX512_VNNI: the same sums. */
+static inline __m512i acc_madd(const bool vnni, __m512i s, __m512i p, __m512i sc) {
+    return vnni ? _mm512_dpwssd_epi32(s, p, sc) : _mm512_add_epi32(s, _mm512_madd_epi16(p, sc));
+}
+
+bool lt__qdot_avoid_vnni = false;
+
 /* q4_k and q5_k (qh NULL for q4_k): group j's 32 quant bytes give sub-block
  * 2j (low nibbles) and 2j + 1 (high nibbles), 64 levels that line up with
  * x's 64 bytes; vpmaddubsw's lanes 0..15 are sub-block 2j's, 16..31 2j + 1's. */
-static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
-                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
+static inline __attribute__((always_inline)) __m256
+dot_q45_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scales[12],
+          const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
     /* vpshufb controls: scale 2j in the 16-bit lanes 0..15, 2j + 1 in 16..31 */
     static const uint8_t spread[4][64] = {
 #define W(k) 2 * (k), 2 * (k) + 1
@@ -44,17 +55,30 @@ static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[1
         lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
         const __m512i xv = _mm512_loadu_si512(x->qs + 64 * j);
         const __m512i scv = _mm512_shuffle_epi8(sc4, _mm512_loadu_si512(spread[j]));
-        s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(join(lo, hi), xv), scv));
+        s32 = acc_madd(vnni, s32, _mm512_maddubs_epi16(join(lo, hi), xv), scv);
     }
     acc = lt__lane_fma(acc, lt__half(dh) * x->d, fold8(s32));
     return lt__lane_fma(acc, -(lt__half(dminh) * x->d), lt__q45_mins(mn, x->bsums));
 }
 
+static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
+                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
+    return dot_q45_v(false, dh, dminh, scales, qh, qs, x, acc);
+}
 LT__QDOT_Q45(dot_q45)
+
+static inline __m256 step_q4_k_vnni(const lt_block_q4_k *w, const lt__xqk *x, __m256 acc) {
+    return dot_q45_v(true, w->d, w->dmin, w->scales, NULL, w->qs, x, acc);
+}
+static inline __m256 step_q5_k_vnni(const lt_block_q5_k *w, const lt__xqk *x, __m256 acc) {
+    return dot_q45_v(true, w->d, w->dmin, w->scales, w->qh, w->qs, x, acc);
+}
+LT__QDOT_K(qdot_q4_k_vnni, lt_block_q4_k, step_q4_k_vnni)
+LT__QDOT_K(qdot_q5_k_vnni, lt_block_q5_k, step_q5_k_vnni)
 
 /* The same for nt tokens: the levels and their scales once per group. */
 static inline __attribute__((always_inline)) void
-dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
+dot_q45_multi_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
               const uint8_t *qs, const lt__xqk *const *x, const int nt, __m256 *acc) {
     static const uint8_t spread[4][64] = {
 #define W(k) 2 * (k), 2 * (k) + 1
@@ -78,7 +102,7 @@ dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8
         const __m512i scv = _mm512_shuffle_epi8(sc4, _mm512_loadu_si512(spread[j]));
         for (int t = 0; t < nt; t++) {
             const __m512i xv = _mm512_loadu_si512(x[t]->qs + 64 * j);
-            s32[t] = _mm512_add_epi32(s32[t], _mm512_madd_epi16(_mm512_maddubs_epi16(lv, xv), scv));
+            s32[t] = acc_madd(vnni, s32[t], _mm512_maddubs_epi16(lv, xv), scv);
         }
     }
     const float d = lt__half(dh), dmin = lt__half(dminh);
@@ -88,12 +112,29 @@ dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8
     }
 }
 
+static inline __attribute__((always_inline)) void
+dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
+              const uint8_t *qs, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    dot_q45_multi_v(false, dh, dminh, scales, qh, qs, x, nt, acc);
+}
 LT__QDOT_Q45_MULTI(dot_q45_multi)
+
+static inline __attribute__((always_inline)) void
+mstep_q4_k_vnni(const lt_block_q4_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    dot_q45_multi_v(true, w->d, w->dmin, w->scales, NULL, w->qs, x, nt, acc);
+}
+static inline __attribute__((always_inline)) void
+mstep_q5_k_vnni(const lt_block_q5_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    dot_q45_multi_v(true, w->d, w->dmin, w->scales, w->qh, w->qs, x, nt, acc);
+}
+LT__QDOT_K_MULTI(qdot_multi_q4_k_vnni, lt_block_q4_k, mstep_q4_k_vnni)
+LT__QDOT_K_MULTI(qdot_multi_q5_k_vnni, lt_block_q5_k, mstep_q5_k_vnni)
 
 /* q6_k: as qdot_avx2.c's, two 32-level groups per register (g = 0, 1 and
  * g = 2, 3 of each half h: 64 consecutive elements), their four scales
  * spread over vpmaddubsw's lanes by a word permutation. */
-static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
+static inline __attribute__((always_inline)) __m256
+step_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
     /* lane i of 32 takes scale k + i / 8 */
     static const int16_t spread[4][32] = {
@@ -123,7 +164,7 @@ static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 
             const __m512i lv = p ? join(lv2, lv3) : join(lv0, lv1);
             const __m512i xv = _mm512_loadu_si512(x->qs + 128 * h + 64 * p);
             const __m512i scv = _mm512_permutexvar_epi16(_mm512_loadu_si512(spread[2 * h + p]), sc16);
-            s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(lv, xv), scv));
+            s32 = acc_madd(vnni, s32, _mm512_maddubs_epi16(lv, xv), scv);
         }
     }
     const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
@@ -132,11 +173,19 @@ static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 
                         _mm256_sub_epi32(fold8(s32), _mm256_slli_epi32(back, 5)));
 }
 
+static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
+    return step_q6_k_v(false, w, x, acc);
+}
+static inline __m256 step_q6_k_vnni(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
+    return step_q6_k_v(true, w, x, acc);
+}
 LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
+LT__QDOT_K(qdot_q6_k_vnni, lt_block_q6_k, step_q6_k_vnni)
 
 /* The same for nt tokens: the levels and their scales once per pair of groups. */
 static inline __attribute__((always_inline)) void
-mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
+mstep_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *const *x, const int nt,
+             __m256 *acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
     static const int16_t spread[4][32] = {
 #define S8(v) v, v, v, v, v, v, v, v
@@ -167,7 +216,7 @@ mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256
             const __m512i scv = _mm512_permutexvar_epi16(_mm512_loadu_si512(spread[2 * h + p]), sc16);
             for (int t = 0; t < nt; t++) {
                 const __m512i xv = _mm512_loadu_si512(x[t]->qs + 128 * h + 64 * p);
-                s32[t] = _mm512_add_epi32(s32[t], _mm512_madd_epi16(_mm512_maddubs_epi16(lv, xv), scv));
+                s32[t] = acc_madd(vnni, s32[t], _mm512_maddubs_epi16(lv, xv), scv);
             }
         }
     }
@@ -180,22 +229,35 @@ mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256
     }
 }
 
+static inline __attribute__((always_inline)) void
+mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    mstep_q6_k_v(false, w, x, nt, acc);
+}
+static inline __attribute__((always_inline)) void
+mstep_q6_k_vnni(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    mstep_q6_k_v(true, w, x, nt, acc);
+}
 LT__QDOT_K_MULTI(qdot_multi_q6_k, lt_block_q6_k, mstep_q6_k)
+LT__QDOT_K_MULTI(qdot_multi_q6_k_vnni, lt_block_q6_k, mstep_q6_k_vnni)
+
+static bool use_vnni(void) { return lt_cpu()->avx512vnni && !lt__qdot_avoid_vnni; }
 
 lt__qdot_fn lt__qdot_avx512_of(lt_dtype t) {
+    const bool v = use_vnni();
     switch (t) {
-    case LT_Q4_K: return qdot_q4_k;
-    case LT_Q5_K: return qdot_q5_k;
-    case LT_Q6_K: return qdot_q6_k;
+    case LT_Q4_K: return v ? qdot_q4_k_vnni : qdot_q4_k;
+    case LT_Q5_K: return v ? qdot_q5_k_vnni : qdot_q5_k;
+    case LT_Q6_K: return v ? qdot_q6_k_vnni : qdot_q6_k;
     default: return NULL;
     }
 }
 
 lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t) {
+    const bool v = use_vnni();
     switch (t) {
-    case LT_Q4_K: return qdot_multi_q4_k;
-    case LT_Q5_K: return qdot_multi_q5_k;
-    case LT_Q6_K: return qdot_multi_q6_k;
+    case LT_Q4_K: return v ? qdot_multi_q4_k_vnni : qdot_multi_q4_k;
+    case LT_Q5_K: return v ? qdot_multi_q5_k_vnni : qdot_multi_q5_k;
+    case LT_Q6_K: return v ? qdot_multi_q6_k_vnni : qdot_multi_q6_k;
     default: return NULL;
     }
 }

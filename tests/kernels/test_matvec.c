@@ -11,6 +11,7 @@
  * no-op for other dtypes; the per-thread cache of x keyed by (call, step seq); NaN and
  * zero x. */
 #include "kernels/linear.h" /* lt__q8i8_avoid_vnni */
+#include "kernels/qdot.h"   /* lt__qdot_avoid_vnni */
 #include "looptune/kernels.h"
 #include "ops_test.h"
 #include "test.h"
@@ -337,7 +338,7 @@ static void test_split_same_bits(void) {
  * dtype (every integer-dot type, whose path quantises each token once and
  * takes up to four tokens per pass of a row), every ISA, q8_0 plain and
  * split (rows of an odd number of blocks; on AVX-512 the lanes without VNNI
- * too). Six tokens (a whole group and a partial one of the multi-token q8_0
+ * too, for q8_0 and the integer-dot types). Six tokens (a whole group and a partial one of the multi-token q8_0
  * paths); the integer-dot types with 2, 3, 4, 5 and 8 tokens too. */
 static void test_tokens(void) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
@@ -369,13 +370,13 @@ static void test_tokens(void) {
             for (int ni = 0; ni < n_nts; ni++) {
                 const int nt = nts[ni];
                 for (int run = 0; run <= (int)lt_isa_detect() + 1; run++) {
-                    /* the last run: AVX-512 without VNNI, for q8_0 */
+                    /* the last run: AVX-512 without VNNI, for q8_0 and the K-quants */
                     const int isa = run <= (int)lt_isa_detect() ? run : (int)LT_ISA_AVX512;
                     if (run > (int)lt_isa_detect() &&
-                        (dts[di] != LT_Q8_0 || lt_isa_detect() != LT_ISA_AVX512))
+                        ((dts[di] != LT_Q8_0 && !q) || lt_isa_detect() != LT_ISA_AVX512))
                         continue;
 #if LT_HAVE_X86
-                    lt__q8i8_avoid_vnni = run > (int)lt_isa_detect();
+                    lt__q8i8_avoid_vnni = lt__qdot_avoid_vnni = run > (int)lt_isa_detect();
 #endif
                     const lt_kernel_fn fn = lt_kernel_fn_for(k, (lt_isa)isa);
                     for (size_t ri = 0; ri < sizeof rpts / sizeof rpts[0]; ri++)
@@ -421,7 +422,7 @@ static void test_tokens(void) {
                 }
             }
 #if LT_HAVE_X86
-            lt__q8i8_avoid_vnni = false;
+            lt__q8i8_avoid_vnni = lt__qdot_avoid_vnni = false;
 #endif
             free(X);
             free(Y);
