@@ -3,7 +3,8 @@
  * cache below), then each row's dot in qdot.h's order, by the ISA's dot
  * where it has one (lt__qdot_of): every ISA gives the same bits. Parameters: rows_per_task (the task split, as for
  * every matvec) and prefetch (bytes of the row ahead, touched per block);
- * unroll, k_block and the act_* modes do not change it. */
+ * a matvec of several tokens reads tok_chunk_kb too; unroll, k_block and
+ * the act_* modes do not change it. */
 #include "kernels/linear.h"
 #include "kernels/qdot.h"
 
@@ -35,6 +36,15 @@ lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa) {
     (void)isa;
 #endif
     return f ? f : qtypes[t].dot;
+}
+
+lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa) {
+#if LT_HAVE_X86
+    if (isa >= LT_ISA_AVX512) return lt__qdot_multi_avx512_of(t);
+    if (isa >= LT_ISA_AVX2) return lt__qdot_multi_avx2_of(t);
+#endif
+    (void)t, (void)isa;
+    return NULL;
 }
 
 /* ---- the per-thread cache of quantised x ------------------------------------- */
@@ -100,6 +110,58 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
     for (int64_t r = r0; r < r1; r++) {
         const float s = row_dot(dot, lt_tensor_row(W, r), rb, xq, nb, pf);
         y[r] = acc ? y[r] + s : s;
+    }
+    return true;
+}
+
+/* A matvec of several tokens: every token's x quantised once into this
+ * thread's scratch, then the thread's rows in chunks of tok_chunk_kb KiB
+ * (whole tasks, at least one) and per group of up to LT__QDOT_MULTI_MAX
+ * tokens each row of the chunk dotted with the group's tokens, by isa's
+ * multi-token dot where it has one: the chunk is read from memory once
+ * (then from L2), the group's x stays in L1. Each sum the bits of the
+ * one-token path, whatever the chunk. */
+bool lt__matvec_quant_tokens(const lt_call *call, int ith, int nth, lt_isa isa) {
+    const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
+    const lt__qtype *qt = lt__qtype_of(W->dtype);
+    LT_ASSERT(qt);
+    const lt__qdot_fn dot = lt__qdot_of(W->dtype, isa);
+    const lt__qdot_multi_fn multi = lt__qdot_multi_of(W->dtype, isa);
+    const int64_t rows = W->ne[1], cols = W->ne[0], n = X->ne[1], nb = cols / qt->block;
+    const int64_t per = lt__mv_task_rows(call);
+    int64_t r0, r1;
+    lt__linear_split(rows, per, ith, nth, &r0, &r1);
+    if (r0 >= r1) return true;
+    const size_t xb = (size_t)nb * qt->xq_bytes;
+    char *xq = (char *)lt__linear_scratch(xb * (size_t)n);
+    if (!xq) return false;
+    for (int64_t i = 0; i < n; i++) qt->quant(lt_tensor_row(X, i), cols, xq + (size_t)i * xb);
+    const bool acc = call->ia[0] != 0;
+    const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
+    const size_t rb = lt_dtype_row_bytes(W->dtype, cols);
+    const size_t chunk_bytes = (size_t)call->params.v[LT__MV_TOK_CHUNK_KB] << 10;
+    int64_t chunk = (int64_t)(chunk_bytes / W->nb[1]) / per * per;
+    if (chunk < per) chunk = per;
+    const int gmax = multi ? LT__QDOT_MULTI_MAX : 1;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        const int64_t c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
+        for (int64_t i = 0; i < n; i += gmax) {
+            const int k = n - i < gmax ? (int)(n - i) : gmax;
+            const void *xs[LT__QDOT_MULTI_MAX];
+            for (int t = 0; t < k; t++) xs[t] = xq + (size_t)(i + t) * xb;
+            for (int64_t r = c0; r < c1; r++) {
+                const char *row = lt_tensor_row(W, r);
+                if (pf && i == 0) /* the chunk's first pass streams it from memory */
+                    for (size_t o = 0; o < rb; o += LT_CACHE_LINE) __builtin_prefetch(row + o + pf);
+                float s[LT__QDOT_MULTI_MAX];
+                if (multi) multi(row, xs, k, nb, s);
+                else s[0] = dot(row, xs[0], nb);
+                for (int t = 0; t < k; t++) {
+                    float *y = (float *)lt_tensor_row(Y, i + t) + r;
+                    *y = acc ? *y + s[t] : s[t];
+                }
+            }
+        }
     }
     return true;
 }

@@ -57,6 +57,13 @@ typedef void (*lt__xquant_fn)(const float *x, int64_t n, void *xq);
 /* One weight row of nb blocks dotted with its quantised activations. */
 typedef float (*lt__qdot_fn)(const void *row, const void *xq, int64_t nb);
 
+/* One weight row dotted with ntok (1 .. LT__QDOT_MULTI_MAX) tokens'
+ * activations xq[0 .. ntok): out[t] the bits lt__qdot_fn gives token t
+ * alone (each block unpacked once for all of them). */
+#define LT__QDOT_MULTI_MAX 4
+typedef void (*lt__qdot_multi_fn)(const void *row, const void *const *xq, int ntok, int64_t nb,
+                                  float *out);
+
 typedef struct {
     int64_t block;        /* elements per weight block (= per activation block) */
     size_t xq_bytes;      /* bytes per activation block */
@@ -91,9 +98,16 @@ float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb);
  * q5_k, q6_k; AVX2's for the others), the same bits; the portable dot
  * where isa has none for t. */
 lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa);
+/* isa's multi-token dot of t (q4_k, q5_k, q6_k on AVX2 and AVX-512);
+ * NULL where it has none (callers then take lt__qdot_of's per token). */
+lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86
 lt__qdot_fn lt__qdot_avx2_of(lt_dtype t);   /* NULL: none */
 lt__qdot_fn lt__qdot_avx512_of(lt_dtype t); /* NULL: none */
+lt__qdot_multi_fn lt__qdot_multi_avx2_of(lt_dtype t);   /* NULL: none */
+lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t); /* NULL: none */
+/* Tests set it to take the AVX-512 dots without VNNI on a CPU that has it. */
+extern bool lt__qdot_avoid_vnni;
 #endif
 
 #endif

@@ -101,6 +101,36 @@ static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[1
 
 LT__QDOT_Q45(dot_q45)
 
+/* The same for nt tokens: the levels and their scales once per group. */
+static inline __attribute__((always_inline)) void
+dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
+              const uint8_t *qs, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    __m128i sc, mn;
+    lt__q45_scales(scales, &sc, &mn);
+    const __m256i sc2 = _mm256_broadcastsi128_si256(sc);
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i s32[LT__QDOT_MULTI_MAX];
+    for (int t = 0; t < nt; t++) s32[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        __m256i lo, hi;
+        lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
+        const __m256i sc_lo = lt__bcast16(sc2, 2 * j), sc_hi = lt__bcast16(sc2, 2 * j + 1);
+        for (int t = 0; t < nt; t++) {
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x[t]->qs + 64 * j));
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x[t]->qs + 64 * j + 32));
+            s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), sc_lo));
+            s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), sc_hi));
+        }
+    }
+    const float d = lt__half(dh), dmin = lt__half(dminh);
+    for (int t = 0; t < nt; t++) {
+        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, s32[t]);
+        acc[t] = lt__lane_fma(acc[t], -(dmin * x[t]->d), lt__q45_mins(mn, x[t]->bsums));
+    }
+}
+
+LT__QDOT_Q45_MULTI(dot_q45_multi)
+
 /* The 2-bit levels (q >> 2g) & 3 of group g of a 32-byte quant row, dotted
  * with the group's x (32 values, scales k and k + 1 on vpmaddubsw's lanes
  * 0..7 and 8..15), times those scales. */
@@ -198,6 +228,44 @@ static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 
 
 LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
 
+/* The same for nt tokens: each group's levels and scales once. */
+static inline __attribute__((always_inline)) void
+mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
+    __m256i s32[LT__QDOT_MULTI_MAX];
+    for (int t = 0; t < nt; t++) s32[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+        const __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h),
+                               _mm256_and_si256(qh, m2h),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h)};
+        for (int g = 0; g < 4; g++) {
+            const int k = 8 * h + 2 * g;
+            const __m256i lv = _mm256_or_si256(lo[g], hi[g]);
+            const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(w->scales[k + 1]),
+                                                 _mm_set1_epi16(w->scales[k]));
+            for (int t = 0; t < nt; t++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x[t]->qs + 128 * h + 32 * g));
+                s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lv, xv), scv));
+            }
+        }
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    const float d = lt__half(w->d);
+    for (int t = 0; t < nt; t++) {
+        const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums), sc16);
+        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, _mm256_sub_epi32(s32[t], _mm256_slli_epi32(back, 5)));
+    }
+}
+
+LT__QDOT_K_MULTI(qdot_multi_q6_k, lt_block_q6_k, mstep_q6_k)
+
 lt__qdot_fn lt__qdot_avx2_of(lt_dtype t) {
     switch (t) {
     case LT_Q4_0: return qdot_q4_0;
@@ -209,6 +277,15 @@ lt__qdot_fn lt__qdot_avx2_of(lt_dtype t) {
     case LT_Q4_K: return qdot_q4_k;
     case LT_Q5_K: return qdot_q5_k;
     case LT_Q6_K: return qdot_q6_k;
+    default: return NULL;
+    }
+}
+
+lt__qdot_multi_fn lt__qdot_multi_avx2_of(lt_dtype t) {
+    switch (t) {
+    case LT_Q4_K: return qdot_multi_q4_k;
+    case LT_Q5_K: return qdot_multi_q5_k;
+    case LT_Q6_K: return qdot_multi_q6_k;
     default: return NULL;
     }
 }

@@ -1,7 +1,9 @@
 /* AVX-512 (F, BW, VL) integer dots of the K-quants q4_k, q5_k and q6_k with
  * activations quantised per block (qdot.h): 64 levels per register, folded
  * onto each block's 8 exact lane sums, then qdot.h's float steps on the
- * block's chain of lanes: the portable bits. The other types take the AVX2
+ * block's chain of lanes: the portable bits. Each dot in two builds, with
+ * and without AVX512_VNNI's vpdpwssd (the scale multiply and the add in
+ * one), the former where the CPU has it; one-token and multi-token dots. The other types take the AVX2
  * dots (lt__qdot_of). */
 #include "kernels/qdot_x86.h"
 
@@ -19,11 +21,20 @@ static inline __m512i join(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
+/* s + the pair sums of p times sc, in int32 (exact: no lane comes near
+ * overflow), by vpdpwssd where the CPU has AVX512_VNNI: the same sums. */
+static inline __m512i acc_madd(const bool vnni, __m512i s, __m512i p, __m512i sc) {
+    return vnni ? _mm512_dpwssd_epi32(s, p, sc) : _mm512_add_epi32(s, _mm512_madd_epi16(p, sc));
+}
+
+bool lt__qdot_avoid_vnni = false;
+
 /* q4_k and q5_k (qh NULL for q4_k): group j's 32 quant bytes give sub-block
  * 2j (low nibbles) and 2j + 1 (high nibbles), 64 levels that line up with
  * x's 64 bytes; vpmaddubsw's lanes 0..15 are sub-block 2j's, 16..31 2j + 1's. */
-static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
-                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
+static inline __attribute__((always_inline)) __m256
+dot_q45_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scales[12],
+          const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
     /* vpshufb controls: scale 2j in the 16-bit lanes 0..15, 2j + 1 in 16..31 */
     static const uint8_t spread[4][64] = {
 #define W(k) 2 * (k), 2 * (k) + 1
@@ -44,18 +55,86 @@ static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[1
         lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
         const __m512i xv = _mm512_loadu_si512(x->qs + 64 * j);
         const __m512i scv = _mm512_shuffle_epi8(sc4, _mm512_loadu_si512(spread[j]));
-        s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(join(lo, hi), xv), scv));
+        s32 = acc_madd(vnni, s32, _mm512_maddubs_epi16(join(lo, hi), xv), scv);
     }
     acc = lt__lane_fma(acc, lt__half(dh) * x->d, fold8(s32));
     return lt__lane_fma(acc, -(lt__half(dminh) * x->d), lt__q45_mins(mn, x->bsums));
 }
 
+static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
+                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
+    return dot_q45_v(false, dh, dminh, scales, qh, qs, x, acc);
+}
 LT__QDOT_Q45(dot_q45)
+
+static inline __m256 step_q4_k_vnni(const lt_block_q4_k *w, const lt__xqk *x, __m256 acc) {
+    return dot_q45_v(true, w->d, w->dmin, w->scales, NULL, w->qs, x, acc);
+}
+static inline __m256 step_q5_k_vnni(const lt_block_q5_k *w, const lt__xqk *x, __m256 acc) {
+    return dot_q45_v(true, w->d, w->dmin, w->scales, w->qh, w->qs, x, acc);
+}
+LT__QDOT_K(qdot_q4_k_vnni, lt_block_q4_k, step_q4_k_vnni)
+LT__QDOT_K(qdot_q5_k_vnni, lt_block_q5_k, step_q5_k_vnni)
+
+/* The same for nt tokens: the levels and their scales once per group. */
+static inline __attribute__((always_inline)) void
+dot_q45_multi_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
+              const uint8_t *qs, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    static const uint8_t spread[4][64] = {
+#define W(k) 2 * (k), 2 * (k) + 1
+#define W8(k) W(k), W(k), W(k), W(k), W(k), W(k), W(k), W(k)
+#define J(j) {W8(2 * j), W8(2 * j), W8(2 * j + 1), W8(2 * j + 1)}
+        J(0), J(1), J(2), J(3),
+#undef J
+#undef W8
+#undef W
+    };
+    __m128i sc, mn;
+    lt__q45_scales(scales, &sc, &mn);
+    const __m512i sc4 = _mm512_broadcast_i32x4(sc);
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m512i s32[LT__QDOT_MULTI_MAX];
+    for (int t = 0; t < nt; t++) s32[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++) {
+        __m256i lo, hi;
+        lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
+        const __m512i lv = join(lo, hi);
+        const __m512i scv = _mm512_shuffle_epi8(sc4, _mm512_loadu_si512(spread[j]));
+        for (int t = 0; t < nt; t++) {
+            const __m512i xv = _mm512_loadu_si512(x[t]->qs + 64 * j);
+            s32[t] = acc_madd(vnni, s32[t], _mm512_maddubs_epi16(lv, xv), scv);
+        }
+    }
+    const float d = lt__half(dh), dmin = lt__half(dminh);
+    for (int t = 0; t < nt; t++) {
+        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, fold8(s32[t]));
+        acc[t] = lt__lane_fma(acc[t], -(dmin * x[t]->d), lt__q45_mins(mn, x[t]->bsums));
+    }
+}
+
+static inline __attribute__((always_inline)) void
+dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
+              const uint8_t *qs, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    dot_q45_multi_v(false, dh, dminh, scales, qh, qs, x, nt, acc);
+}
+LT__QDOT_Q45_MULTI(dot_q45_multi)
+
+static inline __attribute__((always_inline)) void
+mstep_q4_k_vnni(const lt_block_q4_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    dot_q45_multi_v(true, w->d, w->dmin, w->scales, NULL, w->qs, x, nt, acc);
+}
+static inline __attribute__((always_inline)) void
+mstep_q5_k_vnni(const lt_block_q5_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    dot_q45_multi_v(true, w->d, w->dmin, w->scales, w->qh, w->qs, x, nt, acc);
+}
+LT__QDOT_K_MULTI(qdot_multi_q4_k_vnni, lt_block_q4_k, mstep_q4_k_vnni)
+LT__QDOT_K_MULTI(qdot_multi_q5_k_vnni, lt_block_q5_k, mstep_q5_k_vnni)
 
 /* q6_k: as qdot_avx2.c's, two 32-level groups per register (g = 0, 1 and
  * g = 2, 3 of each half h: 64 consecutive elements), their four scales
  * spread over vpmaddubsw's lanes by a word permutation. */
-static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
+static inline __attribute__((always_inline)) __m256
+step_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
     /* lane i of 32 takes scale k + i / 8 */
     static const int16_t spread[4][32] = {
@@ -85,7 +164,7 @@ static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 
             const __m512i lv = p ? join(lv2, lv3) : join(lv0, lv1);
             const __m512i xv = _mm512_loadu_si512(x->qs + 128 * h + 64 * p);
             const __m512i scv = _mm512_permutexvar_epi16(_mm512_loadu_si512(spread[2 * h + p]), sc16);
-            s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(lv, xv), scv));
+            s32 = acc_madd(vnni, s32, _mm512_maddubs_epi16(lv, xv), scv);
         }
     }
     const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
@@ -94,13 +173,91 @@ static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 
                         _mm256_sub_epi32(fold8(s32), _mm256_slli_epi32(back, 5)));
 }
 
+static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
+    return step_q6_k_v(false, w, x, acc);
+}
+static inline __m256 step_q6_k_vnni(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
+    return step_q6_k_v(true, w, x, acc);
+}
 LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
+LT__QDOT_K(qdot_q6_k_vnni, lt_block_q6_k, step_q6_k_vnni)
+
+/* The same for nt tokens: the levels and their scales once per pair of groups. */
+static inline __attribute__((always_inline)) void
+mstep_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *const *x, const int nt,
+             __m256 *acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
+    static const int16_t spread[4][32] = {
+#define S8(v) v, v, v, v, v, v, v, v
+        {S8(0), S8(1), S8(2), S8(3)},
+        {S8(4), S8(5), S8(6), S8(7)},
+        {S8(8), S8(9), S8(10), S8(11)},
+        {S8(12), S8(13), S8(14), S8(15)},
+#undef S8
+    };
+    const __m512i sc16 = _mm512_zextsi256_si512(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales)));
+    __m512i s32[LT__QDOT_MULTI_MAX];
+    for (int t = 0; t < nt; t++) s32[t] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        const __m256i lv0 = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
+        const __m256i lv1 = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
+        const __m256i lv2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                            _mm256_and_si256(qh, m2h));
+        const __m256i lv3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
+        for (int p = 0; p < 2; p++) {
+            const __m512i lv = p ? join(lv2, lv3) : join(lv0, lv1);
+            const __m512i scv = _mm512_permutexvar_epi16(_mm512_loadu_si512(spread[2 * h + p]), sc16);
+            for (int t = 0; t < nt; t++) {
+                const __m512i xv = _mm512_loadu_si512(x[t]->qs + 128 * h + 64 * p);
+                s32[t] = acc_madd(vnni, s32[t], _mm512_maddubs_epi16(lv, xv), scv);
+            }
+        }
+    }
+    const float d = lt__half(w->d);
+    for (int t = 0; t < nt; t++) {
+        const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums),
+                                               _mm512_castsi512_si256(sc16));
+        acc[t] = lt__lane_fma(acc[t], d * x[t]->d,
+                              _mm256_sub_epi32(fold8(s32[t]), _mm256_slli_epi32(back, 5)));
+    }
+}
+
+static inline __attribute__((always_inline)) void
+mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    mstep_q6_k_v(false, w, x, nt, acc);
+}
+static inline __attribute__((always_inline)) void
+mstep_q6_k_vnni(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
+    mstep_q6_k_v(true, w, x, nt, acc);
+}
+LT__QDOT_K_MULTI(qdot_multi_q6_k, lt_block_q6_k, mstep_q6_k)
+LT__QDOT_K_MULTI(qdot_multi_q6_k_vnni, lt_block_q6_k, mstep_q6_k_vnni)
+
+static bool use_vnni(void) { return lt_cpu()->avx512vnni && !lt__qdot_avoid_vnni; }
 
 lt__qdot_fn lt__qdot_avx512_of(lt_dtype t) {
+    const bool v = use_vnni();
     switch (t) {
-    case LT_Q4_K: return qdot_q4_k;
-    case LT_Q5_K: return qdot_q5_k;
-    case LT_Q6_K: return qdot_q6_k;
+    case LT_Q4_K: return v ? qdot_q4_k_vnni : qdot_q4_k;
+    case LT_Q5_K: return v ? qdot_q5_k_vnni : qdot_q5_k;
+    case LT_Q6_K: return v ? qdot_q6_k_vnni : qdot_q6_k;
+    default: return NULL;
+    }
+}
+
+lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t) {
+    const bool v = use_vnni();
+    switch (t) {
+    case LT_Q4_K: return v ? qdot_multi_q4_k_vnni : qdot_multi_q4_k;
+    case LT_Q5_K: return v ? qdot_multi_q5_k_vnni : qdot_multi_q5_k;
+    case LT_Q6_K: return v ? qdot_multi_q6_k_vnni : qdot_multi_q6_k;
     default: return NULL;
     }
 }

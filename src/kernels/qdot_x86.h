@@ -125,4 +125,50 @@ static inline __m256i lt__q45_mins(__m128i mn, const int16_t bsums[16]) {
     LT__QDOT_K(qdot_q4_k, lt_block_q4_k, step_q4_k)                                            \
     LT__QDOT_K(qdot_q5_k, lt_block_q5_k, step_q5_k)
 
+/* The loop of a multi-token K-quant dot (lt__qdot_multi_fn) over a file's
+ * mstep(w, x, nt, acc): block w against token t's block x[t] into acc[t],
+ * nt a constant where the body is inlined (one copy per count of tokens).
+ * Each token's chains, blocks and steps are those of LT__QDOT_K. */
+#define LT__QDOT_K_MULTI(name, block_t, mstep)                                                 \
+    static inline __attribute__((always_inline)) void name##_n(                                \
+        const block_t *w, const void *const *xq, const int nt, int64_t nb, float *out) {      \
+        __m256 a0[LT__QDOT_MULTI_MAX], a1[LT__QDOT_MULTI_MAX];                                 \
+        const lt__xqk *x[LT__QDOT_MULTI_MAX];                                                  \
+        for (int t = 0; t < nt; t++) a0[t] = a1[t] = _mm256_setzero_ps();                      \
+        int64_t b = 0;                                                                         \
+        for (; b + 1 < nb; b += 2) {                                                           \
+            for (int t = 0; t < nt; t++) x[t] = (const lt__xqk *)xq[t] + b;                    \
+            mstep(&w[b], x, nt, a0);                                                           \
+            for (int t = 0; t < nt; t++) x[t] = (const lt__xqk *)xq[t] + b + 1;                \
+            mstep(&w[b + 1], x, nt, a1);                                                       \
+        }                                                                                      \
+        if (b < nb) {                                                                          \
+            for (int t = 0; t < nt; t++) x[t] = (const lt__xqk *)xq[t] + b;                    \
+            mstep(&w[b], x, nt, a0);                                                           \
+        }                                                                                      \
+        for (int t = 0; t < nt; t++) out[t] = lt__lanes_sum16(a0[t], a1[t]);                   \
+    }                                                                                          \
+    static void name(const void *row, const void *const *xq, int nt, int64_t nb, float *out) { \
+        switch (nt) {                                                                          \
+        case 1: name##_n(row, xq, 1, nb, out); break;                                          \
+        case 2: name##_n(row, xq, 2, nb, out); break;                                          \
+        case 3: name##_n(row, xq, 3, nb, out); break;                                          \
+        default: name##_n(row, xq, 4, nb, out); break;                                         \
+        }                                                                                      \
+    }
+
+/* multi-token steps of q4_k and q5_k over a file's
+ * dot_q45_multi(d, dmin, scales, qh, qs, x, nt, acc) */
+#define LT__QDOT_Q45_MULTI(dot_q45_multi)                                                      \
+    static inline __attribute__((always_inline)) void mstep_q4_k(                              \
+        const lt_block_q4_k *w, const lt__xqk *const *x, int nt, __m256 *acc) {                \
+        dot_q45_multi(w->d, w->dmin, w->scales, NULL, w->qs, x, nt, acc);                      \
+    }                                                                                          \
+    static inline __attribute__((always_inline)) void mstep_q5_k(                              \
+        const lt_block_q5_k *w, const lt__xqk *const *x, int nt, __m256 *acc) {                \
+        dot_q45_multi(w->d, w->dmin, w->scales, w->qh, w->qs, x, nt, acc);                     \
+    }                                                                                          \
+    LT__QDOT_K_MULTI(qdot_multi_q4_k, lt_block_q4_k, mstep_q4_k)                               \
+    LT__QDOT_K_MULTI(qdot_multi_q5_k, lt_block_q5_k, mstep_q5_k)
+
 #endif

@@ -11,6 +11,7 @@
  * no-op for other dtypes; the per-thread cache of x keyed by (call, step seq); NaN and
  * zero x. */
 #include "kernels/linear.h" /* lt__q8i8_avoid_vnni */
+#include "kernels/qdot.h"   /* lt__qdot_avoid_vnni */
 #include "looptune/kernels.h"
 #include "ops_test.h"
 #include "test.h"
@@ -334,14 +335,19 @@ static void test_split_same_bits(void) {
 /* A matvec of several tokens (a batched decode step) gives each token the
  * bits of its own one-token matvec, whatever tok_chunk_kb and rows_per_task
  * cut W into, on nth = 1..3 threads, overwriting or accumulating: every
- * dtype (the K-quants too), every ISA, q8_0 plain and split (rows of an odd
- * number of blocks; on AVX-512 the lanes without VNNI too). Six tokens: a
- * whole group and a partial one of the multi-token q8_0 paths. */
+ * dtype (every integer-dot type, whose path quantises each token once and
+ * takes up to four tokens per pass of a row), every ISA, q8_0 plain and
+ * split (rows of an odd number of blocks; on AVX-512 the lanes without VNNI
+ * too, for q8_0 and the integer-dot types). Six tokens (a whole group and a partial one of the multi-token q8_0
+ * paths); the integer-dot types with 2, 3, 4, 5 and 8 tokens too. */
 static void test_tokens(void) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     const lt_param_def *tcd = &k->params[SWEPT];
-    enum { NT = 6 };
-    static const lt_dtype dts[] = {LT_F32, LT_F16, LT_BF16, LT_Q8_0, LT_Q4_0, LT_Q4_K, LT_Q6_K};
+    enum { NT_MAX = 8 };
+    static const lt_dtype dts[] = {LT_F32,  LT_F16,  LT_BF16, LT_Q8_0, LT_Q4_0,
+                                   LT_Q4_1, LT_Q5_0, LT_Q5_1, LT_Q2_K, LT_Q3_K,
+                                   LT_Q4_K, LT_Q5_K, LT_Q6_K};
+    static const int nts_q[] = {2, 3, 4, 5, 6, 8}, nts_other[] = {6};
     static const int32_t rpts[] = {4, 32, 256};
     int64_t checked = 0, wrong = 0;
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
@@ -351,65 +357,72 @@ static void test_tokens(void) {
             fixture_init(&f, dts[di], 150, dts[di] == LT_Q8_0 ? 544 : 512);
             if (split) split_fixture(&f, true);
             const int64_t R = f.rows, C = f.cols;
-            float *X = malloc(sizeof(float) * (size_t)(NT * C));
-            float *Y = malloc(sizeof(float) * (size_t)(NT * R));
-            float *Y0 = malloc(sizeof(float) * (size_t)(NT * R));
-            float *want = malloc(sizeof(float) * (size_t)(NT * R));
-            for (int64_t i = 0; i < NT * C; i++) X[i] = frand();
-            for (int64_t i = 0; i < NT * R; i++) Y0[i] = frand();
-            for (int run = 0; run <= (int)lt_isa_detect() + 1; run++) {
-                /* the last run: AVX-512 without VNNI, for q8_0 */
-                const int isa = run <= (int)lt_isa_detect() ? run : (int)LT_ISA_AVX512;
-                if (run > (int)lt_isa_detect() &&
-                    (dts[di] != LT_Q8_0 || lt_isa_detect() != LT_ISA_AVX512))
-                    continue;
+            float *X = malloc(sizeof(float) * (size_t)(NT_MAX * C));
+            float *Y = malloc(sizeof(float) * (size_t)(NT_MAX * R));
+            float *Y0 = malloc(sizeof(float) * (size_t)(NT_MAX * R));
+            float *want = malloc(sizeof(float) * (size_t)(NT_MAX * R));
+            for (int64_t i = 0; i < NT_MAX * C; i++) X[i] = frand();
+            for (int64_t i = 0; i < NT_MAX * R; i++) Y0[i] = frand();
+            const bool q = dts[di] != LT_F32 && dts[di] != LT_F16 && dts[di] != LT_BF16 &&
+                           dts[di] != LT_Q8_0;
+            const int *nts = q ? nts_q : nts_other;
+            const int n_nts = q ? (int)(sizeof nts_q / sizeof nts_q[0]) : 1;
+            for (int ni = 0; ni < n_nts; ni++) {
+                const int nt = nts[ni];
+                for (int run = 0; run <= (int)lt_isa_detect() + 1; run++) {
+                    /* the last run: AVX-512 without VNNI, for q8_0 and the K-quants */
+                    const int isa = run <= (int)lt_isa_detect() ? run : (int)LT_ISA_AVX512;
+                    if (run > (int)lt_isa_detect() &&
+                        ((dts[di] != LT_Q8_0 && !q) || lt_isa_detect() != LT_ISA_AVX512))
+                        continue;
 #if LT_HAVE_X86
-                lt__q8i8_avoid_vnni = run > (int)lt_isa_detect();
+                    lt__q8i8_avoid_vnni = lt__qdot_avoid_vnni = run > (int)lt_isa_detect();
 #endif
-                const lt_kernel_fn fn = lt_kernel_fn_for(k, (lt_isa)isa);
-                for (size_t ri = 0; ri < sizeof rpts / sizeof rpts[0]; ri++)
-                    for (int acc = 0; acc < 2; acc++) {
-                        lt_params p;
-                        lt_params_default(k, &p);
-                        p.v[0] = rpts[ri];
-                        /* each token alone, one thread */
-                        for (int t = 0; t < NT; t++) {
-                            lt_tensor ty, tx;
-                            lt_tensor_init(&ty, LT_F32, R, 1, 1, 1, want + t * R);
-                            lt_tensor_init(&tx, LT_F32, C, 1, 1, 1, X + t * C);
-                            memcpy(want + t * R, Y0 + t * R, sizeof(float) * (size_t)R);
-                            lt_call c = {.op = {&ty, &f.tw, &tx}, .ia = {acc}, .params = p};
-                            lt_step st = {.n_tokens = 1};
-                            fn(&c, &st, 0, 1);
-                        }
-                        for (int v = 0; v < tcd->n_values; v++)
-                            for (int nth = 1; nth <= 3; nth++) {
-                                p.v[SWEPT] = tcd->values[v];
-                                memcpy(Y, Y0, sizeof(float) * (size_t)(NT * R));
+                    const lt_kernel_fn fn = lt_kernel_fn_for(k, (lt_isa)isa);
+                    for (size_t ri = 0; ri < sizeof rpts / sizeof rpts[0]; ri++)
+                        for (int acc = 0; acc < 2; acc++) {
+                            lt_params p;
+                            lt_params_default(k, &p);
+                            p.v[0] = rpts[ri];
+                            /* each token alone, one thread */
+                            for (int t = 0; t < nt; t++) {
                                 lt_tensor ty, tx;
-                                lt_tensor_init(&ty, LT_F32, R, NT, 1, 1, Y);
-                                lt_tensor_init(&tx, LT_F32, C, NT, 1, 1, X);
-                                lt_call c = {.op = {&ty, &f.tw, &tx}, .ia = {acc}, .params = p,
-                                             .flags = LT_CALL_BATCH};
-                                ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
-                                lt_step st = {.n_tokens = NT};
-                                for (int ith = 0; ith < nth; ith++) fn(&c, &st, ith, nth);
-                                checked++;
-                                if (memcmp(Y, want, sizeof(float) * (size_t)(NT * R))) {
-                                    if (!wrong)
-                                        fprintf(stderr, "  tokens %s%s %s rpt=%d acc=%d "
-                                                        "tok_chunk_kb=%d nth=%d: not the "
-                                                        "one-token bits\n",
-                                                lt_dtype_name(dts[di]), split ? " split" : "",
-                                                lt_isa_name((lt_isa)isa), rpts[ri], acc,
-                                                tcd->values[v], nth);
-                                    wrong++;
-                                }
+                                lt_tensor_init(&ty, LT_F32, R, 1, 1, 1, want + t * R);
+                                lt_tensor_init(&tx, LT_F32, C, 1, 1, 1, X + t * C);
+                                memcpy(want + t * R, Y0 + t * R, sizeof(float) * (size_t)R);
+                                lt_call c = {.op = {&ty, &f.tw, &tx}, .ia = {acc}, .params = p};
+                                lt_step st = {.n_tokens = 1};
+                                fn(&c, &st, 0, 1);
                             }
-                    }
+                            for (int v = 0; v < tcd->n_values; v++)
+                                for (int nth = 1; nth <= 3; nth++) {
+                                    p.v[SWEPT] = tcd->values[v];
+                                    memcpy(Y, Y0, sizeof(float) * (size_t)(nt * R));
+                                    lt_tensor ty, tx;
+                                    lt_tensor_init(&ty, LT_F32, R, nt, 1, 1, Y);
+                                    lt_tensor_init(&tx, LT_F32, C, nt, 1, 1, X);
+                                    lt_call c = {.op = {&ty, &f.tw, &tx}, .ia = {acc}, .params = p,
+                                                 .flags = LT_CALL_BATCH};
+                                    ASSERT_EQ(lt_call_check(LT_K_MATVEC, &c), LT_OK);
+                                    lt_step st = {.n_tokens = nt};
+                                    for (int ith = 0; ith < nth; ith++) fn(&c, &st, ith, nth);
+                                    checked++;
+                                    if (memcmp(Y, want, sizeof(float) * (size_t)(nt * R))) {
+                                        if (!wrong)
+                                            fprintf(stderr, "  tokens %s%s %s n=%d rpt=%d acc=%d "
+                                                            "tok_chunk_kb=%d nth=%d: not the "
+                                                            "one-token bits\n",
+                                                    lt_dtype_name(dts[di]), split ? " split" : "",
+                                                    lt_isa_name((lt_isa)isa), nt, rpts[ri], acc,
+                                                    tcd->values[v], nth);
+                                        wrong++;
+                                    }
+                                }
+                        }
+                }
             }
 #if LT_HAVE_X86
-            lt__q8i8_avoid_vnni = false;
+            lt__q8i8_avoid_vnni = lt__qdot_avoid_vnni = false;
 #endif
             free(X);
             free(Y);

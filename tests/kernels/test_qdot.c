@@ -11,9 +11,11 @@
  * - bit for bit across ISAs, every point of matvec's and matmul's parameter
  *   spaces (on a small shape; defaults on the larger ones), nth = 1, 2, 3 and
  *   between matmul's tokens and matvec, overwrite and accumulate;
+ * - the same for the AVX-512 dots without VNNI where the CPU has it;
  * - embed rows equal to lt_row_to_f32's, every ISA, nth, min_chunk;
  * - check(): widths that are not whole blocks, the split layout. */
 #include "kernels/linear.h"
+#include "kernels/qdot.h" /* lt__qdot_avoid_vnni */
 #include "looptune/kernels.h"
 #include "ops_test.h"
 #include "test.h"
@@ -330,5 +332,18 @@ int main(void) {
         test_special_x(t);
         test_check(t);
     }
+#if LT_HAVE_X86
+    /* the AVX-512 dots without VNNI on a CPU that has it: the same bits */
+    if (lt_cpu()->avx512vnni) {
+        lt__qdot_avoid_vnni = true;
+        for (int i = 0; i < NTYPES; i++) {
+            const lt_dtype t = TYPES[i];
+            const int64_t blk = lt_dtype_block(t);
+            test_matvec(t, 37, blk == 32 ? 96 : 512, false);
+            test_matmul(t, 33, blk == 32 ? 160 : 768, 7, false);
+        }
+        lt__qdot_avoid_vnni = false;
+    }
+#endif
     return lt_test_finish();
 }

@@ -1,7 +1,8 @@
 /* Every point of the batch regime's own parameter space gives batched
  * decode the logits of solo decode, bit for bit, on every ISA this CPU
  * runs: a random-weight model wide enough that W spans many chunks (q8_0 in
- * the resident layout of the ISA, and f32), three sequences prefilled by
+ * the resident layout of the ISA, f32, and the integer-dot types q4_0, q4_k,
+ * q5_k, q6_k with their multi-token path), three sequences prefilled by
  * steps of their own, then decoded together, with matvec's tok_chunk_kb
  * pinned at each of its values (and on 1 and 2 threads). */
 #include <stdio.h>
@@ -91,8 +92,8 @@ int main(void) {
     ASSERT_TRUE(tc >= 0);
     if (tc < 0) return lt_test_finish();
     const lt_param_def *d = &mv->params[tc];
-    static const lt_dtype dtypes[2] = {LT_Q8_0, LT_F32};
-    for (int di = 0; di < 2; di++) {
+    static const lt_dtype dtypes[] = {LT_Q8_0, LT_F32, LT_Q4_0, LT_Q4_K, LT_Q5_K, LT_Q6_K};
+    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
         /* 768 rows of W_gate of 256 columns: 8.5 KiB a q8_0 row group of 32,
          * so 32 KiB chunks cut it in many, 2 MiB ones not at all */
         lt_modelgen_opts go = {.dtype = dtypes[di], .seed = 7};
