@@ -145,10 +145,11 @@ LT_INLINE void q8i8_rows(bool SPLIT, int U, int PF, const char *w, size_t ld, in
     int64_t b = b0;
     /* split groups hold multiples of 8 blocks but the row's last: whole
      * eights never cross one */
-    if (SPLIT && U <= 2) {
+    if (SPLIT && U == 2) {
         /* group by group (core.h's layout): the eights' offsets step on from
-         * the group's, no division per eight (with 4 or 8 rows the registers
-         * that takes are the accumulators', and they spill more) */
+         * the group's, no division per eight. Two rows only: with 4 or 8 the
+         * registers it takes are the accumulators' (they spill more), and one
+         * row at a time ran slower in the decoder (stories110M q8_0) */
         while (b + 8 <= b1) {
             const int64_t g0 = b & ~(int64_t)(LT_Q8_SPLIT_GROUP - 1);
             const int64_t n = nbrow - g0 < LT_Q8_SPLIT_GROUP ? nbrow - g0 : LT_Q8_SPLIT_GROUP;
