@@ -20,7 +20,12 @@ llama.cpp is measured one of two ways:
                           bench/peers/llamacpp_decode.py (a 16-token prompt, then TOKENS timed
                           llama_decode() calls).
 
-Without either, looptune is measured alone. --llamacpp-arg adds arguments to the llama.cpp
+Without either, looptune is measured alone. --baseline PATH adds a second looptune binary (say
+the build of the branch point) to every round, right after the first, with the same flags: its
+own columns, and the ratio of the first's median to its median.
+
+Each case also gives the 1-minute load average (min / max over its rounds): on a shared host the
+spread it implies is part of the result. --llamacpp-arg adds arguments to the llama.cpp
 command of either kind. --isa NAME and --no-warm-start are passed to `looptune bench`, so an
 AVX2-only comparison is
 
@@ -120,6 +125,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.splitlines()[2:]))
     ap.add_argument("--looptune", default=os.path.join(HERE, "..", "build", "looptune"))
+    ap.add_argument("--baseline", metavar="PATH", default=None,
+                    help="a second looptune binary measured in the same rounds")
     peer = ap.add_mutually_exclusive_group()
     peer.add_argument("--llama-bench", metavar="PATH", default=None,
                       help="llama.cpp's llama-bench binary")
@@ -174,7 +181,7 @@ def main():
     header_done = False
     for label, path in models:
         for t in a.threads:
-            lt, frac, ll = [], [], []
+            lt, frac, ll, base, base_frac, load = [], [], [], [], [], []
             isa_seen, peer_build = set(), None
             for _ in range(a.rounds):
                 s = looptune_sample(a.looptune, path, t, a.tokens, a.executor, a.isa,
@@ -182,6 +189,12 @@ def main():
                 lt.append(s["tok_s"])
                 frac.append(s["bw_fraction"])
                 isa_seen.add(s["isa"] or a.isa or "?")
+                load.append(os.getloadavg()[0])
+                if a.baseline:
+                    b = looptune_sample(a.baseline, path, t, a.tokens, a.executor, a.isa,
+                                        a.no_warm_start)
+                    base.append(b["tok_s"])
+                    base_frac.append(b["bw_fraction"])
                 if peer_sample:
                     p = peer_sample(path, t)
                     ll.append(p["tok_s"])
@@ -202,21 +215,28 @@ def main():
                         print("llama.cpp system info: %s" % peer_sysinfo)
                 print("%d rounds of %d tokens, interleaved\n" % (a.rounds, a.tokens))
                 ll_head = "llama.cpp %s" % (peer_label or "")
-                print("| model | threads | %s tok/s min / median / max | %s tok/s min / median / max"
-                      " | ratio (median) | looptune of read-only (median) |"
-                      % (lt_head, ll_head.strip()))
-                print("|---|---|---|---|---|---|")
+                base_head = ("| baseline tok/s min / median / max | vs baseline (median) "
+                             "| baseline of read-only (median) " if a.baseline else "")
+                print("| model | threads | %s tok/s min / median / max %s| %s tok/s min / median"
+                      " / max | ratio (median) | looptune of read-only (median) | load 1 min "
+                      "min / max |" % (lt_head, base_head, ll_head.strip()))
+                print("|---|---|---|---|---|---|---|" + ("---|---|---|" if a.baseline else ""))
                 header_done = True
             s_lt = stat(lt)
             row = "| %s | %d | %.1f / %.1f / %.1f | " % (label, t, s_lt["min"], s_lt["median"],
                                                         s_lt["max"])
+            if base:
+                s_b = stat(base)
+                row += "%.1f / %.1f / %.1f | %.2fx | %.2f | " % (
+                    s_b["min"], s_b["median"], s_b["max"], s_lt["median"] / s_b["median"],
+                    statistics.median(base_frac))
             if ll:
                 s_ll = stat(ll)
                 row += "%.1f / %.1f / %.1f | %.2fx | " % (s_ll["min"], s_ll["median"], s_ll["max"],
                                                           s_lt["median"] / s_ll["median"])
             else:
                 row += "- | - | "
-            row += "%.2f |" % statistics.median(frac)
+            row += "%.2f | %.1f / %.1f |" % (statistics.median(frac), min(load), max(load))
             print(row, flush=True)
             if a.jsonl:
                 with open(a.jsonl, "a") as f:
@@ -231,7 +251,11 @@ def main():
                                         "llamacpp_variant": peer_label,
                                         "llamacpp_build": peer_build,
                                         "llamacpp_system_info": peer_sysinfo,
-                                        "bw_fraction": stat(frac)}) + "\n")
+                                        "bw_fraction": stat(frac),
+                                        "baseline": stat(base) if base else None,
+                                        "baseline_bw_fraction":
+                                            stat(base_frac) if base else None,
+                                        "load_1min": stat(load)}) + "\n")
     return 0
 
 

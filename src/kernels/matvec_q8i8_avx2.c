@@ -72,16 +72,13 @@ LT_INLINE void q8i8_block(bool SPLIT, int U, int PF, int A, int H, __m256 a[8][2
     }
 }
 
-/* Blocks b..b+7 of U split rows (b a multiple of 8, all in one group):
- * their scales times x's in one load, conversion and multiply per row. */
+/* Blocks b..b+7 of U split rows (b a multiple of 8, all in one group),
+ * their quants and scales at byte offsets qoff and soff of every row: the
+ * scales times x's in one load, conversion and multiply per row. */
 LT_INLINE void q8i8_split8(int U, int PF, __m256 a[8][2][2], const char *w, size_t ld,
-                           int64_t nbrow, const int8_t *xq, const float *xs, int64_t b,
-                           size_t pf) {
+                           const int8_t *xq, const float *xs, int64_t b, size_t qoff,
+                           size_t soff, size_t pf) {
     const __m256 sv = _mm256_loadu_ps(xs + b);
-    /* the eight's quants and scales are contiguous, at the same offsets in
-     * every row: addressed once */
-    const size_t qoff = (size_t)((const char *)lt_q8s_qs(w, nbrow, b) - w);
-    const size_t soff = (size_t)((const char *)lt_q8s_scales(w, nbrow, b) - w);
     __m256 ds[8];
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++) {
@@ -103,6 +100,39 @@ LT_INLINE void q8i8_split8(int U, int PF, __m256 a[8][2][2], const char *w, size
     }
 }
 
+/* linear.h's halving reduction of rows u and u + 1 side by side, one row
+ * per 128-bit lane, the same adds in the same order: [v4 of u | v4 of u+1]
+ * with v4 = lo + hi of v8 = (acc0 lo + acc1 lo) + (acc0 hi + acc1 hi). */
+LT_INLINE __m256 q8i8_v4_pair(__m256 a[8][2][2], int u) {
+    const __m256 p = _mm256_add_ps(_mm256_add_ps(a[u][0][0], a[u][1][0]),
+                                   _mm256_add_ps(a[u][0][1], a[u][1][1]));
+    const __m256 q = _mm256_add_ps(_mm256_add_ps(a[u + 1][0][0], a[u + 1][1][0]),
+                                   _mm256_add_ps(a[u + 1][0][1], a[u + 1][1][1]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(p, q, 0x20), _mm256_permute2f128_ps(p, q, 0x31));
+}
+
+LT_INLINE void q8i8_store(float *y, int u, float s, bool accumulate) {
+    y[u] = accumulate ? y[u] + s : s;
+}
+
+/* The accumulators of U rows reduced into y (= or +=) when last, else
+ * parked in part: lt__q8acc_finish_avx2's bits, with the tail of two rows'
+ * reductions (most of a row's cost when rows are a few blocks long) in one
+ * register. */
+LT_INLINE void q8i8_finish(int U, __m256 a[8][2][2], float *part, bool last, float *y,
+                           bool accumulate) {
+    if (!last || U != 2) {
+        lt__q8acc_finish_avx2(U, a, part, last, y, accumulate);
+        return;
+    }
+    const __m256 v4 = q8i8_v4_pair(a, 0);
+    /* v2 = v4 + v4's high pair, s = v2[0] + v2[1] */
+    const __m256 v2 = _mm256_add_ps(v4, _mm256_shuffle_ps(v4, v4, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 s = _mm256_add_ps(v2, _mm256_shuffle_ps(v2, v2, _MM_SHUFFLE(1, 1, 1, 1)));
+    q8i8_store(y, 0, _mm256_cvtss_f32(s), accumulate);
+    q8i8_store(y, 1, _mm_cvtss_f32(_mm256_extractf128_ps(s, 1)), accumulate);
+}
+
 /* Rows w, w+ld, ... (U of them) over blocks [b0, b1) (b0 a multiple of 4).
  * part holds the rows' accumulators between k blocks ([U][32] floats:
  * acc[0] lanes 0..15, acc[1] lanes 0..15): read unless first, written
@@ -115,8 +145,27 @@ LT_INLINE void q8i8_rows(bool SPLIT, int U, int PF, const char *w, size_t ld, in
     int64_t b = b0;
     /* split groups hold multiples of 8 blocks but the row's last: whole
      * eights never cross one */
-    if (SPLIT)
-        for (; b + 8 <= b1; b += 8) q8i8_split8(U, PF, a, w, ld, nbrow, xq, xs, b, pf);
+    if (SPLIT && U == 2) {
+        /* group by group (core.h's layout): the eights' offsets step on from
+         * the group's, no division per eight. Two rows only: with 4 or 8 the
+         * registers it takes are the accumulators' (they spill more), and one
+         * row at a time ran slower in the decoder (stories110M q8_0) */
+        while (b + 8 <= b1) {
+            const int64_t g0 = b & ~(int64_t)(LT_Q8_SPLIT_GROUP - 1);
+            const int64_t n = nbrow - g0 < LT_Q8_SPLIT_GROUP ? nbrow - g0 : LT_Q8_SPLIT_GROUP;
+            const int64_t ge = g0 + n < b1 ? g0 + n : b1;
+            const size_t gq = (size_t)g0 * sizeof(lt_block_q8_0), gs = gq + (size_t)n * LT_QK8_0;
+            for (; b + 8 <= ge; b += 8)
+                q8i8_split8(U, PF, a, w, ld, xq, xs, b, gq + (size_t)(b - g0) * LT_QK8_0,
+                            gs + (size_t)(b - g0) * sizeof(uint16_t), pf);
+            if (b < g0 + n) break; /* the row's last group ends on a part eight */
+        }
+    } else if (SPLIT) {
+        for (; b + 8 <= b1; b += 8)
+            q8i8_split8(U, PF, a, w, ld, xq, xs, b,
+                        (size_t)((const char *)lt_q8s_qs(w, nbrow, b) - w),
+                        (size_t)((const char *)lt_q8s_scales(w, nbrow, b) - w), pf);
+    }
     for (; b + 4 <= b1; b += 4) {
         q8i8_block(SPLIT, U, PF, 0, 0, a, w, ld, nbrow, xq, xs, b, pf);
         q8i8_block(SPLIT, U, PF, 0, 1, a, w, ld, nbrow, xq, xs, b + 1, pf);
@@ -127,7 +176,7 @@ LT_INLINE void q8i8_rows(bool SPLIT, int U, int PF, const char *w, size_t ld, in
     if (b < b1) q8i8_block(SPLIT, U, PF, 0, 0, a, w, ld, nbrow, xq, xs, b, pf);
     if (b + 1 < b1) q8i8_block(SPLIT, U, PF, 0, 1, a, w, ld, nbrow, xq, xs, b + 1, pf);
     if (b + 2 < b1) q8i8_block(SPLIT, U, PF, 1, 0, a, w, ld, nbrow, xq, xs, b + 2, pf);
-    lt__q8acc_finish_avx2(U, a, part, last, y, accumulate);
+    q8i8_finish(U, a, part, last, y, accumulate);
 }
 
 /* One specialisation per (split layout or plain, rows at once, prefetch: 0
