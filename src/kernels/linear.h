@@ -322,9 +322,9 @@ bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int
  * from L2), each row applied to up to four tokens at a time, and each
  * token's sum the bits lt__matvec_q8i8_avx512 gives it alone. False, nothing
  * written, if the quantised x cannot be allocated. */
-bool lt__matvec_q8i8_tokens_avx512(const lt_call *call, int ith, int nth);
+bool lt__matvec_q8i8_tokens_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
 /* The same on AVX2, two tokens at a time. */
-bool lt__matvec_q8i8_tokens_avx2(const lt_call *call, int ith, int nth);
+bool lt__matvec_q8i8_tokens_avx2(const lt_call *call, const lt_step *step, int ith, int nth);
 /* Tests set it to run the AVX-512BW lanes on a CPU with VNNI. */
 extern bool lt__q8i8_avoid_vnni;
 /* q4_0 .. q6_k W (matvec_q.c, every ISA's driver for them, with isa's
@@ -337,7 +337,8 @@ bool lt__matmul_quant(const lt_call *call, int ith, int nth, lt_isa isa);
 /* ... and a matvec of several tokens (x and y rows, matvec_tokens' shapes):
  * rows of thread ith for every token, each token's bits those of
  * lt__matvec_quant alone; same false. */
-bool lt__matvec_quant_tokens(const lt_call *call, int ith, int nth, lt_isa isa);
+bool lt__matvec_quant_tokens(const lt_call *call, const lt_step *step, int ith, int nth,
+                             lt_isa isa);
 /* The portable act_int8 = 1 path (matvec.c), same contract. */
 bool lt__matvec_q8i8_ref(const lt_call *call, const lt_step *step, int ith, int nth,
                          const float *x);

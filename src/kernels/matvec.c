@@ -374,17 +374,18 @@ static void matvec_tokens(const lt_call *call, int ith, int nth, lt_kernel_fn on
 
 /* A matvec of several tokens by the ISA's own multi-token path, where it
  * has one for W's dtype and mode: false if it has none (or no memory). */
-static bool matvec_tokens_isa(const lt_call *call, int ith, int nth, lt_isa isa) {
+static bool matvec_tokens_isa(const lt_call *call, const lt_step *step, int ith, int nth,
+                              lt_isa isa) {
     const lt_tensor *W = call->op[1];
-    /* q4_0 .. q6_k: every token's x quantised once, each row read once for all */
-    if (lt__qtype_of(W->dtype)) return lt__matvec_quant_tokens(call, ith, nth, isa);
+    /* q4_0 .. q6_k: every token's x quantised once per thread, each row read once for all */
+    if (lt__qtype_of(W->dtype)) return lt__matvec_quant_tokens(call, step, ith, nth, isa);
 #if LT_HAVE_X86
     if (isa == LT_ISA_AVX512 && W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8] &&
         W->ne[0] % 16 == 0)
-        return lt__matvec_q8i8_tokens_avx512(call, ith, nth);
+        return lt__matvec_q8i8_tokens_avx512(call, step, ith, nth);
     if (isa == LT_ISA_AVX2 && W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8] &&
         W->ne[0] % 16 == 0)
-        return lt__matvec_q8i8_tokens_avx2(call, ith, nth);
+        return lt__matvec_q8i8_tokens_avx2(call, step, ith, nth);
 #endif
     (void)ith, (void)nth, (void)isa;
     return false;
@@ -396,7 +397,7 @@ static bool matvec_tokens_isa(const lt_call *call, int ith, int nth, lt_isa isa)
 #define ENTRY(isa, ISA)                                                                     \
     static void matvec_##isa(const lt_call *call, const lt_step *step, int ith, int nth) { \
         if (call->op[2]->ne[1] > 1) {                                                      \
-            if (!matvec_tokens_isa(call, ith, nth, ISA))                                   \
+            if (!matvec_tokens_isa(call, step, ith, nth, ISA))                             \
                 matvec_tokens(call, ith, nth, matvec_##isa);                               \
             return;                                                                        \
         }                                                                                  \

@@ -52,6 +52,7 @@ lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa) {
 typedef struct {
     const lt_call *call; /* key: the node, its x, the execution (0: nothing) and the quantiser */
     const float *x;
+    int64_t n;           /* rows of x (tokens) */
     uint64_t seq;
     lt__xquant_fn quant;
     char *buf;
@@ -64,21 +65,25 @@ static pthread_once_t c_once = PTHREAD_ONCE_INIT;
 static void c_free(void *p) { lt_aligned_free(p); }
 static void c_make_key(void) { LT_ASSERT(pthread_key_create(&c_key, c_free) == 0); }
 
-/* x (cols floats) quantised for qt, this thread's copy for (call, x,
- * step->seq): valid until this thread's next call. NULL if out of memory. */
-static const void *xq_get(const lt_call *call, const lt_step *step, const float *x, int64_t cols,
-                          const lt__qtype *qt) {
+/* n rows of x (cols floats each, stride bytes apart) quantised for qt, one
+ * after the other: this thread's copy for (call, x, n, step->seq), so the
+ * tasks a thread takes of one node in one execution quantise x once; valid
+ * until this thread's next call. NULL if out of memory. */
+static const void *xq_get(const lt_call *call, const lt_step *step, const float *x, int64_t n,
+                          size_t stride, int64_t cols, const lt__qtype *qt) {
     xq_cache *c = &tl_c;
     const uint64_t seq = step ? step->seq : 0;
-    if (seq != 0 && c->seq == seq && c->call == call && c->x == x && c->quant == qt->quant)
+    if (seq != 0 && c->seq == seq && c->call == call && c->x == x && c->n == n &&
+        c->quant == qt->quant)
         return c->buf;
-    if (!lt__tl_reserve(&c->buf, &c->cap, (size_t)(cols / qt->block) * qt->xq_bytes, &c_once,
-                        &c_key, c_make_key)) {
+    const size_t xb = (size_t)(cols / qt->block) * qt->xq_bytes;
+    if (!lt__tl_reserve(&c->buf, &c->cap, xb * (size_t)n, &c_once, &c_key, c_make_key)) {
         c->seq = 0;
         return NULL;
     }
-    qt->quant(x, cols, c->buf);
-    *c = (xq_cache){call, x, seq, qt->quant, c->buf, c->cap};
+    for (int64_t i = 0; i < n; i++)
+        qt->quant((const float *)((const char *)x + (size_t)i * stride), cols, c->buf + (size_t)i * xb);
+    *c = (xq_cache){call, x, n, seq, qt->quant, c->buf, c->cap};
     return c->buf;
 }
 
@@ -99,7 +104,7 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
     LT_ASSERT(qt);
     const lt__qdot_fn dot = lt__qdot_of(W->dtype, isa);
     const int64_t rows = W->ne[1], cols = W->ne[0], nb = cols / qt->block;
-    const void *xq = xq_get(call, step, x, cols, qt);
+    const void *xq = xq_get(call, step, x, 1, 0, cols, qt);
     if (!xq) return false;
     float *y = call->op[0]->data;
     const bool acc = call->ia[0] != 0;
@@ -121,7 +126,8 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
  * multi-token dot where it has one: the chunk is read from memory once
  * (then from L2), the group's x stays in L1. Each sum the bits of the
  * one-token path, whatever the chunk. */
-bool lt__matvec_quant_tokens(const lt_call *call, int ith, int nth, lt_isa isa) {
+bool lt__matvec_quant_tokens(const lt_call *call, const lt_step *step, int ith, int nth,
+                             lt_isa isa) {
     const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
     const lt__qtype *qt = lt__qtype_of(W->dtype);
     LT_ASSERT(qt);
@@ -133,9 +139,8 @@ bool lt__matvec_quant_tokens(const lt_call *call, int ith, int nth, lt_isa isa) 
     lt__linear_split(rows, per, ith, nth, &r0, &r1);
     if (r0 >= r1) return true;
     const size_t xb = (size_t)nb * qt->xq_bytes;
-    char *xq = (char *)lt__linear_scratch(xb * (size_t)n);
+    const char *xq = xq_get(call, step, X->data, n, X->nb[1], cols, qt);
     if (!xq) return false;
-    for (int64_t i = 0; i < n; i++) qt->quant(lt_tensor_row(X, i), cols, xq + (size_t)i * xb);
     const bool acc = call->ia[0] != 0;
     const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
     const size_t rb = lt_dtype_row_bytes(W->dtype, cols);
