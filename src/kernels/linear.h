@@ -176,6 +176,13 @@ void lt__xq8_quant_portable(const float *x, int64_t n, int8_t *q, float *s, int3
  * ([cols / 4] then zeros up to a multiple of 16), all 64-byte aligned. */
 bool lt__xq8_get(const lt_call *call, const lt_step *step, const float *x, lt__xq8_quant_fn quant,
                  const int8_t **q, const float **s, const int32_t **bias);
+/* ... and every token's x of a matvec of several tokens (X's rows), each
+ * in that layout, one after the other (*per_tok bytes apart; a token's
+ * scales *s_off and its biases *b_off (b_off may be NULL) bytes into it):
+ * this thread's copy for (call, X, step->seq), so the tasks a thread takes
+ * of one node quantise x once. NULL if out of memory. */
+const char *lt__xq8_tokens_get(const lt_call *call, const lt_step *step, lt__xq8_quant_fn quant,
+                               size_t *per_tok, size_t *s_off, size_t *b_off);
 
 #if defined(__AVX2__)
 #include <immintrin.h>

@@ -28,9 +28,7 @@
 #include "kernels/linear.h"
 
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdalign.h>
-#include <string.h>
 
 #define LT_INLINE static inline __attribute__((always_inline))
 
@@ -276,46 +274,13 @@ Q8I8_TOK_T(1, 2)
 static const q8i8_tok_fn q8i8_tok_table[2][2][3] = {{Q8I8_TOK_ROW(0, 1), Q8I8_TOK_ROW(0, 2)},
                                                     {Q8I8_TOK_ROW(1, 1), Q8I8_TOK_ROW(1, 2)}};
 
-/* The thread's buffer of every token's quantised x, for (call, x, n, seq):
- * the tasks a thread takes of one node in one execution quantise x once. */
-static _Thread_local struct {
-    const lt_call *call;
-    const void *x;
-    int64_t n;
-    uint64_t seq; /* 0: nothing kept */
-    char *buf;
-    size_t cap;
-} tl_tok;
-static pthread_key_t tok_key;
-static pthread_once_t tok_once = PTHREAD_ONCE_INIT;
-static void tok_free(void *p) { lt_aligned_free(p); }
-static void tok_make_key(void) { LT_ASSERT(pthread_key_create(&tok_key, tok_free) == 0); }
-
-static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
 bool lt__matvec_q8i8_tokens_avx2(const lt_call *call, const lt_step *step, int ith, int nth) {
     const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
     const int64_t n = X->ne[1], cols = W->ne[0], nblk = cols / LT_QK8_0;
-    const size_t qbytes = round_up((size_t)cols, 64);
-    const size_t sbytes = round_up((size_t)nblk, 16) * sizeof(float);
-    const size_t bbytes = round_up((size_t)nblk * LT__XQ8_LANES, 16) * sizeof(int32_t);
-    const size_t per_tok = qbytes + sbytes + bbytes;
-    const uint64_t seq = step ? step->seq : 0;
-    if (seq == 0 || tl_tok.seq != seq || tl_tok.call != call || tl_tok.x != X->data ||
-        tl_tok.n != n) {
-        tl_tok.seq = 0;
-        if (!lt__tl_reserve(&tl_tok.buf, &tl_tok.cap, per_tok * (size_t)n, &tok_once, &tok_key,
-                            tok_make_key))
-            return false;
-        for (int64_t i = 0; i < n; i++) {
-            char *p = tl_tok.buf + (size_t)i * per_tok;
-            const float *x = (const float *)((const char *)X->data + (size_t)i * X->nb[1]);
-            memset(p, 0, per_tok);
-            lt__xq8_quant_portable(x, cols, (int8_t *)p, (float *)(p + qbytes),
-                                      (int32_t *)(p + qbytes + sbytes));
-        }
-        tl_tok.call = call, tl_tok.x = X->data, tl_tok.n = n, tl_tok.seq = seq;
-    }
+    size_t per_tok, qbytes;
+    const char *xq =
+        lt__xq8_tokens_get(call, step, lt__xq8_quant_portable, &per_tok, &qbytes, NULL);
+    if (!xq) return false;
     const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
     const int pfm = pf == 0 ? 0 : cols >= LT__Q8_FAR_MIN_COLS ? 2 : 1;
     const bool split = W->layout == LT_LAYOUT_Q8_SPLIT, acc = call->ia[0] != 0;
@@ -335,7 +300,7 @@ bool lt__matvec_q8i8_tokens_avx2(const lt_call *call, const lt_step *step, int i
             q8i8_tok tk[2];
             float *y[2];
             for (int t = 0; t < T; t++) {
-                const char *p = tl_tok.buf + (size_t)(t0 + t) * per_tok;
+                const char *p = xq + (size_t)(t0 + t) * per_tok;
                 tk[t] = (q8i8_tok){(const int8_t *)p, (const float *)(p + qbytes)};
                 y[t] = (float *)((char *)Y->data + (size_t)(t0 + t) * Y->nb[1]) + c0;
             }

@@ -69,7 +69,8 @@ typedef void (*xq_any_fn)(void); /* either quantiser's type, as a cache key */
 
 typedef struct {
     const lt_call *call; /* key: the node ... */
-    const float *x;      /* ... its x ... */
+    const float *x;      /* ... its x (of n tokens) ... */
+    int64_t n;
     uint64_t seq;        /* ... and the execution (0: nothing cached) ... */
     xq_any_fn quant;     /* ... by which quantiser (int16 and int8 layouts differ) */
     char *buf;           /* the layout of that quantiser */
@@ -97,14 +98,15 @@ bool lt__tl_reserve(char **buf, size_t *cap, size_t bytes, pthread_once_t *once,
     return true;
 }
 
-/* This thread's buffer of at least `bytes` for (call, x, seq, quant); *fill
- * is true if the caller must (re)compute its content (the key is then
+/* This thread's buffer of at least `bytes` for (call, x, n, seq, quant);
+ * *fill is true if the caller must (re)compute its content (the key is then
  * already recorded). NULL if out of memory (nothing is cached then). */
-static char *xq_slot(const lt_call *call, const lt_step *step, const float *x, xq_any_fn quant,
-                     size_t bytes, bool *fill) {
+static char *xq_slot(const lt_call *call, const lt_step *step, const float *x, int64_t n,
+                     xq_any_fn quant, size_t bytes, bool *fill) {
     xq_cache *c = &tl_xq;
     const uint64_t seq = step ? step->seq : 0;
-    *fill = seq == 0 || c->seq != seq || c->call != call || c->x != x || c->quant != quant;
+    *fill = seq == 0 || c->seq != seq || c->call != call || c->x != x || c->n != n ||
+            c->quant != quant;
     if (!*fill) return c->buf;
     if (!lt__tl_reserve(&c->buf, &c->cap, bytes, &xq_once, &xq_key, xq_make_key)) {
         c->seq = 0;
@@ -112,6 +114,7 @@ static char *xq_slot(const lt_call *call, const lt_step *step, const float *x, x
     }
     c->call = call;
     c->x = x;
+    c->n = n;
     c->seq = seq;
     c->quant = quant;
     return c->buf;
@@ -125,7 +128,7 @@ bool lt__xq_get(const lt_call *call, const lt_step *step, const float *x, lt__xq
     const size_t qbytes = round_up((size_t)n * sizeof(int16_t), 64);
     const size_t sbytes = round_up((size_t)nblk, 16) * sizeof(float);
     bool fill;
-    char *buf = xq_slot(call, step, x, (xq_any_fn)quant, qbytes + sbytes, &fill);
+    char *buf = xq_slot(call, step, x, 1, (xq_any_fn)quant, qbytes + sbytes, &fill);
     if (!buf) return false;
     float *sv = (float *)(buf + qbytes);
     if (fill) {
@@ -137,29 +140,53 @@ bool lt__xq_get(const lt_call *call, const lt_step *step, const float *x, lt__xq
     return true;
 }
 
+/* One token's x quantised into buf in lt__xq8_get's layout, padding zeroed:
+ * the padding is read (the missing half of a row's last block pair, the
+ * masked tail of its scales) and must not hold stale values. */
+static void xq8_fill(const float *x, int64_t n, lt__xq8_quant_fn quant, char *buf,
+                     size_t qbytes, size_t sbytes, size_t bbytes) {
+    memset(buf, 0, qbytes + sbytes + bbytes);
+    quant(x, n, (int8_t *)buf, (float *)(buf + qbytes), (int32_t *)(buf + qbytes + sbytes));
+}
+
+static void xq8_sizes(int64_t n, size_t *qbytes, size_t *sbytes, size_t *bbytes) {
+    const int64_t nblk = n / LT__XQ_BLOCK;
+    *qbytes = round_up((size_t)n, 64);
+    *sbytes = round_up((size_t)nblk, 16) * sizeof(float);
+    *bbytes = round_up((size_t)nblk * LT__XQ8_LANES, 16) * sizeof(int32_t);
+}
+
 bool lt__xq8_get(const lt_call *call, const lt_step *step, const float *x, lt__xq8_quant_fn quant,
                  const int8_t **q, const float **s, const int32_t **bias) {
-    const int64_t n = call->op[2]->ne[0], nblk = n / LT__XQ_BLOCK;
-    const size_t qbytes = round_up((size_t)n, 64);
-    const size_t sbytes = round_up((size_t)nblk, 16) * sizeof(float);
-    const size_t bbytes = round_up((size_t)nblk * LT__XQ8_LANES, 16) * sizeof(int32_t);
+    const int64_t n = call->op[2]->ne[0];
+    size_t qbytes, sbytes, bbytes;
+    xq8_sizes(n, &qbytes, &sbytes, &bbytes);
     bool fill;
-    char *buf = xq_slot(call, step, x, (xq_any_fn)quant, qbytes + sbytes + bbytes, &fill);
+    char *buf = xq_slot(call, step, x, 1, (xq_any_fn)quant, qbytes + sbytes + bbytes, &fill);
     if (!buf) return false;
-    int8_t *qv = (int8_t *)buf;
-    float *sv = (float *)(buf + qbytes);
-    int32_t *bv = (int32_t *)(buf + qbytes + sbytes);
-    if (fill) {
-        quant(x, n, qv, sv, bv);
-        /* the padding is read (the missing half of a row's last block pair,
-         * the masked tail of its scales) and must not hold stale values */
-        memset(qv + n, 0, qbytes - (size_t)n);
-        memset(sv + nblk, 0, sbytes - (size_t)nblk * sizeof(float));
-        memset(bv + nblk * LT__XQ8_LANES, 0,
-               bbytes - (size_t)nblk * LT__XQ8_LANES * sizeof(int32_t));
-    }
-    *q = qv;
-    *s = sv;
-    *bias = bv;
+    if (fill) xq8_fill(x, n, quant, buf, qbytes, sbytes, bbytes);
+    *q = (const int8_t *)buf;
+    *s = (const float *)(buf + qbytes);
+    *bias = (const int32_t *)(buf + qbytes + sbytes);
     return true;
+}
+
+const char *lt__xq8_tokens_get(const lt_call *call, const lt_step *step, lt__xq8_quant_fn quant,
+                               size_t *per_tok, size_t *s_off, size_t *b_off) {
+    const lt_tensor *X = call->op[2];
+    const int64_t n = X->ne[0], tokens = X->ne[1];
+    size_t qbytes, sbytes, bbytes;
+    xq8_sizes(n, &qbytes, &sbytes, &bbytes);
+    const size_t pt = qbytes + sbytes + bbytes;
+    bool fill;
+    char *buf = xq_slot(call, step, X->data, tokens, (xq_any_fn)quant, pt * (size_t)tokens, &fill);
+    if (!buf) return NULL;
+    if (fill)
+        for (int64_t i = 0; i < tokens; i++)
+            xq8_fill((const float *)((const char *)X->data + (size_t)i * X->nb[1]), n, quant,
+                     buf + (size_t)i * pt, qbytes, sbytes, bbytes);
+    *per_tok = pt;
+    *s_off = qbytes;
+    if (b_off) *b_off = qbytes + sbytes;
+    return buf;
 }
