@@ -16,30 +16,9 @@ import subprocess
 import sys
 import time
 
-BIN = os.environ["LT_BIN"]
-WORK = os.path.join(os.environ.get("LT_WORK_DIR", "/tmp"), "hpo_cli_%d" % os.getpid())
-PY = sys.executable
+from hpo_cli import BIN, PY, check, finish, work_dir, run
 
-passed = failed = 0
-
-
-def check(ok, name, detail=""):
-    global passed, failed
-    print("%s %s%s" % ("PASS" if ok else "FAIL", name,
-                       (": " + str(detail)) if detail and not ok else ""))
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-
-
-def run(args, timeout=120):
-    # --no-broker: straight in the process (test_cli_hpo_embedded covers the
-    # default, the embedded broker, which costs seconds a study)
-    return subprocess.run([BIN, "hpo", "--no-broker"] + [str(a) for a in args],
-                          capture_output=True, text=True,
-                          timeout=timeout)
-
+WORK = work_dir("hpo_cli")
 
 def write(name, text):
     path = os.path.join(WORK, name)
@@ -373,5 +352,4 @@ check(r.returncode == 0 and "usage: looptune hpo" in r.stdout and "--trial-timeo
       "--help")
 
 shutil.rmtree(WORK, ignore_errors=True)
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish()

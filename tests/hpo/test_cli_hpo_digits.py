@@ -7,32 +7,15 @@ One trial at a time, so the study is the same on every run."""
 import json
 import os
 import re
-import subprocess
-import sys
 
-BIN = os.environ["LT_BIN"]
-WORK = os.path.join(os.environ.get("LT_WORK_DIR", "/tmp"), "hpo_digits_%d" % os.getpid())
+import hpo_cli
+from hpo_cli import check, finish, work_dir
+
+WORK = work_dir("hpo_digits")
 SEED, BUDGET = 1, 30
 
-passed = failed = 0
-
-
-def check(ok, name, detail=""):
-    global passed, failed
-    print("%s %s%s" % ("PASS" if ok else "FAIL", name,
-                       (": " + str(detail)) if detail and not ok else ""))
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-
-
 def run(args, timeout=240):
-    # --no-broker: straight in the process (test_cli_hpo_embedded covers the
-    # default, the embedded broker, which costs seconds a study)
-    return subprocess.run([BIN, "hpo", "--no-broker"] + [str(a) for a in args],
-                          capture_output=True, text=True,
-                          timeout=timeout)
+    return hpo_cli.run(args, timeout)
 
 
 def test_accuracy(stderr):
@@ -74,5 +57,4 @@ check(best_test is not None and 0.93 <= best_test <= 1,
 check(best_val is not None and default_val is not None and best_val > default_val,
       "the best configuration beats the default", (best_val, default_val))
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish()

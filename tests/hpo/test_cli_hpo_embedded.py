@@ -12,28 +12,16 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 
-BIN = os.environ["LT_BIN"]
-WORK = os.path.join(os.environ.get("LT_WORK_DIR", "/tmp"), "hpo_embedded_%d" % os.getpid())
-PY = sys.executable
-passed = failed = 0
+import hpo_cli
+from hpo_cli import PY, check, finish, work_dir
 
-
-def check(ok, name, detail=""):
-    global passed, failed
-    print("%s %s%s" % ("PASS" if ok else "FAIL", name,
-                       (": " + str(detail)) if detail and not ok else ""))
-    if ok:
-        passed += 1
-    else:
-        failed += 1
+WORK = work_dir("hpo_embedded")
 
 
 def run(args, timeout=180):
-    return subprocess.run([BIN, "hpo"] + [str(a) for a in args], capture_output=True, text=True,
-                          timeout=timeout)
+    return hpo_cli.run(args, timeout, broker=True)
 
 
 def trials(stderr, name="branin"):
@@ -145,5 +133,4 @@ for extra, want, name in [
           name + " is refused", r.stderr[-300:])
 
 shutil.rmtree(WORK, ignore_errors=True)
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish()

@@ -8,34 +8,13 @@ best trial's circle; each parameter's panel has a circle per complete trial; an 
 
 import json
 import os
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-BIN = os.environ["LT_BIN"]
-WORK = os.path.join(os.environ.get("LT_WORK_DIR", "/tmp"), "hpo_plot_%d" % os.getpid())
+from hpo_cli import check, finish, work_dir, run
+
+WORK = work_dir("hpo_plot")
 SVG = "{http://www.w3.org/2000/svg}"
-
-passed = failed = 0
-
-
-def check(ok, name, detail=""):
-    global passed, failed
-    print("%s %s%s" % ("PASS" if ok else "FAIL", name,
-                       (": " + str(detail)) if detail and not ok else ""))
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-
-
-def run(args):
-    # --no-broker: straight in the process (test_cli_hpo_embedded covers the
-    # default, the embedded broker, which costs seconds a study)
-    return subprocess.run([BIN, "hpo", "--no-broker"] + [str(a) for a in args],
-                          capture_output=True, text=True,
-                          timeout=120)
-
 
 def plot_of(path):
     root = ET.parse(path).getroot()
@@ -117,5 +96,4 @@ lines = [l for l in r.stderr.splitlines() if l.startswith("looptune hpo:")]
 check(r.returncode != 0 and len(lines) == 1 and "--plot" in lines[0],
       "an unwritable --plot: one line of error", r.stderr)
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish()
