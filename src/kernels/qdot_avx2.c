@@ -77,31 +77,8 @@ QDOT_LEGACY(qdot_q5_1, lt_block_q5_1, step_q5_1)
 /* q4_k and q5_k (qh NULL for q4_k): four 32-byte groups, each the low
  * nibbles of sub-block 2j and the high ones of 2j + 1 (q5_k: bits 2j and
  * 2j + 1 of qh as their fifth bits); every sub-block's pair sums times its
- * scale, the minimums times the sub-blocks' x sums. */
-static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
-                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
-    __m128i sc, mn;
-    lt__q45_scales(scales, &sc, &mn);
-    const __m256i sc2 = _mm256_broadcastsi128_si256(sc);
-    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    __m256i s32 = _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++) {
-        __m256i lo, hi;
-        lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));
-        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));
-        s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0),
-                                                      lt__bcast16(sc2, 2 * j)));
-        s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1),
-                                                      lt__bcast16(sc2, 2 * j + 1)));
-    }
-    acc = lt__lane_fma(acc, lt__half(dh) * x->d, s32);
-    return lt__lane_fma(acc, -(lt__half(dminh) * x->d), lt__q45_mins(mn, x->bsums));
-}
-
-LT__QDOT_Q45(dot_q45)
-
-/* The same for nt tokens: the levels and their scales once per group. */
+ * scale, the minimums times the sub-blocks' x sums. For nt tokens: the
+ * levels and their scales once per group; the one-token dot is nt = 1. */
 static inline __attribute__((always_inline)) void
 dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
               const uint8_t *qs, const lt__xqk *const *x, const int nt, __m256 *acc) {
@@ -129,6 +106,14 @@ dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8
     }
 }
 
+static inline __attribute__((always_inline)) __m256
+dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
+        const uint8_t *qs, const lt__xqk *x, __m256 acc) {
+    dot_q45_multi(dh, dminh, scales, qh, qs, &x, 1, &acc);
+    return acc;
+}
+
+LT__QDOT_Q45(dot_q45)
 LT__QDOT_Q45_MULTI(dot_q45_multi)
 
 /* The 2-bit levels (q >> 2g) & 3 of group g of a 32-byte quant row, dotted
@@ -196,39 +181,8 @@ LT__QDOT_K(qdot_q3_k, lt_block_q3_k, step_q3_k)
  * x sums taken back: sum sc (lv - 32) x = sum sc lv x - 32 sum sc bsum.
  * Half h, group g: low nibbles of ql[64h + 32(g % 2) ..] (g < 2) or high
  * ones, bits 2g of qh[32h ..]; each 32-level group spans scales 8h + 2g and
- * the next (vpmaddubsw's lanes 0..7 and 8..15). */
-static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
-    __m256i s32 = _mm256_setzero_si256();
-    for (int h = 0; h < 2; h++) {
-        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
-        const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
-        /* bits 2g, 2g + 1 of qh moved to 4, 5 (what crosses a byte is masked off) */
-        const __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h),
-                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h),
-                               _mm256_and_si256(qh, m2h),
-                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h)};
-        for (int g = 0; g < 4; g++) {
-            const int k = 8 * h + 2 * g;
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g));
-            const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo[g], hi[g]), xv);
-            const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(w->scales[k + 1]),
-                                                 _mm_set1_epi16(w->scales[k]));
-            s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, scv));
-        }
-    }
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
-    const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), sc16);
-    return lt__lane_fma(acc, lt__half(w->d) * x->d, _mm256_sub_epi32(s32, _mm256_slli_epi32(back, 5)));
-}
-
-LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
-
-/* The same for nt tokens: each group's levels and scales once. */
+ * the next (vpmaddubsw's lanes 0..7 and 8..15). For nt tokens: each group's
+ * levels and scales once; the one-token step is nt = 1. */
 static inline __attribute__((always_inline)) void
 mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
@@ -241,6 +195,7 @@ mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256
         const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
                                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
                                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+        /* bits 2g, 2g + 1 of qh moved to 4, 5 (what crosses a byte is masked off) */
         const __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h),
                                _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h),
                                _mm256_and_si256(qh, m2h),
@@ -264,7 +219,15 @@ mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256
     }
 }
 
+static inline __attribute__((always_inline)) __m256
+step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
+    mstep_q6_k(w, &x, 1, &acc);
+    return acc;
+}
+
+LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
 LT__QDOT_K_MULTI(qdot_multi_q6_k, lt_block_q6_k, mstep_q6_k)
+
 
 lt__qdot_fn lt__qdot_avx2_of(lt_dtype t) {
     switch (t) {

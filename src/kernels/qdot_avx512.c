@@ -31,52 +31,8 @@ bool lt__qdot_avoid_vnni = false;
 
 /* q4_k and q5_k (qh NULL for q4_k): group j's 32 quant bytes give sub-block
  * 2j (low nibbles) and 2j + 1 (high nibbles), 64 levels that line up with
- * x's 64 bytes; vpmaddubsw's lanes 0..15 are sub-block 2j's, 16..31 2j + 1's. */
-static inline __attribute__((always_inline)) __m256
-dot_q45_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scales[12],
-          const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
-    /* vpshufb controls: scale 2j in the 16-bit lanes 0..15, 2j + 1 in 16..31 */
-    static const uint8_t spread[4][64] = {
-#define W(k) 2 * (k), 2 * (k) + 1
-#define W8(k) W(k), W(k), W(k), W(k), W(k), W(k), W(k), W(k)
-#define J(j) {W8(2 * j), W8(2 * j), W8(2 * j + 1), W8(2 * j + 1)}
-        J(0), J(1), J(2), J(3),
-#undef J
-#undef W8
-#undef W
-    };
-    __m128i sc, mn;
-    lt__q45_scales(scales, &sc, &mn);
-    const __m512i sc4 = _mm512_broadcast_i32x4(sc);
-    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    __m512i s32 = _mm512_setzero_si512();
-    for (int j = 0; j < 4; j++) {
-        __m256i lo, hi;
-        lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
-        const __m512i xv = _mm512_loadu_si512(x->qs + 64 * j);
-        const __m512i scv = _mm512_shuffle_epi8(sc4, _mm512_loadu_si512(spread[j]));
-        s32 = acc_madd(vnni, s32, _mm512_maddubs_epi16(join(lo, hi), xv), scv);
-    }
-    acc = lt__lane_fma(acc, lt__half(dh) * x->d, fold8(s32));
-    return lt__lane_fma(acc, -(lt__half(dminh) * x->d), lt__q45_mins(mn, x->bsums));
-}
-
-static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
-                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
-    return dot_q45_v(false, dh, dminh, scales, qh, qs, x, acc);
-}
-LT__QDOT_Q45(dot_q45)
-
-static inline __m256 step_q4_k_vnni(const lt_block_q4_k *w, const lt__xqk *x, __m256 acc) {
-    return dot_q45_v(true, w->d, w->dmin, w->scales, NULL, w->qs, x, acc);
-}
-static inline __m256 step_q5_k_vnni(const lt_block_q5_k *w, const lt__xqk *x, __m256 acc) {
-    return dot_q45_v(true, w->d, w->dmin, w->scales, w->qh, w->qs, x, acc);
-}
-LT__QDOT_K(qdot_q4_k_vnni, lt_block_q4_k, step_q4_k_vnni)
-LT__QDOT_K(qdot_q5_k_vnni, lt_block_q5_k, step_q5_k_vnni)
-
-/* The same for nt tokens: the levels and their scales once per group. */
+ * x's 64 bytes; vpmaddubsw's lanes 0..15 are sub-block 2j's, 16..31 2j + 1's. For nt
+ * tokens the levels and their scales once per group; the one-token dot is nt = 1. */
 static inline __attribute__((always_inline)) void
 dot_q45_multi_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
               const uint8_t *qs, const lt__xqk *const *x, const int nt, __m256 *acc) {
@@ -112,6 +68,28 @@ dot_q45_multi_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scal
     }
 }
 
+static inline __attribute__((always_inline)) __m256
+dot_q45_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scales[12],
+          const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
+    dot_q45_multi_v(vnni, dh, dminh, scales, qh, qs, &x, 1, &acc);
+    return acc;
+}
+
+static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12],
+                             const uint8_t *qh, const uint8_t *qs, const lt__xqk *x, __m256 acc) {
+    return dot_q45_v(false, dh, dminh, scales, qh, qs, x, acc);
+}
+LT__QDOT_Q45(dot_q45)
+
+static inline __m256 step_q4_k_vnni(const lt_block_q4_k *w, const lt__xqk *x, __m256 acc) {
+    return dot_q45_v(true, w->d, w->dmin, w->scales, NULL, w->qs, x, acc);
+}
+static inline __m256 step_q5_k_vnni(const lt_block_q5_k *w, const lt__xqk *x, __m256 acc) {
+    return dot_q45_v(true, w->d, w->dmin, w->scales, w->qh, w->qs, x, acc);
+}
+LT__QDOT_K(qdot_q4_k_vnni, lt_block_q4_k, step_q4_k_vnni)
+LT__QDOT_K(qdot_q5_k_vnni, lt_block_q5_k, step_q5_k_vnni)
+
 static inline __attribute__((always_inline)) void
 dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
               const uint8_t *qs, const lt__xqk *const *x, const int nt, __m256 *acc) {
@@ -132,57 +110,8 @@ LT__QDOT_K_MULTI(qdot_multi_q5_k_vnni, lt_block_q5_k, mstep_q5_k_vnni)
 
 /* q6_k: as qdot_avx2.c's, two 32-level groups per register (g = 0, 1 and
  * g = 2, 3 of each half h: 64 consecutive elements), their four scales
- * spread over vpmaddubsw's lanes by a word permutation. */
-static inline __attribute__((always_inline)) __m256
-step_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
-    /* lane i of 32 takes scale k + i / 8 */
-    static const int16_t spread[4][32] = {
-#define S8(v) v, v, v, v, v, v, v, v
-        {S8(0), S8(1), S8(2), S8(3)},
-        {S8(4), S8(5), S8(6), S8(7)},
-        {S8(8), S8(9), S8(10), S8(11)},
-        {S8(12), S8(13), S8(14), S8(15)},
-#undef S8
-    };
-    const __m512i sc16 = _mm512_zextsi256_si512(
-        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales)));
-    __m512i s32 = _mm512_setzero_si512();
-    for (int h = 0; h < 2; h++) {
-        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
-        const __m256i lv0 = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
-        const __m256i lv1 = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
-        const __m256i lv2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                            _mm256_and_si256(qh, m2h));
-        const __m256i lv3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
-        for (int p = 0; p < 2; p++) {
-            const __m512i lv = p ? join(lv2, lv3) : join(lv0, lv1);
-            const __m512i xv = _mm512_loadu_si512(x->qs + 128 * h + 64 * p);
-            const __m512i scv = _mm512_permutexvar_epi16(_mm512_loadu_si512(spread[2 * h + p]), sc16);
-            s32 = acc_madd(vnni, s32, _mm512_maddubs_epi16(lv, xv), scv);
-        }
-    }
-    const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
-                                           _mm512_castsi512_si256(sc16));
-    return lt__lane_fma(acc, lt__half(w->d) * x->d,
-                        _mm256_sub_epi32(fold8(s32), _mm256_slli_epi32(back, 5)));
-}
-
-static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
-    return step_q6_k_v(false, w, x, acc);
-}
-static inline __m256 step_q6_k_vnni(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
-    return step_q6_k_v(true, w, x, acc);
-}
-LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
-LT__QDOT_K(qdot_q6_k_vnni, lt_block_q6_k, step_q6_k_vnni)
-
-/* The same for nt tokens: the levels and their scales once per pair of groups. */
+ * spread over vpmaddubsw's lanes by a word permutation. For nt tokens the levels
+ * and their scales once per pair of groups; the one-token step is nt = 1. */
 static inline __attribute__((always_inline)) void
 mstep_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *const *x, const int nt,
              __m256 *acc) {
@@ -228,6 +157,21 @@ mstep_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *const *x, c
                               _mm256_sub_epi32(fold8(s32[t]), _mm256_slli_epi32(back, 5)));
     }
 }
+
+static inline __attribute__((always_inline)) __m256
+step_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
+    mstep_q6_k_v(vnni, w, &x, 1, &acc);
+    return acc;
+}
+
+static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
+    return step_q6_k_v(false, w, x, acc);
+}
+static inline __m256 step_q6_k_vnni(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
+    return step_q6_k_v(true, w, x, acc);
+}
+LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
+LT__QDOT_K(qdot_q6_k_vnni, lt_block_q6_k, step_q6_k_vnni)
 
 static inline __attribute__((always_inline)) void
 mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
