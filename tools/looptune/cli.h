@@ -16,6 +16,13 @@
 int lt_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Same, appending ": <lt_errmsg()>" or the status message when empty. */
 int lt_cli_fail_status(const char *cmd, int status, const char *what);
+/* In a command's body (its name in `cmd`, its clean-up at `done:`): the
+ * one-line error, then the clean-up. */
+#define FAIL(...)                                                              \
+    do {                                                                       \
+        lt_cli_fail(cmd, __VA_ARGS__);                                         \
+        goto done;                                                             \
+    } while (0)
 
 /* load_cli.c: a command's model, opened and (unless use_mmap) copied into
  * memory with progress on stderr; failures printed, status returned. */
@@ -139,6 +146,9 @@ bool lt_cli_kafka_has_brokers(const lt_cli_kafka *k);
 /* Checks every property against librdkafka. Returns 0, or 1 after printing
  * the error (the property at fault). */
 int lt_cli_kafka_check(const char *cmd, const lt_cli_kafka *k);
+/* For commands that need a cluster: "no broker: give --brokers HOST:PORT"
+ * (then " (why)" if why) when none was given, else lt_cli_kafka_check. */
+int lt_cli_kafka_require(const char *cmd, const lt_cli_kafka *k, const char *why);
 /* --topic-prefix, or "looptune." */
 const char *lt_cli_kafka_prefix(const lt_cli_kafka *k);
 /* A command's --help on stdout: head, the lines of -X, --kafka-config and,

@@ -144,12 +144,6 @@ static void print_escaped(FILE *f, const char *s, size_t n) {
     fputs("\"\n", f);
 }
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        lt_cli_fail(cmd, __VA_ARGS__);                                         \
-        goto done;                                                             \
-    } while (0)
-
 int lt_cmd_chat(int argc, char **argv) {
     const char *cmd = "chat";
     const char *model_path = NULL, *tok_path = NULL, *tmpl_arg = NULL, *system_msg = NULL;

@@ -32,12 +32,6 @@ static const char *const gateway_help_end =
     "      --partitions N      partitions of the topics it creates (default 6)\n"
     "  -h, --help              this help\n";
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        lt_cli_fail(cmd, __VA_ARGS__);                                         \
-        goto done;                                                             \
-    } while (0)
-
 #define MAX_MODELS 64
 
 int lt_cmd_gateway(int argc, char **argv) {
@@ -91,11 +85,11 @@ int lt_cmd_gateway(int argc, char **argv) {
         }
     }
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune gateway --help)", argv[optind]);
-    if (!lt_cli_kafka_has_brokers(&kafka))
-        FAIL("no broker: give --brokers HOST:PORT (the gateway and the workers of `looptune "
-             "serve` meet on a Kafka cluster; `looptune serve --http` alone runs all of it in "
-             "one process)");
-    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    if (lt_cli_kafka_require(cmd, &kafka,
+                             "the gateway and the workers of `looptune serve` meet on a "
+                             "Kafka cluster; `looptune serve --http` alone runs all of it "
+                             "in one process"))
+        goto done;
     go->models = models;
     lt_cli_catch_stop_signals();
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is the write's error */

@@ -23,12 +23,6 @@ static const char *const jobs_help_end =
     "      --alive-s S         workers heard from within S s are listed (default 5)\n"
     "  -h, --help              this help\n";
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        lt_cli_fail(cmd, __VA_ARGS__);                                         \
-        goto done;                                                             \
-    } while (0)
-
 int lt_cmd_jobs(int argc, char **argv) {
     const char *cmd = "jobs";
     enum { O_JOB = 256, O_ALIVE };
@@ -65,8 +59,7 @@ int lt_cmd_jobs(int argc, char **argv) {
         }
     }
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune jobs --help)", argv[optind]);
-    if (!lt_cli_kafka_has_brokers(&kafka)) FAIL("no broker: give --brokers HOST:PORT");
-    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    if (lt_cli_kafka_require(cmd, &kafka, NULL)) goto done;
     if (lt_dist_jobs_scan(&kafka.conn, kafka.topic_prefix, job, alive, &js))
         FAIL("%s", lt_errmsg());
     if (job && !js.n_jobs) FAIL("no job '%s' on the topics", job);

@@ -41,12 +41,6 @@ static const char *const optimizer_help_end =
     "      --duration SEC      stop after SEC seconds (default: run until SIGINT/SIGTERM)\n"
     "  -h, --help              this help\n";
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        lt_cli_fail(cmd, __VA_ARGS__);                                         \
-        goto done;                                                             \
-    } while (0)
-
 int lt_cmd_optimizer(int argc, char **argv) {
     const char *cmd = "optimizer";
     enum { O_GROUP = 256, O_STRAT, O_SHARE, O_TP, O_GAIN, O_MARGIN, O_PAIRS,
@@ -129,10 +123,10 @@ int lt_cmd_optimizer(int argc, char **argv) {
         }
     }
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune optimizer --help)", argv[optind]);
-    if (!lt_cli_kafka_has_brokers(&kafka))
-        FAIL("no broker: give --brokers HOST:PORT (the embedded broker lives inside "
-             "`looptune run --tune online`)");
-    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    if (lt_cli_kafka_require(cmd, &kafka,
+                             "the embedded broker lives inside "
+                             "`looptune run --tune online`"))
+        goto done;
     oo.conn = kafka.conn;
     oo.prefix = kafka.topic_prefix;
     lt_cli_catch_stop_signals();

@@ -139,7 +139,7 @@ static int on_token(void *user, int32_t prev, int32_t tok) {
 }
 
 /* An error while reading the options: say it, free what was parsed, exit 1. */
-#define FAIL(...)                                                              \
+#define ARG_FAIL(...)                                                          \
     do {                                                                       \
         lt_cli_fail(cmd, __VA_ARGS__);                                         \
         goto done_args;                                                        \
@@ -205,19 +205,19 @@ int lt_cmd_run(int argc, char **argv) {
         case O_IDS: prompt_ids = optarg; break;
         case 'n':
             if (!lt_cli_parse_i64(optarg, 0, INT32_MAX, &n_new))
-                FAIL("bad -n '%s': expected a number of tokens >= 0", optarg);
+                ARG_FAIL("bad -n '%s': expected a number of tokens >= 0", optarg);
             break;
         case 't':
             if (!lt_cli_parse_i64(optarg, 1, 64, &threads))
-                FAIL("bad --threads '%s': expected 1..64", optarg);
+                ARG_FAIL("bad --threads '%s': expected 1..64", optarg);
             break;
         case O_CTX:
             if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &ctx))
-                FAIL("bad --ctx '%s': expected a positive number", optarg);
+                ARG_FAIL("bad --ctx '%s': expected a positive number", optarg);
             break;
         case O_PB:
             if (!lt_cli_parse_i64(optarg, 1, INT32_MAX, &prefill_batch))
-                FAIL("bad --prefill-batch '%s': expected a positive number", optarg);
+                ARG_FAIL("bad --prefill-batch '%s': expected a positive number", optarg);
             break;
         case O_EOS: ignore_eos = true; break;
         case O_PIDS: print_ids = true; break;
@@ -229,15 +229,15 @@ int lt_cmd_run(int argc, char **argv) {
         case O_STORE: store_path = optarg; break;
         case O_NOWARM: no_warm = true; break;
         case O_PARAM:
-            if (n_params == LT_CLI_MAX_PARAMS) FAIL("more than %d --param", LT_CLI_MAX_PARAMS);
+            if (n_params == LT_CLI_MAX_PARAMS) ARG_FAIL("more than %d --param", LT_CLI_MAX_PARAMS);
             if (lt_cli_param_parse(cmd, optarg, &params[n_params])) goto done_args;
             n_params++;
             break;
         case O_EXEC:
-            if (lt_executor_parse(optarg, &executor)) FAIL("%s", lt_errmsg());
+            if (lt_executor_parse(optarg, &executor)) ARG_FAIL("%s", lt_errmsg());
             break;
         case O_ISA:
-            if (lt_isa_select(optarg)) FAIL("--isa: %s", lt_errmsg());
+            if (lt_isa_select(optarg)) ARG_FAIL("--isa: %s", lt_errmsg());
             break;
         case 'h':
             fputs(run_help, stdout);
@@ -248,16 +248,16 @@ int lt_cmd_run(int argc, char **argv) {
         default: lt_cli_bad_option(cmd, c, argv[optind - 1]); goto done_args;
         }
     }
-    if (optind < argc) FAIL("unexpected argument '%s' (see looptune run --help)", argv[optind]);
-    if (!model_path) FAIL("no model: give -m MODEL (see looptune run --help)");
+    if (optind < argc) ARG_FAIL("unexpected argument '%s' (see looptune run --help)", argv[optind]);
+    if (!model_path) ARG_FAIL("no model: give -m MODEL (see looptune run --help)");
     if ((prompt != NULL) + (prompt_file != NULL) + (prompt_ids != NULL) > 1)
-        FAIL("give one of -p, -f and --prompt-ids, not several");
+        ARG_FAIL("give one of -p, -f and --prompt-ids, not several");
     if (!prompt && !prompt_file && !prompt_ids)
-        FAIL("no prompt: give -p TEXT, -f FILE or --prompt-ids IDS");
-    if (prompt && !*prompt) FAIL("empty prompt: -p needs some text");
+        ARG_FAIL("no prompt: give -p TEXT, -f FILE or --prompt-ids IDS");
+    if (prompt && !*prompt) ARG_FAIL("empty prompt: -p needs some text");
     if (prompt_file) {
         if (lt_cli_read_text(cmd, prompt_file, &file_text)) goto done_args;
-        if (!*file_text) FAIL("empty prompt: %s holds no text", prompt_file);
+        if (!*file_text) ARG_FAIL("empty prompt: %s holds no text", prompt_file);
         prompt = file_text;
     }
 

@@ -78,12 +78,6 @@ static const char *const serve_help_tune =
     "      --no-warm-start     ignore the config store\n";
 static const char *const serve_help_tail = "  -h, --help              this help\n";
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        lt_cli_fail(cmd, __VA_ARGS__);                                         \
-        goto done;                                                             \
-    } while (0)
-
 #define MAX_MODELS 8
 #define DEFAULT_MAX_BATCH 4 /* the worker's */
 #define MB (INT64_C(1) << 20)

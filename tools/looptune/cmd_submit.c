@@ -67,12 +67,6 @@ static const char *const submit_help_end =
     "                          sends (default all: a poison task)\n"
     "  -h, --help              this help\n";
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        lt_cli_fail(cmd, __VA_ARGS__);                                         \
-        goto done;                                                             \
-    } while (0)
-
 /* Uniform in [-1, 1) from splitmix64: the same matrices for a seed everywhere. */
 static void random_fill(float *x, int64_t n, uint64_t *state) {
     for (int64_t i = 0; i < n; i++) {
@@ -305,9 +299,7 @@ static int submit_matmul(int argc, char **argv) {
     if (files && (!pa || !pb)) FAIL("--a and --b go together");
     if (random && (!m || !n || !k)) FAIL("--m, --n and --k go together");
     if (!files && !random) FAIL("no operands: give --a A.npy --b B.npy or --m M --n N --k K");
-    if (!lt_cli_kafka_has_brokers(&kafka))
-        FAIL("no broker: give --brokers HOST:PORT (the workers must reach it too)");
-    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    if (lt_cli_kafka_require(cmd, &kafka, "the workers must reach it too")) goto done;
     if (files) {
         if (lt_npy_read(pa, &A) || lt_npy_read(pb, &B)) FAIL("%s", lt_errmsg());
         if (A.ndim != 2) FAIL("%s: %d-dimensional: a matrix (2-D) expected", pa, A.ndim);
@@ -459,9 +451,7 @@ static int submit_noop(int argc, char **argv) {
     if (optind < argc)
         FAIL("unexpected argument '%s' (see looptune submit noop --help)", argv[optind]);
     if (!tasks) FAIL("no --tasks N");
-    if (!lt_cli_kafka_has_brokers(&kafka))
-        FAIL("no broker: give --brokers HOST:PORT (the workers must reach it too)");
-    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    if (lt_cli_kafka_require(cmd, &kafka, "the workers must reach it too")) goto done;
     so.conn = kafka.conn;
     so.prefix = kafka.topic_prefix;
     lt_submit_stats st;

@@ -55,12 +55,6 @@ static const char *const tune_help_end =
     "                          the same model, --host-class, --regime and --threads\n"
     "  -h, --help              this help\n";
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        lt_cli_fail(cmd, __VA_ARGS__);                                         \
-        goto done;                                                             \
-    } while (0)
-
 int lt_cmd_submit_tune(int argc, char **argv) {
     const char *cmd = "submit tune";
     enum { O_REMOTE = 256, O_CLASS, O_STRAT, O_BUDGET, O_REGIME, O_SEED, O_STORE, O_WT,
@@ -178,9 +172,7 @@ int lt_cmd_submit_tune(int argc, char **argv) {
         FAIL("unexpected argument '%s' (see looptune submit tune --help)", argv[optind]);
     if (!to.model) FAIL("no model: give -m MODEL (see looptune submit tune --help)");
     if (to.job.resume && !to.job.job_id) FAIL("--resume needs --job-id ID: the job to take up");
-    if (!lt_cli_kafka_has_brokers(&kafka))
-        FAIL("no broker: give --brokers HOST:PORT (the workers must reach it too)");
-    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    if (lt_cli_kafka_require(cmd, &kafka, "the workers must reach it too")) goto done;
     to.decode = strcmp(regime, "prefill") != 0;
     to.prefill = strcmp(regime, "decode") != 0;
     if (!to.threads) to.threads = lt_cpu()->logical_cpus < 2 ? 1 : 2;

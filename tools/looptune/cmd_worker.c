@@ -58,12 +58,6 @@ static const char *const worker_help_end =
     "                          and committing it (a kill then falls inside the batch)\n"
     "  -h, --help              this help\n";
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        lt_cli_fail(cmd, __VA_ARGS__);                                         \
-        goto done;                                                             \
-    } while (0)
-
 #define MAX_KINDS 8
 
 typedef struct {
@@ -213,10 +207,10 @@ int lt_cmd_worker(int argc, char **argv) {
         }
     }
     if (optind < argc) FAIL("unexpected argument '%s' (see looptune worker --help)", argv[optind]);
-    if (!lt_cli_kafka_has_brokers(&kafka))
-        FAIL("no broker: give --brokers HOST:PORT (workers and `looptune submit` meet on a "
-             "Kafka cluster; `looptune broker` runs a development one)");
-    if (lt_cli_kafka_check(cmd, &kafka)) goto done;
+    if (lt_cli_kafka_require(cmd, &kafka,
+                             "workers and `looptune submit` meet on a Kafka cluster; "
+                             "`looptune broker` runs a development one"))
+        goto done;
     wo.conn = kafka.conn;
     wo.prefix = kafka.topic_prefix;
     wo.stop = &lt_cli_stop;

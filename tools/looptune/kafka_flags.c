@@ -52,6 +52,13 @@ int lt_cli_kafka_check(const char *cmd, const lt_cli_kafka *k) {
     return 0;
 }
 
+int lt_cli_kafka_require(const char *cmd, const lt_cli_kafka *k, const char *why) {
+    if (!lt_cli_kafka_has_brokers(k))
+        return why ? lt_cli_fail(cmd, "no broker: give --brokers HOST:PORT (%s)", why)
+                   : lt_cli_fail(cmd, "no broker: give --brokers HOST:PORT");
+    return lt_cli_kafka_check(cmd, k);
+}
+
 const char *lt_cli_kafka_prefix(const lt_cli_kafka *k) {
     return k->topic_prefix ? k->topic_prefix : LT_KAFKA_TOPIC_PREFIX;
 }
