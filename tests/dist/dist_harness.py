@@ -95,14 +95,13 @@ def crc32c(data):
     return crc ^ 0xFFFFFFFF
 
 
-class Worker:
-    """A `looptune worker` process; its stderr goes to a log file."""
+class Process:
+    """A looptune process (args: its command line); stdout and stderr go to
+    the log file, a marker line before each start."""
 
-    def __init__(self, servers, prefix, wid, wdir, extra=()):
-        self.args = [binary(), "worker", "--brokers", servers, "--topic-prefix", prefix,
-                     "--instance-id", wid, *extra]
-        self.wid = wid
-        self.log = os.path.join(wdir, f"worker-{wid}.log")
+    def __init__(self, args, log):
+        self.args = list(args)
+        self.log = log
         self.proc = None
         self.starts = 0
 
@@ -120,7 +119,7 @@ class Worker:
         self.proc.wait()
 
     def stop(self, timeout=30):
-        """SIGTERM; the worker finishes its task and leaves. Returns its exit code."""
+        """SIGTERM; the process finishes its work in hand and leaves. Returns its exit code."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
@@ -131,7 +130,7 @@ class Worker:
             return None
 
     def holding(self):
-        """Partitions this run of the worker holds, from its log (-1: no assignment yet)."""
+        """Partitions this run of the process holds, from its log (-1: no assignment yet)."""
         run = self.text().split(f"---- start {self.starts}\n")[-1]
         held = re.findall(r"\((\d+) held now\)", run)
         return int(held[-1]) if held else -1
@@ -139,6 +138,15 @@ class Worker:
     def text(self):
         with open(self.log) as f:
             return f.read()
+
+
+class Worker(Process):
+    """A `looptune worker` process."""
+
+    def __init__(self, servers, prefix, wid, wdir, extra=()):
+        super().__init__([binary(), "worker", "--brokers", servers, "--topic-prefix", prefix,
+                          "--instance-id", wid, *extra], os.path.join(wdir, f"worker-{wid}.log"))
+        self.wid = wid
 
 
 def wait_assigned(workers, timeout_s=60):

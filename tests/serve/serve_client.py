@@ -6,8 +6,6 @@ and the first final record of each request, and reassembles the streams.
 Also the pieces the serve tests share: `looptune serve` processes and
 `looptune run` references."""
 import os
-import re
-import signal
 import subprocess
 import sys
 import time
@@ -187,43 +185,14 @@ class Client:
         self.consumer.close()
 
 
-class Server:
-    """A `looptune serve` process; its stderr goes to a log file."""
+class Server(h.Process):
+    """A `looptune serve` process."""
 
     def __init__(self, model, servers, prefix, wid, wdir, extra=()):
-        self.args = [h.binary(), "serve", "-m", model, "--brokers", servers,
-                     "--topic-prefix", prefix, "--instance-id", wid, *extra]
+        super().__init__([h.binary(), "serve", "-m", model, "--brokers", servers,
+                          "--topic-prefix", prefix, "--instance-id", wid, *extra],
+                         os.path.join(wdir, f"serve-{wid}.log"))
         self.wid = wid
-        self.log = os.path.join(wdir, f"serve-{wid}.log")
-        self.proc = None
-
-    def start(self):
-        f = open(self.log, "a")
-        self.proc = subprocess.Popen(self.args, stdout=f, stderr=subprocess.STDOUT)
-        f.close()
-        return self
-
-    def kill9(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
-
-    def text(self):
-        with open(self.log) as f:
-            return f.read()
-
-    def holding(self):
-        held = re.findall(r"\((\d+) held now\)", self.text())
-        return int(held[-1]) if held else -1
 
 
 def wait_holding(servers_, timeout_s=60):
