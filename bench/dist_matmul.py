@@ -44,6 +44,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from benchlib import start_broker, stop_broker  # noqa: E402
 JOB_RE = re.compile(r"job \S+: (\d+) tasks, (\d+) applied, .*?, ([0-9.]+) s, \d+ resumed")
 BYTES_RE = re.compile(r"bytes over Kafka: .*\((\d+), (\d+), (\d+) bytes\)")
 PANELS_RE = re.compile(r"panels: by (\w+), (\d+) sent, (\d+) referenced, (\d+) NEED_PANEL")
@@ -67,11 +69,6 @@ print(time.perf_counter() - t0)
 def uptime():
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
-
-def start_broker(tmp):
-    out = subprocess.run([os.path.join(ROOT, "scripts/kafka/broker.sh"), "start", "--dir", tmp],
-                         capture_output=True, text=True, check=True).stdout
-    return re.search(r"BOOTSTRAP=(\S+)", out)[1]
 
 
 def start_workers(a, brokers, prefix, logdir):
@@ -186,8 +183,7 @@ def main():
             except subprocess.TimeoutExpired:
                 p.kill()
         if own_broker:
-            subprocess.run([os.path.join(ROOT, "scripts/kafka/broker.sh"), "stop", "--dir",
-                            os.path.join(tmp, "broker")], capture_output=True)
+            stop_broker(os.path.join(tmp, "broker"))
         shutil.rmtree(tmp, ignore_errors=True)
     print()
     print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, "

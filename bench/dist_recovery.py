@@ -47,29 +47,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from benchlib import loadavg, machine, start_broker, stop_broker  # noqa: E402
 ASSIGNED_RE = re.compile(r"kafka stage: assigned (\d+) partitions of \S+ \((\d+) held now\)")
 JOB_RE = re.compile(r"job \S+: (\d+) tasks, (\d+) applied, (\d+) duplicates dropped")
 STARTED_RE = re.compile(r"submit: job \S+: .* workers alive")
 
 
-def start_broker(tmp):
-    out = subprocess.run([os.path.join(ROOT, "scripts/kafka/broker.sh"), "start", "--dir", tmp],
-                         capture_output=True, text=True, check=True).stdout
-    return re.search(r"BOOTSTRAP=(\S+)", out)[1]
-
-
-def machine():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        out = ""
-    f = dict(re.findall(r"^([^:]+):\s*(.*)$", out, re.M))
-    return (f"{f.get('Model name', '?')}, {f.get('CPU(s)', os.cpu_count())} CPUs"
-            f"{', ' + f['Hypervisor vendor'] + ' guest' if 'Hypervisor vendor' in f else ''}")
-
-
-def loadavg():
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 class Proc:
@@ -275,8 +259,7 @@ def main():
     finally:
         pool.stop()
         if own_broker:
-            subprocess.run([os.path.join(ROOT, "scripts/kafka/broker.sh"), "stop", "--dir",
-                            os.path.join(wdir, "broker")], capture_output=True)
+            stop_broker(os.path.join(wdir, "broker"))
     both = reassign["noop"] + reassign["matmul"]
     print(f"machine: {machine()}; load average (1, 5, 15 min) before {load_before}, after "
           f"{loadavg()}; broker {brokers}; mode {a.mode}; {a.kills} kills (seed {seed}, "

@@ -35,29 +35,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from benchlib import loadavg, machine, start_broker, stop_broker  # noqa: E402
 RT_RE = re.compile(r"round trip: median ([0-9.]+) ms, p99 ([0-9.]+) ms; ([0-9.]+) tasks/s")
 DONE_RE = re.compile(r"worker: (\d+) tasks done .*; (\d+) commits")
 
 
-def start_broker(tmp):
-    out = subprocess.run([os.path.join(ROOT, "scripts/kafka/broker.sh"), "start", "--dir", tmp],
-                         capture_output=True, text=True, check=True).stdout
-    return re.search(r"BOOTSTRAP=(\S+)", out)[1]
-
-
-def machine():
-    """The CPU as lscpu names it, and its count."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        out = ""
-    f = dict(re.findall(r"^([^:]+):\s*(.*)$", out, re.M))
-    return (f"{f.get('Model name', '?')}, {f.get('CPU(s)', os.cpu_count())} CPUs"
-            f"{', ' + f['Hypervisor vendor'] + ' guest' if 'Hypervisor vendor' in f else ''}")
-
-
-def loadavg():
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def parse_mode(m):
@@ -169,8 +152,7 @@ def main():
             per_commit[m] = (tasks - alone) / (commits - alone) if commits > alone \
                 else float("nan")
         if own_broker:
-            subprocess.run([os.path.join(ROOT, "scripts/kafka/broker.sh"), "stop", "--dir",
-                            os.path.join(tmp, "broker")], capture_output=True)
+            stop_broker(os.path.join(tmp, "broker"))
     print(f"machine: {machine()}; load average (1, 5, 15 min) before {load_before}, after "
           f"{loadavg()}; broker {brokers}; {a.rounds} rounds, payload {a.bytes} B, 2 workers, "
           f"round trip over {a.latency_tasks} tasks at --window 1, throughput over "
