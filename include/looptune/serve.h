@@ -128,9 +128,10 @@ typedef struct {
     int test_commit_delay_ms;  /* tests: lt_stage_opts.test_commit_delay_ms (a kill then
                                   lands inside a transaction whose records are produced) */
     _Atomic bool *stop;        /* set (a signal handler may) to leave after the next commit */
-    /* NULL, or the telemetry and online tuning of the first model's batched decode steps:
-     * lt_run_open over its runtime with these options and batch_rows = max_batch (needs
-     * max_batch >= 2); what online tuning changed is written to its log at the end */
+    /* NULL, or the telemetry and online tuning of every model's batched decode steps:
+     * lt_run_open over each model's runtime with these options, its name as model_name
+     * and batch_rows = max_batch (needs max_batch >= 2); what online tuning changed is
+     * written to its log at the end, a line per model; the stats are summed */
     const lt_run_opts *tune;
 } lt_serve_opts;
 

@@ -105,7 +105,8 @@ typedef struct {
     lt_pool *pool;
     lt_llama **llamas;      /* [n_models] */
     lt_batcher **batchers;  /* [n_models]: the decode thread's once it runs */
-    lt_run *run;            /* opts.tune: the first model's batched steps; the decode thread's */
+    lt_run **runs;          /* [n_models] with opts.tune: each model's batched steps; the
+                               decode thread's */
     int64_t slots, queue;
     lt__decoder dec;        /* the decode thread's state and mailboxes (decode.c) */
     pthread_t decode_thread;
@@ -586,7 +587,9 @@ static int setup(worker *w) {
     if (rc) return rc;
     w->llamas = calloc(o->n_models, sizeof *w->llamas);
     w->batchers = calloc(o->n_models, sizeof *w->batchers);
-    if (!w->llamas || !w->batchers) return lt_error(LT_ENOMEM, "serve: out of memory");
+    w->runs = o->tune ? calloc(o->n_models, sizeof *w->runs) : NULL;
+    if (!w->llamas || !w->batchers || (o->tune && !w->runs))
+        return lt_error(LT_ENOMEM, "serve: out of memory");
     w->slots = o->max_batch > 0 ? o->max_batch : DEFAULT_SLOTS;
     w->queue = o->queue > 0 ? o->queue : w->slots;
     for (size_t i = 0; i < o->n_models; i++) {
@@ -596,24 +599,24 @@ static int setup(worker *w) {
         lt_llama_opts lo = {.ctx_len = ctx, .n_slots = w->slots, .executor = 1};
         if ((rc = lt_llama_init(&w->llamas[i], m, w->pool, &lo)))
             return lt_error(rc, "model %s: %s", o->models[i].name, lt_errmsg());
-        if (i == 0 && o->tune) {
+        if (o->tune) {
             if (w->slots < 2)
                 return lt_error(LT_EINVAL, "online tuning of serving tunes the batched steps: "
                                            "it needs a max batch of 2 sequences or more");
             lt_run_opts ro = *o->tune;
             ro.batch_rows = w->slots;
-            if (!ro.model_name) ro.model_name = o->models[0].name;
-            if ((rc = lt_run_open(&w->run, w->llamas[0], w->pool, &ro)))
-                return lt_error(rc, "model %s: %s", o->models[0].name, lt_errmsg());
+            ro.model_name = o->models[i].name;
+            if ((rc = lt_run_open(&w->runs[i], w->llamas[i], w->pool, &ro)))
+                return lt_error(rc, "model %s: %s", o->models[i].name, lt_errmsg());
             lt_run_state rs;
-            lt_run_info(w->run, &rs);
-            w->st->warm_applied = rs.warm_applied;
-            w->st->warm_refused = rs.warm_refused;
+            lt_run_info(w->runs[i], &rs);
+            w->st->warm_applied += rs.warm_applied;
+            w->st->warm_refused += rs.warm_refused;
         }
         lt_batcher_opts bo = {.prefill_chunk = o->prefill_chunk,
                               .on_token = lt__decoder_on_token,
                               .on_finish = lt__decoder_on_finish, .ctx = &w->dec,
-                              .pool = w->pool, .run = i == 0 ? w->run : NULL};
+                              .pool = w->pool, .run = w->runs ? w->runs[i] : NULL};
         if ((rc = lt_batcher_init(&w->batchers[i], w->llamas[i], &bo))) return rc;
     }
     if ((rc = lt_serve_ensure_topics(&o->conn, o->devbroker, o->prefix, o->partitions))) return rc;
@@ -677,36 +680,65 @@ static void take_cancels(worker *w, lt__vec *ids) {
     ids->n = 0;
 }
 
-/* The decode thread has ended: the tuning's figures, what it changed (to
- * its log), then the run closes, before the runtime it observes. */
-static void close_tuning(worker *w) {
+static void add_online(lt_online_stats *to, const lt_online_stats *s) {
+    to->received += s->received;
+    to->ignored += s->ignored;
+    to->rejected += s->rejected;
+    to->applied += s->applied;
+    to->trials += s->trials;
+    to->trial_tokens += s->trial_tokens;
+    to->candidate_tokens += s->candidate_tokens;
+    to->trial_prefills += s->trial_prefills;
+}
+
+static void add_tel(lt_tel_stats *to, const lt_tel_stats *s) {
+    to->steps += s->steps;
+    to->windows += s->windows;
+    to->records += s->records;
+    to->ring_dropped += s->ring_dropped;
+    to->steps_lost += s->steps_lost;
+    to->decode_ns += s->decode_ns;
+    to->sink.emitted += s->sink.emitted;
+    to->sink.dropped += s->sink.dropped;
+    to->sink.failed += s->sink.failed;
+    to->sink.pending += s->sink.pending;
+    to->counters_available = s->counters_available; /* the same threads for every model */
+}
+
+/* The decode thread has ended: model i's tuning figures, what it changed
+ * (to the log) and added to the worker's, then its run closes, before the
+ * runtime it observes. */
+static void close_tuning(worker *w, size_t i) {
+    lt_run *run = w->runs[i];
     lt_run_state rs;
-    lt_run_end(w->run);
-    lt_run_info(w->run, &rs);
+    lt_run_end(run);
+    lt_run_info(run, &rs);
     FILE *f = w->o->tune->log ? w->o->tune->log : stderr;
     char *changes = NULL;
     size_t len = 0;
+    lt_online_stats os = {0};
     const bool online = rs.online != NULL;
     if (online) {
-        lt_online_stats_get(rs.online, &w->st->online);
+        lt_online_stats_get(rs.online, &os);
+        add_online(&w->st->online, &os);
         FILE *m = open_memstream(&changes, &len);
         if (m) {
             if (!lt_online_report(rs.online, m)) fprintf(m, "  no parameter changed\n");
             fclose(m);
         }
     }
-    lt_run_close_stats(w->run, &w->st->tel);
-    w->run = NULL;
-    w->st->observed_steps = w->st->tel.steps;
-    if (online) {
-        const lt_online_stats *os = &w->st->online;
-        fprintf(f, "serve %s: online tuning of the batched steps: %lld trials, %lld changes "
-                   "applied, %lld controls rejected; %lld of %lld observed steps in trials, "
-                   "%lld ran candidates\n%s",
-                w->id, (long long)os->trials, (long long)os->applied, (long long)os->rejected,
-                (long long)os->trial_tokens, (long long)w->st->observed_steps,
-                (long long)os->candidate_tokens, changes ? changes : "");
-    }
+    lt_tel_stats ts;
+    lt_run_close_stats(run, &ts);
+    w->runs[i] = NULL;
+    add_tel(&w->st->tel, &ts);
+    w->st->observed_steps += ts.steps;
+    if (online)
+        fprintf(f, "serve %s: model %s: online tuning of the batched steps: %lld trials, %lld "
+                   "changes applied, %lld controls rejected; %lld of %lld observed steps in "
+                   "trials, %lld ran candidates\n%s",
+                w->id, w->o->models[i].name, (long long)os.trials, (long long)os.applied,
+                (long long)os.rejected, (long long)os.trial_tokens, (long long)ts.steps,
+                (long long)os.candidate_tokens, changes ? changes : "");
     free(changes);
 }
 
@@ -783,11 +815,13 @@ int lt_serve_run(const lt_serve_opts *o, lt_serve_stats *st) {
     if (w.stage) lt_stage_stats_get(w.stage, &st->stage);
     lt_follower_close(w.cancels);
     lt_stage_close(w.stage);
-    if (w.run) close_tuning(&w);
+    for (size_t i = 0; w.runs && i < o->n_models; i++)
+        if (w.runs[i]) close_tuning(&w, i);
     for (size_t i = 0; w.batchers && i < o->n_models; i++) lt_batcher_free(w.batchers[i]);
     for (size_t i = 0; w.llamas && i < o->n_models; i++) lt_llama_free(w.llamas[i]);
     free(w.batchers);
     free(w.llamas);
+    free(w.runs);
     lt_pool_free(w.pool);
     take_events(&w, &evs); /* error strings of ends nobody will commit */
     for (sreq *r = w.live, *nx; r; r = nx) {

@@ -62,8 +62,9 @@ static const char *const serve_help_end =
     "                          port 0: any free one, printed), for the models served\n";
 static const char *const serve_help_tune =
     "\n"
-    "Telemetry and online tuning of the batched decode steps (the first model's; the\n"
-    "steps of --max-batch rows are measured, as `looptune run` measures its decode steps):\n"
+    "Telemetry and online tuning of the batched decode steps (every model's, a run each;\n"
+    "the steps of --max-batch rows are measured, as `looptune run` measures its decode\n"
+    "steps):\n"
     "      --telemetry T       off (default), file:PATH or kafka (topic looptune.telemetry;\n"
     "                          without --brokers on an embedded broker of its own)\n"
     "      --telemetry-window-tokens K, --telemetry-window-ms T, --telemetry-detail D,\n"
