@@ -77,11 +77,14 @@ test: build build-asan build-tsan build-portable build-aarch64
 	cd $(BUILD) && ctest --output-on-failure --timeout 900
 	@# the machines of a fleet's smaller kinds, on this one (LT_ISA_MAX, core.h): tests
 	@# that assume this CPU's ISA fail here, on any CI host
-	if grep -qw avx512f /proc/cpuinfo; then cd $(BUILD) && LT_ISA_MAX=avx2 ctest \
-		--output-on-failure --timeout 900 -R '^(test_|py_test_logits$$|py_test_cli$$|py_test_broker_loop$$)' \
-		-E '^test_broker_'; fi
-	cd $(BUILD) && LT_ISA_MAX=portable ctest --output-on-failure -L 'quick|kernel' --timeout 900
-	cd $(PORTABLE_BUILD) && ctest --output-on-failure -L kernel --timeout 900 && \
+	@# (the unit tests two at a time: nothing in them depends on the machine's speed; the
+	@# closed loop on the broker alone, as in the main run)
+	if grep -qw avx512f /proc/cpuinfo; then cd $(BUILD) && LT_ISA_MAX=avx2 ctest -j2 \
+		--output-on-failure --timeout 900 -R '^(test_|py_test_logits$$|py_test_cli$$)' \
+		-E '^test_broker_' && LT_ISA_MAX=avx2 ctest --output-on-failure --timeout 900 \
+		-R '^py_test_broker_loop$$'; fi
+	cd $(BUILD) && LT_ISA_MAX=portable ctest -j2 --output-on-failure -L 'quick|kernel' --timeout 900
+	cd $(PORTABLE_BUILD) && ctest -j2 --output-on-failure -L kernel --timeout 900 && \
 		ctest --output-on-failure -R '^py_test_logits$$' --timeout 900
 	$(AARCH64_CTEST)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -L 'quick|kernel|kafka' \

@@ -95,7 +95,9 @@ static void run(lt_model *m, lt_pool *pool, lt_executor ex) {
     /* Decode time: telemetry's runs from the first sampled token to the
      * last, the generation loop's from the end of the prefill (one sampling
      * more): never longer, and most of it. Node time: nodes of one step lie
-     * inside it, at most nth at a time (exactly 1 under dispatch). */
+     * inside it, at most nth at a time (exactly 1 under dispatch); under
+     * dispatch most of a step is in its nodes, while the looped executor's
+     * threads also wait for each other, the more so on a loaded machine. */
     double tel_s = (double)st.decode_ns * 1e-9;
     printf("%s: decode %.2f ms (loop: %.2f ms), node time %.2f ms\n", lt_executor_name(ex),
            tel_s * 1e3, gs.decode_s * 1e3, (double)node_ns * 1e-6);
@@ -103,7 +105,7 @@ static void run(lt_model *m, lt_pool *pool, lt_executor ex) {
     ASSERT_TRUE(tel_s >= 0.8 * gs.decode_s);
     double nth = ex == LT_EXEC_DISPATCH ? 1.0 : (double)lt_pool_size(pool);
     ASSERT_TRUE((double)node_ns <= nth * (double)st.decode_ns);
-    ASSERT_TRUE((double)node_ns >= 0.3 * (double)st.decode_ns);
+    ASSERT_TRUE((double)node_ns >= (ex == LT_EXEC_DISPATCH ? 0.3 : 0.05) * (double)st.decode_ns);
     const mem_rec *e = &ms.v[ms.n - 1];
     ASSERT_EQ(e->kind, LT_TEL_RUN_END);
     ASSERT_EQ(e->e.tokens, steps);
