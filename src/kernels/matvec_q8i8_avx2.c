@@ -20,9 +20,8 @@
  * W comes in q8_0's own 34-byte blocks or split (core.h, resident
  * weights): the same arithmetic, other loads. Plain blocks cost a scale
  * conversion per block and a quants load that straddles a cache line every
- * other block; split rows give 8 blocks' scales in one load and conversion,
- * their products with x's scales stored once per stretch of a group and
- * broadcast from memory per block, and aligned quants.
+ * other block; split rows give 8 blocks' scales in one load and conversion
+ * (then a lane permute per block) and aligned quants.
  *
  * With 4 accumulators a row, 4 or 8 rows at once spill registers (16 ymm):
  * correct, slower, and the tuner's to find out. */
@@ -71,38 +70,30 @@ LT_INLINE void q8i8_block(bool SPLIT, int U, int PF, int A, int H, __m256 a[8][2
     }
 }
 
-/* Blocks [b, e) of U split rows (b and e multiples of 8 within the group
- * starting at block g0, whose quants and scales lie at byte offsets gq and
- * gs of every row). First each block's scale times x's, d_b * s_b (one
- * rounding, as everywhere), into ds for the whole stretch, then per block
- * the dot, its conversion and one FMA with ds[b] broadcast from memory: a
- * load instead of the lane permute, whose vector pipe the dot's integer
- * ops need (about a tenth of a block's time in L2). */
-LT_INLINE void q8i8_split_run(int U, int PF, __m256 a[8][2][2], const char *w, size_t ld,
-                              const int8_t *xq, const float *xs, int64_t g0, int64_t b,
-                              int64_t e, size_t gq, size_t gs, size_t pf) {
-    alignas(32) float ds[8][LT_Q8_SPLIT_GROUP];
+/* Blocks b..b+7 of U split rows (b a multiple of 8, all in one group),
+ * their quants and scales at byte offsets qoff and soff of every row: the
+ * scales times x's in one load, conversion and multiply per row. */
+LT_INLINE void q8i8_split8(int U, int PF, __m256 a[8][2][2], const char *w, size_t ld,
+                           const int8_t *xq, const float *xs, int64_t b, size_t qoff,
+                           size_t soff, size_t pf) {
+    const __m256 sv = _mm256_loadu_ps(xs + b);
+    __m256 ds[8];
 #pragma GCC unroll 8
-    for (int u = 0; u < U; u++)
-        for (int64_t i = b; i < e; i += 8) {
-            const __m128i d16 = _mm_loadu_si128(
-                (const __m128i *)(w + (size_t)u * ld + gs + (size_t)(i - g0) * sizeof(uint16_t)));
-            _mm256_store_ps(ds[u] + (i - g0),
-                            _mm256_mul_ps(_mm256_cvtph_ps(d16), _mm256_loadu_ps(xs + i)));
-        }
-    for (; b < e; b += 8) {
-        const size_t qoff = gq + (size_t)(b - g0) * LT_QK8_0;
+    for (int u = 0; u < U; u++) {
+        const __m128i d16 = _mm_loadu_si128((const __m128i *)(w + (size_t)u * ld + soff));
+        ds[u] = _mm256_mul_ps(_mm256_cvtph_ps(d16), sv);
+    }
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            const __m256i xv = _mm256_load_si256((const __m256i *)(xq + (b + j) * LT__XQ_BLOCK));
+    for (int j = 0; j < 8; j++) {
+        const __m256i xv = _mm256_load_si256((const __m256i *)(xq + (b + j) * LT__XQ_BLOCK));
+        const __m256i lane = _mm256_set1_epi32(j);
 #pragma GCC unroll 8
-            for (int u = 0; u < U; u++) {
-                const int8_t *q = (const int8_t *)(w + (size_t)u * ld + qoff) + j * LT_QK8_0;
-                if (!(j & 1)) prefetch(PF, (const char *)q, pf); /* once per line */
-                const __m256 dot = _mm256_cvtepi32_ps(q8i8_dot(q, xv));
-                const __m256 sc = _mm256_broadcast_ss(ds[u] + (b - g0) + j);
-                a[u][j >> 1 & 1][j & 1] = _mm256_fmadd_ps(dot, sc, a[u][j >> 1 & 1][j & 1]);
-            }
+        for (int u = 0; u < U; u++) {
+            const int8_t *q = (const int8_t *)(w + (size_t)u * ld + qoff) + j * LT_QK8_0;
+            if (!(j & 1)) prefetch(PF, (const char *)q, pf); /* once per line */
+            const __m256 dot = _mm256_cvtepi32_ps(q8i8_dot(q, xv));
+            const __m256 sc = _mm256_permutevar8x32_ps(ds[u], lane);
+            a[u][j >> 1 & 1][j & 1] = _mm256_fmadd_ps(dot, sc, a[u][j >> 1 & 1][j & 1]);
         }
     }
 }
@@ -152,18 +143,26 @@ LT_INLINE void q8i8_rows(bool SPLIT, int U, int PF, const char *w, size_t ld, in
     int64_t b = b0;
     /* split groups hold multiples of 8 blocks but the row's last: whole
      * eights never cross one */
-    if (SPLIT) {
-        /* group by group (core.h's layout): a group's whole eights in one
-         * stretch, its scales first */
+    if (SPLIT && U == 2) {
+        /* group by group (core.h's layout): the eights' offsets step on from
+         * the group's, no division per eight. Two rows only: with 4 or 8 the
+         * registers it takes are the accumulators' (they spill more), and one
+         * row at a time ran slower in the decoder (stories110M q8_0) */
         while (b + 8 <= b1) {
             const int64_t g0 = b & ~(int64_t)(LT_Q8_SPLIT_GROUP - 1);
             const int64_t n = nbrow - g0 < LT_Q8_SPLIT_GROUP ? nbrow - g0 : LT_Q8_SPLIT_GROUP;
-            const int64_t ge = g0 + n < b1 ? g0 + n : b1, e = b + (ge - b) / 8 * 8;
+            const int64_t ge = g0 + n < b1 ? g0 + n : b1;
             const size_t gq = (size_t)g0 * sizeof(lt_block_q8_0), gs = gq + (size_t)n * LT_QK8_0;
-            q8i8_split_run(U, PF, a, w, ld, xq, xs, g0, b, e, gq, gs, pf);
-            b = e;
+            for (; b + 8 <= ge; b += 8)
+                q8i8_split8(U, PF, a, w, ld, xq, xs, b, gq + (size_t)(b - g0) * LT_QK8_0,
+                            gs + (size_t)(b - g0) * sizeof(uint16_t), pf);
             if (b < g0 + n) break; /* the row's last group ends on a part eight */
         }
+    } else if (SPLIT) {
+        for (; b + 8 <= b1; b += 8)
+            q8i8_split8(U, PF, a, w, ld, xq, xs, b,
+                        (size_t)((const char *)lt_q8s_qs(w, nbrow, b) - w),
+                        (size_t)((const char *)lt_q8s_scales(w, nbrow, b) - w), pf);
     }
     for (; b + 4 <= b1; b += 4) {
         q8i8_block(SPLIT, U, PF, 0, 0, a, w, ld, nbrow, xq, xs, b, pf);
