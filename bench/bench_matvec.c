@@ -9,6 +9,7 @@
  * usage: bench_matvec [--footprint MiB] [--reps N] [--threads 1,2]
  *                     [--full | --defaults | --act | --layouts] [--shape ROWSxCOLS]
  *                     [--dtype f32|q8_0|f16|bf16] [--isa NAME] [--offset B] [--split]
+ *                     [--cycles]
  *   --full sweeps the whole parameter space (slow); otherwise a grid of
  *   unroll x prefetch x rows_per_task at k_block 0, then each k_block, each
  *   point with its activation mode flipped (act_int8 = 1 <-> act_int16 = 1,
@@ -23,7 +24,12 @@
  *   --split lays q8_0 W out as resident weights are where AVX-512 runs:
  *   split (core.h), each row starting on a cache line.
  *   --layouts compares q8_0's plain and split layouts at the default point,
- *   interleaved like --act, on copies of the same W. */
+ *   interleaved like --act, on copies of the same W.
+ *   Every point starts from the --isa path's own defaults (lt_param_default).
+ *   --cycles adds each point's core cycles per 32-element block and thread
+ *   at its fastest sample (the clock from a chain of dependent adds): with
+ *   --footprint 0 (W in L2) the kernel's own cost, next to what the stream
+ *   would allow. */
 #include "looptune/kernels.h"
 
 #include "core/membw_internal.h"
@@ -95,6 +101,15 @@ static lt_summary measure(lt_pool *pool, lt_pool_fn fn, job *j, double bytes, in
     return lt_summarize(g, reps);
 }
 
+/* The ISA the bench runs (--isa), whose defaults every point starts from:
+ * AVX2's prefetch distance is not AVX-512's. */
+static lt_isa bench_isa;
+
+static void defaults(const lt_kernel *k, lt_params *p) {
+    lt_params_default(k, p);
+    for (int i = 0; i < k->n_params; i++) p->v[i] = lt_param_default(&k->params[i], bench_isa);
+}
+
 /* matvec's parameter indices (its descriptor order) */
 enum { P_RPT, P_UNROLL, P_KB, P_PF, P_I16, P_I8 };
 
@@ -108,6 +123,21 @@ static void flip_act(lt_params *p) {
 /* "f32" / "i16" / "i8": the activations a q8_0 point uses. */
 static const char *act_name(const lt_params *p) {
     return p->v[P_I8] ? "i8" : p->v[P_I16] ? "i16" : "f32";
+}
+
+/* The core clock in GHz: a chain of dependent adds (one per cycle), the
+ * fastest of many short runs so preemption falls out. */
+static double core_ghz(void) {
+    double best = 1e30;
+    for (int r = 0; r < 200; r++) {
+        uint64_t a = 0;
+        const uint64_t t0 = lt_now_ns();
+        for (int i = 0; i < 25000; i++)
+            __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(a));
+        const double dt = (double)(lt_now_ns() - t0);
+        if (dt < best && a == 100000) best = dt;
+    }
+    return 100000.0 / best;
 }
 
 static double once(lt_pool *pool, lt_pool_fn fn, job *j, double bytes) {
@@ -128,7 +158,7 @@ static void compare_act(const lt_kernel *k, lt_pool *pool, job *j, double bytes_
     double b = 0, f = 0, bytes = 0;
     lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
     for (int m = 0; m < NM; m++) {
-        lt_params_default(k, &prm[m]);
+        defaults(k, &prm[m]);
         prm[m].v[P_I16] = m == 1;
         prm[m].v[P_I8] = m == 2;
     }
@@ -252,7 +282,7 @@ static int make_points(const lt_kernel *k, int full, lt_params *pts) {
     int n = 0;
     const lt_param_def *d = k->params;
     if (full == 2) {
-        lt_params_default(k, &pts[0]);
+        defaults(k, &pts[0]);
         pts[1] = pts[0];
         flip_act(&pts[1]);
         return 2;
@@ -271,7 +301,7 @@ static int make_points(const lt_kernel *k, int full, lt_params *pts) {
     for (int a = 0; a < 3; a++)
         for (int u = 0; u < d[1].n_values; u++)
             for (int b = 0; b < 4; b++) {
-                lt_params_default(k, &pts[n]);
+                defaults(k, &pts[n]);
                 pts[n].v[0] = rpt[a];
                 pts[n].v[1] = d[1].values[u];
                 pts[n].v[2] = 0;
@@ -279,11 +309,11 @@ static int make_points(const lt_kernel *k, int full, lt_params *pts) {
                 n++;
             }
     for (int kb = 1; kb < d[2].n_values; kb++) {
-        lt_params_default(k, &pts[n]);
+        defaults(k, &pts[n]);
         pts[n].v[2] = d[2].values[kb];
         n++;
     }
-    lt_params_default(k, &pts[n++]);
+    defaults(k, &pts[n++]);
     /* every point again with the other activation mode */
     for (int i = 0, m = n; i < m; i++) {
         pts[n] = pts[i];
@@ -295,6 +325,7 @@ static int make_points(const lt_kernel *k, int full, lt_params *pts) {
 int main(int argc, char **argv) {
     size_t footprint = (size_t)512 << 20;
     int reps = 5, full = 0, nthreads[2] = {1, 2}, nnth = 2;
+    bool cycles = false;
     size_t woff = 0; /* W's start past a 2 MiB boundary, in bytes (< 64) */
     bool split = false;
     shape shapes[8];
@@ -311,6 +342,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             nnth = sscanf(argv[++i], "%d,%d", &nthreads[0], &nthreads[1]);
             if (nnth < 1) nnth = 1;
+        } else if (!strcmp(argv[i], "--cycles")) {
+            cycles = true;
         } else if (!strcmp(argv[i], "--full")) {
             full = 1;
         } else if (!strcmp(argv[i], "--defaults")) {
@@ -333,7 +366,7 @@ int main(int argc, char **argv) {
             if (lt_isa_parse(argv[++i], &isa) != LT_OK) isa = lt_isa_detect();
         } else {
             fprintf(stderr, "usage: %s [--footprint MiB] [--reps N] [--threads 1,2] "
-                            "[--full | --defaults | --act | --layouts] [--offset B] [--split] "
+                            "[--full | --defaults | --act | --layouts] [--offset B] [--split] [--cycles] "
                             "[--shape RxC] [--dtype T] [--isa NAME]\n", argv[0]);
             return 2;
         }
@@ -345,6 +378,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nnth; i++)
         if (nthreads[i] < 1 || nthreads[i] > MAX_THREADS) nthreads[i] = 1;
 
+    bench_isa = isa;
+    const double ghz = cycles ? core_ghz() : 0;
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     static lt_params pts[MAX_POINTS];
     int npts = full >= 3 ? 0 : make_points(k, full, pts);
@@ -356,6 +391,7 @@ int main(int argc, char **argv) {
     int ngroups = 0;
     printf("matvec bench: isa %s, %d points, footprint %zu MiB, %d reps, host %s\n",
            lt_isa_name(isa), npts, footprint >> 20, reps, lt_cpu()->model);
+    if (cycles) printf("core clock %.2f GHz (dependent adds)\n", ghz);
 
     for (int di = 0; di < ndtypes; di++) {
         for (int si = 0; si < nshapes; si++) {
@@ -398,8 +434,8 @@ int main(int argc, char **argv) {
                 for (int c = 0; c < ncopies; c++) {
                     scalls[c] = calls[c];
                     scalls[c].op[1] = &stw[c];
-                    lt_params_default(k, &scalls[c].params);
-                    lt_params_default(k, &calls[c].params);
+                    defaults(k, &scalls[c].params);
+                    defaults(k, &calls[c].params);
                 }
             }
             const double bytes_w = (double)wbytes * ncopies;
@@ -450,9 +486,14 @@ int main(int argc, char **argv) {
                     logratio[p] += log(st.median / base.median);
                     if (st.median > best_med) best_med = st.median, best = p;
                     printf("  rpt=%3d unroll=%d k_block=%4d prefetch=%4d act=%-3s  %6.1f / %6.1f / "
-                           "%6.1f GB/s  %5.1f%% of stream\n",
+                           "%6.1f GB/s  %5.1f%% of stream",
                            pts[p].v[0], pts[p].v[1], pts[p].v[2], pts[p].v[3], act_name(&pts[p]),
                            st.min, st.median, st.max, 100.0 * st.median / base.median);
+                    /* fastest sample: ns per call over each thread's blocks */
+                    if (cycles)
+                        printf("  %5.2f cycles/block", ghz * (b * ncopies / st.max) * nthreads[ti] /
+                                                           ((double)rows * (double)cols / 32.0 * ncopies));
+                    printf("\n");
                 }
                 lt_summary again = measure(pool, run_stream, &j, bytes_w, reps);
                 printf("  best: rpt=%d unroll=%d k_block=%d prefetch=%d act=%s %.1f GB/s = %.1f%% "
@@ -485,7 +526,7 @@ int main(int argc, char **argv) {
            ngroups, pts[best].v[0], pts[best].v[1], pts[best].v[2], pts[best].v[3],
            act_name(&pts[best]), 100.0 * exp(logratio[best] / ngroups));
     lt_params def;
-    lt_params_default(k, &def);
+    defaults(k, &def);
     for (int p = 0; p < npts; p++)
         if (!memcmp(&pts[p], &def, sizeof def))
             printf("defaults: rpt=%d unroll=%d k_block=%d prefetch=%d act=%s: %.1f%%\n",

@@ -624,6 +624,39 @@ static void test_xq_cache(lt_isa isa, mode m) {
     fixture_free(&f);
 }
 
+/* x's int8 quantisation rounds halves to even on every path: blocks whose
+ * max is 127 (scale 1, so x * 127 / max is x itself) hold k + 0.5 for
+ * k = -16 .. 14, then blocks of other scales, one of them with a zero
+ * block; every ISA's y equals the portable one bit for bit (the ISA paths
+ * have their own quantisers). */
+static void test_xq8_ties(void) {
+    const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
+    enum { R = 13, C = 160 };
+    fixture f;
+    fixture_init(&f, LT_Q8_0, R, C);
+    for (int b = 0; b < 2; b++) {
+        for (int j = 0; j < 31; j++) f.x[32 * b + j] = (float)(j - 16) + 0.5f;
+        f.x[32 * b + 31] = b ? -127.0f : 127.0f;
+    }
+    for (int j = 64; j < 96; j++) f.x[j] = 0.0f;
+    for (int j = 96; j < C; j++) f.x[j] = 0.25f * (float)(j % 9) - 1.0f;
+    float want[R], y[R];
+    lt_params p;
+    lt_params_default(k, &p);
+    p.v[LT_PARAM_ACT_INT16] = 0;
+    p.v[LT_PARAM_ACT_INT8] = 1;
+    lt_call c;
+    make_call(&c, &f, want, 0, &p);
+    run_all(lt_kernel_fn_for(k, LT_ISA_PORTABLE), &c, 0, 1);
+    for (int isa = 1; isa <= (int)lt_isa_detect(); isa++) {
+        make_call(&c, &f, y, 0, &p);
+        run_all(lt_kernel_fn_for(k, (lt_isa)isa), &c, 0, 2);
+        if (!same(want, y, R)) fprintf(stderr, "  %s: ties not the portable y\n", lt_isa_name((lt_isa)isa));
+        ASSERT_TRUE(same(want, y, R));
+    }
+    fixture_free(&f);
+}
+
 /* x with a NaN turns every row NaN (as f32 sums would); zero x gives 0; a
  * block of tiny values (quantised as zero) stays within the bound. */
 static void test_xq_special(lt_isa isa, mode m) {
@@ -989,6 +1022,7 @@ int main(void) {
 #if !LT_HAVE_X86
     lt_test_skip("AVX2 and AVX-512 paths", "this build has the portable kernels alone");
 #endif
+    test_xq8_ties();
     test_split_same_bits();
     test_tokens();
     test_sweep();
