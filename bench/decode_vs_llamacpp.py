@@ -27,7 +27,7 @@ llama.cpp is measured one of two ways:
 
     bench/decode_vs_llamacpp.py --looptune build/looptune --prefill 128 \\
         --llama-bench /opt/peers/llamacpp-native-bb/bin/llama-bench \\
-        --model 1B-q4_0=/tmp/looptune-bench/1B-q4_0.gguf --threads 1 2 --rounds 5
+        --model 1B-q4_0=models/1B-q4_0.gguf --threads 1 2 --rounds 5
 
 Without either, looptune is measured alone. --baseline PATH adds a second looptune binary (say
 the build of the branch point) to every round, right after the first, with the same flags: its
