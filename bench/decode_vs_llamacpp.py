@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Decode tokens/s of looptune against llama.cpp, side by side in one run.
+"""Decode (or prefill) tokens/s of looptune against llama.cpp, side by side in one run.
 
 For every model and thread count, R rounds alternate: one `looptune bench --json` sample (which
 also measures the machine's read-only and STREAM-triad bandwidth in the same process), then one
@@ -19,6 +19,15 @@ llama.cpp is measured one of two ways:
   --llamacpp-python PY    a Python with llama-cpp-python installed, running
                           bench/peers/llamacpp_decode.py (a 16-token prompt, then TOKENS timed
                           llama_decode() calls).
+
+--prefill N measures prefill instead of decode: each sample is one N-token prompt at position 0,
+`looptune bench --prefill N -r 1 --json` against `llama-bench -p N -n 0 -r 1 -o json` (its
+`avg_ts` of the pp test); the bandwidth column is then empty (prefill is not bound by it), and
+--llamacpp-python is not supported. Prefill of a 128-token prompt, AVX2 and native:
+
+    bench/decode_vs_llamacpp.py --looptune build/looptune --prefill 128 \\
+        --llama-bench /opt/peers/llamacpp-native-bb/bin/llama-bench \\
+        --model 1B-q4_0=models/1B-q4_0.gguf --threads 1 2 --rounds 5
 
 Without either, looptune is measured alone. --baseline PATH adds a second looptune binary (say
 the build of the branch point) to every round, right after the first, with the same flags: its
@@ -54,6 +63,12 @@ def stat(xs):
     return {"min": min(xs), "median": statistics.median(xs), "max": max(xs)}
 
 
+def fmt_frac(fr):
+    """The median fraction of read-only bandwidth, or '-' for prefill (none measured)."""
+    fr = [f for f in fr if f is not None]
+    return "%.2f" % statistics.median(fr) if fr else "-"
+
+
 def run(cmd, what):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -62,14 +77,17 @@ def run(cmd, what):
     return p.stdout
 
 
-def looptune_sample(binary, model, threads, tokens, executor, isa, no_warm_start):
-    cmd = [binary, "bench", "-m", model, "-t", str(threads), "-n", str(tokens), "-r", "1",
+def looptune_sample(binary, model, threads, tokens, executor, isa, no_warm_start, prefill=0):
+    cmd = [binary, "bench", "-m", model, "-t", str(threads), "-r", "1",
            "--executor", executor, "--json"]
+    cmd += ["--prefill", str(prefill)] if prefill else ["-n", str(tokens)]
     if isa:
         cmd += ["--isa", isa]
     if no_warm_start:
         cmd.append("--no-warm-start")
     j = json.loads(run(cmd, "looptune bench"))
+    if prefill:
+        return {"tok_s": j["prefill_tok_s"]["median"], "bw_fraction": None, "isa": j.get("isa")}
     return {"tok_s": j["tok_s"]["median"], "bw_fraction": j["bw_fraction"]["median"],
             "read_gb_s": j["read_gb_s"]["median"], "isa": j.get("isa")}
 
@@ -83,13 +101,15 @@ def llamacpp_python_sample(python, model, threads, tokens, extra):
             "system_info": j.get("system_info")}
 
 
-def llama_bench_sample(binary, model, threads, tokens, extra):
-    cmd = [binary, "-m", model, "-t", str(threads), "-p", "0", "-n", str(tokens), "-r", "1",
+def llama_bench_sample(binary, model, threads, tokens, extra, prefill=0):
+    p, n = (prefill, 0) if prefill else (0, tokens)
+    cmd = [binary, "-m", model, "-t", str(threads), "-p", str(p), "-n", str(n), "-r", "1",
            "-o", "json"] + extra
     tests = json.loads(run(cmd, "llama-bench"))
-    gen = [t for t in tests if t.get("n_prompt") == 0 and t.get("n_gen") == tokens]
+    gen = [t for t in tests if t.get("n_prompt") == p and t.get("n_gen") == n]
     if len(gen) != 1:
-        raise RuntimeError("llama-bench gave %d tg%d results, expected 1" % (len(gen), tokens))
+        raise RuntimeError("llama-bench gave %d %s%d results, expected 1" % (
+            len(gen), "pp" if prefill else "tg", p or n))
     t = gen[0]
     return {"tok_s": float(t["avg_ts"]),
             "build": "llama.cpp build %s (%s)" % (t.get("build_number", "?"),
@@ -144,6 +164,8 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--prefill", type=int, default=0, metavar="N",
+                    help="measure prefill of an N-token prompt instead of decode")
     ap.add_argument("--executor", default="looped")
     ap.add_argument("--isa", choices=["portable", "avx2", "avx512"], default=None,
                     help="force looptune's kernels to this ISA (looptune bench --isa)")
@@ -152,8 +174,10 @@ def main():
                          "--no-warm-start)")
     ap.add_argument("--jsonl", help="also append one JSON line per case here")
     a = ap.parse_args()
-    if a.tokens < 1 or a.rounds < 1:
-        ap.error("--tokens and --rounds must be >= 1")
+    if a.tokens < 1 or a.rounds < 1 or a.prefill < 0:
+        ap.error("--tokens and --rounds must be >= 1, --prefill >= 0")
+    if a.prefill and a.llamacpp_python:
+        ap.error("--prefill needs --llama-bench (llamacpp_decode.py measures decode only)")
     models = []
     for spec in a.model:
         if "=" not in spec:
@@ -166,7 +190,8 @@ def main():
         peer_sysinfo = llama_bench_system_info(a.llama_bench)
 
         def peer_sample(path, t):
-            return llama_bench_sample(a.llama_bench, path, t, a.tokens, a.llamacpp_arg)
+            return llama_bench_sample(a.llama_bench, path, t, a.tokens, a.llamacpp_arg,
+                                      a.prefill)
     elif a.llamacpp_python:
         peer_kind = "llama-cpp-python"
         peer_label = a.llamacpp_label or "llama-cpp-python"
@@ -185,14 +210,14 @@ def main():
             isa_seen, peer_build = set(), None
             for _ in range(a.rounds):
                 s = looptune_sample(a.looptune, path, t, a.tokens, a.executor, a.isa,
-                                    a.no_warm_start)
+                                    a.no_warm_start, a.prefill)
                 lt.append(s["tok_s"])
                 frac.append(s["bw_fraction"])
                 isa_seen.add(s["isa"] or a.isa or "?")
                 load.append(os.getloadavg()[0])
                 if a.baseline:
                     b = looptune_sample(a.baseline, path, t, a.tokens, a.executor, a.isa,
-                                        a.no_warm_start)
+                                        a.no_warm_start, a.prefill)
                     base.append(b["tok_s"])
                     base_frac.append(b["bw_fraction"])
                 if peer_sample:
@@ -213,7 +238,9 @@ def main():
                                                       ", " + peer_build if peer_build else ""))
                     if peer_sysinfo:
                         print("llama.cpp system info: %s" % peer_sysinfo)
-                print("%d rounds of %d tokens, interleaved\n" % (a.rounds, a.tokens))
+                print("%d rounds of %s, interleaved\n" % (
+                    a.rounds, "a %d-token prompt (prefill)" % a.prefill if a.prefill
+                    else "%d tokens" % a.tokens))
                 ll_head = "llama.cpp %s" % (peer_label or "")
                 base_head = ("| baseline tok/s min / median / max | vs baseline (median) "
                              "| baseline of read-only (median) " if a.baseline else "")
@@ -227,21 +254,22 @@ def main():
                                                         s_lt["max"])
             if base:
                 s_b = stat(base)
-                row += "%.1f / %.1f / %.1f | %.2fx | %.2f | " % (
+                row += "%.1f / %.1f / %.1f | %.2fx | %s | " % (
                     s_b["min"], s_b["median"], s_b["max"], s_lt["median"] / s_b["median"],
-                    statistics.median(base_frac))
+                    fmt_frac(base_frac))
             if ll:
                 s_ll = stat(ll)
                 row += "%.1f / %.1f / %.1f | %.2fx | " % (s_ll["min"], s_ll["median"], s_ll["max"],
                                                           s_lt["median"] / s_ll["median"])
             else:
                 row += "- | - | "
-            row += "%.2f | %.1f / %.1f |" % (statistics.median(frac), min(load), max(load))
+            row += "%s | %.1f / %.1f |" % (fmt_frac(frac), min(load), max(load))
             print(row, flush=True)
             if a.jsonl:
                 with open(a.jsonl, "a") as f:
                     f.write(json.dumps({"model": label, "path": path, "threads": t,
                                         "tokens": a.tokens, "rounds": a.rounds,
+                                        "prefill": a.prefill,
                                         "looptune": s_lt, "looptune_isa": isa,
                                         "isa_forced": bool(a.isa),
                                         "warm_start": not a.no_warm_start,
@@ -251,10 +279,11 @@ def main():
                                         "llamacpp_variant": peer_label,
                                         "llamacpp_build": peer_build,
                                         "llamacpp_system_info": peer_sysinfo,
-                                        "bw_fraction": stat(frac),
+                                        "bw_fraction": None if a.prefill else stat(frac),
                                         "baseline": stat(base) if base else None,
                                         "baseline_bw_fraction":
-                                            stat(base_frac) if base else None,
+                                            stat(base_frac) if base and not a.prefill
+                                            else None,
                                         "load_1min": stat(load)}) + "\n")
     return 0
 

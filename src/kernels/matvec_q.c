@@ -173,27 +173,52 @@ bool lt__matvec_quant_tokens(const lt_call *call, const lt_step *step, int ith, 
 
 /* ---- matmul --------------------------------------------------------------------- */
 
+/* Prefill's blocking: a thread's W rows in blocks of about this many bytes,
+ * which stay in L2 while every group of tokens passes over them. */
+#define MQ_ROW_BLOCK_BYTES ((size_t)256 << 10)
+
+/* Every token's x quantised once into this thread's scratch, then the
+ * thread's rows in blocks of MQ_ROW_BLOCK_BYTES (at least one row), and per
+ * group of up to LT__QDOT_MULTI_MAX tokens (their x in L1) each row of the
+ * block dotted with the group by isa's multi-token dot where it has one:
+ * each weight block is unpacked once per group, the block is read from
+ * memory once. Each sum the bits of the one-token dot, whatever the
+ * blocking. False if the scratch cannot be allocated. */
 bool lt__matmul_quant(const lt_call *call, int ith, int nth, lt_isa isa) {
     const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
     const lt__qtype *qt = lt__qtype_of(W->dtype);
     LT_ASSERT(qt);
     const lt__qdot_fn dot = lt__qdot_of(W->dtype, isa);
+    const lt__qdot_multi_fn multi = lt__qdot_multi_of(W->dtype, isa);
     const int64_t rows = W->ne[1], cols = W->ne[0], n = Y->ne[1], nb = cols / qt->block;
     int64_t r0, r1;
     lt__linear_split(rows, 16, ith, nth, &r0, &r1);
     if (r0 >= r1) return true;
-    /* every token's x quantised into this thread's scratch */
     const size_t xb = (size_t)nb * qt->xq_bytes;
     char *xq = (char *)lt__linear_scratch(xb * (size_t)n);
     if (!xq) return false;
     for (int64_t i = 0; i < n; i++) qt->quant(lt_tensor_row(X, i), cols, xq + (size_t)i * xb);
     const bool acc = call->ia[0] != 0;
-    for (int64_t j = r0; j < r1; j++) {
-        const char *row = lt_tensor_row(W, j);
-        for (int64_t i = 0; i < n; i++) {
-            float *y = (float *)lt_tensor_row(Y, i) + j;
-            const float s = dot(row, xq + (size_t)i * xb, nb);
-            *y = acc ? *y + s : s;
+    const size_t rb = lt_dtype_row_bytes(W->dtype, cols);
+    const int64_t blk = rb < MQ_ROW_BLOCK_BYTES ? (int64_t)(MQ_ROW_BLOCK_BYTES / rb) : 1;
+    const int gmax = multi ? LT__QDOT_MULTI_MAX : 1;
+    for (int64_t c0 = r0; c0 < r1; c0 += blk) {
+        const int64_t c1 = r1 - c0 < blk ? r1 : c0 + blk;
+        for (int64_t i = 0; i < n; i += gmax) {
+            const int k = n - i < gmax ? (int)(n - i) : gmax;
+            const void *xs[LT__QDOT_MULTI_MAX];
+            float *ys[LT__QDOT_MULTI_MAX];
+            for (int t = 0; t < k; t++) {
+                xs[t] = xq + (size_t)(i + t) * xb;
+                ys[t] = (float *)lt_tensor_row(Y, i + t);
+            }
+            for (int64_t r = c0; r < c1; r++) {
+                const char *row = lt_tensor_row(W, r);
+                float s[LT__QDOT_MULTI_MAX];
+                if (multi) multi(row, xs, k, nb, s);
+                else s[0] = dot(row, xs[0], nb);
+                for (int t = 0; t < k; t++) ys[t][r] = acc ? ys[t][r] + s[t] : s[t];
+            }
         }
     }
     return true;

@@ -98,7 +98,8 @@ float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb);
  * q5_k, q6_k; AVX2's for the others), the same bits; the portable dot
  * where isa has none for t. */
 lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa);
-/* isa's multi-token dot of t (q4_k, q5_k, q6_k on AVX2 and AVX-512);
+/* isa's multi-token dot of t (q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k on
+ * AVX2 and AVX-512);
  * NULL where it has none (callers then take lt__qdot_of's per token). */
 lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86
@@ -106,6 +107,9 @@ lt__qdot_fn lt__qdot_avx2_of(lt_dtype t);   /* NULL: none */
 lt__qdot_fn lt__qdot_avx512_of(lt_dtype t); /* NULL: none */
 lt__qdot_multi_fn lt__qdot_multi_avx2_of(lt_dtype t);   /* NULL: none */
 lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t); /* NULL: none */
+/* q4_0, q4_1, q5_0, q5_1 (qdot_legacy_multi_*.c); NULL for the others */
+lt__qdot_multi_fn lt__qdot_multi_legacy_avx2_of(lt_dtype t);
+lt__qdot_multi_fn lt__qdot_multi_legacy_avx512_of(lt_dtype t);
 /* Tests set it to take the AVX-512 dots without VNNI on a CPU that has it. */
 extern bool lt__qdot_avoid_vnni;
 #endif

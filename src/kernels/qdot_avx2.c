@@ -249,6 +249,6 @@ lt__qdot_multi_fn lt__qdot_multi_avx2_of(lt_dtype t) {
     case LT_Q4_K: return qdot_multi_q4_k;
     case LT_Q5_K: return qdot_multi_q5_k;
     case LT_Q6_K: return qdot_multi_q6_k;
-    default: return NULL;
+    default: return lt__qdot_multi_legacy_avx2_of(t);
     }
 }

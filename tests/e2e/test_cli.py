@@ -1,5 +1,5 @@
-"""The CLI's reporting, end to end: `bench --json` (single executor and --compare-executors)
-gives consistent figures (achieved GB/s = tokens/s x bytes per token; bandwidth fraction =
+"""The CLI's reporting, end to end: `bench --json` (single executor, --prefill and
+--compare-executors) gives consistent figures (achieved GB/s = tokens/s x bytes per token; bandwidth fraction =
 achieved / read-only per run, so its median lies within the ranges) and valid JSON whatever the
 model's path holds, `run` prints a summary whose GB/s equals weights per token x decode
 tokens/s, --param sets a kernel parameter, `tune` reports progress without a terminal,
@@ -63,6 +63,21 @@ if j:
     check(0 < st.get("p50", 0) <= st.get("p99", 0) and
           st["p99"] >= 1e3 / j["tok_s"]["max"] * (1 - 1e-4),
           "step_ms: 0 < p50 <= p99, and p99 no faster than the fastest run's mean step", str(st))
+
+# bench --prefill: one P-token prompt per run, its own figures, and its refusals
+p = run(["bench", "-m", MODEL, "-t", "2", "--prefill", "24", "-r", "3", "--json"])
+check(p.returncode == 0, "bench --prefill --json exits 0", p.stderr)
+j = json.loads(p.stdout) if p.returncode == 0 else {}
+if j:
+    check(j.get("prefill_tokens") == 24 and j.get("runs") == 3, "bench --prefill names its prompt")
+    check("prefill_tok_s" in j and stat_ok(j["prefill_tok_s"]),
+          "prefill tokens/s ordered min <= median <= max and positive", str(j.get("prefill_tok_s")))
+    check("tok_s" not in j and "read_gb_s" not in j, "bench --prefill reports no decode figures")
+for args, what in ((["--prefill", "24", "-s", "2"], "with --seqs"),
+                   (["--prefill", "100000"], "beyond the context")):
+    p = run(["bench", "-m", MODEL, "-r", "1"] + args)
+    check(p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1
+          and "--prefill" in p.stderr, "bench --prefill %s is one line of error" % what, p.stderr)
 
 # bench --compare-executors
 p = run(["bench", "-m", MODEL, "-t", "2", "-n", "16", "-r", "3", "--membw-mib", "16", "--json",

@@ -10,7 +10,8 @@
  *   float rounding only: a wrong scale, minimum, bsum or level shows there;
  * - bit for bit across ISAs, every point of matvec's and matmul's parameter
  *   spaces (on a small shape; defaults on the larger ones), nth = 1, 2, 3 and
- *   between matmul's tokens and matvec, overwrite and accumulate;
+ *   between matmul's tokens and matvec (the multi-token dots, several row
+ *   blocks, groups of tokens and a part group), overwrite and accumulate;
  * - the same for the AVX-512 dots without VNNI where the CPU has it;
  * - embed rows equal to lt_row_to_f32's, every ISA, nth, min_chunk;
  * - check(): widths that are not whole blocks, the split layout. */
@@ -328,6 +329,8 @@ int main(void) {
         if (!emu) test_matvec(t, 300, blk == 32 ? 2048 : 2816, false);
         test_matmul(t, 5, blk * 2, 3, true);
         test_matmul(t, 33, blk == 32 ? 160 : 768, 7, false);
+        /* more rows than one row block of a thread, tokens past whole groups */
+        if (!emu) test_matmul(t, 301, 4096, 10, false);
         test_embed(t);
         test_special_x(t);
         test_check(t);

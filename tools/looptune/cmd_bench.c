@@ -25,6 +25,9 @@ static const char *const bench_help =
     "  -r, --runs R         measured runs (default 5)\n"
     "  -s, --seqs S         decode S sequences together, one batch of S tokens per step\n"
     "                       (default 1); tokens/s counts every sequence's tokens\n"
+    "      --prefill P      measure prefill instead: each run evaluates one P-token prompt\n"
+    "                       at position 0 (as llama-bench -p P -n 0); reports tokens/s of\n"
+    "                       the prompt (no decode, no bandwidth)\n"
     "      --membw-mib M    bandwidth array size in MiB (default 256)\n"
     "      --isa ISA        force kernels to portable, avx2 or avx512\n"
     "      --executor E     looped (default) or dispatch\n"
@@ -97,6 +100,16 @@ static int decode_run(lt_llama *l, int64_t n, int64_t seqs, double *tok_s, doubl
     return LT_OK;
 }
 
+/* One prefill run: a prompt of p tokens at position 0, timed as one
+ * evaluation. Returns its tokens/s. */
+static int prefill_run(lt_llama *l, const int32_t *prompt, int64_t p, double *tok_s) {
+    const uint64_t t0 = lt_now_ns();
+    const int rc = lt_llama_eval(l, prompt, p, 0);
+    if (rc) return rc;
+    *tok_s = (double)p / ((double)(lt_now_ns() - t0) * 1e-9);
+    return LT_OK;
+}
+
 /* s as a JSON string, through the records' JSON writer (a path may hold
  * quotes, backslashes, control characters or bytes that are not UTF-8). */
 static void print_json_string(const char *s) {
@@ -132,6 +145,48 @@ static void print_table_row(const char *name, int decimals, lt_summary s) {
            s.max);
 }
 
+/* --prefill: a warm-up, then runs prompts of p tokens, their tokens/s in
+ * tps[0..runs); the table or the JSON object on stdout. Returns the exit
+ * code. */
+static int bench_prefill(const char *cmd, lt_llama *l, const char *model_path, const lt_model *m,
+                         int64_t threads, int64_t p, int64_t runs, double *tps, bool json) {
+    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)p);
+    if (!prompt) return lt_cli_fail(cmd, "out of memory");
+    for (int64_t i = 0; i < p; i++) /* spread over the vocabulary, like a text */
+        prompt[i] = (int32_t)((1 + 7919 * i) % m->cfg.vocab_size);
+    double warm;
+    int rc = prefill_run(l, prompt, p, &warm);
+    if (!json && !rc)
+        fprintf(stderr, "looptune bench: %s, %s weights, %lld threads, %lld runs of a %lld-token "
+                "prompt\n", model_path, lt_dtype_name(m->wtype), (long long)threads,
+                (long long)runs, (long long)p);
+    for (int64_t r = 0; r < runs && !rc; r++) {
+        rc = prefill_run(l, prompt, p, &tps[r]);
+        if (!json && !rc)
+            fprintf(stderr, "  run %lld/%lld: prefill %.1f tokens/s\n", (long long)r + 1,
+                    (long long)runs, tps[r]);
+    }
+    free(prompt);
+    if (rc) return lt_cli_fail_status(cmd, rc, "prefill failed");
+    const lt_summary s = lt_summarize(tps, (int)runs);
+    if (json) {
+        printf("{\"model\":");
+        print_json_string(model_path);
+        printf(",\"dtype\":");
+        print_json_string(lt_dtype_name(m->wtype));
+        printf(",\"threads\":%lld,\"prefill_tokens\":%lld,\"runs\":%lld,\"isa\":",
+               (long long)threads, (long long)p, (long long)runs);
+        print_json_string(lt_isa_name(lt_isa_active()));
+        printf(",\"step_threads\":%d,", lt_llama_threads(l, lt_regime_of(p, false)));
+        print_stat_json("prefill_tok_s", s, true);
+        printf("}\n");
+    } else {
+        printf("%-26s %10s %10s %10s\n", "", "min", "median", "max");
+        print_table_row("prefill tokens/s", 1, s);
+    }
+    return 0;
+}
+
 /* An error while reading the options: say it, free the Kafka properties. */
 #define BAIL(...)                                                              \
     do {                                                                       \
@@ -148,11 +203,11 @@ static void print_table_row(const char *name, int decimals, lt_summary s) {
 int lt_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     const char *model_path = NULL;
-    int64_t threads = 0, n_tok = 64, runs = 5, membw_mib = 256, seqs = 1;
+    int64_t threads = 0, n_tok = 64, runs = 5, membw_mib = 256, seqs = 1, prefill = 0;
     bool json = false, compare = false, use_mmap = false, no_fuse = false;
     lt_executor executor = LT_EXEC_LOOPED;
     enum { O_MEMBW = 256, O_ISA, O_JSON, O_EXEC, O_CMP, O_MMAP, O_NFP, O_STORE, O_NOWARM,
-           O_PARAM };
+           O_PARAM, O_PREFILL };
     lt_cli_param params[LT_CLI_MAX_PARAMS];
     int n_params = 0;
     const char *store_path = NULL;
@@ -170,6 +225,7 @@ int lt_cmd_bench(int argc, char **argv) {
         {"config-store", required_argument, 0, O_STORE},
         {"no-warm-start", no_argument, 0, O_NOWARM},
         {"param", required_argument, 0, O_PARAM},
+        {"prefill", required_argument, 0, O_PREFILL},
         LT_CLI_KAFKA_OPTIONS,
         {0, 0, 0, 0}};
     if (lt_cli_kafka_init(cmd, &kafka)) return 1;
@@ -197,6 +253,10 @@ int lt_cmd_bench(int argc, char **argv) {
         case 's':
             if (!lt_cli_parse_i64(optarg, 1, LT_BENCH_MAX_SEQS, &seqs))
                 BAIL("bad --seqs '%s': expected 1..%d", optarg, LT_BENCH_MAX_SEQS);
+            break;
+        case O_PREFILL:
+            if (!lt_cli_parse_i64(optarg, 1, 1 << 20, &prefill))
+                BAIL("bad --prefill '%s': expected a positive number", optarg);
             break;
         case O_MEMBW:
             if (!lt_cli_parse_i64(optarg, 1, 1 << 16, &membw_mib))
@@ -234,6 +294,8 @@ int lt_cmd_bench(int argc, char **argv) {
         lt_cli_kafka_refuse(cmd, &kafka, "--config-store kafka"))
         BAIL_QUIET();
     if (!threads) threads = lt_cpu()->logical_cpus < 2 ? 1 : 2;
+    if (prefill && (compare || seqs > 1))
+        BAIL("--prefill measures one prompt: not with --compare-executors or --seqs");
 
     int rc, exit_code = 1;
     lt_model *m = NULL;
@@ -261,7 +323,12 @@ int lt_cmd_bench(int argc, char **argv) {
     if ((rc = lt_cli_load_model(cmd, model_path, NULL, use_mmap, &m, &ls))) goto done;
     if (lt_model_page_note(m))
         fprintf(stderr, "looptune %s: note: %s\n", cmd, lt_model_page_note(m));
-    if (n_tok + 1 > m->cfg.seq_len) {
+    if (prefill > m->cfg.seq_len) {
+        lt_cli_fail(cmd, "--prefill %lld exceeds the context length %lld", (long long)prefill,
+                    (long long)m->cfg.seq_len);
+        goto done;
+    }
+    if (!prefill && n_tok + 1 > m->cfg.seq_len) {
         lt_cli_fail(cmd, "--tokens %lld exceeds the context length %lld", (long long)n_tok,
                     (long long)m->cfg.seq_len);
         goto done;
@@ -271,8 +338,9 @@ int lt_cmd_bench(int argc, char **argv) {
         goto done;
     }
     for (int e = 0; e < n_exec; e++) {
-        lt_llama_opts lo = {.ctx_len = n_tok + 1, .executor = (int)ex[e].e,
-                            .no_fuse_pass = no_fuse, .n_slots = seqs};
+        lt_llama_opts lo = {.ctx_len = prefill ? prefill : n_tok + 1, .executor = (int)ex[e].e,
+                            .no_fuse_pass = no_fuse, .n_slots = seqs,
+                            .max_batch = prefill};
         if ((rc = lt_llama_init(&ex[e].l, m, pool, &lo))) {
             lt_cli_fail_status(cmd, rc, "cannot build the program");
             goto done;
@@ -282,6 +350,11 @@ int lt_cmd_bench(int argc, char **argv) {
             goto done;
         /* wait times are read with two clock reads per synchronisation */
         lt_llama_set_timing(ex[e].l, true);
+    }
+    if (prefill) {
+        exit_code = bench_prefill(cmd, ex[0].l, model_path, m, threads, prefill, runs,
+                                  ex[0].tps, json);
+        goto done;
     }
     /* bytes read per decoded token: all weights (once per step: shared by
      * the step's seqs tokens), plus the KV cache rows attention reads,
