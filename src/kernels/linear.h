@@ -340,7 +340,7 @@ extern bool lt__q8i8_avoid_vnni;
  * false, nothing written, if the quantised x cannot be allocated. */
 bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth,
                       const float *x, lt_isa isa);
-bool lt__matmul_quant(const lt_call *call, int ith, int nth, lt_isa isa);
+bool lt__matmul_quant(const lt_call *call, const lt_step *step, int ith, int nth, lt_isa isa);
 /* ... and a matvec of several tokens (x and y rows, matvec_tokens' shapes):
  * rows of thread ith for every token, each token's bits those of
  * lt__matvec_quant alone; same false. */

@@ -177,14 +177,15 @@ bool lt__matvec_quant_tokens(const lt_call *call, const lt_step *step, int ith, 
  * which stay in L2 while every group of tokens passes over them. */
 #define MQ_ROW_BLOCK_BYTES ((size_t)256 << 10)
 
-/* Every token's x quantised once into this thread's scratch, then the
+/* Every token's x quantised once per thread and execution (the cache
+ * above: the looped executor hands a thread many tasks of one node), then the
  * thread's rows in blocks of MQ_ROW_BLOCK_BYTES (at least one row), and per
  * group of up to LT__QDOT_MULTI_MAX tokens (their x in L1) each row of the
  * block dotted with the group by isa's multi-token dot where it has one:
  * each weight block is unpacked once per group, the block is read from
  * memory once. Each sum the bits of the one-token dot, whatever the
  * blocking. False if the scratch cannot be allocated. */
-bool lt__matmul_quant(const lt_call *call, int ith, int nth, lt_isa isa) {
+bool lt__matmul_quant(const lt_call *call, const lt_step *step, int ith, int nth, lt_isa isa) {
     const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
     const lt__qtype *qt = lt__qtype_of(W->dtype);
     LT_ASSERT(qt);
@@ -195,9 +196,8 @@ bool lt__matmul_quant(const lt_call *call, int ith, int nth, lt_isa isa) {
     lt__linear_split(rows, 16, ith, nth, &r0, &r1);
     if (r0 >= r1) return true;
     const size_t xb = (size_t)nb * qt->xq_bytes;
-    char *xq = (char *)lt__linear_scratch(xb * (size_t)n);
+    const char *xq = xq_get(call, step, X->data, n, X->nb[1], cols, qt);
     if (!xq) return false;
-    for (int64_t i = 0; i < n; i++) qt->quant(lt_tensor_row(X, i), cols, xq + (size_t)i * xb);
     const bool acc = call->ia[0] != 0;
     const size_t rb = lt_dtype_row_bytes(W->dtype, cols);
     const int64_t blk = rb < MQ_ROW_BLOCK_BYTES ? (int64_t)(MQ_ROW_BLOCK_BYTES / rb) : 1;
