@@ -24,6 +24,25 @@ static inline __m512i acc_madd(const bool vnni, __m512i s, __m512i p, __m512i sc
 
 bool lt__qdot_avoid_vnni = false;
 
+/* The 8 six-bit scales (bytes 0..7) and minimums (8..15) of a q4_k / q5_k
+ * super-block (the layout of lt_qk_scale_min) from its 12 bytes at s (16
+ * read: the block's quants follow), in vector registers: with s_i byte i,
+ *   sc_j = s_j & 63,               mn_j = s_4+j & 63               (j < 4)
+ *   sc_j = (s_4+j & 15) | s_j-4 >> 6 << 4, mn_j = s_4+j >> 4 | s_j >> 6 << 4 (j >= 4) */
+static inline __m128i q45_scale_bytes(const uint8_t *s) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)s);
+    const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8,
+                                                        9, 10, 11));
+    const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1,
+                                                        -1, 4, 5, 6, 7));
+    const __m128i m1 = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0);
+    const __m128i m2 = _mm_setr_epi32(0, 0, 0, 0x0f0f0f0f);
+    /* (a & m1) | (a >> 4 & m2) | (b >> 2 & 0x30): the 16-bit shifts' bits
+     * from the next byte are masked off */
+    const __m128i r = _mm_ternarylogic_epi32(_mm_srli_epi16(a, 4), m2, _mm_and_si128(a, m1), 0xea);
+    return _mm_ternarylogic_epi32(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30), r, 0xea);
+}
+
 /* q4_k and q5_k (qh NULL for q4_k): groups 2c and 2c + 1 in one 64-byte
  * load; its low nibbles are sub-blocks 4c and 4c + 2, the high ones 4c + 1
  * and 4c + 3, the 128 levels that x's paired order puts at 128c .. 128c +
@@ -35,17 +54,21 @@ dot_q45_multi_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scal
                 const uint8_t *qh, const uint8_t *qs, const lt__xqk *const *x, const int nt,
                 __m256 *acc) {
     static const uint8_t spread[4][64] = {
-#define W(k) 2 * (k), 2 * (k) + 1
+#define W(k) (k), 0x80 /* byte k of the scales widened to 16 bits */
 #define W8(k) W(k), W(k), W(k), W(k), W(k), W(k), W(k), W(k)
 #define S(a, b) {W8(a), W8(a), W8(b), W8(b)}
         S(0, 2), S(1, 3), S(4, 6), S(5, 7),
 #undef S
+    };
+    /* sub-block l's minimum in 16-bit lanes 2l, 2l + 1 (against bsums[2l], [2l + 1]) */
+    static const uint8_t mins_ctl[32] = {W(8), W(8), W(9), W(9), W(10), W(10), W(11), W(11),
+                                         W(12), W(12), W(13), W(13), W(14), W(14), W(15), W(15)};
 #undef W8
 #undef W
-    };
-    __m128i sc, mn;
-    lt__q45_scales(scales, &sc, &mn);
-    const __m512i sc4 = _mm512_broadcast_i32x4(sc), m4 = _mm512_set1_epi8(0x0f);
+    const __m512i sc4 = _mm512_broadcast_i32x4(q45_scale_bytes(scales));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m256i mn2 =
+        _mm256_shuffle_epi8(_mm512_castsi512_si256(sc4), _mm256_loadu_si256((const __m256i *)mins_ctl));
     const __m512i h = qh ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh))
                          : _mm512_setzero_si512();
     __m512i s32[LT__QDOT_MULTI_MAX];
@@ -74,7 +97,8 @@ dot_q45_multi_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scal
     const float d = lt__half(dh), dmin = lt__half(dminh);
     for (int t = 0; t < nt; t++) {
         acc[t] = lt__lane_fma(acc[t], d * x[t]->d, fold8(s32[t]));
-        acc[t] = lt__lane_fma(acc[t], -(dmin * x[t]->d), lt__q45_mins(mn, x[t]->bsums));
+        const __m256i M = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums), mn2);
+        acc[t] = lt__lane_fma(acc[t], -(dmin * x[t]->d), M);
     }
 }
 
