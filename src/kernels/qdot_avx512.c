@@ -249,3 +249,81 @@ lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t) {
     default: return NULL;
     }
 }
+
+/* q4_k, two rows against one token's x (lt__qdot2_fn): as dot_q45_multi_v
+ * per row, each x load serving both rows. */
+static inline __attribute__((always_inline)) void
+step2_q4_k(const bool vnni, const lt_block_q4_k *const w[2], const lt__xqk *x, __m256 *acc[2]) {
+    static const uint8_t spread[4][64] = {
+#define W(k) (k), 0x80
+#define W8(k) W(k), W(k), W(k), W(k), W(k), W(k), W(k), W(k)
+#define S(a, b) {W8(a), W8(a), W8(b), W8(b)}
+        S(0, 2), S(1, 3), S(4, 6), S(5, 7),
+#undef S
+    };
+    static const uint8_t mins_ctl[32] = {W(8), W(8), W(9), W(9), W(10), W(10), W(11), W(11),
+                                         W(12), W(12), W(13), W(13), W(14), W(14), W(15), W(15)};
+#undef W8
+#undef W
+    __m512i sc4[2], s32[2];
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int r = 0; r < 2; r++) {
+        sc4[r] = _mm512_broadcast_i32x4(q45_scale_bytes(w[r]->scales));
+        s32[r] = _mm512_setzero_si512();
+    }
+    for (int c = 0; c < 2; c++) {
+        __m512i lv[2][2];
+        for (int r = 0; r < 2; r++) {
+            const __m512i q = _mm512_loadu_si512(w[r]->qs + 64 * c);
+            lv[r][0] = _mm512_and_si512(q, m4);
+            lv[r][1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        }
+        for (int k = 0; k < 2; k++) {
+            const __m512i sp = _mm512_loadu_si512(spread[2 * c + k]);
+            const __m512i xv = _mm512_loadu_si512(x->qs + 128 * c + 64 * k);
+            for (int r = 0; r < 2; r++)
+                s32[r] = acc_madd(vnni, s32[r], _mm512_maddubs_epi16(lv[r][k], xv),
+                                  _mm512_shuffle_epi8(sc4[r], sp));
+        }
+    }
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    const __m256i ctl = _mm256_loadu_si256((const __m256i *)mins_ctl);
+    for (int r = 0; r < 2; r++) {
+        const __m256i mn2 = _mm256_shuffle_epi8(_mm512_castsi512_si256(sc4[r]), ctl);
+        *acc[r] = lt__lane_fma(*acc[r], lt__half(w[r]->d) * x->d, fold8(s32[r]));
+        *acc[r] = lt__lane_fma(*acc[r], -(lt__half(w[r]->dmin) * x->d), _mm256_madd_epi16(bs, mn2));
+    }
+}
+
+/* The loop of a two-row dot over step2(vnni, w[2], x, acc[2]): each row's
+ * chains and blocks those of LT__QDOT_K. */
+#define QDOT2(name, block_t, step2, vnni)                                                      \
+    static void name(const void *row0, const void *row1, const void *xq, int64_t nb,          \
+                     float out[2]) {                                                           \
+        const block_t *r0 = row0, *r1 = row1;                                                  \
+        const lt__xqk *x = xq;                                                                 \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;                            \
+        int64_t b = 0;                                                                         \
+        for (; b + 1 < nb; b += 2) {                                                           \
+            step2(vnni, (const block_t *const[2]){&r0[b], &r1[b]}, &x[b],                      \
+                  (__m256 *[2]){&a0, &b0});                                                    \
+            step2(vnni, (const block_t *const[2]){&r0[b + 1], &r1[b + 1]}, &x[b + 1],          \
+                  (__m256 *[2]){&a1, &b1});                                                    \
+        }                                                                                      \
+        if (b < nb)                                                                            \
+            step2(vnni, (const block_t *const[2]){&r0[b], &r1[b]}, &x[b],                      \
+                  (__m256 *[2]){&a0, &b0});                                                    \
+        out[0] = lt__lanes_sum16(a0, a1);                                                      \
+        out[1] = lt__lanes_sum16(b0, b1);                                                      \
+    }
+
+QDOT2(qdot2_q4_k, lt_block_q4_k, step2_q4_k, false)
+QDOT2(qdot2_q4_k_vnni, lt_block_q4_k, step2_q4_k, true)
+
+lt__qdot2_fn lt__qdot2_avx512_of(lt_dtype t) {
+    const bool v = use_vnni();
+    switch (t) {
+    case LT_Q4_K: return v ? qdot2_q4_k_vnni : qdot2_q4_k;
+    default: return NULL;
+    }
+}
