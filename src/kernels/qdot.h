@@ -118,8 +118,7 @@ lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa);
 /* isa's multi-token dot of t (q4_k, q5_k, q6_k on AVX2 and AVX-512);
  * NULL where it has none (callers then take lt__qdot_of's per token). */
 lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa);
-/* isa's two-row dot of t (q4_k, q6_k on AVX-512); NULL where it has none
- * (callers then take lt__qdot_of's per row). */
+/* isa's two-row dot of t (q4_k on AVX-512); NULL where it has none. */
 lt__qdot2_fn lt__qdot2_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86
 lt__qdot2_fn lt__qdot2_avx512_of(lt_dtype t); /* NULL: none */

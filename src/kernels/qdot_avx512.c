@@ -3,9 +3,8 @@
  * onto each block's 8 exact lane sums, then qdot.h's float steps on the
  * block's chain of lanes: the portable bits. Each dot in two builds, with
  * and without AVX512_VNNI's vpdpwssd (the scale multiply and the add in
- * one), the former where the CPU has it; one-token and multi-token dots,
- * and two-row ones (q4_k, q6_k) for a matvec of one token. The other types
- * take the AVX2 dots (lt__qdot_of). */
+ * one), the former where the CPU has it; one-token and multi-token dots. The other types take the AVX2
+ * dots (lt__qdot_of). */
 #include "kernels/qdot_x86.h"
 
 #include <immintrin.h>

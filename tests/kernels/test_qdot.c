@@ -11,7 +11,6 @@
  * - bit for bit across ISAs, every point of matvec's and matmul's parameter
  *   spaces (on a small shape; defaults on the larger ones), nth = 1, 2, 3 and
  *   between matmul's tokens and matvec, overwrite and accumulate;
- * - the two-row dots against the one-row ones, bit for bit;
  * - the same for the AVX-512 dots without VNNI where the CPU has it;
  * - embed rows equal to lt_row_to_f32's, every ISA, nth, min_chunk;
  * - check(): widths that are not whole blocks, the split layout. */
@@ -319,37 +318,6 @@ static void test_check(lt_dtype t) {
     fixture_free(&f);
 }
 
-/* The two-row dots (lt__qdot2_of) of every ISA: each row the portable
- * one-row bits, blocks in pairs and an odd one. */
-static void test_dot2(lt_dtype t) {
-    if (lt_dtype_block(t) != LT_QK_K) return;
-    for (int64_t nb = 1; nb <= 5; nb += 2) {
-        fixture f;
-        fixture_init(&f, t, 4, nb * LT_QK_K, (uint64_t)(t + nb));
-        lt__xqk *xq = lt_aligned_alloc(64, sizeof(lt__xqk) * (size_t)nb);
-        lt__xqk_quant(f.x, f.cols, xq);
-        const size_t rb = lt_dtype_row_bytes(t, f.cols);
-        for (int isa = 0; isa < ot_isa_count(); isa++) {
-            const lt__qdot2_fn dot2 = lt__qdot2_of(t, (lt_isa)isa);
-            if (!dot2) continue;
-            for (int r = 0; r + 1 < 4; r++) {
-                const char *w0 = (const char *)f.w + rb * (size_t)r;
-                float s[2];
-                dot2(w0, w0 + rb, xq, nb, s);
-                for (int k = 0; k < 2; k++) {
-                    const float want = lt__qdot_of(t, LT_ISA_PORTABLE)(w0 + rb * (size_t)k, xq, nb);
-                    if (memcmp(&s[k], &want, sizeof want))
-                        LT__FAIL("two-row dot %s %s, %lld blocks, row %d: %.9g, one-row %.9g",
-                                 lt_dtype_name(t), lt_isa_name((lt_isa)isa), (long long)nb,
-                                 r + k, s[k], want);
-                }
-            }
-        }
-        lt_aligned_free(xq);
-        fixture_free(&f);
-    }
-}
-
 int main(void) {
     const bool emu = lt_test_emulated();
     for (int i = 0; i < NTYPES; i++) {
@@ -363,7 +331,6 @@ int main(void) {
         test_embed(t);
         test_special_x(t);
         test_check(t);
-        test_dot2(t);
     }
 #if LT_HAVE_X86
     /* the AVX-512 dots without VNNI on a CPU that has it: the same bits */
@@ -374,7 +341,6 @@ int main(void) {
             const int64_t blk = lt_dtype_block(t);
             test_matvec(t, 37, blk == 32 ? 96 : 512, false);
             test_matmul(t, 33, blk == 32 ? 160 : 768, 7, false);
-            test_dot2(t);
         }
         lt__qdot_avoid_vnni = false;
     }
