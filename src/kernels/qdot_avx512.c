@@ -317,67 +317,13 @@ step2_q4_k(const bool vnni, const lt_block_q4_k *const w[2], const lt__xqk *x, _
         out[1] = lt__lanes_sum16(b0, b1);                                                      \
     }
 
-/* q6_k, two rows against one token's x: as mstep_q6_k_v per row. */
-static inline __attribute__((always_inline)) void
-step2_q6_k(const bool vnni, const lt_block_q6_k *const w[2], const lt__xqk *x, __m256 *acc[2]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
-    static const int16_t spread[4][32] = {
-#define S8(v) v, v, v, v, v, v, v, v
-        {S8(0), S8(1), S8(4), S8(5)},
-        {S8(2), S8(3), S8(6), S8(7)},
-        {S8(8), S8(9), S8(12), S8(13)},
-        {S8(10), S8(11), S8(14), S8(15)},
-#undef S8
-    };
-    __m512i sc16[2], s32[2];
-    for (int r = 0; r < 2; r++) {
-        sc16[r] = _mm512_zextsi256_si512(
-            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[r]->scales)));
-        s32[r] = _mm512_setzero_si512();
-    }
-    for (int h = 0; h < 2; h++) {
-        __m512i lv[2][2];
-        for (int r = 0; r < 2; r++) {
-            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[r]->ql + 64 * h));
-            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[r]->ql + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[r]->qh + 32 * h));
-            const __m256i lv0 = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                                _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
-            const __m256i lv1 = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                                _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
-            const __m256i lv2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                                _mm256_and_si256(qh, m2h));
-            const __m256i lv3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
-            lv[r][0] = join(lv0, lv2);
-            lv[r][1] = join(lv1, lv3);
-        }
-        for (int p = 0; p < 2; p++) {
-            const __m512i sp = _mm512_loadu_si512(spread[2 * h + p]);
-            const __m512i xv = _mm512_loadu_si512(x->qs + 128 * h + 64 * p);
-            for (int r = 0; r < 2; r++)
-                s32[r] = acc_madd(vnni, s32[r], _mm512_maddubs_epi16(lv[r][p], xv),
-                                  _mm512_permutexvar_epi16(sp, sc16[r]));
-        }
-    }
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-    for (int r = 0; r < 2; r++) {
-        const __m256i back = _mm256_madd_epi16(bs, _mm512_castsi512_si256(sc16[r]));
-        *acc[r] = lt__lane_fma(*acc[r], lt__half(w[r]->d) * x->d,
-                               _mm256_sub_epi32(fold8(s32[r]), _mm256_slli_epi32(back, 5)));
-    }
-}
-
 QDOT2(qdot2_q4_k, lt_block_q4_k, step2_q4_k, false)
-QDOT2(qdot2_q6_k, lt_block_q6_k, step2_q6_k, false)
-QDOT2(qdot2_q6_k_vnni, lt_block_q6_k, step2_q6_k, true)
 QDOT2(qdot2_q4_k_vnni, lt_block_q4_k, step2_q4_k, true)
 
 lt__qdot2_fn lt__qdot2_avx512_of(lt_dtype t) {
     const bool v = use_vnni();
     switch (t) {
     case LT_Q4_K: return v ? qdot2_q4_k_vnni : qdot2_q4_k;
-    case LT_Q6_K: return v ? qdot2_q6_k_vnni : qdot2_q6_k;
     default: return NULL;
     }
 }
