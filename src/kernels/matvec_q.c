@@ -47,14 +47,6 @@ lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa) {
     return NULL;
 }
 
-lt__qdot2_fn lt__qdot2_of(lt_dtype t, lt_isa isa) {
-#if LT_HAVE_X86
-    if (isa >= LT_ISA_AVX512) return lt__qdot2_avx512_of(t);
-#endif
-    (void)t, (void)isa;
-    return NULL;
-}
-
 /* ---- the per-thread cache of quantised x ------------------------------------- */
 
 typedef struct {
@@ -120,23 +112,7 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
     const size_t rb = lt_dtype_row_bytes(W->dtype, cols);
     int64_t r0, r1;
     lt__linear_split(rows, lt__mv_task_rows(call), ith, nth, &r0, &r1);
-    /* rows in pairs where the ISA has a two-row dot (the same bits per row) */
-    const lt__qdot2_fn dot2 = lt__qdot2_of(W->dtype, isa);
-    int64_t r = r0;
-    if (dot2)
-        for (; r + 1 < r1; r += 2) {
-            const char *w0 = lt_tensor_row(W, r), *w1 = lt_tensor_row(W, r + 1);
-            if (pf)
-                for (size_t o = 0; o < rb; o += LT_CACHE_LINE) {
-                    __builtin_prefetch(w0 + o + pf);
-                    __builtin_prefetch(w1 + o + pf);
-                }
-            float s[2];
-            dot2(w0, w1, xq, nb, s);
-            y[r] = acc ? y[r] + s[0] : s[0];
-            y[r + 1] = acc ? y[r + 1] + s[1] : s[1];
-        }
-    for (; r < r1; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         const float s = row_dot(dot, lt_tensor_row(W, r), rb, xq, nb, pf);
         y[r] = acc ? y[r] + s : s;
     }

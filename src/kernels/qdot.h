@@ -76,11 +76,6 @@ typedef float (*lt__qdot_fn)(const void *row, const void *xq, int64_t nb);
 typedef void (*lt__qdot_multi_fn)(const void *row, const void *const *xq, int ntok, int64_t nb,
                                   float *out);
 
-/* Two weight rows dotted with one token's activations: out[r] the bits
- * lt__qdot_fn gives row r (the x loads shared). */
-typedef void (*lt__qdot2_fn)(const void *row0, const void *row1, const void *xq, int64_t nb,
-                             float out[2]);
-
 typedef struct {
     int64_t block;        /* elements per weight block (= per activation block) */
     size_t xq_bytes;      /* bytes per activation block */
@@ -118,10 +113,7 @@ lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa);
 /* isa's multi-token dot of t (q4_k, q5_k, q6_k on AVX2 and AVX-512);
  * NULL where it has none (callers then take lt__qdot_of's per token). */
 lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa);
-/* isa's two-row dot of t (q4_k on AVX-512); NULL where it has none. */
-lt__qdot2_fn lt__qdot2_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86
-lt__qdot2_fn lt__qdot2_avx512_of(lt_dtype t); /* NULL: none */
 lt__qdot_fn lt__qdot_avx2_of(lt_dtype t);   /* NULL: none */
 lt__qdot_fn lt__qdot_avx512_of(lt_dtype t); /* NULL: none */
 lt__qdot_multi_fn lt__qdot_multi_avx2_of(lt_dtype t);   /* NULL: none */
