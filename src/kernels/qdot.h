@@ -11,6 +11,11 @@
  * d = 1 / (-127 / v), and bsums[j] = the sum of q over elements 16j..16j+15.
  * A block of zeros has d = 0 and q = 0; a block holding a NaN or an
  * infinity has d = NaN and q = 0, so the row's result turns NaN as in f32.
+ * qs holds the q in paired order (lt__xqk_pos): in each 128 elements the
+ * second and third 32 swap places, so that 64 bytes of x line up with the
+ * low nibbles of 64 bytes of q4_k / q5_k quants (and with half of a q6_k
+ * half-block's bytes), and the high nibbles with the next 64; bsums are in
+ * element order.
  *
  * Exact arithmetic order (every path must give these bits). A block's
  * products are summed exactly in int32 in 8 lanes: lane l takes the
@@ -47,9 +52,16 @@ typedef struct {
 
 typedef struct {
     float d;
-    int8_t qs[LT_QK_K];
+    int8_t qs[LT_QK_K]; /* paired order: element e at lt__xqk_pos(e) */
     int16_t bsums[LT_QK_K / 16];
 } lt__xqk;            /* 292 bytes */
+
+/* Where lt__xqk's qs keeps element e (0 .. 255) of its block: 32-element
+ * quarters 1 and 2 of each 128 swapped (its own inverse). */
+static inline int lt__xqk_pos(int e) {
+    const int q = e >> 5 & 3;
+    return (e & ~127) | (q == 1 ? 2 : q == 2 ? 1 : q) << 5 | (e & 31);
+}
 
 /* x[0..n) quantised for the type family: n / 32 lt__xq32 or n / 256 lt__xqk
  * blocks at xq. */

@@ -93,8 +93,10 @@ dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8
         lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
         const __m256i sc_lo = lt__bcast16(sc2, 2 * j), sc_hi = lt__bcast16(sc2, 2 * j + 1);
         for (int t = 0; t < nt; t++) {
-            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x[t]->qs + 64 * j));
-            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x[t]->qs + 64 * j + 32));
+            /* group j's elements 64j .. 64j + 63 in x's paired order */
+            const int8_t *xj = x[t]->qs + 128 * (j / 2) + 32 * (j % 2);
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)xj);
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xj + 64));
             s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), sc_lo));
             s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), sc_hi));
         }
@@ -135,7 +137,7 @@ static inline __m256 step_q2_k(const lt_block_q2_k *w, const lt__xqk *x, __m256 
         for (int g = 0; g < 4; g++) {
             const int k = 8 * h + 2 * g;
             const __m256i lv = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m2);
-            s32 = _mm256_add_epi32(s32, group_dot(lv, x->qs + 128 * h + 32 * g,
+            s32 = _mm256_add_epi32(s32, group_dot(lv, x->qs + lt__xqk_pos(128 * h + 32 * g),
                                                   w->scales[k] & 0x0f, w->scales[k + 1] & 0x0f));
         }
     }
@@ -167,7 +169,8 @@ static inline __m256 step_q3_k(const lt_block_q3_k *w, const lt__xqk *x, __m256 
             const __m256i hb = bit >= 2 ? _mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit - 2))
                                         : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - bit));
             const __m256i lv = _mm256_or_si256(lo, _mm256_and_si256(hb, m4));
-            s32 = _mm256_add_epi32(s32, group_dot(lv, x->qs + 128 * h + 32 * g, sc[k], sc[k + 1]));
+            s32 = _mm256_add_epi32(
+                s32, group_dot(lv, x->qs + lt__xqk_pos(128 * h + 32 * g), sc[k], sc[k + 1]));
         }
     }
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
@@ -206,7 +209,8 @@ mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256
             const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(w->scales[k + 1]),
                                                  _mm_set1_epi16(w->scales[k]));
             for (int t = 0; t < nt; t++) {
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x[t]->qs + 128 * h + 32 * g));
+                const __m256i xv =
+                    _mm256_loadu_si256((const __m256i *)(x[t]->qs + lt__xqk_pos(128 * h + 32 * g)));
                 s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lv, xv), scv));
             }
         }

@@ -16,11 +16,6 @@ static inline __m256i fold8(__m512i v) {
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 
-/* Two 32-byte halves as one register: lo in bytes 0..31. */
-static inline __m512i join(__m256i lo, __m256i hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
 /* s + the pair sums of p times sc, in int32 (exact: no lane comes near
  * overflow), by vpdpwssd where the CPU has AVX512_VNNI: the same sums. */
 static inline __m512i acc_madd(const bool vnni, __m512i s, __m512i p, __m512i sc) {
@@ -29,42 +24,81 @@ static inline __m512i acc_madd(const bool vnni, __m512i s, __m512i p, __m512i sc
 
 bool lt__qdot_avoid_vnni = false;
 
-/* q4_k and q5_k (qh NULL for q4_k): group j's 32 quant bytes give sub-block
- * 2j (low nibbles) and 2j + 1 (high nibbles), 64 levels that line up with
- * x's 64 bytes; vpmaddubsw's lanes 0..15 are sub-block 2j's, 16..31 2j + 1's. For nt
- * tokens the levels and their scales once per group; the one-token dot is nt = 1. */
+/* The 8 six-bit scales (bytes 0..7) and minimums (8..15) of a q4_k / q5_k
+ * super-block (the layout of lt_qk_scale_min) from its 12 bytes at s (16
+ * read: the block's quants follow), in vector registers: with s_i byte i,
+ *   sc_j = s_j & 63,               mn_j = s_4+j & 63               (j < 4)
+ *   sc_j = (s_4+j & 15) | s_j-4 >> 6 << 4, mn_j = s_4+j >> 4 | s_j >> 6 << 4 (j >= 4) */
+static inline __m128i q45_scale_bytes(const uint8_t *s) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)s);
+    const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8,
+                                                        9, 10, 11));
+    const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1,
+                                                        -1, 4, 5, 6, 7));
+    const __m128i m1 = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0);
+    const __m128i m2 = _mm_setr_epi32(0, 0, 0, 0x0f0f0f0f);
+    /* (a & m1) | (a >> 4 & m2) | (b >> 2 & 0x30): the 16-bit shifts' bits
+     * from the next byte are masked off */
+    const __m128i r = _mm_ternarylogic_epi32(_mm_srli_epi16(a, 4), m2, _mm_and_si128(a, m1), 0xea);
+    return _mm_ternarylogic_epi32(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30), r, 0xea);
+}
+
+/* q4_k and q5_k (qh NULL for q4_k): groups 2c and 2c + 1 in one 64-byte
+ * load; its low nibbles are sub-blocks 4c and 4c + 2, the high ones 4c + 1
+ * and 4c + 3, the 128 levels that x's paired order puts at 128c .. 128c +
+ * 127 (vpmaddubsw's lanes 0..15 and 16..31 one sub-block each); q5_k's
+ * fifth bits are bit e / 32 of qh[e % 32]. For nt tokens the levels and
+ * their scales once per pair of groups; the one-token dot is nt = 1. */
 static inline __attribute__((always_inline)) void
-dot_q45_multi_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh,
-              const uint8_t *qs, const lt__xqk *const *x, const int nt, __m256 *acc) {
+dot_q45_multi_v(const bool vnni, uint16_t dh, uint16_t dminh, const uint8_t scales[12],
+                const uint8_t *qh, const uint8_t *qs, const lt__xqk *const *x, const int nt,
+                __m256 *acc) {
     static const uint8_t spread[4][64] = {
-#define W(k) 2 * (k), 2 * (k) + 1
+#define W(k) (k), 0x80 /* byte k of the scales widened to 16 bits */
 #define W8(k) W(k), W(k), W(k), W(k), W(k), W(k), W(k), W(k)
-#define J(j) {W8(2 * j), W8(2 * j), W8(2 * j + 1), W8(2 * j + 1)}
-        J(0), J(1), J(2), J(3),
-#undef J
+#define S(a, b) {W8(a), W8(a), W8(b), W8(b)}
+        S(0, 2), S(1, 3), S(4, 6), S(5, 7),
+#undef S
+    };
+    /* sub-block l's minimum in 16-bit lanes 2l, 2l + 1 (against bsums[2l], [2l + 1]) */
+    static const uint8_t mins_ctl[32] = {W(8), W(8), W(9), W(9), W(10), W(10), W(11), W(11),
+                                         W(12), W(12), W(13), W(13), W(14), W(14), W(15), W(15)};
 #undef W8
 #undef W
-    };
-    __m128i sc, mn;
-    lt__q45_scales(scales, &sc, &mn);
-    const __m512i sc4 = _mm512_broadcast_i32x4(sc);
-    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    const __m512i sc4 = _mm512_broadcast_i32x4(q45_scale_bytes(scales));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m256i mn2 =
+        _mm256_shuffle_epi8(_mm512_castsi512_si256(sc4), _mm256_loadu_si256((const __m256i *)mins_ctl));
+    const __m512i h = qh ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh))
+                         : _mm512_setzero_si512();
     __m512i s32[LT__QDOT_MULTI_MAX];
     for (int t = 0; t < nt; t++) s32[t] = _mm512_setzero_si512();
-    for (int j = 0; j < 4; j++) {
-        __m256i lo, hi;
-        lt__q45_levels(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)), h, qh != NULL, j, &lo, &hi);
-        const __m512i lv = join(lo, hi);
-        const __m512i scv = _mm512_shuffle_epi8(sc4, _mm512_loadu_si512(spread[j]));
-        for (int t = 0; t < nt; t++) {
-            const __m512i xv = _mm512_loadu_si512(x[t]->qs + 64 * j);
-            s32[t] = acc_madd(vnni, s32[t], _mm512_maddubs_epi16(lv, xv), scv);
+    for (int c = 0; c < 2; c++) {
+        const __m512i q = _mm512_loadu_si512(qs + 64 * c);
+        __m512i lv[2] = {_mm512_and_si512(q, m4), _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)};
+        if (qh) {
+            /* bit 4c + k of qh to bit 4, k = 0, 2 (low nibbles) or 1, 3 (high ones) */
+            const __m512i m5 = _mm512_set1_epi8(0x10);
+            for (int k = 0; k < 2; k++) {
+                const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * c + k)),
+                                                       _mm256_set1_epi16((short)(4 * c + k + 2)), 1);
+                lv[k] = _mm512_or_si512(
+                    lv[k], _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(h, cnt), 4), m5));
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            const __m512i scv = _mm512_shuffle_epi8(sc4, _mm512_loadu_si512(spread[2 * c + k]));
+            for (int t = 0; t < nt; t++) {
+                const __m512i xv = _mm512_loadu_si512(x[t]->qs + 128 * c + 64 * k);
+                s32[t] = acc_madd(vnni, s32[t], _mm512_maddubs_epi16(lv[k], xv), scv);
+            }
         }
     }
     const float d = lt__half(dh), dmin = lt__half(dminh);
     for (int t = 0; t < nt; t++) {
         acc[t] = lt__lane_fma(acc[t], d * x[t]->d, fold8(s32[t]));
-        acc[t] = lt__lane_fma(acc[t], -(dmin * x[t]->d), lt__q45_mins(mn, x[t]->bsums));
+        const __m256i M = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums), mn2);
+        acc[t] = lt__lane_fma(acc[t], -(dmin * x[t]->d), M);
     }
 }
 
@@ -108,20 +142,28 @@ mstep_q5_k_vnni(const lt_block_q5_k *w, const lt__xqk *const *x, const int nt, _
 LT__QDOT_K_MULTI(qdot_multi_q4_k_vnni, lt_block_q4_k, mstep_q4_k_vnni)
 LT__QDOT_K_MULTI(qdot_multi_q5_k_vnni, lt_block_q5_k, mstep_q5_k_vnni)
 
-/* q6_k: as qdot_avx2.c's, two 32-level groups per register (g = 0, 1 and
- * g = 2, 3 of each half h: 64 consecutive elements), their four scales
- * spread over vpmaddubsw's lanes by a word permutation. For nt tokens the levels
- * and their scales once per pair of groups; the one-token step is nt = 1. */
+/* Two 32-byte halves as one register: lo in bytes 0..31. */
+static inline __m512i join(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* q6_k: levels lo | hi << 4 (0..63) dotted unsigned, then 32 x the x sums
+ * taken back (as qdot_avx2.c's). Half h's groups g = 0, 2 and g = 1, 3 in
+ * a register each (128h + 32g: what x's paired order puts at 128h .. 128h
+ * + 63 and the next 64), their four scales spread over vpmaddubsw's lanes
+ * by a word permutation. For nt tokens the levels and their scales once
+ * per pair of groups; the one-token step is nt = 1. (Broadcasting 32 quant
+ * bytes to both halves and shifting one half measured slower.) */
 static inline __attribute__((always_inline)) void
 mstep_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *const *x, const int nt,
              __m256 *acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
     static const int16_t spread[4][32] = {
 #define S8(v) v, v, v, v, v, v, v, v
-        {S8(0), S8(1), S8(2), S8(3)},
-        {S8(4), S8(5), S8(6), S8(7)},
-        {S8(8), S8(9), S8(10), S8(11)},
-        {S8(12), S8(13), S8(14), S8(15)},
+        {S8(0), S8(1), S8(4), S8(5)},
+        {S8(2), S8(3), S8(6), S8(7)},
+        {S8(8), S8(9), S8(12), S8(13)},
+        {S8(10), S8(11), S8(14), S8(15)},
 #undef S8
     };
     const __m512i sc16 = _mm512_zextsi256_si512(
@@ -132,6 +174,7 @@ mstep_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *const *x, c
         const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
         const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        /* bits 2g, 2g + 1 of qh moved to 4, 5 (what crosses a byte is masked off) */
         const __m256i lv0 = _mm256_or_si256(_mm256_and_si256(ql0, m4),
                                             _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
         const __m256i lv1 = _mm256_or_si256(_mm256_and_si256(ql1, m4),
@@ -141,8 +184,9 @@ mstep_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *const *x, c
         const __m256i lv3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
         for (int p = 0; p < 2; p++) {
-            const __m512i lv = p ? join(lv2, lv3) : join(lv0, lv1);
-            const __m512i scv = _mm512_permutexvar_epi16(_mm512_loadu_si512(spread[2 * h + p]), sc16);
+            const __m512i lv = p ? join(lv1, lv3) : join(lv0, lv2);
+            const __m512i scv =
+                _mm512_permutexvar_epi16(_mm512_loadu_si512(spread[2 * h + p]), sc16);
             for (int t = 0; t < nt; t++) {
                 const __m512i xv = _mm512_loadu_si512(x[t]->qs + 128 * h + 64 * p);
                 s32[t] = acc_madd(vnni, s32[t], _mm512_maddubs_epi16(lv, xv), scv);

@@ -33,19 +33,24 @@ void lt__xqk_quant(const float *x, int64_t n, void *out) {
         }
         for (int j = 0; j < LT_QK_K; j++) {
             const int v = nearest(iscale * xb[j]);
-            y[b].qs[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-            y[b].bsums[j / 16] = (int16_t)(y[b].bsums[j / 16] + y[b].qs[j]);
+            const int8_t q = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            y[b].qs[lt__xqk_pos(j)] = q;
+            y[b].bsums[j / 16] = (int16_t)(y[b].bsums[j / 16] + q);
         }
         y[b].d = 1.0f / iscale;
     }
 }
 
 /* qdot.h's lane sums of a super-block: S[l] = sum over the elements e with
- * (e % 32) / 4 == l of sc16[e / 16] lv[e] q_x[e]. */
+ * (e % 32) / 4 == l of sc16[e / 16] lv[e] q_x[e], q_x in paired order (32
+ * elements at a time: a quarter stays contiguous). */
 static inline void lane_sums(const int8_t lv[LT_QK_K], const int8_t *qx, const int sc16[16],
                              int32_t S[8]) {
     memset(S, 0, 8 * sizeof S[0]);
-    for (int e = 0; e < LT_QK_K; e++) S[e % 32 / 4] += sc16[e / 16] * lv[e] * qx[e];
+    for (int e0 = 0; e0 < LT_QK_K; e0 += 32) {
+        const int8_t *xq = qx + lt__xqk_pos(e0);
+        for (int e = e0; e < e0 + 32; e++) S[e % 32 / 4] += sc16[e / 16] * lv[e] * xq[e - e0];
+    }
 }
 
 /* P[l] = mul16[2l] bsums[2l] + mul16[2l + 1] bsums[2l + 1]: a minimum's or an
