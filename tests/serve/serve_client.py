@@ -195,6 +195,26 @@ class Server(h.Process):
         self.wid = wid
 
 
+def check_streams(client, sent, refs):
+    """Every stream sent (request id: key of refs) complete at its length and equal to
+    refs[key], token for token."""
+    for rid, key in sent.items():
+        s = client.streams[rid]
+        check(s.complete() and s.final.finish_reason == "length",
+              f"{rid}: incomplete or ended {s.final.finish_reason if s.final else None}")
+        check(s.ids() == refs[key], f"{rid} ({key!r}) differs from looptune run:\n"
+              f"  serve {s.ids()[:40]}\n  run   {refs[key][:40]}")
+
+
+class Optimizer(h.Process):
+    """A `looptune optimizer` process on the serve tests' topics."""
+
+    def __init__(self, servers, prefix, wdir, seed):
+        super().__init__([h.binary(), "optimizer", "--brokers", servers, "--topic-prefix", prefix,
+                          "--group", prefix + "opt", "--seed", str(seed)],
+                         os.path.join(wdir, prefix + "optimizer.log"))
+
+
 def wait_holding(servers_, timeout_s=60):
     deadline = time.time() + timeout_s
     while time.time() < deadline:

@@ -20,7 +20,6 @@ test asserts what the loop did, never a speed:
 Needs the real broker of the ctest fixture (LT_KAFKA_BOOTSTRAP_FILE)."""
 import os
 import re
-import signal
 import subprocess
 import time
 
@@ -84,11 +83,7 @@ def main():
     for p, ids in refs.items():
         check(len(ids) == MAX_TOKENS, f"reference of {p!r}: {len(ids)} tokens")
 
-    olog_path = os.path.join(wdir, prefix + "optimizer.log")
-    olog = open(olog_path, "w")
-    opt = subprocess.Popen([binary, "optimizer", "--brokers", servers, "--topic-prefix", prefix,
-                            "--group", prefix + "opt", "--seed", "3"],
-                           stdout=olog, stderr=subprocess.STDOUT)
+    opt = sc.Optimizer(servers, prefix, wdir, 3).start()
     srv = sc.Server(model, servers, prefix, "t1", wdir,
                     ["--max-batch", str(SLOTS), "--ctx", "256", "--threads", "2",
                      "--tune", "online", "--config-store", bad,
@@ -99,24 +94,13 @@ def main():
     finally:
         code = srv.stop(timeout=60)
         client.close()
-        if opt.poll() is None:
-            opt.send_signal(signal.SIGTERM)
-        try:
-            opt.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            opt.kill()
-        olog.close()
+        opt.stop(timeout=60)
     log = srv.text()
-    otext = open(olog_path).read()
+    otext = opt.text()
     check(code == 0, f"serve exited with {code}:\n{log[-3000:]}")
 
     # (3) every stream is run's greedy output
-    for rid, prompt in sent.items():
-        s = client.streams[rid]
-        check(s.complete() and s.final.finish_reason == "length",
-              f"{rid}: incomplete or ended {s.final.finish_reason if s.final else None}")
-        check(s.ids() == refs[prompt], f"{rid} ({prompt!r}) differs from looptune run:\n"
-              f"  serve {s.ids()[:40]}\n  run   {refs[prompt][:40]}")
+    sc.check_streams(client, sent, refs)
     say(f"{len(sent)} completions equal looptune run's, token for token")
 
     # the run start and windows of the worker's batched steps

@@ -15,7 +15,6 @@ each model in flight for about 40 s. The test asserts what the loop did:
 Needs the real broker of the ctest fixture (LT_KAFKA_BOOTSTRAP_FILE)."""
 import os
 import re
-import signal
 import subprocess
 import time
 
@@ -59,11 +58,7 @@ def main():
     for k, ids in refs.items():
         check(len(ids) == MAX_TOKENS, f"reference of {k}: {len(ids)} tokens")
 
-    olog_path = os.path.join(wdir, prefix + "optimizer.log")
-    olog = open(olog_path, "w")
-    opt = subprocess.Popen([binary, "optimizer", "--brokers", servers, "--topic-prefix", prefix,
-                            "--group", prefix + "opt", "--seed", "5"],
-                           stdout=olog, stderr=subprocess.STDOUT)
+    opt = sc.Optimizer(servers, prefix, wdir, 5).start()
     srv = sc.Server(f"small={models['small']}", servers, prefix, "m1", wdir,
                     ["-m", f"wide={models['wide']}", "--max-batch", str(SLOTS), "--ctx", "256",
                      "--threads", "2", "--tune", "online", "--telemetry-drain-ms", "50"]).start()
@@ -73,23 +68,12 @@ def main():
     finally:
         code = srv.stop(timeout=60)
         client.close()
-        if opt.poll() is None:
-            opt.send_signal(signal.SIGTERM)
-        try:
-            opt.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            opt.kill()
-        olog.close()
+        opt.stop(timeout=60)
     log = srv.text()
-    otext = open(olog_path).read()
+    otext = opt.text()
     check(code == 0, f"serve exited with {code}:\n{log[-3000:]}")
 
-    for rid, key in sent.items():
-        s = client.streams[rid]
-        check(s.complete() and s.final.finish_reason == "length",
-              f"{rid}: incomplete or ended {s.final.finish_reason if s.final else None}")
-        check(s.ids() == refs[key], f"{rid} {key} differs from looptune run:\n"
-              f"  serve {s.ids()[:40]}\n  run   {refs[key][:40]}")
+    sc.check_streams(client, sent, refs)
     say(f"{len(sent)} completions of both models equal looptune run's, token for token")
 
     # a run start per model, each of its own shapes' batch keys
