@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 /* 16 int32 lanes folded onto qdot.h's 8: lane l + 8 holds the elements of
  * the group after lane l's. */
@@ -25,12 +26,16 @@ static inline __m512i acc_madd(const bool vnni, __m512i s, __m512i p, __m512i sc
 bool lt__qdot_avoid_vnni = false;
 
 /* The 8 six-bit scales (bytes 0..7) and minimums (8..15) of a q4_k / q5_k
- * super-block (the layout of lt_qk_scale_min) from its 12 bytes at s (16
- * read: the block's quants follow), in vector registers: with s_i byte i,
+ * super-block (the layout of lt_qk_scale_min) from its 12 bytes at s, in
+ * vector registers: with s_i byte i,
  *   sc_j = s_j & 63,               mn_j = s_4+j & 63               (j < 4)
  *   sc_j = (s_4+j & 15) | s_j-4 >> 6 << 4, mn_j = s_4+j >> 4 | s_j >> 6 << 4 (j >= 4) */
 static inline __m128i q45_scale_bytes(const uint8_t *s) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)s);
+    uint64_t lo;
+    uint32_t hi;
+    memcpy(&lo, s, sizeof lo);
+    memcpy(&hi, s + 8, sizeof hi);
+    const __m128i v = _mm_insert_epi32(_mm_cvtsi64_si128((long long)lo), (int)hi, 2);
     const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8,
                                                         9, 10, 11));
     const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1,
