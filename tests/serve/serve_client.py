@@ -6,6 +6,7 @@ and the first final record of each request, and reassembles the streams.
 Also the pieces the serve tests share: `looptune serve` processes and
 `looptune run` references."""
 import os
+import re
 import subprocess
 import sys
 import time
@@ -204,6 +205,27 @@ def check_streams(client, sent, refs):
               f"{rid}: incomplete or ended {s.final.finish_reason if s.final else None}")
         check(s.ids() == refs[key], f"{rid} ({key!r}) differs from looptune run:\n"
               f"  serve {s.ids()[:40]}\n  run   {refs[key][:40]}")
+
+
+def applied_changes(log):
+    """What a worker's tuning summaries list as changed: {key: {param: (old, new)}} (the
+    lines "  matvec q8_0:128x512:batch: rows_per_task 4 -> 128 unroll 1 -> 2")."""
+    out = {}
+    for line in log.splitlines():
+        m = re.match(r"  (\w+) (\S+):((?: \w+ -?\d+ -> -?\d+)+)$", line)
+        if m:
+            out.setdefault(m.group(2), {}).update(
+                {n: (a, b) for n, a, b in re.findall(r" (\w+) (-?\d+) -> (-?\d+)", m.group(3))})
+    return out
+
+
+def kept_configs(optimizer_log):
+    """Every configuration the optimizer kept, by key: {key: [{param: value}, ...]} (the lines
+    "optimizer: run 46d136ef matvec q8_0:128x512:batch: kept rows_per_task=128,...: ...")."""
+    out = {}
+    for key, params in re.findall(r"optimizer: run \w+ \w+ (\S+): kept (\S+): ", optimizer_log):
+        out.setdefault(key, []).append(dict(kv.split("=") for kv in params.split(",")))
+    return out
 
 
 class Optimizer(h.Process):
