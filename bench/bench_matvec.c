@@ -18,7 +18,9 @@
  *   --act compares q8_0's activation modes at the default point (f32,
  *   int16, int8) interleaved: each of --reps rounds measures the read
  *   stream and every mode once, in rotating order, and each sample's ratio
- *   to its round's stream is reported (min/median/max).
+ *   to its round's stream is reported (min/median/max); on a CPU with VNNI
+ *   for the --isa path (AVX-512 VNNI, or AVX-VNNI under AVX2) int8 runs
+ *   twice, with vpdpbusd and with the lanes of CPUs without it.
  *   --offset B places every W B bytes (< 64) past a cache line, as a tensor
  *   of a GGUF file (32-byte alignment) may lie.
  *   --split lays q8_0 W out as resident weights are where AVX-512 runs:
@@ -33,6 +35,7 @@
 #include "looptune/kernels.h"
 
 #include "core/membw_internal.h"
+#include "kernels/linear.h" /* lt__q8i8_avoid_vnni */
 
 #include <math.h>
 #include <stdio.h>
@@ -152,24 +155,29 @@ static double once(lt_pool *pool, lt_pool_fn fn, job *j, double bytes) {
  * its own round's stream, as min/median/max; and the per-round ratio of
  * int8 to int16. */
 static void compare_act(const lt_kernel *k, lt_pool *pool, job *j, double bytes_w, int reps) {
-    enum { NM = 3 };
-    static const char *const names[NM] = {"f32", "i16", "i8"};
-    lt_params prm[NM];
+    enum { NM_ALL = 4 };
+    static const char *const names[NM_ALL] = {"f32", "i16", "i8", "i8nv"};
+    /* int8 without VNNI (mode 3, "i8nv") only where the path has VNNI to avoid */
+    const bool vnni = bench_isa == LT_ISA_AVX512 ? lt_cpu()->avx512vnni
+                      : bench_isa == LT_ISA_AVX2 ? lt_cpu()->avxvnni : false;
+    const int NM = vnni ? 4 : 3;
+    lt_params prm[NM_ALL];
     double b = 0, f = 0, bytes = 0;
     lt_step step = {.pos = 0, .n_tokens = 1, .tokens = NULL};
     for (int m = 0; m < NM; m++) {
         defaults(k, &prm[m]);
         prm[m].v[P_I16] = m == 1;
-        prm[m].v[P_I8] = m == 2;
+        prm[m].v[P_I8] = m >= 2;
     }
     j->calls[0].params = prm[0];
     k->cost(&j->calls[0], &step, &b, &f);
     bytes = b * j->ncopies;
-    double g[NM + 1][MAX_REPS], r[NM + 1][MAX_REPS], i8_i16[MAX_REPS];
+    double g[NM_ALL + 1][MAX_REPS], r[NM_ALL + 1][MAX_REPS], i8_i16[MAX_REPS], i8_nv[MAX_REPS];
     /* warm-up: every item once */
     once(pool, run_stream, j, bytes_w);
     for (int m = 0; m < NM; m++) {
         for (int c = 0; c < j->ncopies; c++) j->calls[c].params = prm[m];
+        lt__q8i8_avoid_vnni = m == 3;
         once(pool, run_matvec, j, bytes);
     }
     for (int rep = 0; rep < reps; rep++) {
@@ -179,12 +187,15 @@ static void compare_act(const lt_kernel *k, lt_pool *pool, job *j, double bytes_
                 g[0][rep] = once(pool, run_stream, j, bytes_w);
             } else {
                 for (int c = 0; c < j->ncopies; c++) j->calls[c].params = prm[item - 1];
+                lt__q8i8_avoid_vnni = item == 4;
                 g[item][rep] = once(pool, run_matvec, j, bytes);
             }
         }
         for (int m = 0; m <= NM; m++) r[m][rep] = g[m][rep] / g[0][rep];
         i8_i16[rep] = g[3][rep] / g[2][rep];
+        if (vnni) i8_nv[rep] = g[3][rep] / g[4][rep];
     }
+    lt__q8i8_avoid_vnni = false;
     lt_summary st = lt_summarize(g[0], reps);
     printf("  stream  %6.1f / %6.1f / %6.1f GB/s\n", st.min, st.median, st.max);
     for (int m = 0; m < NM; m++) {
@@ -194,6 +205,11 @@ static void compare_act(const lt_kernel *k, lt_pool *pool, job *j, double bytes_
     }
     lt_summary q = lt_summarize(i8_i16, reps);
     printf("  i8 / i16 per round %.2f / %.2f / %.2f\n", q.min, q.median, q.max);
+    if (vnni) {
+        q = lt_summarize(i8_nv, reps);
+        printf("  i8 / i8nv (VNNI / without) per round %.2f / %.2f / %.2f\n", q.min, q.median,
+               q.max);
+    }
 }
 
 /* ncopies copies of one random W (rows x cols of dt; q8_0 split if split,

@@ -9,7 +9,7 @@
 #     and DIR/venv-noomp/bin/python to run_llamacpp.py as --config, or one of
 #     them to decode_vs_llamacpp.py as --llamacpp-python.
 #
-#   setup_llamacpp.sh --llama-bench [DIR] [VARIANT...]   (variants: native avx2)
+#   setup_llamacpp.sh --llama-bench [DIR] [VARIANT...]   (variants: native avx2 avxvnni)
 #     llama.cpp's own `llama-bench`, built with CMake from the llama.cpp tree
 #     that PyPI's llama-cpp-python source package vendors (the same code as the
 #     venvs above), into DIR/llamacpp-VARIANT/bin/llama-bench:
@@ -17,7 +17,10 @@
 #       avx2:   -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 #               -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF
 #               -DGGML_AVX512_VNNI=OFF -DGGML_AVX_VNNI=OFF
-#     (to set against `looptune bench --isa avx2`). Both share:
+#       avxvnni: avx2's flags but -DGGML_AVX_VNNI=ON (vpdpbusd in VEX form,
+#               as Intel's client cores since Alder Lake and AMD's Zen 5 have)
+#     (to set against `looptune bench --isa avx2`, which takes AVX-VNNI where
+#     the CPU has it). All share:
 #       -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
 #       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
 #     and ggml's default threading (OpenMP) and shared libraries; only the
@@ -64,7 +67,10 @@ build_llama_bench() {
         avx2) isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
                    -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF
                    -DGGML_AVX512_VNNI=OFF -DGGML_AVX_VNNI=OFF) ;;
-        *) echo "unknown llama-bench variant: $variant (native, avx2)" >&2; return 2 ;;
+        avxvnni) isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+                   -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF
+                   -DGGML_AVX512_VNNI=OFF -DGGML_AVX_VNNI=ON) ;;
+        *) echo "unknown llama-bench variant: $variant (native, avx2, avxvnni)" >&2; return 2 ;;
     esac
     tree=$(llamacpp_source)
     out=$dir/llamacpp-$variant

@@ -134,6 +134,7 @@ static inline void lt__cpu_relax(void) {
 
 typedef struct {
     bool avx2, fma, f16c;
+    bool avxvnni; /* AVX-VNNI: vpdpbusd on ymm in VEX form, with or without AVX-512 */
     bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
     char model[128];      /* CPU model name from /proc/cpuinfo or cpuid */
     int logical_cpus;     /* online logical CPUs */

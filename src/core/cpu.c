@@ -74,8 +74,11 @@ static void detect_isa(lt_cpu_info *c) {
         c->avx512vl = os_avx512 && ((b >> 31) & 1);
         c->avx512vnni = os_avx512 && ((cx >> 11) & 1);
     }
-    if (__get_cpuid_count(7, 1, &a, &b, &cx, &d)) c->avx512bf16 = os_avx512 && ((a >> 5) & 1);
-    if (!os_avx) c->fma = c->f16c = false;
+    if (__get_cpuid_count(7, 1, &a, &b, &cx, &d)) {
+        c->avxvnni = os_avx && ((a >> 4) & 1);
+        c->avx512bf16 = os_avx512 && ((a >> 5) & 1);
+    }
+    if (!os_avx) c->fma = c->f16c = c->avxvnni = false;
 
     /* model name: brand string leaves 0x80000002..4 */
     unsigned brand[12] = {0};
@@ -140,7 +143,8 @@ static void cap_isa(lt_cpu_info *c) {
     }
     if (cap < LT_ISA_AVX512)
         c->avx512f = c->avx512bw = c->avx512vl = c->avx512vnni = c->avx512bf16 = false;
-    if (cap < LT_ISA_AVX2) c->avx2 = c->fma = c->f16c = false;
+    /* AVX-VNNI stays under an AVX2 cap: many AVX2-only CPUs have it */
+    if (cap < LT_ISA_AVX2) c->avx2 = c->fma = c->f16c = c->avxvnni = false;
 }
 
 int lt_isa_env_check(void) {
@@ -240,8 +244,9 @@ int lt_isa_select(const char *name) {
 
 size_t lt_host_fingerprint(char *buf, size_t n) {
     const lt_cpu_info *c = lt_cpu();
-    int len = snprintf(buf, n, "%s|%s%s%s%s%s%s%s%s|cpus=%d|l1d=%zuK,l2=%zuK,l3=%zuK", c->model,
+    int len = snprintf(buf, n, "%s|%s%s%s%s%s%s%s%s%s|cpus=%d|l1d=%zuK,l2=%zuK,l3=%zuK", c->model,
                        c->avx2 ? "avx2," : "", c->fma ? "fma," : "", c->f16c ? "f16c," : "",
+                       c->avxvnni ? "avxvnni," : "",
                        c->avx512f ? "avx512f," : "", c->avx512bw ? "avx512bw," : "",
                        c->avx512vl ? "avx512vl," : "", c->avx512vnni ? "avx512vnni," : "",
                        c->avx512bf16 ? "avx512bf16," : "", c->logical_cpus, c->l1d_bytes >> 10,

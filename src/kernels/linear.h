@@ -332,7 +332,13 @@ bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int
 bool lt__matvec_q8i8_tokens_avx512(const lt_call *call, const lt_step *step, int ith, int nth);
 /* The same on AVX2, two tokens at a time. */
 bool lt__matvec_q8i8_tokens_avx2(const lt_call *call, const lt_step *step, int ith, int nth);
-/* Tests set it to run the AVX-512BW lanes on a CPU with VNNI. */
+/* The two AVX2 ones with AVX-VNNI's vpdpbusd (matvec_q8i8_avxvnni.c), the
+ * same bits; the AVX2 entry points call them where the CPU has AVX-VNNI. */
+bool lt__matvec_q8i8_avxvnni(const lt_call *call, const lt_step *step, int ith, int nth,
+                             const float *x);
+bool lt__matvec_q8i8_tokens_avxvnni(const lt_call *call, const lt_step *step, int ith, int nth);
+/* Tests set it to run the AVX-512BW lanes on a CPU with VNNI, and AVX2's
+ * maddubs lanes on a CPU with AVX-VNNI. */
 extern bool lt__q8i8_avoid_vnni;
 /* q4_0 .. q6_k W (matvec_q.c, every ISA's driver for them, with isa's
  * dots: lt__qdot_of): matvec rows of thread ith, and matmul output columns

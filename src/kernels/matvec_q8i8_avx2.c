@@ -24,7 +24,13 @@
  * (then a lane permute per block) and aligned quants.
  *
  * With 4 accumulators a row, 4 or 8 rows at once spill registers (16 ymm):
- * correct, slower, and the tuner's to find out. */
+ * correct, slower, and the tuner's to find out.
+ *
+ * matvec_q8i8_avxvnni.c compiles this file again with LT_Q8I8_AVXVNNI set:
+ * AVX-VNNI's vpdpbusd gives the same exact lanes in one instruction instead
+ * of two (the row loop is bound by its instructions, not by the loads, at
+ * about 3 cycles a block), and this file's entry points hand over to it on
+ * CPUs that have it. */
 #include "kernels/linear.h"
 
 #include <float.h>
@@ -33,6 +39,10 @@
 #include <stdalign.h>
 
 #define LT_INLINE static inline __attribute__((always_inline))
+
+#ifndef LT_Q8I8_AVXVNNI
+#define LT_Q8I8_AVXVNNI 0
+#endif
 
 /* A second prefetch into L2, as on AVX-512 (matvec_q8i8_avx512.c): only on
  * rows long enough for it to pay. */
@@ -87,12 +97,21 @@ static void xq8_quant_avx2(const float *x, int64_t n, int8_t *q, float *s, int32
     }
 }
 
+/* Lane j of the result: the exact sum of the four products of bytes
+ * 4j..4j+3 of wa (unsigned) and xs (signed). */
+LT_INLINE __m256i q8i8_lanes(__m256i wa, __m256i xs) {
+#if LT_Q8I8_AVXVNNI
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), wa, xs);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(wa, xs), _mm256_set1_epi16(1));
+#endif
+}
+
 /* The int32 partial dots (linear.h's P, lane j = elements 4j..4j+3) of one
  * block's 32 quants at q against its int8 x. */
 LT_INLINE __m256i q8i8_dot(const int8_t *q, __m256i xv) {
     const __m256i w = _mm256_loadu_si256((const __m256i *)q);
-    const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
-    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    return q8i8_lanes(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
 }
 
 LT_INLINE void prefetch(int PF, const char *p, size_t pf) {
@@ -252,8 +271,15 @@ Q8I8_FNS(1)
 static const lt__mv_rows_fn q8i8_table[2][2][4][2] = {{Q8I8_ROW(0, 1), Q8I8_ROW(0, 2)},
                                                       {Q8I8_ROW(1, 1), Q8I8_ROW(1, 2)}};
 
+#if LT_Q8I8_AVXVNNI
+bool lt__matvec_q8i8_avxvnni(const lt_call *call, const lt_step *step, int ith, int nth,
+                             const float *xin) {
+#else
 bool lt__matvec_q8i8_avx2(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *xin) {
+    if (lt_cpu()->avxvnni && !lt__q8i8_avoid_vnni)
+        return lt__matvec_q8i8_avxvnni(call, step, ith, nth, xin);
+#endif
     const int8_t *xq;
     const float *xs;
     const int32_t *xb;
@@ -296,8 +322,7 @@ LT_INLINE void q8i8_tok_row(bool SPLIT, int T, int PF, const char *row, const q8
 #pragma GCC unroll 2
         for (int t = 0; t < T; t++) {
             const __m256i xv = _mm256_load_si256((const __m256i *)(tk[t].xq + b * LT__XQ_BLOCK));
-            const __m256i pairs = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, w));
-            const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+            const __m256 dot = _mm256_cvtepi32_ps(q8i8_lanes(wa, _mm256_sign_epi8(xv, w)));
             const __m256 sc = _mm256_mul_ps(d, _mm256_broadcast_ss(tk[t].xs + b));
             a[t][0][A][H] = _mm256_fmadd_ps(dot, sc, a[t][0][A][H]);
         }
@@ -323,7 +348,13 @@ Q8I8_TOK_T(1, 2)
 static const q8i8_tok_fn q8i8_tok_table[2][2][3] = {{Q8I8_TOK_ROW(0, 1), Q8I8_TOK_ROW(0, 2)},
                                                     {Q8I8_TOK_ROW(1, 1), Q8I8_TOK_ROW(1, 2)}};
 
+#if LT_Q8I8_AVXVNNI
+bool lt__matvec_q8i8_tokens_avxvnni(const lt_call *call, const lt_step *step, int ith, int nth) {
+#else
 bool lt__matvec_q8i8_tokens_avx2(const lt_call *call, const lt_step *step, int ith, int nth) {
+    if (lt_cpu()->avxvnni && !lt__q8i8_avoid_vnni)
+        return lt__matvec_q8i8_tokens_avxvnni(call, step, ith, nth);
+#endif
     const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
     const int64_t n = X->ne[1], cols = W->ne[0], nblk = cols / LT_QK8_0;
     size_t per_tok, qbytes;

@@ -122,7 +122,14 @@ lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t); /* NULL: none */
 /* q4_0, q4_1, q5_0, q5_1 (qdot_legacy_multi_*.c); NULL for the others */
 lt__qdot_multi_fn lt__qdot_multi_legacy_avx2_of(lt_dtype t);
 lt__qdot_multi_fn lt__qdot_multi_legacy_avx512_of(lt_dtype t);
-/* Tests set it to take the AVX-512 dots without VNNI on a CPU that has it. */
+/* The AVX2 dots built for AVX-VNNI (qdot_avxvnni.c,
+ * qdot_legacy_multi_avxvnni.c): the AVX2 lookups above return these where
+ * the CPU has AVX-VNNI. */
+lt__qdot_fn lt__qdot_avxvnni_of(lt_dtype t);
+lt__qdot_multi_fn lt__qdot_multi_avxvnni_of(lt_dtype t);
+lt__qdot_multi_fn lt__qdot_multi_legacy_avxvnni_of(lt_dtype t);
+/* Tests set it to take the AVX-512 dots without VNNI on a CPU that has it,
+ * and AVX2's without AVX-VNNI. */
 extern bool lt__qdot_avoid_vnni;
 #endif
 

@@ -3,7 +3,8 @@
  * (exact in int32, so any order gives the portable sums), then qdot.h's
  * float steps on its chain of 8 lanes: the portable bits. vpmaddubsw
  * multiplies unsigned levels (or |level|) by signed x: 2 x 63 x 127 at
- * most, never saturating. */
+ * most, never saturating. qdot_avxvnni.c compiles this file again for
+ * CPUs with AVX-VNNI (qdot_x86.h's lt__dot4 and lt__acc_madd). */
 #include "kernels/qdot_x86.h"
 
 #include <immintrin.h>
@@ -12,14 +13,11 @@
 
 /* sum a x over each lane's 4 bytes, a signed and small (|a| <= 16), x signed */
 static inline __m256i dot_signed(__m256i a, __m256i xv) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(xv, a)),
-                             _mm256_set1_epi16(1));
+    return lt__dot4(_mm256_sign_epi8(a, a), _mm256_sign_epi8(xv, a));
 }
 
 /* sum u x over each lane's 4 bytes, u unsigned (<= 63), x signed */
-static inline __m256i dot_unsigned(__m256i u, __m256i xv) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), _mm256_set1_epi16(1));
-}
+static inline __m256i dot_unsigned(__m256i u, __m256i xv) { return lt__dot4(u, xv); }
 
 /* The loop of a legacy dot over step(w, x, acc) -> acc: R = 4 chains of 8
  * lanes, block b into chain b % 4. */
@@ -97,8 +95,8 @@ dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8
             const int8_t *xj = x[t]->qs + 128 * (j / 2) + 32 * (j % 2);
             const __m256i x0 = _mm256_loadu_si256((const __m256i *)xj);
             const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xj + 64));
-            s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), sc_lo));
-            s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), sc_hi));
+            s32[t] = lt__acc_madd(s32[t], _mm256_maddubs_epi16(lo, x0), sc_lo);
+            s32[t] = lt__acc_madd(s32[t], _mm256_maddubs_epi16(hi, x1), sc_hi);
         }
     }
     const float d = lt__half(dh), dmin = lt__half(dminh);
@@ -118,13 +116,14 @@ dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh
 LT__QDOT_Q45(dot_q45)
 LT__QDOT_Q45_MULTI(dot_q45_multi)
 
-/* The 2-bit levels (q >> 2g) & 3 of group g of a 32-byte quant row, dotted
- * with the group's x (32 values, scales k and k + 1 on vpmaddubsw's lanes
- * 0..7 and 8..15), times those scales. */
-static inline __m256i group_dot(__m256i lv, const int8_t *xqs, int16_t sc_lo, int16_t sc_hi) {
+/* s + the 2-bit levels (q >> 2g) & 3 of group g of a 32-byte quant row,
+ * dotted with the group's x (32 values, scales k and k + 1 on vpmaddubsw's
+ * lanes 0..7 and 8..15), times those scales. */
+static inline __m256i group_dot(__m256i s, __m256i lv, const int8_t *xqs, int16_t sc_lo,
+                                int16_t sc_hi) {
     const __m256i xv = _mm256_loadu_si256((const __m256i *)xqs);
     const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc_hi), _mm_set1_epi16(sc_lo));
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(lv, xv), scv);
+    return lt__acc_madd(s, _mm256_maddubs_epi16(lv, xv), scv);
 }
 
 /* q2_k: per 16 elements a 4-bit scale and a 4-bit minimum; element 128h +
@@ -137,8 +136,8 @@ static inline __m256 step_q2_k(const lt_block_q2_k *w, const lt__xqk *x, __m256 
         for (int g = 0; g < 4; g++) {
             const int k = 8 * h + 2 * g;
             const __m256i lv = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m2);
-            s32 = _mm256_add_epi32(s32, group_dot(lv, x->qs + lt__xqk_pos(128 * h + 32 * g),
-                                                  w->scales[k] & 0x0f, w->scales[k + 1] & 0x0f));
+            s32 = group_dot(s32, lv, x->qs + lt__xqk_pos(128 * h + 32 * g), w->scales[k] & 0x0f,
+                            w->scales[k + 1] & 0x0f);
         }
     }
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(
@@ -169,8 +168,7 @@ static inline __m256 step_q3_k(const lt_block_q3_k *w, const lt__xqk *x, __m256 
             const __m256i hb = bit >= 2 ? _mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit - 2))
                                         : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - bit));
             const __m256i lv = _mm256_or_si256(lo, _mm256_and_si256(hb, m4));
-            s32 = _mm256_add_epi32(
-                s32, group_dot(lv, x->qs + lt__xqk_pos(128 * h + 32 * g), sc[k], sc[k + 1]));
+            s32 = group_dot(s32, lv, x->qs + lt__xqk_pos(128 * h + 32 * g), sc[k], sc[k + 1]);
         }
     }
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
@@ -211,7 +209,7 @@ mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256
             for (int t = 0; t < nt; t++) {
                 const __m256i xv =
                     _mm256_loadu_si256((const __m256i *)(x[t]->qs + lt__xqk_pos(128 * h + 32 * g)));
-                s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lv, xv), scv));
+                s32[t] = lt__acc_madd(s32[t], _mm256_maddubs_epi16(lv, xv), scv);
             }
         }
     }
@@ -233,7 +231,10 @@ LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
 LT__QDOT_K_MULTI(qdot_multi_q6_k, lt_block_q6_k, mstep_q6_k)
 
 
-lt__qdot_fn lt__qdot_avx2_of(lt_dtype t) {
+lt__qdot_fn LT__AVX2_OF(lt__qdot)(lt_dtype t) {
+#if !LT_QDOT_AVXVNNI
+    if (lt_cpu()->avxvnni && !lt__qdot_avoid_vnni) return lt__qdot_avxvnni_of(t);
+#endif
     switch (t) {
     case LT_Q4_0: return qdot_q4_0;
     case LT_Q4_1: return qdot_q4_1;
@@ -248,11 +249,14 @@ lt__qdot_fn lt__qdot_avx2_of(lt_dtype t) {
     }
 }
 
-lt__qdot_multi_fn lt__qdot_multi_avx2_of(lt_dtype t) {
+lt__qdot_multi_fn LT__AVX2_OF(lt__qdot_multi)(lt_dtype t) {
+#if !LT_QDOT_AVXVNNI
+    if (lt_cpu()->avxvnni && !lt__qdot_avoid_vnni) return lt__qdot_multi_avxvnni_of(t);
+#endif
     switch (t) {
     case LT_Q4_K: return qdot_multi_q4_k;
     case LT_Q5_K: return qdot_multi_q5_k;
     case LT_Q6_K: return qdot_multi_q6_k;
-    default: return lt__qdot_multi_legacy_avx2_of(t);
+    default: return LT__AVX2_OF(lt__qdot_multi_legacy)(t);
     }
 }

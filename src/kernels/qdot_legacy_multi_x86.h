@@ -2,7 +2,8 @@
  * q5_0 and q5_1 for x86, written once and compiled twice: by
  * qdot_legacy_multi_avx2.c (16 vector registers) and by
  * qdot_legacy_multi_avx512.c (AVX-512VL: the same 256-bit code with 32, so
- * the 4 chains of 4 tokens stay in registers). Each weight block's levels
+ * the 4 chains of 4 tokens stay in registers), and by
+ * qdot_legacy_multi_avxvnni.c (qdot_x86.h's AVX-VNNI sums). Each weight block's levels
  * are unpacked once for all the tokens; each token's block sums, chains and
  * float steps are those of qdot_avx2.c's one-token dots, so the same bits.
  * Internal to those two files. */
@@ -23,13 +24,12 @@ static inline __attribute__((always_inline)) lm_signed lm_split(__m256i lv) {
 
 /* sum l x over each lane's 4 bytes */
 static inline __attribute__((always_inline)) __m256i lm_dot_signed(lm_signed l, __m256i xv) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(l.mag, _mm256_sign_epi8(xv, l.sgn)),
-                             _mm256_set1_epi16(1));
+    return lt__dot4(l.mag, _mm256_sign_epi8(xv, l.sgn));
 }
 
 /* sum u x over each lane's 4 bytes, u unsigned */
 static inline __attribute__((always_inline)) __m256i lm_dot_unsigned(__m256i u, __m256i xv) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), _mm256_set1_epi16(1));
+    return lt__dot4(u, xv);
 }
 
 static inline __attribute__((always_inline)) __m256i lm_xv(const lt__xq32 *x) {

@@ -1,6 +1,10 @@
 /* What the x86 vector dots of qdot.h (qdot_avx2.c, qdot_avx512.c) share:
  * 256-bit pieces both files' flags allow (AVX2, F16C). Internal to those
- * two files. */
+ * files and to their AVX-VNNI builds (qdot_avxvnni.c and
+ * qdot_legacy_multi_avxvnni.c compile the AVX2 files again with
+ * LT_QDOT_AVXVNNI set: the integer sums below through vpdpbusd and
+ * vpdpwssd, one instruction where AVX2 takes two; the same exact sums, so
+ * the same bits). */
 #ifndef LT_KERNELS_QDOT_X86_H
 #define LT_KERNELS_QDOT_X86_H
 
@@ -21,6 +25,37 @@ static inline float lt__lanes_sum16(__m256 a0, __m256 a1) {
 /* ... and of a 32-lane row (chains a0 .. a3): lane l + 16 is chain l / 8 + 2's. */
 static inline float lt__lanes_sum32(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return lt__lanes_sum16(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+}
+
+#ifndef LT_QDOT_AVXVNNI
+#define LT_QDOT_AVXVNNI 0
+#endif
+/* The name of an AVX2 file's function in this build: name_avx2_of, or
+ * name_avxvnni_of in the AVX-VNNI one. */
+#if LT_QDOT_AVXVNNI
+#define LT__AVX2_OF(name) name##_avxvnni_of
+#else
+#define LT__AVX2_OF(name) name##_avx2_of
+#endif
+
+/* Lane l: the exact sum of the four products u x of bytes 4l .. 4l + 3, u
+ * unsigned and x signed (every use keeps u x pairs inside vpmaddubsw's
+ * 16 bits: no saturation). */
+static inline __attribute__((always_inline)) __m256i lt__dot4(__m256i u, __m256i xv) {
+#if LT_QDOT_AVXVNNI
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, xv);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), _mm256_set1_epi16(1));
+#endif
+}
+
+/* s + the products p sc of each int32 lane's two 16-bit pairs (exact). */
+static inline __attribute__((always_inline)) __m256i lt__acc_madd(__m256i s, __m256i p, __m256i sc) {
+#if LT_QDOT_AVXVNNI
+    return _mm256_dpwssd_avx_epi32(s, p, sc);
+#else
+    return _mm256_add_epi32(s, _mm256_madd_epi16(p, sc));
+#endif
 }
 
 /* a + d s, s the 8 exact int32 lane sums of a block */

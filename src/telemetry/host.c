@@ -35,6 +35,7 @@ void lt_tel_host_describe(lt_tel_host *h) {
         bool on;
         const char *name;
     } flags[] = {{c->avx2, "avx2"},         {c->fma, "fma"},           {c->f16c, "f16c"},
+                 {c->avxvnni, "avxvnni"},
                  {c->avx512f, "avx512f"},   {c->avx512bw, "avx512bw"}, {c->avx512vl, "avx512vl"},
                  {c->avx512vnni, "avx512vnni"}, {c->avx512bf16, "avx512bf16"}};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)

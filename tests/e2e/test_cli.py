@@ -213,10 +213,10 @@ check(p.returncode == 0 and "commands:" in p.stdout, "looptune --help")
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(DATA)))
 p, p2 = run(["--version"]), run(["version"])
 check(p.returncode == 0 and p2.returncode == 0 and p.stdout == p2.stdout, "--version = version")
-m = re.match(r"looptune (\S+) \(commit (\S+)\)\nISA paths: ([a-z0-9, ]+) \(", p.stdout)
+m = re.match(r"looptune (\S+) \(commit (\S+)\)\nISA paths: ([a-z0-9,+ ]+) \(", p.stdout)
 with open(os.path.join(SRC, "CMakeLists.txt")) as f:
     want = re.search(r"project\(looptune VERSION (\S+)", f.read())
-isas = "portable, avx2, avx512" if platform.machine() in ("x86_64", "AMD64") else "portable"
+isas = "portable, avx2, avx2+avxvnni, avx512" if platform.machine() in ("x86_64", "AMD64") else "portable"
 check(m is not None and want is not None and m.group(1) == want.group(1),
       "--version: the project's version", p.stdout)
 check(m is not None and m.group(3) == isas, "--version: the ISA paths " + isas, p.stdout)

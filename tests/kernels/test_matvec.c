@@ -369,14 +369,20 @@ static void test_tokens(void) {
             const int n_nts = q ? (int)(sizeof nts_q / sizeof nts_q[0]) : 1;
             for (int ni = 0; ni < n_nts; ni++) {
                 const int nt = nts[ni];
-                for (int run = 0; run <= (int)lt_isa_detect() + 1; run++) {
-                    /* the last run: AVX-512 without VNNI, for q8_0 and the K-quants */
-                    const int isa = run <= (int)lt_isa_detect() ? run : (int)LT_ISA_AVX512;
-                    if (run > (int)lt_isa_detect() &&
+                for (int run = 0; run <= (int)lt_isa_detect() + 2; run++) {
+                    /* after every ISA's own run, the lanes of CPUs without VNNI: AVX-512
+                     * (extra 1: q8_0 and the K-quants), AVX2 without AVX-VNNI (extra 2: q8_0) */
+                    const int extra = run - (int)lt_isa_detect();
+                    const int isa = extra <= 0 ? run
+                                    : extra == 1 ? (int)LT_ISA_AVX512 : (int)LT_ISA_AVX2;
+                    if (extra == 1 &&
                         ((dts[di] != LT_Q8_0 && !q) || lt_isa_detect() != LT_ISA_AVX512))
                         continue;
+                    if (extra == 2 && (dts[di] != LT_Q8_0 || lt_isa_detect() < LT_ISA_AVX2 ||
+                                       !lt_cpu()->avxvnni))
+                        continue;
 #if LT_HAVE_X86
-                    lt__q8i8_avoid_vnni = lt__qdot_avoid_vnni = run > (int)lt_isa_detect();
+                    lt__q8i8_avoid_vnni = lt__qdot_avoid_vnni = extra > 0;
 #endif
                     const lt_kernel_fn fn = lt_kernel_fn_for(k, (lt_isa)isa);
                     for (size_t ri = 0; ri < sizeof rpts / sizeof rpts[0]; ri++)
@@ -455,10 +461,13 @@ static void test_sweep(void) {
                         sweep(k, (lt_isa)isa, &f);
                 }
 #if LT_HAVE_X86
-                if (dt == LT_Q8_0 && lt_isa_detect() == LT_ISA_AVX512) {
-                    /* the lanes AVX-512 CPUs without VNNI run */
+                if (dt == LT_Q8_0 && lt_isa_detect() >= LT_ISA_AVX2 &&
+                    (lt_isa_detect() == LT_ISA_AVX512 || lt_cpu()->avxvnni)) {
+                    /* the lanes CPUs without VNNI run: AVX-512's, and AVX2's where
+                     * this CPU has AVX-VNNI (its AVX2 runs above took vpdpbusd) */
                     lt__q8i8_avoid_vnni = true;
-                    sweep(k, LT_ISA_AVX512, &f);
+                    if (lt_isa_detect() == LT_ISA_AVX512) sweep(k, LT_ISA_AVX512, &f);
+                    if (lt_cpu()->avxvnni) sweep(k, LT_ISA_AVX2, &f);
                     lt__q8i8_avoid_vnni = false;
                 }
 #endif
@@ -1012,7 +1021,7 @@ int main(void) {
         test_xq_special((lt_isa)isa, MODE_I16);
         test_xq_special((lt_isa)isa, MODE_I8);
 #if LT_HAVE_X86
-        if (isa == LT_ISA_AVX512) {
+        if (isa == LT_ISA_AVX512 || (isa == LT_ISA_AVX2 && lt_cpu()->avxvnni)) {
             lt__q8i8_avoid_vnni = true;
             test_xq_special((lt_isa)isa, MODE_I8);
             lt__q8i8_avoid_vnni = false;

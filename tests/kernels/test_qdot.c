@@ -336,8 +336,9 @@ int main(void) {
         test_check(t);
     }
 #if LT_HAVE_X86
-    /* the AVX-512 dots without VNNI on a CPU that has it: the same bits */
-    if (lt_cpu()->avx512vnni) {
+    /* the AVX-512 dots without VNNI, and AVX2's without AVX-VNNI, on a CPU
+     * that has them (the runs above took them): the same bits */
+    if (lt_cpu()->avx512vnni || lt_cpu()->avxvnni) {
         lt__qdot_avoid_vnni = true;
         for (int i = 0; i < NTYPES; i++) {
             const lt_dtype t = TYPES[i];

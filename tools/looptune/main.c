@@ -12,7 +12,7 @@
 #endif
 /* The kernels' ISA paths in this build: the AVX ones exist for x86-64 alone. */
 #if defined(__x86_64__)
-#define LT_ISA_PATHS "portable, avx2, avx512"
+#define LT_ISA_PATHS "portable, avx2, avx2+avxvnni, avx512"
 #else
 #define LT_ISA_PATHS "portable"
 #endif
@@ -20,7 +20,8 @@
 /* looptune --version, looptune version: what this binary is. */
 static int version(void) {
     printf("looptune %s (commit %s)\n", LT_VERSION, LT_GIT_COMMIT);
-    printf("ISA paths: %s (this CPU runs up to %s)\n", LT_ISA_PATHS, lt_isa_name(lt_isa_detect()));
+    printf("ISA paths: %s (this CPU runs up to %s%s)\n", LT_ISA_PATHS,
+           lt_isa_name(lt_isa_detect()), lt_cpu()->avxvnni ? ", with AVX-VNNI" : "");
     return 0;
 }
 
