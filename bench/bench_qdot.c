@@ -1,7 +1,7 @@
 /* The integer dots of q4_0 .. q6_k (kernels/qdot.h) alone: nanoseconds per
  * weight block of one row dotted with one token (lt__qdot_fn) and, where
- * the path has one, with four tokens at once (lt__qdot_multi_fn, per block
- * and token), for every path this CPU runs: portable, AVX2 (with and
+ * the path has one, through the multi-token dot (lt__qdot_multi_fn) with one
+ * token and with four at once (per block and token), for every path this CPU runs: portable, AVX2 (with and
  * without AVX-VNNI where the CPU has it), AVX-512 (with and without VNNI).
  * The rows fill --kib KiB (default 256: in L2, so the dot's own cost, not
  * memory's), each sample one pass over all of them; the paths take turns
@@ -27,8 +27,9 @@ typedef struct {
 
 static volatile float sink;
 
-/* One pass over the rows: one token, or four at once (per block and token). */
-static double pass_ns(lt_dtype t, lt_isa isa, bool multi, const char *w, size_t rb,
+/* One pass over the rows: one token (multi 0), one token through the
+ * multi-token dot (multi 1), or four at once (multi 4: per block and token). */
+static double pass_ns(lt_dtype t, lt_isa isa, int multi, const char *w, size_t rb,
                       int64_t rows, int64_t nb, const void *const *xq) {
     const lt__qdot_fn dot = lt__qdot_of(t, isa);
     const lt__qdot_multi_fn mdot = lt__qdot_multi_of(t, isa);
@@ -36,7 +37,7 @@ static double pass_ns(lt_dtype t, lt_isa isa, bool multi, const char *w, size_t 
     const uint64_t t0 = lt_now_ns();
     for (int64_t r = 0; r < rows; r++) {
         if (multi) {
-            mdot(w + (size_t)r * rb, xq, LT__QDOT_MULTI_MAX, nb, out);
+            mdot(w + (size_t)r * rb, xq, multi, nb, out);
             s += out[0];
         } else {
             s += dot(w + (size_t)r * rb, xq[0], nb);
@@ -44,7 +45,7 @@ static double pass_ns(lt_dtype t, lt_isa isa, bool multi, const char *w, size_t 
     }
     const double ns = (double)(lt_now_ns() - t0);
     sink = s;
-    return ns / (double)(rows * nb * (multi ? LT__QDOT_MULTI_MAX : 1));
+    return ns / (double)(rows * nb * (multi ? multi : 1));
 }
 
 int main(int argc, char **argv) {
@@ -106,7 +107,9 @@ int main(int argc, char **argv) {
     printf("qdot bench: %s, %lld x %lld (%lld KiB), %d rounds, host %s\n", type, (long long)rows,
            (long long)cols, (long long)((size_t)rows * rb >> 10), rounds, lt_cpu()->model);
     printf("ns per block (and token): min / median / max\n");
-    for (int multi = 0; multi < 2; multi++) {
+    static const int modes[] = {0, 1, LT__QDOT_MULTI_MAX};
+    for (int mi = 0; mi < 3; mi++) {
+        const int multi = modes[mi];
         double ns[MAX_PATHS][MAX_ROUNDS];
         bool has[MAX_PATHS];
         for (int p = 0; p < np; p++) {
@@ -126,7 +129,8 @@ int main(int argc, char **argv) {
         for (int p = 0; p < np; p++) {
             if (!has[p]) continue;
             const lt_summary sm = lt_summarize(ns[p], rounds);
-            printf("  %-6s %-13s %7.2f / %7.2f / %7.2f\n", multi ? "4 tok" : "1 tok",
+            printf("  %-12s %-13s %7.2f / %7.2f / %7.2f\n",
+                   multi == 0 ? "1 tok" : multi == 1 ? "1 tok multi" : "4 tok",
                    paths[p].name, sm.min, sm.median, sm.max);
         }
     }
