@@ -73,6 +73,10 @@ run: build $(DEMO)
 # scripts/kafka/broker.sh start before them, kafka_broker_stop runs
 # broker.sh stop after them, also when they fail. Under the sanitizers only
 # the kafka tests that need no broker run (codec, properties, mock cluster).
+# The unit tests of the layers that call no kernel (kafka, hpo, http): the same
+# on every ISA, so the re-runs under LT_ISA_MAX leave them out.
+ISA_FREE_TESTS := $(subst $(eval) ,|,$(basename $(notdir $(wildcard tests/kafka/test_*.c \
+                  tests/hpo/test_*.c tests/http/test_*.c))))
 test: build build-asan build-tsan build-portable build-aarch64
 	cd $(BUILD) && ctest --output-on-failure --timeout 900
 	@# the machines of a fleet's smaller kinds, on this one (LT_ISA_MAX, core.h): tests
@@ -81,9 +85,10 @@ test: build build-asan build-tsan build-portable build-aarch64
 	@# closed loop on the broker alone, as in the main run)
 	if grep -qw avx512f /proc/cpuinfo; then cd $(BUILD) && LT_ISA_MAX=avx2 ctest -j2 \
 		--output-on-failure --timeout 900 -R '^(test_|py_test_logits$$|py_test_cli$$)' \
-		-E '^test_broker_' && LT_ISA_MAX=avx2 ctest --output-on-failure --timeout 900 \
-		-R '^py_test_broker_loop$$'; fi
-	cd $(BUILD) && LT_ISA_MAX=portable ctest -j2 --output-on-failure -L 'quick|kernel' --timeout 900
+		-E '^(test_broker_.*|$(ISA_FREE_TESTS))$$' && LT_ISA_MAX=avx2 ctest --output-on-failure \
+		--timeout 900 -R '^py_test_broker_loop$$'; fi
+	cd $(BUILD) && LT_ISA_MAX=portable ctest -j2 --output-on-failure -L 'quick|kernel' \
+		-E '^($(ISA_FREE_TESTS))$$' --timeout 900
 	cd $(PORTABLE_BUILD) && ctest -j2 --output-on-failure -L kernel --timeout 900 && \
 		ctest --output-on-failure -R '^py_test_logits$$' --timeout 900
 	$(AARCH64_CTEST)

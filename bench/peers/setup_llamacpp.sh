@@ -82,7 +82,7 @@ build_llama_bench() {
     # llama-bench never prints llama_print_system_info(); ask its libllama (the
     # line lists the ISA paths compiled in: the avx2 variant shows AVX2 = 1 and
     # no AVX512).
-    "$out/bin/llama-bench" --version 2>&1 | head -n 1
+    { "$out/bin/llama-bench" --version 2>&1 || true; } | sed -n 1p # (head would end the pipe early: SIGPIPE under pipefail)
     echo "$out/bin/llama-bench"
     python3 -c 'import ctypes, sys
 l = ctypes.CDLL(sys.argv[1]); l.llama_print_system_info.restype = ctypes.c_char_p
