@@ -43,6 +43,8 @@
 #ifndef LT_KERNELS_QDOT_H
 #define LT_KERNELS_QDOT_H
 
+#include <string.h>
+
 #include "looptune/core.h"
 
 typedef struct {
@@ -89,6 +91,17 @@ static inline float lt__lanes_sum(float *acc, int n) {
     for (; n > 1; n /= 2)
         for (int l = 0; l < n / 2; l++) acc[l] += acc[l + n / 2];
     return acc[0];
+}
+
+/* x rounded to the nearest integer, ties to even, for |x| < 2^22: adding
+ * 1.5 * 2^23 leaves the integer in the low mantissa bits, rounded by the
+ * addition itself (as ggml's nearest_int; the bits of lrintf in the default
+ * rounding mode, without its call into libm, and a loop of them vectorises). */
+static inline int32_t lt__nearest_even(float x) {
+    const float v = x + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &v, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
 }
 
 /* The entry of a type with integer dots here; NULL for f32, f16, bf16, q8_0. */

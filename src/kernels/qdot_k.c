@@ -7,35 +7,41 @@
 #include <math.h>
 #include <string.h>
 
-/* round to nearest, ties to even (ggml's nearest_int; |x| <= 127 here) */
-static inline int nearest(float x) { return (int)lrintf(x); }
-
+/* Loops over a block's 256 elements without branches, so that they
+ * vectorise: the largest magnitude, then (the first of ties) its element,
+ * then the levels and sums of each 16 elements (which lie together in qs's
+ * paired order). */
 void lt__xqk_quant(const float *x, int64_t n, void *out) {
     lt__xqk *y = out;
     for (int64_t b = 0; b < n / LT_QK_K; b++) {
         const float *xb = x + LT_QK_K * b;
-        float amax = 0.0f, max = 0.0f;
-        bool finite = true;
+        float amax = 0.0f;
+        int bad = 0;
         for (int j = 0; j < LT_QK_K; j++) {
             const float a = fabsf(xb[j]);
-            finite &= a <= FLT_MAX;
-            if (a > amax) {
-                amax = a;
-                max = xb[j];
-            }
+            bad |= !(a <= FLT_MAX); /* NaN or infinity */
+            amax = a > amax ? a : amax;
         }
+        int first = 0;
+        while (first < LT_QK_K - 1 && fabsf(xb[first]) != amax) first++;
+        const float max = bad ? 0.0f : xb[first];
         const float iscale = -127.0f / max;
-        memset(y[b].bsums, 0, sizeof y[b].bsums);
-        if (!finite || !(fabsf(iscale) <= FLT_MAX)) {
-            y[b].d = finite ? 0.0f : NAN;
+        if (bad || !(fabsf(iscale) <= FLT_MAX)) { /* (all zeros: max 0, iscale infinite) */
+            y[b].d = bad ? NAN : 0.0f;
             memset(y[b].qs, 0, sizeof y[b].qs);
+            memset(y[b].bsums, 0, sizeof y[b].bsums);
             continue;
         }
-        for (int j = 0; j < LT_QK_K; j++) {
-            const int v = nearest(iscale * xb[j]);
-            const int8_t q = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-            y[b].qs[lt__xqk_pos(j)] = q;
-            y[b].bsums[j / 16] = (int16_t)(y[b].bsums[j / 16] + q);
+        for (int g = 0; g < LT_QK_K / 16; g++) {
+            int8_t *q = y[b].qs + lt__xqk_pos(16 * g);
+            const float *xg = xb + 16 * g;
+            int sum = 0;
+            for (int i = 0; i < 16; i++) {
+                const int32_t v = lt__nearest_even(iscale * xg[i]);
+                q[i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+                sum += q[i];
+            }
+            y[b].bsums[g] = (int16_t)sum;
         }
         y[b].d = 1.0f / iscale;
     }

@@ -26,7 +26,8 @@ void lt__xq32_quant(const float *x, int64_t n, void *out) {
         }
         y[b].d = amax / 127.0f;
         for (int j = 0; j < 32; j++) {
-            long v = lrintf(xb[j] * inv); /* |v| <= 127: |xb[j] * inv| <= 127 (1 + 2^-24) */
+            /* |v| <= 127: |xb[j] * inv| <= 127 (1 + 2^-24) */
+            const int32_t v = lt__nearest_even(xb[j] * inv);
             y[b].qs[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
         }
     }

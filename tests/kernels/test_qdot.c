@@ -21,6 +21,7 @@
 #include "ops_test.h"
 #include "test.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,6 +296,85 @@ static void test_special_x(lt_dtype t) {
     fixture_free(&f);
 }
 
+/* The activation quantisers against their definition in qdot.h, written
+ * out here the plain way (lrintf in the default rounding mode): the same
+ * bytes for random blocks, blocks whose largest magnitude appears twice
+ * with both signs (the first one sets the sign of the scale), values that
+ * land on halves (ties go to even), zeros, a NaN and an infinity. */
+static void ref_xqk(const float *xb, lt__xqk *y) {
+    float amax = 0.0f, max = 0.0f;
+    bool finite = true;
+    for (int j = 0; j < LT_QK_K; j++) {
+        finite &= fabsf(xb[j]) <= FLT_MAX;
+        if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]), max = xb[j];
+    }
+    memset(y, 0, sizeof *y);
+    const float iscale = -127.0f / max;
+    if (!finite || !(fabsf(iscale) <= FLT_MAX)) {
+        y->d = finite ? 0.0f : NAN;
+        return;
+    }
+    for (int j = 0; j < LT_QK_K; j++) {
+        const long v = lrintf(iscale * xb[j]);
+        const int8_t q = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        y->qs[lt__xqk_pos(j)] = q;
+        y->bsums[j / 16] = (int16_t)(y->bsums[j / 16] + q);
+    }
+    y->d = 1.0f / iscale;
+}
+
+static void ref_xq32(const float *xb, lt__xq32 *y) {
+    float amax = 0.0f;
+    bool finite = true;
+    for (int j = 0; j < 32; j++) {
+        finite &= fabsf(xb[j]) <= FLT_MAX;
+        amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
+    }
+    memset(y, 0, sizeof *y);
+    const float inv = 127.0f / amax;
+    if (!finite || !(inv <= FLT_MAX)) {
+        y->d = finite ? 0.0f : NAN;
+        return;
+    }
+    for (int j = 0; j < 32; j++) y->qs[j] = (int8_t)lrintf(xb[j] * inv);
+    y->d = amax / 127.0f;
+}
+
+static bool same_float(float a, float b) { return (isnan(a) && isnan(b)) || a == b; }
+
+static void test_xquant(void) {
+    enum { CASES = 7 };
+    float x[LT_QK_K];
+    int differ = 0;
+    uint32_t s = 99;
+    for (int c = 0; c < CASES * 40; c++) {
+        const int kind = c % CASES;
+        for (int j = 0; j < LT_QK_K; j++) {
+            s = s * 1664525u + 1013904223u;
+            x[j] = ((float)(s >> 8) / 16777216.0f - 0.5f) * (kind == 1 ? 1e-30f : 3.0f);
+        }
+        if (kind == 2) x[17] = 5.0f, x[200] = -5.0f;        /* the first of ties sets the sign */
+        if (kind == 3) x[40] = -5.0f, x[41] = 5.0f;
+        if (kind == 4) /* a largest magnitude of 127 in every 32: the scale 1, every x on a half */
+            for (int j = 0; j < LT_QK_K; j++)
+                x[j] = j % 32 ? (float)((int)((s >> (j % 24)) % 253) - 126) + 0.5f : 127.0f;
+        if (kind == 5) memset(x, 0, sizeof x);
+        if (kind == 6) x[c % LT_QK_K] = (c / CASES) % 2 ? NAN : INFINITY;
+        lt__xqk got, want;
+        lt__xqk_quant(x, LT_QK_K, &got);
+        ref_xqk(x, &want);
+        differ += !same_float(got.d, want.d) || memcmp(got.qs, want.qs, sizeof got.qs) ||
+                  memcmp(got.bsums, want.bsums, sizeof got.bsums);
+        for (int b = 0; b < LT_QK_K / 32; b++) {
+            lt__xq32 g32, w32;
+            lt__xq32_quant(x + 32 * b, 32, &g32);
+            ref_xq32(x + 32 * b, &w32);
+            differ += !same_float(g32.d, w32.d) || memcmp(g32.qs, w32.qs, sizeof g32.qs);
+        }
+    }
+    ASSERT_EQ(differ, 0);
+}
+
 /* The constraints: whole blocks, the plain layout. */
 static void test_check(lt_dtype t) {
     const int64_t blk = lt_dtype_block(t);
@@ -321,6 +401,7 @@ static void test_check(lt_dtype t) {
 
 int main(void) {
     const bool emu = lt_test_emulated();
+    test_xquant();
     for (int i = 0; i < NTYPES; i++) {
         const lt_dtype t = TYPES[i];
         const int64_t blk = lt_dtype_block(t);
