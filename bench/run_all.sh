@@ -45,6 +45,9 @@ if [ -n "${LLAMACPP_PYTHON:-}" ]; then
         "${args[@]}" --threads 1 2 --rounds "$RUNS"
 fi
 
+echo "## the q4_0 .. q6_k dots alone, every ISA path of this CPU"
+for t in q4_0 q4_k q6_k; do [ -x build/bench_qdot ] && build/bench_qdot --type "$t"; done
+
 echo "## prefill GEMM against OpenBLAS"
 [ -x build/bench_matmul ] && build/bench_matmul
 
