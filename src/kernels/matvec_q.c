@@ -38,6 +38,15 @@ lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa) {
     return f ? f : qtypes[t].dot;
 }
 
+lt__xquant_fn lt__xquant_of(lt_dtype t, lt_isa isa) {
+#if LT_HAVE_X86
+    if (isa >= LT_ISA_AVX2 && qtypes[t].quant == lt__xqk_quant) return lt__xqk_quant_avx2;
+#else
+    (void)isa;
+#endif
+    return qtypes[t].quant;
+}
+
 lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa) {
 #if LT_HAVE_X86
     if (isa >= LT_ISA_AVX512) return lt__qdot_multi_avx512_of(t);
@@ -70,11 +79,12 @@ static void c_make_key(void) { LT_ASSERT(pthread_key_create(&c_key, c_free) == 0
  * tasks a thread takes of one node in one execution quantise x once; valid
  * until this thread's next call. NULL if out of memory. */
 static const void *xq_get(const lt_call *call, const lt_step *step, const float *x, int64_t n,
-                          size_t stride, int64_t cols, const lt__qtype *qt) {
+                          size_t stride, int64_t cols, const lt__qtype *qt, lt_isa isa) {
     xq_cache *c = &tl_c;
     const uint64_t seq = step ? step->seq : 0;
+    const lt__xquant_fn quant = lt__xquant_of(call->op[1]->dtype, isa);
     if (seq != 0 && c->seq == seq && c->call == call && c->x == x && c->n == n &&
-        c->quant == qt->quant)
+        c->quant == quant)
         return c->buf;
     const size_t xb = (size_t)(cols / qt->block) * qt->xq_bytes;
     if (!lt__tl_reserve(&c->buf, &c->cap, xb * (size_t)n, &c_once, &c_key, c_make_key)) {
@@ -82,8 +92,8 @@ static const void *xq_get(const lt_call *call, const lt_step *step, const float 
         return NULL;
     }
     for (int64_t i = 0; i < n; i++)
-        qt->quant((const float *)((const char *)x + (size_t)i * stride), cols, c->buf + (size_t)i * xb);
-    *c = (xq_cache){call, x, n, seq, qt->quant, c->buf, c->cap};
+        quant((const float *)((const char *)x + (size_t)i * stride), cols, c->buf + (size_t)i * xb);
+    *c = (xq_cache){call, x, n, seq, quant, c->buf, c->cap};
     return c->buf;
 }
 
@@ -104,7 +114,7 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
     LT_ASSERT(qt);
     const lt__qdot_fn dot = lt__qdot_of(W->dtype, isa);
     const int64_t rows = W->ne[1], cols = W->ne[0], nb = cols / qt->block;
-    const void *xq = xq_get(call, step, x, 1, 0, cols, qt);
+    const void *xq = xq_get(call, step, x, 1, 0, cols, qt, isa);
     if (!xq) return false;
     float *y = call->op[0]->data;
     const bool acc = call->ia[0] != 0;
@@ -139,7 +149,7 @@ bool lt__matvec_quant_tokens(const lt_call *call, const lt_step *step, int ith, 
     lt__linear_split(rows, per, ith, nth, &r0, &r1);
     if (r0 >= r1) return true;
     const size_t xb = (size_t)nb * qt->xq_bytes;
-    const char *xq = xq_get(call, step, X->data, n, X->nb[1], cols, qt);
+    const char *xq = xq_get(call, step, X->data, n, X->nb[1], cols, qt, isa);
     if (!xq) return false;
     const bool acc = call->ia[0] != 0;
     const size_t pf = (size_t)call->params.v[LT__MV_PREFETCH];
@@ -196,7 +206,7 @@ bool lt__matmul_quant(const lt_call *call, const lt_step *step, int ith, int nth
     lt__linear_split(rows, 16, ith, nth, &r0, &r1);
     if (r0 >= r1) return true;
     const size_t xb = (size_t)nb * qt->xq_bytes;
-    const char *xq = xq_get(call, step, X->data, n, X->nb[1], cols, qt);
+    const char *xq = xq_get(call, step, X->data, n, X->nb[1], cols, qt, isa);
     if (!xq) return false;
     const bool acc = call->ia[0] != 0;
     const size_t rb = lt_dtype_row_bytes(W->dtype, cols);

@@ -119,6 +119,14 @@ float lt__qdot_q4_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q5_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb);
 
+/* The activation quantiser of t on isa: the type's own (lt__qtype's), or
+ * its vector build with the same bytes (xquant_avx2.c: the K-quants' on
+ * AVX2 and up). */
+lt__xquant_fn lt__xquant_of(lt_dtype t, lt_isa isa);
+#if LT_HAVE_X86
+void lt__xqk_quant_avx2(const float *x, int64_t n, void *xq);
+#endif
+
 /* The vector dots of isa (qdot_avx2.c, qdot_avx512.c: the K-quants q4_k,
  * q5_k, q6_k; AVX2's for the others), the same bits; the portable dot
  * where isa has none for t. */

@@ -296,9 +296,10 @@ static void test_special_x(lt_dtype t) {
     fixture_free(&f);
 }
 
-/* The activation quantisers against their definition in qdot.h, written
- * out here the plain way (lrintf in the default rounding mode): the same
- * bytes for random blocks, blocks whose largest magnitude appears twice
+/* The activation quantisers (the portable ones, and the K-quants' of every
+ * ISA this CPU runs) against their definition in qdot.h, written out here
+ * the plain way (lrintf in the default rounding mode): the same bytes for
+ * random blocks, blocks whose largest magnitude appears twice
  * with both signs (the first one sets the sign of the scale), values that
  * land on halves (ties go to even), zeros, a NaN and an infinity. */
 static void ref_xqk(const float *xb, lt__xqk *y) {
@@ -360,11 +361,19 @@ static void test_xquant(void) {
                 x[j] = j % 32 ? (float)((int)((s >> (j % 24)) % 253) - 126) + 0.5f : 127.0f;
         if (kind == 5) memset(x, 0, sizeof x);
         if (kind == 6) x[c % LT_QK_K] = (c / CASES) % 2 ? NAN : INFINITY;
-        lt__xqk got, want;
-        lt__xqk_quant(x, LT_QK_K, &got);
+        lt__xqk want;
         ref_xqk(x, &want);
-        differ += !same_float(got.d, want.d) || memcmp(got.qs, want.qs, sizeof got.qs) ||
-                  memcmp(got.bsums, want.bsums, sizeof got.bsums);
+        /* the portable quantiser and each ISA's (lt__xquant_of) */
+        for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
+            lt__xqk got;
+            lt__xquant_of(LT_Q4_K, (lt_isa)isa)(x, LT_QK_K, &got);
+            const bool d = !same_float(got.d, want.d) || memcmp(got.qs, want.qs, sizeof got.qs) ||
+                           memcmp(got.bsums, want.bsums, sizeof got.bsums);
+            if (d && !differ)
+                fprintf(stderr, "  xqk quantiser, %s, case kind %d: not the definition's bytes\n",
+                        lt_isa_name((lt_isa)isa), kind);
+            differ += d;
+        }
         for (int b = 0; b < LT_QK_K / 32; b++) {
             lt__xq32 g32, w32;
             lt__xq32_quant(x + 32 * b, 32, &g32);
