@@ -131,8 +131,8 @@ void lt__xqk_quant_avx2(const float *x, int64_t n, void *xq);
  * q5_k, q6_k; AVX2's for the others), the same bits; the portable dot
  * where isa has none for t. */
 lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa);
-/* isa's multi-token dot of t (q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k on
- * AVX2 and AVX-512);
+/* isa's multi-token dot of t (every type of this file on AVX2 and
+ * AVX-512; q2_k's and q3_k's are AVX2's on both);
  * NULL where it has none (callers then take lt__qdot_of's per token). */
 lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86

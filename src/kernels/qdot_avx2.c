@@ -116,48 +116,69 @@ dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8_t *qh
 LT__QDOT_Q45(dot_q45)
 LT__QDOT_Q45_MULTI(dot_q45_multi)
 
-/* s + the 2-bit levels (q >> 2g) & 3 of group g of a 32-byte quant row,
- * dotted with the group's x (32 values, scales k and k + 1 on vpmaddubsw's
- * lanes 0..7 and 8..15), times those scales. */
-static inline __m256i group_dot(__m256i s, __m256i lv, const int8_t *xqs, int16_t sc_lo,
-                                int16_t sc_hi) {
-    const __m256i xv = _mm256_loadu_si256((const __m256i *)xqs);
-    const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc_hi), _mm_set1_epi16(sc_lo));
-    return lt__acc_madd(s, _mm256_maddubs_epi16(lv, xv), scv);
+/* The scales of a 32-level group on vpmaddubsw's pair lanes: sc_lo on
+ * lanes 0..7 (its first 16 elements), sc_hi on 8..15. */
+static inline __m256i group_scales(int16_t sc_lo, int16_t sc_hi) {
+    return _mm256_set_m128i(_mm_set1_epi16(sc_hi), _mm_set1_epi16(sc_lo));
+}
+
+/* s[t] += token t's x at xqs[t] (32 values) dotted with the group's levels
+ * lv, times their scales scv, for nt tokens. */
+static inline __attribute__((always_inline)) void
+group_dots(__m256i *s, __m256i lv, __m256i scv, const lt__xqk *const *x, int e0, const int nt) {
+    for (int t = 0; t < nt; t++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(x[t]->qs + lt__xqk_pos(e0)));
+        s[t] = lt__acc_madd(s[t], _mm256_maddubs_epi16(lv, xv), scv);
+    }
 }
 
 /* q2_k: per 16 elements a 4-bit scale and a 4-bit minimum; element 128h +
- * 32g + l has bits 2g of qs[32h + l]. */
-static inline __m256 step_q2_k(const lt_block_q2_k *w, const lt__xqk *x, __m256 acc) {
+ * 32g + l has bits 2g of qs[32h + l]. For nt tokens: each group's levels
+ * and scales once; the one-token step is nt = 1. */
+static inline __attribute__((always_inline)) void
+mstep_q2_k(const lt_block_q2_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
     const __m256i m2 = _mm256_set1_epi8(3);
-    __m256i s32 = _mm256_setzero_si256();
+    __m256i s32[LT__QDOT_MULTI_MAX];
+    for (int t = 0; t < nt; t++) s32[t] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * h));
         for (int g = 0; g < 4; g++) {
             const int k = 8 * h + 2 * g;
             const __m256i lv = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m2);
-            s32 = group_dot(s32, lv, x->qs + lt__xqk_pos(128 * h + 32 * g), w->scales[k] & 0x0f,
-                            w->scales[k + 1] & 0x0f);
+            group_dots(s32, lv, group_scales(w->scales[k] & 0x0f, w->scales[k + 1] & 0x0f), x,
+                       128 * h + 32 * g, nt);
         }
     }
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(
         _mm_and_si128(_mm_loadu_si128((const __m128i *)w->scales), _mm_set1_epi8((char)0xf0)), 4));
-    const __m256i M = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
-    acc = lt__lane_fma(acc, lt__half(w->d) * x->d, s32);
-    return lt__lane_fma(acc, -(lt__half(w->dmin) * x->d), M);
+    const float d = lt__half(w->d), dmin = lt__half(w->dmin);
+    for (int t = 0; t < nt; t++) {
+        const __m256i M = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums), mins);
+        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, s32[t]);
+        acc[t] = lt__lane_fma(acc[t], -(dmin * x[t]->d), M);
+    }
+}
+
+static inline __attribute__((always_inline)) __m256
+step_q2_k(const lt_block_q2_k *w, const lt__xqk *x, __m256 acc) {
+    mstep_q2_k(w, &x, 1, &acc);
+    return acc;
 }
 
 LT__QDOT_K(qdot_q2_k, lt_block_q2_k, step_q2_k)
+LT__QDOT_K_MULTI(qdot_multi_q2_k, lt_block_q2_k, mstep_q2_k)
 
 /* q3_k: levels low2 + 4 x hbit - 4 in [-4, 3], dotted unsigned (0..7) and
  * 4 x the x sums taken back; the third bit of element 128h + 32g + l is bit
- * 4h + g of hmask[l]. */
-static inline __m256 step_q3_k(const lt_block_q3_k *w, const lt__xqk *x, __m256 acc) {
+ * 4h + g of hmask[l]. For nt tokens as q2_k. */
+static inline __attribute__((always_inline)) void
+mstep_q3_k(const lt_block_q3_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
     const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
     int8_t sc[16];
     lt_q3k_scales(w->scales, sc);
     const __m256i hm = _mm256_loadu_si256((const __m256i *)w->hmask);
-    __m256i s32 = _mm256_setzero_si256();
+    __m256i s32[LT__QDOT_MULTI_MAX];
+    for (int t = 0; t < nt; t++) s32[t] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * h));
         for (int g = 0; g < 4; g++) {
@@ -168,15 +189,25 @@ static inline __m256 step_q3_k(const lt_block_q3_k *w, const lt__xqk *x, __m256 
             const __m256i hb = bit >= 2 ? _mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit - 2))
                                         : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - bit));
             const __m256i lv = _mm256_or_si256(lo, _mm256_and_si256(hb, m4));
-            s32 = group_dot(s32, lv, x->qs + lt__xqk_pos(128 * h + 32 * g), sc[k], sc[k + 1]);
+            group_dots(s32, lv, group_scales(sc[k], sc[k + 1]), x, 128 * h + 32 * g, nt);
         }
     }
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-    const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), sc16);
-    return lt__lane_fma(acc, lt__half(w->d) * x->d, _mm256_sub_epi32(s32, _mm256_slli_epi32(back, 2)));
+    const float d = lt__half(w->d);
+    for (int t = 0; t < nt; t++) {
+        const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums), sc16);
+        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, _mm256_sub_epi32(s32[t], _mm256_slli_epi32(back, 2)));
+    }
+}
+
+static inline __attribute__((always_inline)) __m256
+step_q3_k(const lt_block_q3_k *w, const lt__xqk *x, __m256 acc) {
+    mstep_q3_k(w, &x, 1, &acc);
+    return acc;
 }
 
 LT__QDOT_K(qdot_q3_k, lt_block_q3_k, step_q3_k)
+LT__QDOT_K_MULTI(qdot_multi_q3_k, lt_block_q3_k, mstep_q3_k)
 
 /* q6_k: levels lo | hi << 4 (0..63) dotted unsigned, then 32 x the block's
  * x sums taken back: sum sc (lv - 32) x = sum sc lv x - 32 sum sc bsum.
@@ -254,6 +285,8 @@ lt__qdot_multi_fn LT__AVX2_OF(lt__qdot_multi)(lt_dtype t) {
     if (lt_cpu()->avxvnni && !lt__qdot_avoid_vnni) return lt__qdot_multi_avxvnni_of(t);
 #endif
     switch (t) {
+    case LT_Q2_K: return qdot_multi_q2_k;
+    case LT_Q3_K: return qdot_multi_q3_k;
     case LT_Q4_K: return qdot_multi_q4_k;
     case LT_Q5_K: return qdot_multi_q5_k;
     case LT_Q6_K: return qdot_multi_q6_k;
