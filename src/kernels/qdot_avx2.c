@@ -168,6 +168,27 @@ step_q2_k(const lt_block_q2_k *w, const lt__xqk *x, __m256 acc) {
 LT__QDOT_K(qdot_q2_k, lt_block_q2_k, step_q2_k)
 LT__QDOT_K_MULTI(qdot_multi_q2_k, lt_block_q2_k, mstep_q2_k)
 
+/* q3_k's sixteen 6-bit scales (lt_q3k_scales' values) from their 12 bytes,
+ * read as 8 + 4 (never past the field): the low 4 bits of scale j are
+ * nibble j % 8 of bytes 0..7 (low nibbles first), the high 2 bits are bits
+ * 2 (j / 4) of byte 8 + j % 4; minus 32. */
+static inline __m128i q3k_scales(const uint8_t s[12]) {
+    const __m128i m4 = _mm_set1_epi8(0x0f), m2 = _mm_set1_epi8(3);
+    const __m128i l8 = _mm_loadl_epi64((const __m128i *)s);
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(l8, m4),
+                                          _mm_and_si128(_mm_srli_epi16(l8, 4), m4));
+    uint32_t h4;
+    memcpy(&h4, s + 8, 4);
+    const __m128i h = _mm_cvtsi32_si128((int)h4);
+    /* bytes 0..3 of h shifted by 0, 2, 4, 6: scales 0..3, 4..7, 8..11, 12..15 */
+    const __m128i h01 = _mm_unpacklo_epi32(_mm_and_si128(h, m2),
+                                           _mm_and_si128(_mm_srli_epi16(h, 2), m2));
+    const __m128i h23 = _mm_unpacklo_epi32(_mm_and_si128(_mm_srli_epi16(h, 4), m2),
+                                           _mm_and_si128(_mm_srli_epi16(h, 6), m2));
+    const __m128i hi = _mm_unpacklo_epi64(h01, h23);
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+}
+
 /* q3_k: levels low2 + 4 x hbit - 4 in [-4, 3], dotted unsigned (0..7) and
  * 4 x the x sums taken back; the third bit of element 128h + 32g + l is bit
  * 4h + g of hmask[l]. For nt tokens as q2_k. */
@@ -175,7 +196,8 @@ static inline __attribute__((always_inline)) void
 mstep_q3_k(const lt_block_q3_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
     const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
     int8_t sc[16];
-    lt_q3k_scales(w->scales, sc);
+    const __m128i scv8 = q3k_scales(w->scales);
+    _mm_storeu_si128((__m128i *)sc, scv8);
     const __m256i hm = _mm256_loadu_si256((const __m256i *)w->hmask);
     __m256i s32[LT__QDOT_MULTI_MAX];
     for (int t = 0; t < nt; t++) s32[t] = _mm256_setzero_si256();
@@ -192,7 +214,7 @@ mstep_q3_k(const lt_block_q3_k *w, const lt__xqk *const *x, const int nt, __m256
             group_dots(s32, lv, group_scales(sc[k], sc[k + 1]), x, 128 * h + 32 * g, nt);
         }
     }
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(scv8);
     const float d = lt__half(w->d);
     for (int t = 0; t < nt; t++) {
         const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums), sc16);
