@@ -168,6 +168,18 @@ step_q2_k(const lt_block_q2_k *w, const lt__xqk *x, __m256 acc) {
 LT__QDOT_K(qdot_q2_k, lt_block_q2_k, step_q2_k)
 LT__QDOT_K_MULTI(qdot_multi_q2_k, lt_block_q2_k, mstep_q2_k)
 
+/* acc[t] = fma(d d_x, S_t - 2^shift (scales . bsums of token t), acc[t]):
+ * q3_k's and q6_k's levels were dotted made unsigned by 2^shift (4, 32);
+ * this takes the offset back per pair of 16-element groups (qdot.h). */
+static inline __attribute__((always_inline)) void
+take_back(__m256 *acc, const __m256i *s32, const lt__xqk *const *x, const int nt, __m256i sc16,
+          float d, const int shift) {
+    for (int t = 0; t < nt; t++) {
+        const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums), sc16);
+        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, _mm256_sub_epi32(s32[t], _mm256_slli_epi32(back, shift)));
+    }
+}
+
 /* q3_k's sixteen 6-bit scales (lt_q3k_scales' values) from their 12 bytes,
  * read as 8 + 4 (never past the field): the low 4 bits of scale j are
  * nibble j % 8 of bytes 0..7 (low nibbles first), the high 2 bits are bits
@@ -214,12 +226,7 @@ mstep_q3_k(const lt_block_q3_k *w, const lt__xqk *const *x, const int nt, __m256
             group_dots(s32, lv, group_scales(sc[k], sc[k + 1]), x, 128 * h + 32 * g, nt);
         }
     }
-    const __m256i sc16 = _mm256_cvtepi8_epi16(scv8);
-    const float d = lt__half(w->d);
-    for (int t = 0; t < nt; t++) {
-        const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums), sc16);
-        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, _mm256_sub_epi32(s32[t], _mm256_slli_epi32(back, 2)));
-    }
+    take_back(acc, s32, x, nt, _mm256_cvtepi8_epi16(scv8), lt__half(w->d), 2);
 }
 
 static inline __attribute__((always_inline)) __m256
@@ -266,12 +273,8 @@ mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256
             }
         }
     }
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
-    const float d = lt__half(w->d);
-    for (int t = 0; t < nt; t++) {
-        const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums), sc16);
-        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, _mm256_sub_epi32(s32[t], _mm256_slli_epi32(back, 5)));
-    }
+    take_back(acc, s32, x, nt, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales)),
+              lt__half(w->d), 5);
 }
 
 static inline __attribute__((always_inline)) __m256
