@@ -326,6 +326,10 @@ int lt_follower_open(lt_follower **out, const lt_kafka_conn *conn, const char *t
                      int timeout_ms);
 /* As lt_consumer_poll: 1 = *rec filled (valid until the next poll), 0 = none. */
 int lt_follower_poll(lt_follower *f, int timeout_ms, lt_record *rec);
+/* Offsets between where the follower has read to and the high watermarks now,
+ * summed over partitions (0: caught up), or a negative LT_E* code. An upper
+ * bound of what is left to read: transaction markers take offsets too. */
+int64_t lt_follower_behind(lt_follower *f, int timeout_ms);
 void lt_follower_close(lt_follower *f); /* NULL is a no-op */
 
 /* ---- topics ------------------------------------------------------------------ */

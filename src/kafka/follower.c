@@ -12,6 +12,7 @@
 struct lt_follower {
     lt__kafka_client client; /* first: it is the librdkafka opaque */
     rd_kafka_t *rk;
+    char *topic;
     rd_kafka_message_t *held;
     int n_parts;
     int64_t *end;  /* [n_parts] high watermark at open */
@@ -27,6 +28,7 @@ static void follower_free(lt_follower *r) {
     lt__kafka_client_destroy(&r->client);
     free(r->end);
     free(r->next);
+    free(r->topic);
     free(r);
 }
 
@@ -86,6 +88,10 @@ int lt_follower_open(lt_follower **out, const lt_kafka_conn *conn, const char *t
         goto fail;
     }
     rd_kafka_poll_set_consumer(r->rk);
+    if (!(r->topic = strdup(topic))) {
+        rc = lt_error(LT_ENOMEM, "kafka follower: out of memory");
+        goto fail;
+    }
     if ((rc = partitions_of(r->rk, topic, timeout_ms, &r->n_parts))) goto fail;
     r->end = calloc((size_t)r->n_parts, sizeof *r->end);
     r->next = calloc((size_t)r->n_parts, sizeof *r->next);
@@ -153,6 +159,30 @@ int lt_follower_poll(lt_follower *r, int timeout_ms, lt_record *rec) {
         rd_kafka_message_destroy(m);
         if (lt_now_ns() >= deadline) return 0;
     }
+}
+
+int64_t lt_follower_behind(lt_follower *r, int timeout_ms) {
+    /* the consumer's positions step over transaction markers; before a
+     * first record they are unset, and where we started holds */
+    rd_kafka_topic_partition_list_t *pos = rd_kafka_topic_partition_list_new(r->n_parts);
+    for (int p = 0; p < r->n_parts; p++) rd_kafka_topic_partition_list_add(pos, r->topic, p);
+    rd_kafka_position(r->rk, pos);
+    int64_t behind = 0;
+    for (int p = 0; p < r->n_parts; p++) {
+        int64_t lo = 0, hi = 0, at = pos->elems[p].offset;
+        if (at < r->next[p]) at = r->next[p];
+        rd_kafka_resp_err_t e =
+            rd_kafka_query_watermark_offsets(r->rk, r->topic, p, &lo, &hi, timeout_ms);
+        if (e) {
+            rd_kafka_topic_partition_list_destroy(pos);
+            char what[300];
+            snprintf(what, sizeof what, "kafka follower: offsets of %s[%d]", r->topic, p);
+            return lt__kafka_status(e, what);
+        }
+        if (hi > at) behind += hi - at;
+    }
+    rd_kafka_topic_partition_list_destroy(pos);
+    return behind;
 }
 
 void lt_follower_close(lt_follower *r) {
