@@ -162,6 +162,11 @@ typedef struct {
      * bit 1 << i of isa_defs is set, def elsewhere (lt_param_default). */
     uint32_t isa_defs;
     int32_t isa_def[LT_ISA_COUNT];
+    /* A default that depends on this machine too (its caches, lt_cpu):
+     * when set, it alone gives the default on isa's path. The host's
+     * fingerprint names what it reads, so a tuned configuration of one
+     * machine class never meets another's default. */
+    int32_t (*host_def)(lt_isa isa);
     /* The weight dtypes whose paths it changes (bit 1 << lt_dtype of op[1]);
      * 0: every dtype. On the others it does nothing, so it is no dimension
      * of the space of their calls (lt_space_fit_call, lt_space_fit_shape). */
@@ -190,6 +195,7 @@ static inline bool lt_param_applies(const lt_param_def *d, lt_isa isa) {
 
 /* The parameter's default on isa's path. */
 static inline int32_t lt_param_default(const lt_param_def *d, lt_isa isa) {
+    if (d->host_def) return d->host_def(isa);
     return d->isa_defs >> isa & 1u ? d->isa_def[isa] : d->def;
 }
 
