@@ -330,6 +330,14 @@ int lt_follower_poll(lt_follower *f, int timeout_ms, lt_record *rec);
  * summed over partitions (0: caught up), or a negative LT_E* code. An upper
  * bound of what is left to read: transaction markers take offsets too. */
 int64_t lt_follower_behind(lt_follower *f, int timeout_ms);
+/* Reads what is left to the high watermarks as they are at each look,
+ * calling fn(ctx, record) on every record (a non-zero return stops it),
+ * until caught up, nothing came for 300 ms while behind (a transaction's
+ * marker holds an offset no record fills), or cap_ms passed. A job's
+ * coordinator counts the replays still on their way when its last task was
+ * applied this way. */
+void lt_follower_drain(lt_follower *f, int cap_ms, int (*fn)(void *ctx, const lt_record *rec),
+                       void *ctx);
 void lt_follower_close(lt_follower *f); /* NULL is a no-op */
 
 /* ---- topics ------------------------------------------------------------------ */

@@ -501,25 +501,7 @@ static int collect(job *j, uint64_t t0) {
     return LT_OK;
 }
 
-/* Results still on their way when the last task was applied: a replay of
- * an at-least-once worker's batch is counted as the duplicate it is, not
- * left unread. Reads to the high watermarks as they are now, and stops when
- * nothing comes for a moment (a transaction's marker takes an offset no
- * record fills) or after a few seconds whatever comes. */
-static void drain(job *j) {
-    const uint64_t t0 = lt_now_ns(), cap_ns = 3000000000ull;
-    lt_record rec;
-    int quiet = 0; /* pauses in a row with nothing read while still behind */
-    while (lt_now_ns() - t0 < cap_ns && quiet < 6) {
-        if (lt_follower_behind(j->results, 2000) <= 0) return; /* caught up, or no answer */
-        bool got = false;
-        while (lt_now_ns() - t0 < cap_ns && lt_follower_poll(j->results, 50, &rec) == 1) {
-            got = true;
-            if (on_record(j, &rec)) return;
-        }
-        quiet = got ? 0 : quiet + 1;
-    }
-}
+static int drained_record(void *j, const lt_record *rec) { return on_record(j, rec); }
 
 /* Until a first worker says it is alive (so no task is left for nobody). */
 static int wait_for_worker(job *j) {
@@ -789,7 +771,8 @@ static int job_run(job *j, uint64_t t0, const char *what) {
     snprintf(msg, sizeof msg, "%s", err ? lt_errmsg() : "");
     st->seconds = (double)(lt_now_ns() - t0) * 1e-9;
     if (first_send) st->busy_seconds = (double)(lt_now_ns() - first_send) * 1e-9;
-    if (!err) drain(j);
+    /* replays still on their way are counted as the duplicates they are */
+    if (!err) lt_follower_drain(j->results, 3000, drained_record, j);
     int n_rt = (int)(st->applied - st->resumed);
     if (n_rt > 0) {
         lt_sort_f64(j->rt_ms, n_rt);

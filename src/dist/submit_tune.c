@@ -490,6 +490,8 @@ static int wait_for_worker(tjob *j) {
     return LT_OK;
 }
 
+static int drained_record(void *j, const lt_record *rec) { return on_record(j, rec); }
+
 static int collect(tjob *j, uint64_t t0) {
     const double wt = j->jo->worker_timeout_s > 0 ? j->jo->worker_timeout_s : 30;
     const double jt = j->jo->job_timeout_s > 0 ? j->jo->job_timeout_s : 3600;
@@ -600,6 +602,8 @@ int lt_submit_tune(const lt_submit_tune_opts *o, lt_tune_job *job, lt_submit_sta
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", err ? lt_errmsg() : "");
     st->seconds = (double)(lt_now_ns() - t0) * 1e-9;
+    /* replays still on their way are counted as the duplicates they are */
+    if (!err) lt_follower_drain(j.results, 3000, drained_record, &j);
     if (j.n_rt > 0) {
         lt_sort_f64(j.rt_ms, j.n_rt);
         st->rt_median_ms = lt_median(j.rt_ms, j.n_rt);

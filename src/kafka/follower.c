@@ -185,6 +185,22 @@ int64_t lt_follower_behind(lt_follower *r, int timeout_ms) {
     return behind;
 }
 
+void lt_follower_drain(lt_follower *r, int cap_ms, int (*fn)(void *ctx, const lt_record *rec),
+                       void *ctx) {
+    const uint64_t t0 = lt_now_ns(), cap_ns = (uint64_t)(cap_ms > 0 ? cap_ms : 0) * 1000000ull;
+    lt_record rec;
+    int quiet = 0; /* 50 ms pauses in a row with nothing read while still behind */
+    while (lt_now_ns() - t0 < cap_ns && quiet < 6) {
+        if (lt_follower_behind(r, 2000) <= 0) return; /* caught up, or no answer */
+        bool got = false;
+        while (lt_now_ns() - t0 < cap_ns && lt_follower_poll(r, 50, &rec) == 1) {
+            got = true;
+            if (fn(ctx, &rec)) return;
+        }
+        quiet = got ? 0 : quiet + 1;
+    }
+}
+
 void lt_follower_close(lt_follower *r) {
     if (r) follower_free(r);
 }

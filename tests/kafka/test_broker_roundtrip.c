@@ -1,7 +1,9 @@
 /* Against the real broker: envelopes of every kind go through a producer,
  * come back through a consumer group, decode, and equal what was sent field
  * by field. Records with one key share a partition; committed offsets hold
- * (a later member of the group gets nothing already consumed). */
+ * (a later member of the group gets nothing already consumed). A follower
+ * knows how far behind the partitions' ends it is and drains to them: every
+ * record produced after it opened, each once, until its callback stops it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,8 +141,61 @@ static void test_round_trip(void) {
     lt_consumer_close(c);
 }
 
+static int count_record(void *ctx, const lt_record *rec) {
+    int *n = ctx;
+    (*n)++;
+    return rec->value && rec->len ? 0 : -1;
+}
+
+static int stop_at_three(void *ctx, const lt_record *rec) {
+    (void)rec;
+    return ++*(int *)ctx == 3;
+}
+
+static void produce_samples(const char *topic, int n) {
+    lt_producer *p;
+    lt_producer_opts po = {.conn = {.brokers = brokers}, .topic = topic};
+    ASSERT_EQ(lt_producer_open(&p, &po), LT_OK);
+    for (int i = 0; i < n; i++) {
+        sample s;
+        ASSERT_EQ(lt_producer_send_envelope(p, NULL, sample_build(&s, i % SAMPLE_KINDS, i)), LT_OK);
+    }
+    ASSERT_EQ(lt_producer_flush(p, 30000), LT_OK);
+    lt_producer_close(p);
+}
+
+static void test_follower_drain(void) {
+    char topic[128];
+    kt_unique(topic, sizeof topic, "lt-follow");
+    lt_kafka_conn conn = {.brokers = brokers};
+    lt_kafka_admin *a;
+    ASSERT_EQ(lt_kafka_admin_open(&a, &conn), LT_OK);
+    lt_topic_spec spec = {.name = topic, .partitions = PARTITIONS, .replication = 1};
+    ASSERT_EQ(lt_kafka_admin_create_topics(a, &spec, 1, 15000, NULL), LT_OK);
+    lt_kafka_admin_close(a);
+    produce_samples(topic, 4); /* before the follower: never seen */
+
+    lt_follower *f;
+    ASSERT_EQ(lt_follower_open(&f, &conn, topic, 15000), LT_OK);
+    ASSERT_EQ(lt_follower_behind(f, 5000), 0);
+    produce_samples(topic, TOTAL);
+    ASSERT_EQ(lt_follower_behind(f, 5000), TOTAL);
+    int n = 0;
+    lt_follower_drain(f, 20000, count_record, &n);
+    ASSERT_EQ(n, TOTAL);
+    ASSERT_EQ(lt_follower_behind(f, 5000), 0);
+
+    produce_samples(topic, 10); /* a callback that stops it stops it */
+    n = 0;
+    lt_follower_drain(f, 20000, stop_at_three, &n);
+    ASSERT_EQ(n, 3);
+    ASSERT_TRUE(lt_follower_behind(f, 5000) > 0);
+    lt_follower_close(f);
+}
+
 int main(void) {
     brokers = kt_require_bootstrap();
     test_round_trip();
+    test_follower_drain();
     return lt_test_finish();
 }
