@@ -50,7 +50,11 @@
 typedef struct {
     float d;          /* scale */
     int8_t qs[32];
-} lt__xq32;           /* 36 bytes */
+    /* -8 times the sum of each lane's four q (lane l: q[4l .. 4l + 3]):
+     * q4_0's offset of 8, taken back in the int32 sums as they start (q5_0
+     * takes twice it), so the vector dots multiply the unsigned levels */
+    int32_t off8[8];
+} lt__xq32;           /* 68 bytes */
 
 typedef struct {
     float d;

@@ -11,11 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-/* sum a x over each lane's 4 bytes, a signed and small (|a| <= 16), x signed */
-static inline __m256i dot_signed(__m256i a, __m256i xv) {
-    return lt__dot4(_mm256_sign_epi8(a, a), _mm256_sign_epi8(xv, a));
-}
-
 /* sum u x over each lane's 4 bytes, u unsigned (<= 63), x signed */
 static inline __m256i dot_unsigned(__m256i u, __m256i xv) { return lt__dot4(u, xv); }
 
@@ -40,16 +35,12 @@ static inline __m256i dot_unsigned(__m256i u, __m256i xv) { return lt__dot4(u, x
     }
 
 static inline __m256 step_q4_0(const lt_block_q4_0 *w, const lt__xq32 *x, __m256 a) {
-    const __m256i lv = _mm256_sub_epi8(lt__nibbles32(w->qs), _mm256_set1_epi8(8));
-    const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
-    return lt__lane_fma(a, lt__half(w->d) * x->d, dot_signed(lv, xv));
+    return lt__lane_fma(a, lt__half(w->d) * x->d, lt__dot_offset(lt__nibbles32(w->qs), x, 1));
 }
 
 static inline __m256 step_q5_0(const lt_block_q5_0 *w, const lt__xq32 *x, __m256 a) {
-    const __m256i lv = _mm256_sub_epi8(_mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh)),
-                                       _mm256_set1_epi8(16));
-    const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
-    return lt__lane_fma(a, lt__half(w->d) * x->d, dot_signed(lv, xv));
+    const __m256i u = _mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh));
+    return lt__lane_fma(a, lt__half(w->d) * x->d, lt__dot_offset(u, x, 2));
 }
 
 /* q4_1 / q5_1: the levels' term, then the minimum times each lane's x sum */

@@ -22,6 +22,7 @@ void lt__xq32_quant(const float *x, int64_t n, void *out) {
         if (!finite || !(inv <= FLT_MAX)) { /* NaN / infinity, or zero (or nearly) */
             y[b].d = finite ? 0.0f : NAN;
             memset(y[b].qs, 0, sizeof y[b].qs);
+            memset(y[b].off8, 0, sizeof y[b].off8);
             continue;
         }
         y[b].d = amax / 127.0f;
@@ -30,6 +31,9 @@ void lt__xq32_quant(const float *x, int64_t n, void *out) {
             const int32_t v = lt__nearest_even(xb[j] * inv);
             y[b].qs[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
         }
+        for (int l = 0; l < 8; l++)
+            y[b].off8[l] = -8 * (y[b].qs[4 * l] + y[b].qs[4 * l + 1] + y[b].qs[4 * l + 2] +
+                                 y[b].qs[4 * l + 3]);
     }
 }
 

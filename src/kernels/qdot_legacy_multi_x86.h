@@ -12,21 +12,6 @@
 
 #include "kernels/qdot_x86.h"
 
-/* The signed levels of a q4_0 / q5_0 block (|l| <= 16) as vpmaddubsw's
- * unsigned operand |l| and the sign mask applied to x. */
-typedef struct {
-    __m256i mag, sgn;
-} lm_signed;
-
-static inline __attribute__((always_inline)) lm_signed lm_split(__m256i lv) {
-    return (lm_signed){_mm256_sign_epi8(lv, lv), lv};
-}
-
-/* sum l x over each lane's 4 bytes */
-static inline __attribute__((always_inline)) __m256i lm_dot_signed(lm_signed l, __m256i xv) {
-    return lt__dot4(l.mag, _mm256_sign_epi8(xv, l.sgn));
-}
-
 /* sum u x over each lane's 4 bytes, u unsigned */
 static inline __attribute__((always_inline)) __m256i lm_dot_unsigned(__m256i u, __m256i xv) {
     return lt__dot4(u, xv);
@@ -39,19 +24,18 @@ static inline __attribute__((always_inline)) __m256i lm_xv(const lt__xq32 *x) {
 /* mstep(w, x, nt, acc): block w against token t's block x[t] into acc[t]. */
 static inline __attribute__((always_inline)) void
 lm_mstep_q4_0(const lt_block_q4_0 *w, const lt__xq32 *const *x, const int nt, __m256 *acc) {
-    const lm_signed l = lm_split(_mm256_sub_epi8(lt__nibbles32(w->qs), _mm256_set1_epi8(8)));
+    const __m256i u = lt__nibbles32(w->qs);
     const float d = lt__half(w->d);
     for (int t = 0; t < nt; t++)
-        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, lm_dot_signed(l, lm_xv(x[t])));
+        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, lt__dot_offset(u, x[t], 1));
 }
 
 static inline __attribute__((always_inline)) void
 lm_mstep_q5_0(const lt_block_q5_0 *w, const lt__xq32 *const *x, const int nt, __m256 *acc) {
-    const lm_signed l = lm_split(_mm256_sub_epi8(
-        _mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh)), _mm256_set1_epi8(16)));
+    const __m256i u = _mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh));
     const float d = lt__half(w->d);
     for (int t = 0; t < nt; t++)
-        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, lm_dot_signed(l, lm_xv(x[t])));
+        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, lt__dot_offset(u, x[t], 2));
 }
 
 /* q4_1 / q5_1: the levels' term, then the minimum times each lane's x sum */

@@ -338,6 +338,7 @@ static void ref_xq32(const float *xb, lt__xq32 *y) {
         return;
     }
     for (int j = 0; j < 32; j++) y->qs[j] = (int8_t)lrintf(xb[j] * inv);
+    for (int j = 0; j < 32; j++) y->off8[j / 4] -= 8 * y->qs[j];
     y->d = amax / 127.0f;
 }
 
@@ -378,7 +379,8 @@ static void test_xquant(void) {
             lt__xq32 g32, w32;
             lt__xq32_quant(x + 32 * b, 32, &g32);
             ref_xq32(x + 32 * b, &w32);
-            differ += !same_float(g32.d, w32.d) || memcmp(g32.qs, w32.qs, sizeof g32.qs);
+            differ += !same_float(g32.d, w32.d) || memcmp(g32.qs, w32.qs, sizeof g32.qs) ||
+                      memcmp(g32.off8, w32.off8, sizeof g32.off8);
         }
     }
     ASSERT_EQ(differ, 0);
