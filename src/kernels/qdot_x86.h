@@ -87,8 +87,12 @@ static inline __m256 lt__lane_fma(__m256 a, float d, __m256i s) {
 /* The 32 unsigned 4-bit levels of a legacy block in element order (low
  * nibbles are elements 0..15, high nibbles 16..31). */
 static inline __m256i lt__nibbles32(const uint8_t qs[16]) {
-    const __m128i q = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    /* the 16 bytes in both halves, the high half's dwords shifted right by
+     * 4: each byte's mask then keeps its own low or high nibble (what the
+     * shift brings down from the next byte lands above bit 3) */
+    const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                            _mm256_set1_epi8(0x0f));
 }
 
 /* 0x10 in byte j where bit j of the 32-bit qh is set: the fifth bits of a
