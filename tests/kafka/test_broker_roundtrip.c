@@ -37,16 +37,22 @@ static lt_consumer *open_consumer(const char *topic, const char *group) {
     return c;
 }
 
-static void test_round_trip(void) {
-    char topic[128], group[128];
-    kt_unique(topic, sizeof topic, "lt-roundtrip");
-    kt_unique(group, sizeof group, "lt-group");
+/* topic with PARTITIONS partitions on the broker */
+static void create_topic(const char *topic) {
     lt_kafka_conn conn = {.brokers = brokers};
     lt_kafka_admin *a;
     ASSERT_EQ(lt_kafka_admin_open(&a, &conn), LT_OK);
     lt_topic_spec spec = {.name = topic, .partitions = PARTITIONS, .replication = 1};
     ASSERT_EQ(lt_kafka_admin_create_topics(a, &spec, 1, 15000, NULL), LT_OK);
     lt_kafka_admin_close(a);
+}
+
+static void test_round_trip(void) {
+    char topic[128], group[128];
+    kt_unique(topic, sizeof topic, "lt-roundtrip");
+    kt_unique(group, sizeof group, "lt-group");
+    lt_kafka_conn conn = {.brokers = brokers};
+    create_topic(topic);
 
     lt_producer *p;
     lt_producer_opts po = {.conn = conn, .topic = topic};
@@ -168,11 +174,7 @@ static void test_follower_drain(void) {
     char topic[128];
     kt_unique(topic, sizeof topic, "lt-follow");
     lt_kafka_conn conn = {.brokers = brokers};
-    lt_kafka_admin *a;
-    ASSERT_EQ(lt_kafka_admin_open(&a, &conn), LT_OK);
-    lt_topic_spec spec = {.name = topic, .partitions = PARTITIONS, .replication = 1};
-    ASSERT_EQ(lt_kafka_admin_create_topics(a, &spec, 1, 15000, NULL), LT_OK);
-    lt_kafka_admin_close(a);
+    create_topic(topic);
     produce_samples(topic, 4); /* before the follower: never seen */
 
     lt_follower *f;
