@@ -321,11 +321,39 @@ static inline const uint16_t *lt_q8s_scales(const void *row, int64_t nb, int64_t
 /* A q8_0 row of nb blocks rewritten split (dst must not overlap src). */
 void lt_q8_0_split_row(const lt_block_q8_0 *src, void *dst, int64_t nb);
 
+/* ---- interleaved layout (q4_0, q4_k) -------------------------------------
+ * Rows in groups of LT_X16_ROWS, four bytes of each row side by side: a
+ * 32-bit lane is then one row, so one vector instruction takes four
+ * elements of 16 rows (or 8) against the same four x, a block's dot ends in
+ * one int32 per row, and its scales multiply 16 rows at once. A group takes
+ * exactly the bytes of its 16 plain rows: row r is lane r % 16 of the group
+ * at data + r / 16 * 16 * nb[1], nb[1] the plain row's bytes.
+ *   q4_0, rows of nb blocks: nb x 256 bytes of quants, then nb x 16 f16
+ *     scales (block b's, row i at b * 16 + i). Block b's quants are four
+ *     64-byte pieces; piece j holds bytes 4j .. 4j + 3 of each row's 16
+ *     quant bytes, row i's at 4i (elements 4j .. 4j + 3 in the low nibbles,
+ *     4j + 16 .. 4j + 19 in the high ones).
+ *   q4_k, super-block after super-block, 2304 bytes each: the 16 rows' d
+ *     (f16), their dmin, three 64-byte pieces of their 12 scale bytes (piece
+ *     k: bytes 4k .. 4k + 3, row i's at 4i), then 32 pieces of quants: piece
+ *     8c + p holds bytes 32c + 4p .. 32c + 4p + 3 of each row's 128 (the low
+ *     nibbles elements 64c + 4p .., the high ones 64c + 32 + 4p ..). */
+#define LT_X16_ROWS 16
+/* Whether t has an interleaved layout. */
+static inline bool lt_x16_has(lt_dtype t) { return t == LT_Q4_0 || t == LT_Q4_K; }
+/* nrows (1 .. 16) plain rows of t (lt_x16_has) of nb blocks, stride bytes
+ * apart, written as one group (rows past nrows are zeros) at group (no
+ * overlap). */
+void lt_x16_pack(lt_dtype t, const void *src, size_t stride, int nrows, int64_t nb, void *group);
+/* Row i's block b of a group of rows of nb blocks of t, as a plain block. */
+void lt_x16_block(lt_dtype t, const void *group, int64_t nb, int i, int64_t b, void *out);
+
 /* ---- tensors ------------------------------------------------------------- */
 
 typedef enum {
     LT_LAYOUT_PLAIN = 0, /* the dtype's own blocks, one after the other */
     LT_LAYOUT_Q8_SPLIT,  /* q8_0 rows in the split layout above */
+    LT_LAYOUT_X16,       /* q4_0 or q4_k rows interleaved by 16 (above) */
 } lt_layout;
 
 /* A transparent descriptor. ne[0] is the innermost (contiguous) dimension,

@@ -46,20 +46,27 @@ static inline void lt__linear_split(int64_t rows, int64_t per, int ith, int nth,
 }
 
 /* Rows of one task of a matvec (the split unit of lt__linear_split):
- * rows_per_task, rounded up to a multiple of head_dim when the epilogue has
- * a NEOX rope, so every pair (x[i], x[i + hd/2]) of a head lies in one task
- * and the thread that computed both rows rotates them. */
-static inline int64_t lt__mv_task_rows(const lt_call *call) {
-    const int64_t per = call->params.v[LT__MV_ROWS_PER_TASK];
-    const int64_t neox = LT_MV_POST_ROPE | LT_MV_POST_NEOX, hd = call->ia[3];
-    if ((call->ia[2] & neox) != neox || hd <= 0 || per <= 0) return per;
-    int64_t a = per, b = hd; /* lcm(per, hd) */
-    while (b) {
-        const int64_t t = a % b;
-        a = b;
-        b = t;
+ * rows_per_task, rounded up to a multiple of 16 for interleaved W (a
+ * group is one task's), and of head_dim when the epilogue has a NEOX rope,
+ * so every pair (x[i], x[i + hd/2]) of a head lies in one task and the
+ * thread that computed both rows rotates them. */
+static inline int64_t lt__lcm(int64_t a, int64_t b) {
+    int64_t x = a, y = b;
+    while (y) {
+        const int64_t t = x % y;
+        x = y;
+        y = t;
     }
-    return per / a * hd;
+    return a / x * b;
+}
+static inline int64_t lt__mv_task_rows(const lt_call *call) {
+    int64_t per = call->params.v[LT__MV_ROWS_PER_TASK];
+    const int64_t neox = LT_MV_POST_ROPE | LT_MV_POST_NEOX, hd = call->ia[3];
+    if (per <= 0) return per;
+    /* interleaved W: whole groups of 16 rows */
+    if (call->op[1] && call->op[1]->layout == LT_LAYOUT_X16) per = lt__lcm(per, LT_X16_ROWS);
+    if ((call->ia[2] & neox) != neox || hd <= 0) return per;
+    return lt__lcm(per, hd);
 }
 
 /* Per-thread scratch of at least `bytes`, 64-byte aligned, grown on demand
@@ -97,12 +104,21 @@ static inline int64_t lt__q8_chunk(bool split, int64_t b, int64_t b1) {
 }
 
 /* Elements [k, k + n) of W's row at row (k a multiple of 32, n <= 32, within
- * one block for q8_0) as f32, in either layout: the portable references'
+ * one block for q8_0) as f32, in any layout: the portable references'
  * dequantisation (a K-quant's whole super-block is dequantised for it). */
 static inline void lt__row_chunk_f32(const lt_tensor *W, const char *row, int64_t k, int64_t n,
                                      float *w) {
     const int64_t blk = lt_dtype_block(W->dtype);
-    if (blk > 32) {
+    if (W->layout == LT_LAYOUT_X16) { /* row: W's data + r nb[1], as if plain */
+        const int64_t r = ((const char *)row - (const char *)W->data) / (int64_t)W->nb[1];
+        const char *group = (const char *)W->data + (size_t)(r / LT_X16_ROWS) * LT_X16_ROWS * W->nb[1];
+        char plain[sizeof(lt_block_q4_k)];
+        float sb[LT_QK_K];
+        LT_ASSERT(lt_dtype_block_bytes(W->dtype) <= sizeof plain && blk <= LT_QK_K);
+        lt_x16_block(W->dtype, group, W->ne[0] / blk, (int)(r % LT_X16_ROWS), k / blk, plain);
+        lt_row_to_f32(W->dtype, plain, sb, blk);
+        for (int64_t j = 0; j < n; j++) w[j] = sb[k % blk + j];
+    } else if (blk > 32) {
         float sb[LT_QK_K];
         LT_ASSERT(blk <= LT_QK_K);
         lt_row_to_f32(W->dtype, row + lt_dtype_row_bytes(W->dtype, k / blk * blk), sb, blk);

@@ -97,6 +97,72 @@ static const void *xq_get(const lt_call *call, const lt_step *step, const float 
     return c->buf;
 }
 
+/* ---- q4_0, q4_k: groups of 16 rows --------------------------------------------- */
+
+/* This thread's buffer for one group of plain rows interleaved on the fly
+ * (tails of rows, tensors not repacked at load). */
+static _Thread_local char *tl_pack;
+static _Thread_local size_t tl_pack_cap;
+static pthread_key_t pack_key;
+static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
+static void pack_make_key(void) { LT_ASSERT(pthread_key_create(&pack_key, c_free) == 0); }
+
+/* Plain rows interleaved on the fly: at most this many bytes of them at a
+ * time (one thread's buffer). */
+#define X16_PACK_BYTES ((size_t)256 << 10)
+
+/* y rows [r0, r1) of W (q4_0 or q4_k) for the n tokens of xq (xb bytes
+ * each), by isa's group dot over W's groups as they are in the interleaved
+ * layout, or over plain rows interleaved into this thread's buffer (up to
+ * X16_PACK_BYTES at a time). In chunks of `chunk` rows (a multiple of 16):
+ * per group of up to LT__QDOT_MULTI_MAX tokens (their x in L1), every 16
+ * rows of the chunk (the chunk in L2 after the first group, which streams
+ * it in with pf). y row of token t: (char *)y + t * ystride. Every layout,
+ * chunk and ISA gives qdot.h's bits. False if the buffer cannot be
+ * allocated. */
+static bool x16_rows(const lt_tensor *W, const char *xq, size_t xb, int64_t n, int64_t r0,
+                     int64_t r1, int64_t chunk, size_t pf, float *y, size_t ystride, bool acc,
+                     lt_isa isa) {
+    const lt__x16_fn dot = lt__x16_of(W->dtype, isa);
+    const int64_t nb = W->ne[0] / lt_dtype_block(W->dtype), G = LT_X16_ROWS;
+    const bool packed = W->layout == LT_LAYOUT_X16;
+    const size_t rb = W->nb[1];
+    if (!packed) {
+        const int64_t most = (int64_t)(X16_PACK_BYTES / (rb * G)) * G;
+        if (chunk > most) chunk = most > G ? most : G;
+        if (!lt__tl_reserve(&tl_pack, &tl_pack_cap, (size_t)((chunk + G - 1) / G * G) * rb,
+                            &pack_once, &pack_key, pack_make_key))
+            return false;
+    }
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        const int64_t c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
+        const char *base = (const char *)W->data + (size_t)c0 * rb;
+        if (!packed) { /* a part group takes a whole group's bytes */
+            for (int64_t g0 = c0; g0 < c1; g0 += G)
+                lt_x16_pack(W->dtype, base + (size_t)(g0 - c0) * rb, rb,
+                            c1 - g0 < G ? (int)(c1 - g0) : (int)G, nb,
+                            tl_pack + (size_t)(g0 - c0) * rb);
+            base = tl_pack;
+        }
+        for (int64_t i = 0; i < n; i += LT__QDOT_MULTI_MAX) {
+            const int k = n - i < LT__QDOT_MULTI_MAX ? (int)(n - i) : LT__QDOT_MULTI_MAX;
+            const void *xs[LT__QDOT_MULTI_MAX];
+            for (int t = 0; t < k; t++) xs[t] = xq + (size_t)(i + t) * xb;
+            for (int64_t g0 = c0; g0 < c1; g0 += G) {
+                const int nr = c1 - g0 < G ? (int)(c1 - g0) : (int)G;
+                float out[LT__QDOT_MULTI_MAX * LT_X16_ROWS];
+                dot(base + (size_t)(g0 - c0) * rb, nb, xs, k, packed && i == 0 ? pf : 0, out);
+                for (int t = 0; t < k; t++) {
+                    float *yt = (float *)((char *)y + (size_t)(i + t) * ystride) + g0;
+                    for (int r = 0; r < nr; r++)
+                        yt[r] = acc ? yt[r] + out[t * G + r] : out[t * G + r];
+                }
+            }
+        }
+    }
+    return true;
+}
+
 /* ---- matvec ------------------------------------------------------------------- */
 
 /* The dot of one row, with the row's bytes `pf` ahead touched first. */
@@ -122,6 +188,7 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
     const size_t rb = lt_dtype_row_bytes(W->dtype, cols);
     int64_t r0, r1;
     lt__linear_split(rows, lt__mv_task_rows(call), ith, nth, &r0, &r1);
+    if (lt_x16_has(W->dtype)) return x16_rows(W, xq, 0, 1, r0, r1, rows, pf, y, 0, acc, isa);
     for (int64_t r = r0; r < r1; r++) {
         const float s = row_dot(dot, lt_tensor_row(W, r), rb, xq, nb, pf);
         y[r] = acc ? y[r] + s : s;
@@ -157,6 +224,8 @@ bool lt__matvec_quant_tokens(const lt_call *call, const lt_step *step, int ith, 
     const size_t chunk_bytes = (size_t)call->params.v[LT__MV_TOK_CHUNK_KB] << 10;
     int64_t chunk = (int64_t)(chunk_bytes / W->nb[1]) / per * per;
     if (chunk < per) chunk = per;
+    if (lt_x16_has(W->dtype))
+        return x16_rows(W, xq, xb, n, r0, r1, chunk, pf, Y->data, Y->nb[1], acc, isa);
     const int gmax = multi ? LT__QDOT_MULTI_MAX : 1;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         const int64_t c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
@@ -211,6 +280,10 @@ bool lt__matmul_quant(const lt_call *call, const lt_step *step, int ith, int nth
     const bool acc = call->ia[0] != 0;
     const size_t rb = lt_dtype_row_bytes(W->dtype, cols);
     const int64_t blk = rb < MQ_ROW_BLOCK_BYTES ? (int64_t)(MQ_ROW_BLOCK_BYTES / rb) : 1;
+    if (lt_x16_has(W->dtype)) {
+        const int64_t G = LT_X16_ROWS, groups = (blk + G - 1) / G;
+        return x16_rows(W, xq, xb, n, r0, r1, groups * G, 0, Y->data, Y->nb[1], acc, isa);
+    }
     const int gmax = multi ? LT__QDOT_MULTI_MAX : 1;
     for (int64_t c0 = r0; c0 < r1; c0 += blk) {
         const int64_t c1 = r1 - c0 < blk ? r1 : c0 + blk;

@@ -64,10 +64,18 @@ static inline float *lt__kv_row(const lt_tensor *cache, const lt_step *s, int64_
     return (float *)((char *)cache->data + (size_t)slot * cache->nb[2] + (size_t)pos * cache->nb[1]);
 }
 
-/* Shared weight check: the layout is one W's dtype has (split is q8_0's). */
+/* Shared weight check: the layout is one W's dtype has (split is q8_0's;
+ * interleaved q4_0's and q4_k's, in whole groups of 16 rows). */
 static inline int lt__check_layout(const lt_tensor *w, const char *kernel) {
     if (w->layout == LT_LAYOUT_PLAIN || (w->layout == LT_LAYOUT_Q8_SPLIT && w->dtype == LT_Q8_0))
         return LT_OK;
+    if (w->layout == LT_LAYOUT_X16 && lt_x16_has(w->dtype)) {
+        if (w->ne[1] % LT_X16_ROWS == 0 && w->nb[1] == lt_dtype_row_bytes(w->dtype, w->ne[0]))
+            return LT_OK;
+        return lt_error(LT_EINVAL, "%s: interleaved %s W has %lld rows of %zu bytes, not whole "
+                        "groups of %d plain rows", kernel, lt_dtype_name(w->dtype),
+                        (long long)w->ne[1], w->nb[1], LT_X16_ROWS);
+    }
     return lt_error(LT_EINVAL, "%s: W has layout %d, which %s weights do not have", kernel,
                     (int)w->layout, lt_dtype_name(w->dtype));
 }

@@ -25,10 +25,10 @@
  * types and 2 for the K-quants, so a vector path keeps R independent
  * chains of 8 lanes and no block needs a horizontal sum. Per block b and
  * lane l, with a = acc[(b % R) * 8 + l]:
- *   q4_0, q5_0:   a = fmaf(d_w * d_x, (float)S_l, a),  S_l = sum (q_w - 8 or 16) q_x
+ *   q5_0:         a = fmaf(d_w * d_x, (float)S_l, a),  S_l = sum (q_w - 16) q_x
  *   q4_1, q5_1:   a = fmaf(d_w * d_x, (float)S_l, a),  S_l = sum q_w q_x;
  *                 a = fmaf(m_w * d_x, (float)X_l, a),  X_l = sum q_x
- *   q2_k, q4_k, q5_k: a = fmaf(d_w * d_x, (float)S_l, a), S_l = sum sc(e) level(e) q_x(e)
+ *   q2_k, q5_k:   a = fmaf(d_w * d_x, (float)S_l, a), S_l = sum sc(e) level(e) q_x(e)
  *                 with the unsigned levels and each element's sub-block scale; then
  *                 a = fmaf(-(dmin_w * d_x), (float)M_l, a),
  *                 M_l = mn_2l bsums[2l] + mn_2l+1 bsums[2l + 1], mn_i the minimum of
@@ -39,7 +39,18 @@
  *                 of 16-element groups
  * The result: the lanes added in halves, n = 8R: while n > 1, acc[l] +=
  * acc[l + n / 2] for l < n / 2, then n /= 2; acc[0]. The products d_w * d_x,
- * m_w * d_x and dmin_w * d_x are rounded once (halves widened to f32). */
+ * m_w * d_x and dmin_w * d_x are rounded once (halves widened to f32).
+ *
+ * q4_0 and q4_k keep one chain per row instead, so that their vector paths
+ * hold rows, not a row's lanes, in their registers (core.h's interleaved
+ * layout, 16 rows a group, one int32 lane a row). From a = 0, per block b
+ * in order:
+ *   q4_0: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum (q_w - 8) q_x
+ *   q4_k: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum sc(e) level(e) q_x(e);
+ *         a = fmaf(-(dmin_w * d_x), (float)M_b, a), M_b = sum over the 8
+ *         sub-blocks j of mn_j (bsums[2j] + bsums[2j + 1])
+ * each sum exact in int32 (its conversion to float rounds to nearest); the
+ * result is a. */
 #ifndef LT_KERNELS_QDOT_H
 #define LT_KERNELS_QDOT_H
 
@@ -54,7 +65,8 @@ typedef struct {
      * q4_0's offset of 8, taken back in the int32 sums as they start (q5_0
      * takes twice it), so the vector dots multiply the unsigned levels */
     int32_t off8[8];
-} lt__xq32;           /* 68 bytes */
+    int32_t off;      /* -8 times the sum of the 32 q: q4_0's offset for a whole block */
+} lt__xq32;           /* 72 bytes */
 
 typedef struct {
     float d;
@@ -108,6 +120,24 @@ static inline int32_t lt__nearest_even(float x) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
+/* The group dot of an interleaved type (q4_0, q4_k; core.h's layout): a
+ * group of 16 rows of nb blocks with ntok (1 .. LT__QDOT_MULTI_MAX)
+ * tokens' activations xq[0 .. ntok) (lt__xq32 or lt__xqk blocks): out[16 t
+ * + i] row i's sum for token t, qdot.h's bits. pf: bytes ahead of each
+ * block of the group to prefetch (0: none). */
+typedef void (*lt__x16_fn)(const void *group, int64_t nb, const void *const *xq, int ntok,
+                           size_t pf, float *out);
+/* isa's group dot of t (AVX-VNNI's or AVX-512 VNNI's where the CPU has it
+ * and lt__qdot_avoid_vnni is not set); NULL where t has no interleaved
+ * layout. */
+lt__x16_fn lt__x16_of(lt_dtype t, lt_isa isa);
+lt__x16_fn lt__x16_portable_of(lt_dtype t);
+#if LT_HAVE_X86
+lt__x16_fn lt__x16_avx2_of(lt_dtype t); /* AVX-VNNI's where the CPU has it */
+lt__x16_fn lt__x16_avxvnni_of(lt_dtype t);
+lt__x16_fn lt__x16_avx512_of(lt_dtype t); /* with VNNI where the CPU has it */
+#endif
+
 /* The entry of a type with integer dots here; NULL for f32, f16, bf16, q8_0. */
 const lt__qtype *lt__qtype_of(lt_dtype t);
 
@@ -120,6 +150,8 @@ float lt__qdot_q5_1(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q2_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q3_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q4_k(const void *row, const void *xq, int64_t nb);
+/* q4_k's chain a past one super-block (qdot.h's order) */
+float lt__q4k_step(const lt_block_q4_k *w, const lt__xqk *x, float a);
 float lt__qdot_q5_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb);
 
@@ -131,12 +163,13 @@ lt__xquant_fn lt__xquant_of(lt_dtype t, lt_isa isa);
 void lt__xqk_quant_avx2(const float *x, int64_t n, void *xq);
 #endif
 
-/* The vector dots of isa (qdot_avx2.c, qdot_avx512.c: the K-quants q4_k,
- * q5_k, q6_k; AVX2's for the others), the same bits; the portable dot
- * where isa has none for t. */
+/* The vector dots of isa (qdot_avx2.c, qdot_avx512.c: the K-quants q5_k
+ * and q6_k; AVX2's for the others but q4_0 and q4_k, whose vector paths
+ * are the group dots above), the same bits; the portable dot where isa has
+ * none for t. */
 lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa);
-/* isa's multi-token dot of t (every type of this file on AVX2 and
- * AVX-512; q2_k's and q3_k's are AVX2's on both);
+/* isa's multi-token dot of t (every type of this file but q4_0 and q4_k
+ * on AVX2 and AVX-512; q2_k's and q3_k's are AVX2's on both);
  * NULL where it has none (callers then take lt__qdot_of's per token). */
 lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86

@@ -1,4 +1,5 @@
-/* AVX2 integer dots of every type of qdot.h (q4_0 .. q6_k) with
+/* AVX2 integer dots of every type of qdot.h (q4_1 .. q6_k; q4_0's are
+ * qdot_x16_*.c's) with
  * activations quantised per block: each block's 8 lane sums in a register
  * (exact in int32, so any order gives the portable sums), then qdot.h's
  * float steps on its chain of 8 lanes: the portable bits. vpmaddubsw
@@ -34,10 +35,6 @@ static inline __m256i dot_unsigned(__m256i u, __m256i xv) { return lt__dot4(u, x
         return lt__lanes_sum32(a0, a1, a2, a3);                                                \
     }
 
-static inline __m256 step_q4_0(const lt_block_q4_0 *w, const lt__xq32 *x, __m256 a) {
-    return lt__lane_fma(a, lt__half(w->d) * x->d, lt__dot_offset(lt__nibbles32(w->qs), x, 1));
-}
-
 static inline __m256 step_q5_0(const lt_block_q5_0 *w, const lt__xq32 *x, __m256 a) {
     const __m256i u = _mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh));
     return lt__lane_fma(a, lt__half(w->d) * x->d, lt__dot_offset(u, x, 2));
@@ -58,7 +55,6 @@ static inline __m256 step_q5_1(const lt_block_q5_1 *w, const lt__xq32 *x, __m256
     return step_min(_mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh)), w->d, w->m, x, a);
 }
 
-QDOT_LEGACY(qdot_q4_0, lt_block_q4_0, step_q4_0)
 QDOT_LEGACY(qdot_q4_1, lt_block_q4_1, step_q4_1)
 QDOT_LEGACY(qdot_q5_0, lt_block_q5_0, step_q5_0)
 QDOT_LEGACY(qdot_q5_1, lt_block_q5_1, step_q5_1)
@@ -283,13 +279,11 @@ lt__qdot_fn LT__AVX2_OF(lt__qdot)(lt_dtype t) {
     if (lt_cpu()->avxvnni && !lt__qdot_avoid_vnni) return lt__qdot_avxvnni_of(t);
 #endif
     switch (t) {
-    case LT_Q4_0: return qdot_q4_0;
     case LT_Q4_1: return qdot_q4_1;
     case LT_Q5_0: return qdot_q5_0;
     case LT_Q5_1: return qdot_q5_1;
     case LT_Q2_K: return qdot_q2_k;
     case LT_Q3_K: return qdot_q3_k;
-    case LT_Q4_K: return qdot_q4_k;
     case LT_Q5_K: return qdot_q5_k;
     case LT_Q6_K: return qdot_q6_k;
     default: return NULL;
@@ -303,7 +297,6 @@ lt__qdot_multi_fn LT__AVX2_OF(lt__qdot_multi)(lt_dtype t) {
     switch (t) {
     case LT_Q2_K: return qdot_multi_q2_k;
     case LT_Q3_K: return qdot_multi_q3_k;
-    case LT_Q4_K: return qdot_multi_q4_k;
     case LT_Q5_K: return qdot_multi_q5_k;
     case LT_Q6_K: return qdot_multi_q6_k;
     default: return LT__AVX2_OF(lt__qdot_multi_legacy)(t);

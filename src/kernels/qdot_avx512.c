@@ -1,4 +1,4 @@
-/* AVX-512 (F, BW, VL) integer dots of the K-quants q4_k, q5_k and q6_k with
+/* AVX-512 (F, BW, VL) integer dots of the K-quants q5_k and q6_k with
  * activations quantised per block (qdot.h): 64 levels per register, folded
  * onto each block's 8 exact lane sums, then qdot.h's float steps on the
  * block's chain of lanes: the portable bits. Each dot in two builds, with
@@ -120,13 +120,9 @@ static inline __m256 dot_q45(uint16_t dh, uint16_t dminh, const uint8_t scales[1
 }
 LT__QDOT_Q45(dot_q45)
 
-static inline __m256 step_q4_k_vnni(const lt_block_q4_k *w, const lt__xqk *x, __m256 acc) {
-    return dot_q45_v(true, w->d, w->dmin, w->scales, NULL, w->qs, x, acc);
-}
 static inline __m256 step_q5_k_vnni(const lt_block_q5_k *w, const lt__xqk *x, __m256 acc) {
     return dot_q45_v(true, w->d, w->dmin, w->scales, w->qh, w->qs, x, acc);
 }
-LT__QDOT_K(qdot_q4_k_vnni, lt_block_q4_k, step_q4_k_vnni)
 LT__QDOT_K(qdot_q5_k_vnni, lt_block_q5_k, step_q5_k_vnni)
 
 static inline __attribute__((always_inline)) void
@@ -137,14 +133,9 @@ dot_q45_multi(uint16_t dh, uint16_t dminh, const uint8_t scales[12], const uint8
 LT__QDOT_Q45_MULTI(dot_q45_multi)
 
 static inline __attribute__((always_inline)) void
-mstep_q4_k_vnni(const lt_block_q4_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
-    dot_q45_multi_v(true, w->d, w->dmin, w->scales, NULL, w->qs, x, nt, acc);
-}
-static inline __attribute__((always_inline)) void
 mstep_q5_k_vnni(const lt_block_q5_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
     dot_q45_multi_v(true, w->d, w->dmin, w->scales, w->qh, w->qs, x, nt, acc);
 }
-LT__QDOT_K_MULTI(qdot_multi_q4_k_vnni, lt_block_q4_k, mstep_q4_k_vnni)
 LT__QDOT_K_MULTI(qdot_multi_q5_k_vnni, lt_block_q5_k, mstep_q5_k_vnni)
 
 /* Two 32-byte halves as one register: lo in bytes 0..31. */
@@ -238,7 +229,6 @@ static bool use_vnni(void) { return lt_cpu()->avx512vnni && !lt__qdot_avoid_vnni
 lt__qdot_fn lt__qdot_avx512_of(lt_dtype t) {
     const bool v = use_vnni();
     switch (t) {
-    case LT_Q4_K: return v ? qdot_q4_k_vnni : qdot_q4_k;
     case LT_Q5_K: return v ? qdot_q5_k_vnni : qdot_q5_k;
     case LT_Q6_K: return v ? qdot_q6_k_vnni : qdot_q6_k;
     default: return NULL;
@@ -248,7 +238,6 @@ lt__qdot_fn lt__qdot_avx512_of(lt_dtype t) {
 lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t) {
     const bool v = use_vnni();
     switch (t) {
-    case LT_Q4_K: return v ? qdot_multi_q4_k_vnni : qdot_multi_q4_k;
     case LT_Q5_K: return v ? qdot_multi_q5_k_vnni : qdot_multi_q5_k;
     case LT_Q6_K: return v ? qdot_multi_q6_k_vnni : qdot_multi_q6_k;
     case LT_Q2_K:

@@ -178,13 +178,25 @@ static void dot_q45(float acc[16], int64_t b, uint16_t dh, uint16_t dminh,
     block_lanes(acc, b, S, lt_f16_to_f32(dh) * x->d, M, -(lt_f16_to_f32(dminh) * x->d));
 }
 
+/* q4_k: one chain, a super-block's exact sums a term each (qdot.h) */
+float lt__q4k_step(const lt_block_q4_k *w, const lt__xqk *x, float acc) {
+    int8_t lv[LT_QK_K];
+    uint8_t sc8[8], m8[8];
+    unpack4(w->qs, NULL, lv);
+    lt_qk_scale_min(w->scales, sc8, m8);
+    int32_t S = 0, M = 0;
+    for (int e = 0; e < LT_QK_K; e++) S += sc8[e / 32] * (lv[e] * x->qs[lt__xqk_pos(e)]);
+    for (int j = 0; j < 8; j++) M += m8[j] * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
+    acc = fmaf(lt_f16_to_f32(w->d) * x->d, (float)S, acc);
+    return fmaf(-(lt_f16_to_f32(w->dmin) * x->d), (float)M, acc);
+}
+
 float lt__qdot_q4_k(const void *row, const void *xq, int64_t nb) {
     const lt_block_q4_k *w = row;
     const lt__xqk *x = xq;
-    float acc[16] = {0};
-    for (int64_t b = 0; b < nb; b++)
-        dot_q45(acc, b, w[b].d, w[b].dmin, w[b].scales, NULL, w[b].qs, &x[b]);
-    return lt__lanes_sum(acc, 16);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) acc = lt__q4k_step(&w[b], &x[b], acc);
+    return acc;
 }
 
 float lt__qdot_q5_k(const void *row, const void *xq, int64_t nb) {

@@ -23,6 +23,7 @@ void lt__xq32_quant(const float *x, int64_t n, void *out) {
             y[b].d = finite ? 0.0f : NAN;
             memset(y[b].qs, 0, sizeof y[b].qs);
             memset(y[b].off8, 0, sizeof y[b].off8);
+            y[b].off = 0;
             continue;
         }
         y[b].d = amax / 127.0f;
@@ -31,9 +32,12 @@ void lt__xq32_quant(const float *x, int64_t n, void *out) {
             const int32_t v = lt__nearest_even(xb[j] * inv);
             y[b].qs[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
         }
-        for (int l = 0; l < 8; l++)
+        y[b].off = 0;
+        for (int l = 0; l < 8; l++) {
             y[b].off8[l] = -8 * (y[b].qs[4 * l] + y[b].qs[4 * l + 1] + y[b].qs[4 * l + 2] +
                                  y[b].qs[4 * l + 3]);
+            y[b].off += y[b].off8[l];
+        }
     }
 }
 
@@ -75,16 +79,19 @@ static inline void block_lanes(float acc[32], int64_t b, const int8_t q[32], con
     }
 }
 
+/* q4_0: one chain, a whole block's exact sum a term (qdot.h) */
 float lt__qdot_q4_0(const void *row, const void *xq, int64_t nb) {
     const lt_block_q4_0 *w = row;
     const lt__xq32 *x = xq;
-    float acc[32] = {0};
+    float acc = 0.0f;
     int8_t q[32];
     for (int64_t b = 0; b < nb; b++) {
         levels(w[b].qs, NULL, 8, q);
-        block_lanes(acc, b, q, &x[b], lt_f16_to_f32(w[b].d), false, 0.0f);
+        int32_t s = 0;
+        for (int e = 0; e < 32; e++) s += (int32_t)q[e] * x[b].qs[e];
+        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)s, acc);
     }
-    return lt__lanes_sum(acc, 32);
+    return acc;
 }
 
 float lt__qdot_q5_0(const void *row, const void *xq, int64_t nb) {

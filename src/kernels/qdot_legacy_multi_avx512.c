@@ -1,6 +1,6 @@
 /* AVX-512 builds of the legacy types' multi-token dots. q4_1 and q5_1 take
  * the shared 256-bit code (qdot_legacy_multi_x86.h) with AVX-512VL's 32
- * registers. q4_0 and q5_0 take two consecutive blocks b, b + 1 in one
+ * registers. q5_0 takes two consecutive blocks b, b + 1 in one
  * 512-bit register: their 8 lane sums each in one half (vpdpbusd on
  * AVX512_VNNI, vpmaddubsw + vpmaddwd without), then one fma on chains
  * b % 4 and b % 4 + 1 side by side; a lone last block updates only the low
@@ -11,10 +11,6 @@
 
 static inline __m512i join(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-static inline __attribute__((always_inline)) __m256i levels_q4_0(const lt_block_q4_0 *w) {
-    return _mm256_sub_epi8(lt__nibbles32(w->qs), _mm256_set1_epi8(8));
 }
 
 static inline __attribute__((always_inline)) __m256i levels_q5_0(const lt_block_q5_0 *w) {
@@ -90,15 +86,12 @@ static inline __attribute__((always_inline)) __m512i pair_dot(const bool vnni, _
         }                                                                                        \
     }
 
-PAIR_QDOT_MULTI(pair_multi_q4_0, false, lt_block_q4_0, levels_q4_0)
 PAIR_QDOT_MULTI(pair_multi_q5_0, false, lt_block_q5_0, levels_q5_0)
-PAIR_QDOT_MULTI(pair_multi_q4_0_vnni, true, lt_block_q4_0, levels_q4_0)
 PAIR_QDOT_MULTI(pair_multi_q5_0_vnni, true, lt_block_q5_0, levels_q5_0)
 
 lt__qdot_multi_fn lt__qdot_multi_legacy_avx512_of(lt_dtype t) {
     const bool v = lt_cpu()->avx512vnni && !lt__qdot_avoid_vnni;
     switch (t) {
-    case LT_Q4_0: return v ? pair_multi_q4_0_vnni : pair_multi_q4_0;
     case LT_Q5_0: return v ? pair_multi_q5_0_vnni : pair_multi_q5_0;
     default: return lm_multi_of(t);
     }

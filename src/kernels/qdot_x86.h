@@ -174,15 +174,12 @@ static inline __m256i lt__q45_mins(__m128i mn, const int16_t bsums[16]) {
         return lt__lanes_sum16(a0, a1);                                                        \
     }
 
-/* step functions of q4_k and q5_k over a file's dot_q45(d, dmin, scales, qh, qs, x, acc) */
+/* the step function of q5_k over a file's dot_q45(d, dmin, scales, qh, qs, x, acc) (q4_k's
+ * vector paths are the group dots of qdot_x16_*.c) */
 #define LT__QDOT_Q45(dot_q45)                                                                  \
-    static inline __m256 step_q4_k(const lt_block_q4_k *w, const lt__xqk *x, __m256 acc) {     \
-        return dot_q45(w->d, w->dmin, w->scales, NULL, w->qs, x, acc);                         \
-    }                                                                                          \
     static inline __m256 step_q5_k(const lt_block_q5_k *w, const lt__xqk *x, __m256 acc) {     \
         return dot_q45(w->d, w->dmin, w->scales, w->qh, w->qs, x, acc);                        \
     }                                                                                          \
-    LT__QDOT_K(qdot_q4_k, lt_block_q4_k, step_q4_k)                                            \
     LT__QDOT_K(qdot_q5_k, lt_block_q5_k, step_q5_k)
 
 /* The loop of a multi-token K-quant dot (lt__qdot_multi_fn) over a file's
@@ -217,18 +214,13 @@ static inline __m256i lt__q45_mins(__m128i mn, const int16_t bsums[16]) {
         }                                                                                      \
     }
 
-/* multi-token steps of q4_k and q5_k over a file's
+/* the multi-token step of q5_k over a file's
  * dot_q45_multi(d, dmin, scales, qh, qs, x, nt, acc) */
 #define LT__QDOT_Q45_MULTI(dot_q45_multi)                                                      \
-    static inline __attribute__((always_inline)) void mstep_q4_k(                              \
-        const lt_block_q4_k *w, const lt__xqk *const *x, int nt, __m256 *acc) {                \
-        dot_q45_multi(w->d, w->dmin, w->scales, NULL, w->qs, x, nt, acc);                      \
-    }                                                                                          \
     static inline __attribute__((always_inline)) void mstep_q5_k(                              \
         const lt_block_q5_k *w, const lt__xqk *const *x, int nt, __m256 *acc) {                \
         dot_q45_multi(w->d, w->dmin, w->scales, w->qh, w->qs, x, nt, acc);                     \
     }                                                                                          \
-    LT__QDOT_K_MULTI(qdot_multi_q4_k, lt_block_q4_k, mstep_q4_k)                               \
     LT__QDOT_K_MULTI(qdot_multi_q5_k, lt_block_q5_k, mstep_q5_k)
 
 #endif

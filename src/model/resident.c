@@ -35,6 +35,18 @@ static bool splits(const lt_model *m, const lt_tensor *t) {
            t->data != m->tok_embd.data && t->ne[2] == 1 && t->ne[3] == 1;
 }
 
+/* Whether t is interleaved (core.h): q4_0 and q4_k projections of whole
+ * groups of 16 rows, on every ISA (qdot.h's sums are the same in both
+ * layouts).
+ * The vector dots then hold 16 (or 8) rows in a register and end a block
+ * in one int32 per row; the embedding table (and a classifier tied to it)
+ * stays plain for the lookup. */
+static bool interleaves(const lt_model *m, const lt_tensor *t) {
+    return lt_x16_has(t->dtype) && t->ne[1] % LT_X16_ROWS == 0 &&
+           t->data != m->tok_embd.data && t->ne[2] == 1 && t->ne[3] == 1 &&
+           t->nb[1] == lt_dtype_row_bytes(t->dtype, t->ne[0]);
+}
+
 /* Bytes of t in the resident copy: split rows start on a cache line. */
 static size_t resident_bytes(const lt_model *m, const lt_tensor *t) {
     if (!splits(m, t)) return lt_tensor_nbytes(t);
@@ -124,6 +136,13 @@ int lt_model_make_resident_progress(lt_model *m, lt_load_progress_fn progress, v
             t->nb[1] = ld;
             t->nb[2] = t->nb[3] = ld * (size_t)t->ne[1];
             t->layout = LT_LAYOUT_Q8_SPLIT;
+        } else if (interleaves(m, t)) {
+            const size_t group = LT_X16_ROWS * t->nb[1];
+            for (int64_t r = 0; r < t->ne[1]; r += LT_X16_ROWS)
+                lt_x16_pack(t->dtype, lt_tensor_row(t, r), t->nb[1], LT_X16_ROWS,
+                            t->ne[0] / lt_dtype_block(t->dtype),
+                            base + off + (size_t)r / LT_X16_ROWS * group);
+            t->layout = LT_LAYOUT_X16;
         } else {
             memcpy(base + off, t->data, sz);
         }

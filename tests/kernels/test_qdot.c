@@ -14,7 +14,9 @@
  *   blocks, groups of tokens and a part group), overwrite and accumulate;
  * - the same for the AVX-512 dots without VNNI where the CPU has it;
  * - embed rows equal to lt_row_to_f32's, every ISA, nth, min_chunk;
- * - check(): widths that are not whole blocks, the split layout. */
+ * - check(): widths that are not whole blocks, the split layout;
+ * - q4_0's and q4_k's group dots (core.h's interleaved layout) of every
+ *   ISA against the portable one-row dot, and interleaved W against plain. */
 #include "kernels/linear.h"
 #include "kernels/qdot.h" /* lt__qdot_avoid_vnni */
 #include "looptune/kernels.h"
@@ -339,6 +341,7 @@ static void ref_xq32(const float *xb, lt__xq32 *y) {
     }
     for (int j = 0; j < 32; j++) y->qs[j] = (int8_t)lrintf(xb[j] * inv);
     for (int j = 0; j < 32; j++) y->off8[j / 4] -= 8 * y->qs[j];
+    for (int j = 0; j < 32; j++) y->off -= 8 * y->qs[j];
     y->d = amax / 127.0f;
 }
 
@@ -380,10 +383,188 @@ static void test_xquant(void) {
             lt__xq32_quant(x + 32 * b, 32, &g32);
             ref_xq32(x + 32 * b, &w32);
             differ += !same_float(g32.d, w32.d) || memcmp(g32.qs, w32.qs, sizeof g32.qs) ||
-                      memcmp(g32.off8, w32.off8, sizeof g32.off8);
+                      memcmp(g32.off8, w32.off8, sizeof g32.off8) || g32.off != w32.off;
         }
     }
     ASSERT_EQ(differ, 0);
+}
+
+/* q4_0 and q4_k in groups of 16 (core.h's interleaved layout, qdot.h's one
+ * chain a row). */
+
+/* f's weights interleaved into a new buffer: the tensor a resident model's
+ * projection is (rows a multiple of 16). */
+static void *interleave(const fixture *f, lt_tensor *t) {
+    const int64_t nb = f->cols / lt_dtype_block(f->t);
+    const size_t rb = lt_dtype_row_bytes(f->t, f->cols);
+    char *g = lt_aligned_alloc(64, rb * (size_t)f->rows);
+    for (int64_t r = 0; r < f->rows; r += LT_X16_ROWS)
+        lt_x16_pack(f->t, (const char *)f->w + rb * (size_t)r, rb, LT_X16_ROWS, nb,
+                    g + rb * (size_t)r);
+    *t = f->tw;
+    t->data = g;
+    t->layout = LT_LAYOUT_X16;
+    return g;
+}
+
+/* The layout's round trip, and every ISA's group dot (with VNNI and
+ * without) bit for bit the portable one-row dot's, for 1 .. 4 tokens and 1
+ * .. NB blocks: blocks of extreme levels (0 and 15; q4_k's largest scales
+ * and minimums) against x of +-127, a zero block of x, and a block of x
+ * holding an infinity (its d NaN): that token's rows turn NaN. */
+static void test_x16_dots(lt_dtype t) {
+    enum { NB = 5, MAXT = LT__QDOT_MULTI_MAX };
+    const int64_t blk = lt_dtype_block(t), cols = NB * blk, bb = (int64_t)lt_dtype_block_bytes(t);
+    const size_t rb = lt_dtype_row_bytes(t, cols);
+    fixture f;
+    fixture_init(&f, t, LT_X16_ROWS, cols, 77 + t);
+    uint8_t *w = f.w;
+    for (int i = 0; i < 3; i++) { /* rows 0..2, block 1: levels 0 / 15, large scales */
+        uint8_t *b1 = w + rb * (size_t)i + bb;
+        if (t == LT_Q4_0) memset(((lt_block_q4_0 *)b1)->qs, i ? 0x0f : 0xf0, 16);
+        else {
+            memset(((lt_block_q4_k *)b1)->qs, i ? 0x0f : 0xf0, 128);
+            memset(((lt_block_q4_k *)b1)->scales, 0xff, 12);
+        }
+    }
+    char *group = lt_aligned_alloc(64, rb * LT_X16_ROWS);
+    lt_x16_pack(t, f.w, rb, LT_X16_ROWS, NB, group);
+    int bad = 0;
+    for (int i = 0; i < LT_X16_ROWS; i++)
+        for (int b = 0; b < NB; b++) {
+            char back[sizeof(lt_block_q4_k)];
+            lt_x16_block(t, group, NB, i, b, back);
+            bad += memcmp(back, w + rb * (size_t)i + bb * b, (size_t)bb) != 0;
+        }
+    ASSERT_EQ(bad, 0);
+    const lt__qtype *qt = lt__qtype_of(t);
+    float *x = malloc(sizeof(float) * (size_t)cols);
+    char *xq[MAXT];
+    const void *xs[MAXT];
+    for (int k = 0; k < MAXT; k++) {
+        ot_fill(x, cols, -3.0, 3.0);
+        for (int64_t j = blk; j < 2 * blk; j++) x[j] = j % 2 ? 127.0f : -127.0f;
+        if (k == 1) memset(x + 2 * blk, 0, sizeof(float) * (size_t)blk);
+        if (k == 2) x[2 * blk + 6] = INFINITY; /* block 2 */
+        xq[k] = malloc(qt->xq_bytes * NB);
+        qt->quant(x, cols, xq[k]);
+        xs[k] = xq[k];
+    }
+    for (int novnni = 0; novnni < 2; novnni++) {
+#if LT_HAVE_X86
+        lt__qdot_avoid_vnni = novnni;
+#endif
+        for (int isa = 0; isa < ot_isa_count(); isa++)
+            for (int nt = 1; nt <= MAXT; nt++)
+                for (int64_t nb = 1; nb <= NB; nb += 2) {
+                    float out[MAXT * LT_X16_ROWS];
+                    lt_x16_pack(t, f.w, rb, LT_X16_ROWS, nb, group); /* a group of nb blocks */
+                    lt__x16_of(t, (lt_isa)isa)(group, nb, xs, nt, nb == 3 ? 256 : 0, out);
+                    for (int k = 0; k < nt; k++)
+                        for (int i = 0; i < LT_X16_ROWS; i++) {
+                            const float want = qt->dot(w + rb * (size_t)i, xq[k], nb);
+                            if (!same_float(out[k * LT_X16_ROWS + i], want) && bad++ < 3)
+                                LT__FAIL("%s group dot, %s%s, %d tokens, %lld blocks: row %d "
+                                         "token %d: %.9g, the one-row dot %.9g",
+                                         lt_dtype_name(t), lt_isa_name((lt_isa)isa),
+                                         novnni ? " without VNNI" : "", nt, (long long)nb, i, k,
+                                         out[k * LT_X16_ROWS + i], want);
+                        }
+                    if (nb >= 3 && nt >= 3) ASSERT_TRUE(isnan(out[2 * LT_X16_ROWS + 7]));
+                }
+    }
+#if LT_HAVE_X86
+    lt__qdot_avoid_vnni = false;
+#endif
+    ASSERT_EQ(bad, 0);
+    for (int k = 0; k < MAXT; k++) free(xq[k]);
+    free(x);
+    lt_aligned_free(group);
+    fixture_free(&f);
+}
+
+/* matvec of one token (every point of its space when sweep), of n tokens
+ * (the batched regime) and matmul over interleaved W: the plain layout's
+ * bits, every ISA and nth. */
+static void test_x16_layout(lt_dtype t, int64_t rows, int64_t cols, int64_t n, bool sweep) {
+    fixture f;
+    fixture_init(&f, t, rows, cols, (uint64_t)(rows + cols));
+    lt_tensor tx16;
+    void *g = interleave(&f, &tx16);
+    float *X = lt_aligned_alloc(64, sizeof(float) * (size_t)(n * cols));
+    float *Y = lt_aligned_alloc(64, sizeof(float) * (size_t)(n * rows));
+    float *want = malloc(sizeof(float) * (size_t)(n * rows));
+    ot_fill(X, n * cols, -1.5, 1.5);
+    lt_call mv = matvec_call(&f, false);
+    for (int64_t i = 0; i < n; i++) { /* plain, portable, one token at a time */
+        memcpy(f.x, X + i * cols, sizeof(float) * (size_t)cols);
+        ot_run(ot_fn(LT_K_MATVEC, LT_ISA_PORTABLE), &mv, &(lt_step){.n_tokens = 1}, 1);
+        check_refs(&f, f.y, NULL, "interleaved matvec");
+        memcpy(want + i * rows, f.y, sizeof(float) * (size_t)rows);
+    }
+    lt_tensor tX, tY;
+    lt_tensor_init(&tX, LT_F32, cols, n, 1, 1, X);
+    lt_tensor_init(&tY, LT_F32, rows, n, 1, 1, Y);
+    const lt_kernel *kmv = lt_kernel_get(LT_K_MATVEC), *kmm = lt_kernel_get(LT_K_MATMUL);
+    int differ = 0;
+    for (int isa = 0; isa < ot_isa_count(); isa++) {
+        /* one token */
+        memcpy(f.x, X, sizeof(float) * (size_t)cols);
+        mv.op[1] = &tx16;
+        const int points = sweep ? ot_param_points(kmv) : 1;
+        for (int p = 0; p < points; p++) {
+            if (sweep) ot_param_point(kmv, p, &mv.params);
+            ASSERT_EQ(kmv->check(&mv), LT_OK);
+            for (int nth = 1; nth <= 3; nth++) {
+                memset(f.y, 0xff, sizeof(float) * (size_t)rows);
+                ot_run(ot_fn(LT_K_MATVEC, isa), &mv, &(lt_step){.n_tokens = 1}, nth);
+                if (memcmp(f.y, want, sizeof(float) * (size_t)rows) && differ++ < 3)
+                    LT__FAIL("%s interleaved matvec %lldx%lld: %s, point %d, nth %d: other bits",
+                             lt_dtype_name(t), (long long)rows, (long long)cols,
+                             lt_isa_name((lt_isa)isa), p, nth);
+            }
+        }
+        /* n tokens through matvec and matmul, both layouts */
+        for (int lay = 0; lay < 2; lay++)
+            for (int kind = 0; kind < 2; kind++) {
+                lt_call c = {0};
+                c.op[0] = &tY, c.op[1] = lay ? &tx16 : &f.tw, c.op[2] = &tX;
+                lt_params_default(kind ? kmm : kmv, &c.params);
+                if (!kind) c.params.v[LT__MV_TOK_CHUNK_KB] = 32; /* several chunks at 2048 columns */
+                const int rc = (kind ? kmm : kmv)->check(&c);
+                if (rc != LT_OK) LT__FAIL("check: %s", lt_errmsg());
+                for (int nth = 1; nth <= 3; nth += 2) {
+                    memset(Y, 0xff, sizeof(float) * (size_t)(n * rows));
+                    ot_run(ot_fn(kind ? LT_K_MATMUL : LT_K_MATVEC, isa), &c,
+                           &(lt_step){.n_tokens = kind ? n : 1}, nth);
+                    if (memcmp(Y, want, sizeof(float) * (size_t)(n * rows)) && differ++ < 3)
+                        LT__FAIL("%s %s of %lld tokens, %s layout, %s, nth %d: not matvec's bits",
+                                 lt_dtype_name(t), kind ? "matmul" : "matvec", (long long)n,
+                                 lay ? "interleaved" : "plain", lt_isa_name((lt_isa)isa), nth);
+                }
+            }
+        mv.op[1] = &f.tw;
+    }
+    ASSERT_EQ(differ, 0);
+    /* the check: whole groups of plain-sized rows, q4_0 only */
+    lt_tensor odd = tx16;
+    odd.ne[1] = rows - 8;
+    mv.op[1] = &odd;
+    lt_tensor y2 = f.ty;
+    y2.ne[0] = rows - 8;
+    mv.op[0] = &y2;
+    ASSERT_EQ(kmv->check(&mv), LT_EINVAL);
+    ASSERT_TRUE(strstr(lt_errmsg(), "groups of 16") != NULL);
+    odd = tx16;
+    odd.dtype = LT_Q5_0;
+    mv.op[1] = &odd;
+    mv.op[0] = &f.ty;
+    ASSERT_EQ(kmv->check(&mv), LT_EINVAL);
+    lt_aligned_free(g);
+    lt_aligned_free(X);
+    lt_aligned_free(Y);
+    free(want);
+    fixture_free(&f);
 }
 
 /* The constraints: whole blocks, the plain layout. */
@@ -423,6 +604,12 @@ int main(void) {
         test_matmul(t, 33, blk == 32 ? 160 : 768, 7, false);
         /* more rows than one row block of a thread, tokens past whole groups */
         if (!emu) test_matmul(t, 301, 4096, 10, false);
+        if (lt_x16_has(t)) {
+            test_x16_dots(t);
+            test_x16_layout(t, 32, blk * 3, 6, true);
+            test_x16_layout(t, 48, blk * 5, 7, false);
+            if (!emu) test_x16_layout(t, 320, blk == 32 ? 2048 : 2816, 10, false);
+        }
         test_embed(t);
         test_special_x(t);
         test_check(t);
@@ -438,6 +625,8 @@ int main(void) {
             test_matvec(t, 37, blk == 32 ? 96 : 512, false);
             test_matmul(t, 33, blk == 32 ? 160 : 768, 7, false);
         }
+        test_x16_layout(LT_Q4_0, 48, 160, 7, false);
+        test_x16_layout(LT_Q4_K, 48, 1280, 7, false);
         lt__qdot_avoid_vnni = false;
     }
 #endif

@@ -1,0 +1,61 @@
+/* The interleaved layout of core.h: 16 rows a group, four bytes of each
+ * row side by side. */
+#include <string.h>
+
+#include "looptune/core.h"
+
+enum {
+    ROWS = LT_X16_ROWS,
+    PIECE = 4 * ROWS,                     /* four bytes of each row */
+    Q40_QS = 4 * PIECE,                   /* a q4_0 block's quants */
+    Q4K_HEAD = 2 * ROWS * 2 + 3 * PIECE,  /* d, dmin, scales */
+    Q4K_BLOCK = Q4K_HEAD + 32 * PIECE,    /* = 16 x 144 */
+};
+_Static_assert(Q4K_BLOCK == ROWS * sizeof(lt_block_q4_k), "q4_k group block size");
+
+/* the 4-byte pieces of n bytes of one row (from) into lane i of pieces at to */
+static void spread(const uint8_t *from, int n, int i, uint8_t *to) {
+    for (int j = 0; j < n / 4; j++) memcpy(to + j * PIECE + 4 * i, from + 4 * j, 4);
+}
+static void gather(const uint8_t *from, int n, int i, uint8_t *to) {
+    for (int j = 0; j < n / 4; j++) memcpy(to + 4 * j, from + j * PIECE + 4 * i, 4);
+}
+
+void lt_x16_pack(lt_dtype t, const void *src, size_t stride, int nrows, int64_t nb, void *group) {
+    uint8_t *g = group;
+    memset(group, 0, (size_t)nb * ROWS * lt_dtype_block_bytes(t));
+    for (int i = 0; i < nrows; i++) {
+        const char *row = (const char *)src + (size_t)i * stride;
+        for (int64_t b = 0; b < nb; b++) {
+            if (t == LT_Q4_0) {
+                const lt_block_q4_0 *w = (const lt_block_q4_0 *)row + b;
+                uint16_t *sc = (uint16_t *)(g + (size_t)nb * Q40_QS);
+                sc[b * ROWS + i] = w->d;
+                spread(w->qs, 16, i, g + (size_t)b * Q40_QS);
+            } else {
+                const lt_block_q4_k *w = (const lt_block_q4_k *)row + b;
+                uint8_t *blk = g + (size_t)b * Q4K_BLOCK;
+                memcpy(blk + 2 * i, &w->d, 2);
+                memcpy(blk + 2 * ROWS + 2 * i, &w->dmin, 2);
+                spread(w->scales, 12, i, blk + 4 * ROWS);
+                spread(w->qs, 128, i, blk + Q4K_HEAD);
+            }
+        }
+    }
+}
+
+void lt_x16_block(lt_dtype t, const void *group, int64_t nb, int i, int64_t b, void *out) {
+    const uint8_t *g = group;
+    if (t == LT_Q4_0) {
+        lt_block_q4_0 *w = out;
+        memcpy(&w->d, g + (size_t)nb * Q40_QS + 2 * (b * ROWS + i), 2);
+        gather(g + (size_t)b * Q40_QS, 16, i, w->qs);
+    } else {
+        lt_block_q4_k *w = out;
+        const uint8_t *blk = g + (size_t)b * Q4K_BLOCK;
+        memcpy(&w->d, blk + 2 * i, 2);
+        memcpy(&w->dmin, blk + 2 * ROWS + 2 * i, 2);
+        gather(blk + 4 * ROWS, 12, i, w->scales);
+        gather(blk + Q4K_HEAD, 128, i, w->qs);
+    }
+}

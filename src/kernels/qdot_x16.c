@@ -1,0 +1,64 @@
+/* The group dots of the interleaved types (core.h: q4_0, q4_k), portably,
+ * in qdot.h's order, and the lookup of each ISA's (qdot_x16_avx2.c,
+ * qdot_x16_avxvnni.c, qdot_x16_avx512.c). */
+#include "kernels/qdot.h"
+
+#include <math.h>
+
+enum { PIECE = 4 * LT_X16_ROWS, BLOCK_QS = 4 * PIECE };
+
+static void group_q4_0(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
+                       float *out) {
+    (void)pf;
+    const uint8_t *qs = group;
+    const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * BLOCK_QS);
+    for (int t = 0; t < ntok; t++) {
+        for (int i = 0; i < LT_X16_ROWS; i++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
+                const uint8_t *q = qs + (size_t)b * BLOCK_QS + 4 * i;
+                int32_t s = x->off; /* -8 sum q_x: the levels' offset */
+                for (int j = 0; j < 4; j++)
+                    for (int e = 0; e < 4; e++) {
+                        const uint8_t v = q[j * PIECE + e];
+                        s += (int32_t)(v & 0x0f) * x->qs[4 * j + e] +
+                             (int32_t)(v >> 4) * x->qs[16 + 4 * j + e];
+                    }
+                acc = fmaf(lt_f16_to_f32(sc[b * LT_X16_ROWS + i]) * x->d, (float)s, acc);
+            }
+            out[t * LT_X16_ROWS + i] = acc;
+        }
+    }
+}
+
+/* q4_k: each row's block taken out of the group, then the one-row step */
+static void group_q4_k(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
+                       float *out) {
+    (void)pf;
+    for (int t = 0; t < ntok; t++)
+        for (int i = 0; i < LT_X16_ROWS; i++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                lt_block_q4_k w;
+                lt_x16_block(LT_Q4_K, group, nb, i, b, &w);
+                acc = lt__q4k_step(&w, (const lt__xqk *)xq[t] + b, acc);
+            }
+            out[t * LT_X16_ROWS + i] = acc;
+        }
+}
+
+lt__x16_fn lt__x16_portable_of(lt_dtype t) {
+    return t == LT_Q4_0 ? group_q4_0 : t == LT_Q4_K ? group_q4_k : NULL;
+}
+
+lt__x16_fn lt__x16_of(lt_dtype t, lt_isa isa) {
+    lt__x16_fn f = NULL;
+#if LT_HAVE_X86
+    if (isa >= LT_ISA_AVX512) f = lt__x16_avx512_of(t);
+    if (!f && isa >= LT_ISA_AVX2) f = lt__x16_avx2_of(t);
+#else
+    (void)isa;
+#endif
+    return f ? f : lt__x16_portable_of(t);
+}

@@ -1,0 +1,173 @@
+/* The group dots (qdot.h) of q4_0 and q4_k on AVX2: the group's two halves
+ * of 8 rows one after the other, a 256-bit lane of 32 bits a row, so a
+ * block's int32 sum per row is vertical and its scales multiply 8 rows at
+ * once; each block's quants unpacked once for every token. Without
+ * AVX-VNNI the products go through vpmaddubsw: levels <= 15 against |x| <=
+ * 127, 16 products a 16-bit lane at most 30480, so the sums stay exact.
+ * Compiled again with LT_QDOT_AVXVNNI set by qdot_x16_avxvnni.c (vpdpbusd,
+ * vpdpwssd). */
+#include "kernels/qdot_x86.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+enum { PIECE = 4 * LT_X16_ROWS, BLOCK_QS = 4 * PIECE };
+
+/* The exact int32 sums of 8 rows' block (levels w[k]: elements 4k .. 4k + 3
+ * for k < 4, 16 + 4(k - 4) .. for k >= 4) against x, offset included. */
+static inline __attribute__((always_inline)) __m256i block_sum(const __m256i w[8],
+                                                               const lt__xq32 *x) {
+    int32_t xd[8];
+    memcpy(xd, x->qs, sizeof xd);
+#if LT_QDOT_AVXVNNI
+    __m256i s0 = _mm256_set1_epi32(x->off), s1 = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        s0 = _mm256_dpbusd_avx_epi32(s0, w[j], _mm256_set1_epi32(xd[j]));
+        s1 = _mm256_dpbusd_avx_epi32(s1, w[j + 4], _mm256_set1_epi32(xd[j + 4]));
+    }
+    return _mm256_add_epi32(s0, s1);
+#else
+    __m256i p = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(xd[0]));
+    for (int k = 1; k < 8; k++)
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(xd[k])));
+    return _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)),
+                            _mm256_set1_epi32(x->off));
+#endif
+}
+
+static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int64_t nb,
+                                                         const void *const *xq, const int nt,
+                                                         size_t pf, float *out) {
+    const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * BLOCK_QS);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int h = 0; h < 2; h++) {
+        __m256 acc[LT__QDOT_MULTI_MAX];
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *q = qs + (size_t)b * BLOCK_QS;
+            if (pf && h == 0) { /* the first half's pass streams the group in */
+                for (int o = 0; o < BLOCK_QS; o += 64) _mm_prefetch((const char *)q + pf + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T0);
+            }
+            __m256i w[8];
+            for (int j = 0; j < 4; j++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + j * PIECE + 32 * h));
+                w[j] = _mm256_and_si256(v, m4);
+                w[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+            const __m256 dw = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(sc + b * LT_X16_ROWS + 8 * h)));
+            for (int t = 0; t < nt; t++) {
+                const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x->d));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sum(w, x)), d, acc[t]);
+            }
+        }
+        for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + t * LT_X16_ROWS + 8 * h, acc[t]);
+    }
+}
+
+/* ---- q4_k ---- */
+
+enum { K_HEAD = 4 * LT_X16_ROWS + 3 * PIECE, K_BLOCK = K_HEAD + 32 * PIECE };
+
+/* Sub-block j's six-bit scale (or minimum: mins) of 8 rows from the three
+ * scale pieces u (lt_qk_scale_min's bit layout, a row a lane). */
+static inline __attribute__((always_inline)) __m256i six_bits(const __m256i u[3], int j,
+                                                              bool mins) {
+    const __m256i lo = u[mins ? 1 : 0];
+    if (j < 4) return _mm256_and_si256(_mm256_srli_epi32(lo, 8 * j), _mm256_set1_epi32(63));
+    const int k = j - 4;
+    const __m256i low4 =
+        _mm256_and_si256(_mm256_srli_epi32(u[2], 8 * k + (mins ? 4 : 0)), _mm256_set1_epi32(15));
+    const __m256i top2 = _mm256_and_si256(_mm256_srli_epi32(lo, 8 * k + 6), _mm256_set1_epi32(3));
+    return _mm256_or_si256(low4, _mm256_slli_epi32(top2, 4));
+}
+
+/* x's 4 bytes at element e of a 256 block (lt__xqk's paired order) */
+static inline int32_t x4(const lt__xqk *x, int e) {
+    int32_t v;
+    memcpy(&v, x->qs + lt__xqk_pos(e), 4);
+    return v;
+}
+
+static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64_t nb,
+                                                         const void *const *xq, const int nt,
+                                                         size_t pf, float *out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int h = 0; h < 2; h++) {
+        __m256 acc[LT__QDOT_MULTI_MAX];
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = g + (size_t)b * K_BLOCK;
+            if (pf && h == 0)
+                for (int o = 0; o < K_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+            __m256i u[3];
+            for (int k = 0; k < 3; k++)
+                u[k] = _mm256_loadu_si256((const __m256i *)(blk + 4 * LT_X16_ROWS + k * PIECE + 32 * h));
+            __m256i S[LT__QDOT_MULTI_MAX], M[LT__QDOT_MULTI_MAX];
+            for (int t = 0; t < nt; t++) S[t] = M[t] = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++)
+                for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
+                    __m256i w[8];
+                    for (int p = 0; p < 8; p++) {
+                        const __m256i v = _mm256_loadu_si256(
+                            (const __m256i *)(blk + K_HEAD + (8 * c + p) * PIECE + 32 * h));
+                        w[p] = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
+                    }
+                    const __m256i s1 = six_bits(u, 2 * c + hi, false);
+                    const __m256i sc = _mm256_or_si256(s1, _mm256_slli_epi32(s1, 16));
+                    for (int t = 0; t < nt; t++) {
+                        const lt__xqk *x = (const lt__xqk *)xq[t] + b;
+                        const int e0 = 64 * c + 32 * hi;
+                        __m256i p16 = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(x4(x, e0)));
+                        for (int p = 1; p < 8; p++)
+                            p16 = _mm256_add_epi16(
+                                p16, _mm256_maddubs_epi16(w[p], _mm256_set1_epi32(x4(x, e0 + 4 * p))));
+                        S[t] = lt__acc_madd(S[t], p16, sc);
+                    }
+                }
+            for (int k = 0; k < 4; k++) { /* the minimums of sub-blocks 2k, 2k + 1 against their x sums */
+                const __m256i mn = _mm256_or_si256(six_bits(u, 2 * k, true),
+                                                   _mm256_slli_epi32(six_bits(u, 2 * k + 1, true), 16));
+                for (int t = 0; t < nt; t++) {
+                    const int16_t *bs = ((const lt__xqk *)xq[t] + b)->bsums;
+                    const uint32_t pair = (uint16_t)(bs[4 * k] + bs[4 * k + 1]) |
+                                          (uint32_t)(uint16_t)(bs[4 * k + 2] + bs[4 * k + 3]) << 16;
+                    M[t] = lt__acc_madd(M[t], mn, _mm256_set1_epi32((int32_t)pair));
+                }
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+            const __m256 dm = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(blk + 2 * LT_X16_ROWS + 16 * h)));
+            for (int t = 0; t < nt; t++) {
+                const __m256 dx = _mm256_set1_ps(((const lt__xqk *)xq[t] + b)->d);
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[t]), _mm256_mul_ps(dw, dx), acc[t]);
+                const __m256 nm = _mm256_xor_ps(_mm256_mul_ps(dm, dx), _mm256_set1_ps(-0.0f));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M[t]), nm, acc[t]);
+            }
+        }
+        for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + t * LT_X16_ROWS + 8 * h, acc[t]);
+    }
+}
+
+/* The exported dots: one copy per count of tokens. */
+#define GROUP_FN(name, body)                                                                   \
+    static void name(const void *group, int64_t nb, const void *const *xq, int ntok,           \
+                     size_t pf, float *out) {                                                  \
+        switch (ntok) {                                                                        \
+        case 1: body(group, nb, xq, 1, pf, out); break;                                        \
+        case 2: body(group, nb, xq, 2, pf, out); break;                                        \
+        case 3: body(group, nb, xq, 3, pf, out); break;                                        \
+        default: body(group, nb, xq, 4, pf, out); break;                                       \
+        }                                                                                      \
+    }
+GROUP_FN(group_q4_0, q4_0_n)
+GROUP_FN(group_q4_k, q4_k_n)
+
+lt__x16_fn LT__AVX2_OF(lt__x16)(lt_dtype t) {
+#if !LT_QDOT_AVXVNNI
+    if (lt_cpu()->avxvnni && !lt__qdot_avoid_vnni) return lt__x16_avxvnni_of(t);
+#endif
+    return t == LT_Q4_0 ? group_q4_0 : t == LT_Q4_K ? group_q4_k : NULL;
+}

@@ -1,0 +1,172 @@
+/* The group dots (qdot.h) of q4_0 and q4_k on AVX-512: a 512-bit lane of
+ * 32 bits a row, the group's 16 rows in one register, so a block's int32
+ * sum per row is vertical and one conversion, product and FMA take 16
+ * rows' block; each block's quants unpacked once for every token. VNNI's
+ * vpdpbusd sums four products a lane at once (vpdpwssd the scaled pairs);
+ * without it vpmaddubsw and vpmaddwd do (levels <= 15 against |x| <= 127:
+ * 16 products a 16-bit lane at most 30480, exact). */
+#include "kernels/qdot.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+enum { PIECE = 4 * LT_X16_ROWS, BLOCK_QS = 4 * PIECE };
+
+static inline __attribute__((always_inline)) __m512i block_sum(const __m512i w[8],
+                                                               const lt__xq32 *x,
+                                                               const bool vnni) {
+    int32_t xd[8];
+    memcpy(xd, x->qs, sizeof xd);
+    if (vnni) {
+        __m512i s0 = _mm512_set1_epi32(x->off), s1 = _mm512_setzero_si512();
+        for (int j = 0; j < 4; j++) {
+            s0 = _mm512_dpbusd_epi32(s0, w[j], _mm512_set1_epi32(xd[j]));
+            s1 = _mm512_dpbusd_epi32(s1, w[j + 4], _mm512_set1_epi32(xd[j + 4]));
+        }
+        return _mm512_add_epi32(s0, s1);
+    }
+    __m512i p = _mm512_maddubs_epi16(w[0], _mm512_set1_epi32(xd[0]));
+    for (int k = 1; k < 8; k++)
+        p = _mm512_add_epi16(p, _mm512_maddubs_epi16(w[k], _mm512_set1_epi32(xd[k])));
+    return _mm512_add_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)),
+                            _mm512_set1_epi32(x->off));
+}
+
+static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int64_t nb,
+                                                         const void *const *xq, const int nt,
+                                                         size_t pf, float *out, const bool vnni) {
+    const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * BLOCK_QS);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[LT__QDOT_MULTI_MAX];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *q = qs + (size_t)b * BLOCK_QS;
+        if (pf) {
+            for (int o = 0; o < BLOCK_QS; o += 64) _mm_prefetch((const char *)q + pf + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T0);
+        }
+        __m512i w[8];
+        for (int j = 0; j < 4; j++) {
+            const __m512i v = _mm512_loadu_si512(q + j * PIECE);
+            w[j] = _mm512_and_si512(v, m4);
+            w[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + b * LT_X16_ROWS)));
+        for (int t = 0; t < nt; t++) {
+            const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(x->d));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sum(w, x, vnni)), d, acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * LT_X16_ROWS, acc[t]);
+}
+
+/* ---- q4_k ---- */
+
+enum { K_HEAD = 4 * LT_X16_ROWS + 3 * PIECE, K_BLOCK = K_HEAD + 32 * PIECE };
+
+/* Sub-block j's six-bit scale (or minimum: mins) of 16 rows from the three
+ * scale pieces u (lt_qk_scale_min's bit layout, a row a lane). */
+static inline __attribute__((always_inline)) __m512i six_bits(const __m512i u[3], int j,
+                                                              bool mins) {
+    const __m512i lo = u[mins ? 1 : 0];
+    if (j < 4) return _mm512_and_si512(_mm512_srli_epi32(lo, 8 * j), _mm512_set1_epi32(63));
+    const int k = j - 4;
+    const __m512i low4 =
+        _mm512_and_si512(_mm512_srli_epi32(u[2], 8 * k + (mins ? 4 : 0)), _mm512_set1_epi32(15));
+    const __m512i top2 = _mm512_and_si512(_mm512_srli_epi32(lo, 8 * k + 6), _mm512_set1_epi32(3));
+    return _mm512_or_si512(low4, _mm512_slli_epi32(top2, 4));
+}
+
+static inline int32_t x4(const lt__xqk *x, int e) {
+    int32_t v;
+    memcpy(&v, x->qs + lt__xqk_pos(e), 4);
+    return v;
+}
+
+/* s + the products of each lane's two 16-bit pairs (exact) */
+static inline __attribute__((always_inline)) __m512i acc_madd(__m512i s, __m512i p, __m512i q,
+                                                              const bool vnni) {
+    if (vnni) return _mm512_dpwssd_epi32(s, p, q);
+    return _mm512_add_epi32(s, _mm512_madd_epi16(p, q));
+}
+
+static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64_t nb,
+                                                         const void *const *xq, const int nt,
+                                                         size_t pf, float *out, const bool vnni) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[LT__QDOT_MULTI_MAX];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (size_t)b * K_BLOCK;
+        if (pf)
+            for (int o = 0; o < K_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+        __m512i u[3];
+        for (int k = 0; k < 3; k++) u[k] = _mm512_loadu_si512(blk + 4 * LT_X16_ROWS + k * PIECE);
+        __m512i S[LT__QDOT_MULTI_MAX], M[LT__QDOT_MULTI_MAX];
+        for (int t = 0; t < nt; t++) S[t] = M[t] = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++)
+            for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
+                __m512i w[8];
+                for (int p = 0; p < 8; p++) {
+                    const __m512i v = _mm512_loadu_si512(blk + K_HEAD + (8 * c + p) * PIECE);
+                    w[p] = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
+                }
+                const __m512i s1 = six_bits(u, 2 * c + hi, false);
+                const __m512i sc = _mm512_or_si512(s1, _mm512_slli_epi32(s1, 16));
+                for (int t = 0; t < nt; t++) {
+                    const lt__xqk *x = (const lt__xqk *)xq[t] + b;
+                    const int e0 = 64 * c + 32 * hi;
+                    __m512i p16 = _mm512_maddubs_epi16(w[0], _mm512_set1_epi32(x4(x, e0)));
+                    for (int p = 1; p < 8; p++)
+                        p16 = _mm512_add_epi16(
+                            p16, _mm512_maddubs_epi16(w[p], _mm512_set1_epi32(x4(x, e0 + 4 * p))));
+                    S[t] = acc_madd(S[t], p16, sc, vnni);
+                }
+            }
+        for (int k = 0; k < 4; k++) { /* the minimums of sub-blocks 2k, 2k + 1 against their x sums */
+            const __m512i mn = _mm512_or_si512(six_bits(u, 2 * k, true),
+                                               _mm512_slli_epi32(six_bits(u, 2 * k + 1, true), 16));
+            for (int t = 0; t < nt; t++) {
+                const int16_t *bs = ((const lt__xqk *)xq[t] + b)->bsums;
+                const uint32_t pair = (uint16_t)(bs[4 * k] + bs[4 * k + 1]) |
+                                      (uint32_t)(uint16_t)(bs[4 * k + 2] + bs[4 * k + 3]) << 16;
+                M[t] = acc_madd(M[t], mn, _mm512_set1_epi32((int32_t)pair), vnni);
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 2 * LT_X16_ROWS)));
+        for (int t = 0; t < nt; t++) {
+            const __m512 dx = _mm512_set1_ps(((const lt__xqk *)xq[t] + b)->d);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, dx), acc[t]);
+            const __m512 nm = _mm512_castsi512_ps(_mm512_xor_si512(
+                _mm512_castps_si512(_mm512_mul_ps(dm, dx)), _mm512_set1_epi32((int)0x80000000u)));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[t]), nm, acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * LT_X16_ROWS, acc[t]);
+}
+
+/* The exported dots: one copy per count of tokens, with and without VNNI. */
+#define GROUP_FN(name, body, vnni)                                                             \
+    static void name(const void *group, int64_t nb, const void *const *xq, int ntok,           \
+                     size_t pf, float *out) {                                                  \
+        switch (ntok) {                                                                        \
+        case 1: body(group, nb, xq, 1, pf, out, vnni); break;                                  \
+        case 2: body(group, nb, xq, 2, pf, out, vnni); break;                                  \
+        case 3: body(group, nb, xq, 3, pf, out, vnni); break;                                  \
+        default: body(group, nb, xq, 4, pf, out, vnni); break;                                 \
+        }                                                                                      \
+    }
+GROUP_FN(group_q4_0, q4_0_n, false)
+GROUP_FN(group_q4_0_vnni, q4_0_n, true)
+GROUP_FN(group_q4_k, q4_k_n, false)
+GROUP_FN(group_q4_k_vnni, q4_k_n, true)
+
+lt__x16_fn lt__x16_avx512_of(lt_dtype t) {
+    const bool v = lt_cpu()->avx512vnni && !lt__qdot_avoid_vnni;
+    if (t == LT_Q4_0) return v ? group_q4_0_vnni : group_q4_0;
+    if (t == LT_Q4_K) return v ? group_q4_k_vnni : group_q4_k;
+    return NULL;
+}
