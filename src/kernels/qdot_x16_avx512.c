@@ -79,9 +79,10 @@ static inline __attribute__((always_inline)) __m512i six_bits(const __m512i u[3]
     return _mm512_or_si512(low4, _mm512_slli_epi32(top2, 4));
 }
 
-static inline int32_t x4(const lt__xqk *x, int e) {
+/* x's 4 bytes at byte o of its qs */
+static inline int32_t x4(const lt__xqk *x, int o) {
     int32_t v;
-    memcpy(&v, x->qs + lt__xqk_pos(e), 4);
+    memcpy(&v, x->qs + o, 4);
     return v;
 }
 
@@ -106,8 +107,8 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
         for (int k = 0; k < 3; k++) u[k] = _mm512_loadu_si512(blk + 4 * LT_X16_ROWS + k * PIECE);
         __m512i S[LT__QDOT_MULTI_MAX], M[LT__QDOT_MULTI_MAX];
         for (int t = 0; t < nt; t++) S[t] = M[t] = _mm512_setzero_si512();
-        for (int c = 0; c < 4; c++)
-            for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+            _Pragma("GCC unroll 2") for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
                 __m512i w[8];
                 for (int p = 0; p < 8; p++) {
                     const __m512i v = _mm512_loadu_si512(blk + K_HEAD + (8 * c + p) * PIECE);
@@ -115,9 +116,20 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                 }
                 const __m512i s1 = six_bits(u, 2 * c + hi, false);
                 const __m512i sc = _mm512_or_si512(s1, _mm512_slli_epi32(s1, 16));
-                for (int t = 0; t < nt; t++) {
+                _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                     const lt__xqk *x = (const lt__xqk *)xq[t] + b;
-                    const int e0 = 64 * c + 32 * hi;
+                    /* sub-block 2c + hi in x's paired order (lt__xqk_pos) */
+                    const int e0 = 128 * (c >> 1) + 32 * (c & 1) + 64 * hi;
+                    if (vnni) { /* the sub-block's int32 sums (two chains), times its scale */
+                        __m512i a0 = _mm512_setzero_si512(), a1 = a0;
+                        for (int p = 0; p < 8; p += 2) {
+                            a0 = _mm512_dpbusd_epi32(a0, w[p], _mm512_set1_epi32(x4(x, e0 + 4 * p)));
+                            a1 = _mm512_dpbusd_epi32(a1, w[p + 1],
+                                                     _mm512_set1_epi32(x4(x, e0 + 4 * p + 4)));
+                        }
+                        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), s1));
+                        continue;
+                    }
                     __m512i p16 = _mm512_maddubs_epi16(w[0], _mm512_set1_epi32(x4(x, e0)));
                     for (int p = 1; p < 8; p++)
                         p16 = _mm512_add_epi16(
