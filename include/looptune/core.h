@@ -321,7 +321,7 @@ static inline const uint16_t *lt_q8s_scales(const void *row, int64_t nb, int64_t
 /* A q8_0 row of nb blocks rewritten split (dst must not overlap src). */
 void lt_q8_0_split_row(const lt_block_q8_0 *src, void *dst, int64_t nb);
 
-/* ---- interleaved layout (q4_0, q4_k) -------------------------------------
+/* ---- interleaved layout (q4_0, q4_k, q6_k) -------------------------------
  * Rows in groups of LT_X16_ROWS, four bytes of each row side by side: a
  * 32-bit lane is then one row, so one vector instruction takes four
  * elements of 16 rows (or 8) against the same four x, a block's dot ends in
@@ -337,10 +337,14 @@ void lt_q8_0_split_row(const lt_block_q8_0 *src, void *dst, int64_t nb);
  *     (f16), their dmin, three 64-byte pieces of their 12 scale bytes (piece
  *     k: bytes 4k .. 4k + 3, row i's at 4i), then 32 pieces of quants: piece
  *     8c + p holds bytes 32c + 4p .. 32c + 4p + 3 of each row's 128 (the low
- *     nibbles elements 64c + 4p .., the high ones 64c + 32 + 4p ..). */
+ *     nibbles elements 64c + 4p .., the high ones 64c + 32 + 4p ..).
+ *   q6_k, super-block after super-block, 3360 bytes each: four pieces of
+ *     the 16 rows' scales (piece k: scales 4k .. 4k + 3), 32 pieces of ql
+ *     (piece j: ql bytes 4j .. 4j + 3), 16 of qh (likewise), then the 16
+ *     rows' d (f16). */
 #define LT_X16_ROWS 16
 /* Whether t has an interleaved layout. */
-static inline bool lt_x16_has(lt_dtype t) { return t == LT_Q4_0 || t == LT_Q4_K; }
+static inline bool lt_x16_has(lt_dtype t) { return t == LT_Q4_0 || t == LT_Q4_K || t == LT_Q6_K; }
 /* nrows (1 .. 16) plain rows of t (lt_x16_has) of nb blocks, stride bytes
  * apart, written as one group (rows past nrows are zeros) at group (no
  * overlap). */
@@ -353,7 +357,7 @@ void lt_x16_block(lt_dtype t, const void *group, int64_t nb, int i, int64_t b, v
 typedef enum {
     LT_LAYOUT_PLAIN = 0, /* the dtype's own blocks, one after the other */
     LT_LAYOUT_Q8_SPLIT,  /* q8_0 rows in the split layout above */
-    LT_LAYOUT_X16,       /* q4_0 or q4_k rows interleaved by 16 (above) */
+    LT_LAYOUT_X16,       /* q4_0, q4_k or q6_k rows interleaved by 16 (above) */
 } lt_layout;
 
 /* A transparent descriptor. ne[0] is the innermost (contiguous) dimension,

@@ -10,8 +10,11 @@ enum {
     Q40_QS = 4 * PIECE,                   /* a q4_0 block's quants */
     Q4K_HEAD = 2 * ROWS * 2 + 3 * PIECE,  /* d, dmin, scales */
     Q4K_BLOCK = Q4K_HEAD + 32 * PIECE,    /* = 16 x 144 */
+    Q6K_QL = 4 * PIECE, Q6K_QH = Q6K_QL + 32 * PIECE, Q6K_D = Q6K_QH + 16 * PIECE,
+    Q6K_BLOCK = Q6K_D + 2 * ROWS,         /* = 16 x 210 */
 };
 _Static_assert(Q4K_BLOCK == ROWS * sizeof(lt_block_q4_k), "q4_k group block size");
+_Static_assert(Q6K_BLOCK == ROWS * sizeof(lt_block_q6_k), "q6_k group block size");
 
 /* the 4-byte pieces of n bytes of one row (from) into lane i of pieces at to */
 static void spread(const uint8_t *from, int n, int i, uint8_t *to) {
@@ -32,6 +35,13 @@ void lt_x16_pack(lt_dtype t, const void *src, size_t stride, int nrows, int64_t 
                 uint16_t *sc = (uint16_t *)(g + (size_t)nb * Q40_QS);
                 sc[b * ROWS + i] = w->d;
                 spread(w->qs, 16, i, g + (size_t)b * Q40_QS);
+            } else if (t == LT_Q6_K) {
+                const lt_block_q6_k *w = (const lt_block_q6_k *)row + b;
+                uint8_t *blk = g + (size_t)b * Q6K_BLOCK;
+                spread((const uint8_t *)w->scales, 16, i, blk);
+                spread(w->ql, 128, i, blk + Q6K_QL);
+                spread(w->qh, 64, i, blk + Q6K_QH);
+                memcpy(blk + Q6K_D + 2 * i, &w->d, 2);
             } else {
                 const lt_block_q4_k *w = (const lt_block_q4_k *)row + b;
                 uint8_t *blk = g + (size_t)b * Q4K_BLOCK;
@@ -50,6 +60,13 @@ void lt_x16_block(lt_dtype t, const void *group, int64_t nb, int i, int64_t b, v
         lt_block_q4_0 *w = out;
         memcpy(&w->d, g + (size_t)nb * Q40_QS + 2 * (b * ROWS + i), 2);
         gather(g + (size_t)b * Q40_QS, 16, i, w->qs);
+    } else if (t == LT_Q6_K) {
+        lt_block_q6_k *w = out;
+        const uint8_t *blk = g + (size_t)b * Q6K_BLOCK;
+        gather(blk, 16, i, (uint8_t *)w->scales);
+        gather(blk + Q6K_QL, 128, i, w->ql);
+        gather(blk + Q6K_QH, 64, i, w->qh);
+        memcpy(&w->d, blk + Q6K_D + 2 * i, 2);
     } else {
         lt_block_q4_k *w = out;
         const uint8_t *blk = g + (size_t)b * Q4K_BLOCK;

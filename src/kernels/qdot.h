@@ -33,7 +33,7 @@
  *                 a = fmaf(-(dmin_w * d_x), (float)M_l, a),
  *                 M_l = mn_2l bsums[2l] + mn_2l+1 bsums[2l + 1], mn_i the minimum of
  *                 elements 16i .. 16i + 15
- *   q3_k, q6_k:   a = fmaf(d_w * d_x, (float)S_l, a), S_l = U_l - c (sc_2l bsums[2l] +
+ *   q3_k:         a = fmaf(d_w * d_x, (float)S_l, a), S_l = U_l - c (sc_2l bsums[2l] +
  *                 sc_2l+1 bsums[2l + 1]), U_l = sum sc(e) (level(e) + c) q_x(e): the
  *                 levels made unsigned (c = 4, 32) and the offset taken back per pair
  *                 of 16-element groups
@@ -41,7 +41,7 @@
  * acc[l + n / 2] for l < n / 2, then n /= 2; acc[0]. The products d_w * d_x,
  * m_w * d_x and dmin_w * d_x are rounded once (halves widened to f32).
  *
- * q4_0 and q4_k keep one chain per row instead, so that their vector paths
+ * q4_0, q4_k and q6_k keep one chain per row instead, so that their vector paths
  * hold rows, not a row's lanes, in their registers (core.h's interleaved
  * layout, 16 rows a group, one int32 lane a row). From a = 0, per block b
  * in order:
@@ -49,6 +49,8 @@
  *   q4_k: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum sc(e) level(e) q_x(e);
  *         a = fmaf(-(dmin_w * d_x), (float)M_b, a), M_b = sum over the 8
  *         sub-blocks j of mn_j (bsums[2j] + bsums[2j + 1])
+ *   q6_k: a = fmaf(d_w * d_x, (float)S_b, a), S_b = U - 32 sum_i sc_i bsums[i],
+ *         U = sum sc(e) level(e) q_x(e) with the unsigned levels (0 .. 63)
  * each sum exact in int32 (its conversion to float rounds to nearest); the
  * result is a. */
 #ifndef LT_KERNELS_QDOT_H
@@ -120,7 +122,7 @@ static inline int32_t lt__nearest_even(float x) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
-/* The group dot of an interleaved type (q4_0, q4_k; core.h's layout): a
+/* The group dot of an interleaved type (q4_0, q4_k, q6_k; core.h's layout): a
  * group of 16 rows of nb blocks with ntok (1 .. LT__QDOT_MULTI_MAX)
  * tokens' activations xq[0 .. ntok) (lt__xq32 or lt__xqk blocks): out[16 t
  * + i] row i's sum for token t, qdot.h's bits. pf: bytes ahead of each
@@ -150,8 +152,9 @@ float lt__qdot_q5_1(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q2_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q3_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q4_k(const void *row, const void *xq, int64_t nb);
-/* q4_k's chain a past one super-block (qdot.h's order) */
+/* q4_k's and q6_k's chain a past one super-block (qdot.h's order) */
 float lt__q4k_step(const lt_block_q4_k *w, const lt__xqk *x, float a);
+float lt__q6k_step(const lt_block_q6_k *w, const lt__xqk *x, float a);
 float lt__qdot_q5_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb);
 
@@ -163,13 +166,13 @@ lt__xquant_fn lt__xquant_of(lt_dtype t, lt_isa isa);
 void lt__xqk_quant_avx2(const float *x, int64_t n, void *xq);
 #endif
 
-/* The vector dots of isa (qdot_avx2.c, qdot_avx512.c: the K-quants q5_k
- * and q6_k; AVX2's for the others but q4_0 and q4_k, whose vector paths
- * are the group dots above), the same bits; the portable dot where isa has
+/* The vector dots of isa (qdot_avx2.c, qdot_avx512.c: q5_k; AVX2's for
+ * the others but q4_0, q4_k and q6_k, whose vector paths are the group
+ * dots above), the same bits; the portable dot where isa has
  * none for t. */
 lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa);
-/* isa's multi-token dot of t (every type of this file but q4_0 and q4_k
- * on AVX2 and AVX-512; q2_k's and q3_k's are AVX2's on both);
+/* isa's multi-token dot of t (every type of this file but the interleaved
+ * ones, q4_0, q4_k and q6_k, on AVX2 and AVX-512; q2_k's and q3_k's are AVX2's on both);
  * NULL where it has none (callers then take lt__qdot_of's per token). */
 lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86

@@ -1,5 +1,5 @@
-/* AVX2 integer dots of every type of qdot.h (q4_1 .. q6_k; q4_0's are
- * qdot_x16_*.c's) with
+/* AVX2 integer dots of the types of qdot.h but the interleaved ones (q4_0,
+ * q4_k, q6_k: qdot_x16_*.c) with
  * activations quantised per block: each block's 8 lane sums in a register
  * (exact in int32, so any order gives the portable sums), then qdot.h's
  * float steps on its chain of 8 lanes: the portable bits. vpmaddubsw
@@ -225,53 +225,6 @@ step_q3_k(const lt_block_q3_k *w, const lt__xqk *x, __m256 acc) {
 LT__QDOT_K(qdot_q3_k, lt_block_q3_k, step_q3_k)
 LT__QDOT_K_MULTI(qdot_multi_q3_k, lt_block_q3_k, mstep_q3_k)
 
-/* q6_k: levels lo | hi << 4 (0..63) dotted unsigned, then 32 x the block's
- * x sums taken back: sum sc (lv - 32) x = sum sc lv x - 32 sum sc bsum.
- * Half h, group g: low nibbles of ql[64h + 32(g % 2) ..] (g < 2) or high
- * ones, bits 2g of qh[32h ..]; each 32-level group spans scales 8h + 2g and
- * the next (vpmaddubsw's lanes 0..7 and 8..15). For nt tokens: each group's
- * levels and scales once; the one-token step is nt = 1. */
-static inline __attribute__((always_inline)) void
-mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
-    __m256i s32[LT__QDOT_MULTI_MAX];
-    for (int t = 0; t < nt; t++) s32[t] = _mm256_setzero_si256();
-    for (int h = 0; h < 2; h++) {
-        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
-        const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
-        /* bits 2g, 2g + 1 of qh moved to 4, 5 (what crosses a byte is masked off) */
-        const __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h),
-                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h),
-                               _mm256_and_si256(qh, m2h),
-                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h)};
-        for (int g = 0; g < 4; g++) {
-            const int k = 8 * h + 2 * g;
-            const __m256i lv = _mm256_or_si256(lo[g], hi[g]);
-            const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(w->scales[k + 1]),
-                                                 _mm_set1_epi16(w->scales[k]));
-            for (int t = 0; t < nt; t++) {
-                const __m256i xv =
-                    _mm256_loadu_si256((const __m256i *)(x[t]->qs + lt__xqk_pos(128 * h + 32 * g)));
-                s32[t] = lt__acc_madd(s32[t], _mm256_maddubs_epi16(lv, xv), scv);
-            }
-        }
-    }
-    take_back(acc, s32, x, nt, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales)),
-              lt__half(w->d), 5);
-}
-
-static inline __attribute__((always_inline)) __m256
-step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
-    mstep_q6_k(w, &x, 1, &acc);
-    return acc;
-}
-
-LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
-LT__QDOT_K_MULTI(qdot_multi_q6_k, lt_block_q6_k, mstep_q6_k)
 
 
 lt__qdot_fn LT__AVX2_OF(lt__qdot)(lt_dtype t) {
@@ -285,7 +238,6 @@ lt__qdot_fn LT__AVX2_OF(lt__qdot)(lt_dtype t) {
     case LT_Q2_K: return qdot_q2_k;
     case LT_Q3_K: return qdot_q3_k;
     case LT_Q5_K: return qdot_q5_k;
-    case LT_Q6_K: return qdot_q6_k;
     default: return NULL;
     }
 }
@@ -298,7 +250,6 @@ lt__qdot_multi_fn LT__AVX2_OF(lt__qdot_multi)(lt_dtype t) {
     case LT_Q2_K: return qdot_multi_q2_k;
     case LT_Q3_K: return qdot_multi_q3_k;
     case LT_Q5_K: return qdot_multi_q5_k;
-    case LT_Q6_K: return qdot_multi_q6_k;
     default: return LT__AVX2_OF(lt__qdot_multi_legacy)(t);
     }
 }

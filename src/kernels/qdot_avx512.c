@@ -1,4 +1,4 @@
-/* AVX-512 (F, BW, VL) integer dots of the K-quants q5_k and q6_k with
+/* AVX-512 (F, BW, VL) integer dots of the K-quant q5_k with
  * activations quantised per block (qdot.h): 64 levels per register, folded
  * onto each block's 8 exact lane sums, then qdot.h's float steps on the
  * block's chain of lanes: the portable bits. Each dot in two builds, with
@@ -138,91 +138,6 @@ mstep_q5_k_vnni(const lt_block_q5_k *w, const lt__xqk *const *x, const int nt, _
 }
 LT__QDOT_K_MULTI(qdot_multi_q5_k_vnni, lt_block_q5_k, mstep_q5_k_vnni)
 
-/* Two 32-byte halves as one register: lo in bytes 0..31. */
-static inline __m512i join(__m256i lo, __m256i hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-/* q6_k: levels lo | hi << 4 (0..63) dotted unsigned, then 32 x the x sums
- * taken back (as qdot_avx2.c's). Half h's groups g = 0, 2 and g = 1, 3 in
- * a register each (128h + 32g: what x's paired order puts at 128h .. 128h
- * + 63 and the next 64), their four scales spread over vpmaddubsw's lanes
- * by a word permutation. For nt tokens the levels and their scales once
- * per pair of groups; the one-token step is nt = 1. (Broadcasting 32 quant
- * bytes to both halves and shifting one half measured slower.) */
-static inline __attribute__((always_inline)) void
-mstep_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *const *x, const int nt,
-             __m256 *acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2h = _mm256_set1_epi8(0x30);
-    static const int16_t spread[4][32] = {
-#define S8(v) v, v, v, v, v, v, v, v
-        {S8(0), S8(1), S8(4), S8(5)},
-        {S8(2), S8(3), S8(6), S8(7)},
-        {S8(8), S8(9), S8(12), S8(13)},
-        {S8(10), S8(11), S8(14), S8(15)},
-#undef S8
-    };
-    const __m512i sc16 = _mm512_zextsi256_si512(
-        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales)));
-    __m512i s32[LT__QDOT_MULTI_MAX];
-    for (int t = 0; t < nt; t++) s32[t] = _mm512_setzero_si512();
-    for (int h = 0; h < 2; h++) {
-        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
-        /* bits 2g, 2g + 1 of qh moved to 4, 5 (what crosses a byte is masked off) */
-        const __m256i lv0 = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
-        const __m256i lv1 = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
-        const __m256i lv2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                            _mm256_and_si256(qh, m2h));
-        const __m256i lv3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
-        for (int p = 0; p < 2; p++) {
-            const __m512i lv = p ? join(lv1, lv3) : join(lv0, lv2);
-            const __m512i scv =
-                _mm512_permutexvar_epi16(_mm512_loadu_si512(spread[2 * h + p]), sc16);
-            for (int t = 0; t < nt; t++) {
-                const __m512i xv = _mm512_loadu_si512(x[t]->qs + 128 * h + 64 * p);
-                s32[t] = acc_madd(vnni, s32[t], _mm512_maddubs_epi16(lv, xv), scv);
-            }
-        }
-    }
-    const float d = lt__half(w->d);
-    for (int t = 0; t < nt; t++) {
-        const __m256i back = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t]->bsums),
-                                               _mm512_castsi512_si256(sc16));
-        acc[t] = lt__lane_fma(acc[t], d * x[t]->d,
-                              _mm256_sub_epi32(fold8(s32[t]), _mm256_slli_epi32(back, 5)));
-    }
-}
-
-static inline __attribute__((always_inline)) __m256
-step_q6_k_v(const bool vnni, const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
-    mstep_q6_k_v(vnni, w, &x, 1, &acc);
-    return acc;
-}
-
-static inline __m256 step_q6_k(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
-    return step_q6_k_v(false, w, x, acc);
-}
-static inline __m256 step_q6_k_vnni(const lt_block_q6_k *w, const lt__xqk *x, __m256 acc) {
-    return step_q6_k_v(true, w, x, acc);
-}
-LT__QDOT_K(qdot_q6_k, lt_block_q6_k, step_q6_k)
-LT__QDOT_K(qdot_q6_k_vnni, lt_block_q6_k, step_q6_k_vnni)
-
-static inline __attribute__((always_inline)) void
-mstep_q6_k(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
-    mstep_q6_k_v(false, w, x, nt, acc);
-}
-static inline __attribute__((always_inline)) void
-mstep_q6_k_vnni(const lt_block_q6_k *w, const lt__xqk *const *x, const int nt, __m256 *acc) {
-    mstep_q6_k_v(true, w, x, nt, acc);
-}
-LT__QDOT_K_MULTI(qdot_multi_q6_k, lt_block_q6_k, mstep_q6_k)
-LT__QDOT_K_MULTI(qdot_multi_q6_k_vnni, lt_block_q6_k, mstep_q6_k_vnni)
 
 static bool use_vnni(void) { return lt_cpu()->avx512vnni && !lt__qdot_avoid_vnni; }
 
@@ -230,7 +145,6 @@ lt__qdot_fn lt__qdot_avx512_of(lt_dtype t) {
     const bool v = use_vnni();
     switch (t) {
     case LT_Q5_K: return v ? qdot_q5_k_vnni : qdot_q5_k;
-    case LT_Q6_K: return v ? qdot_q6_k_vnni : qdot_q6_k;
     default: return NULL;
     }
 }
@@ -239,7 +153,6 @@ lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t) {
     const bool v = use_vnni();
     switch (t) {
     case LT_Q5_K: return v ? qdot_multi_q5_k_vnni : qdot_multi_q5_k;
-    case LT_Q6_K: return v ? qdot_multi_q6_k_vnni : qdot_multi_q6_k;
     case LT_Q2_K:
     case LT_Q3_K: return lt__qdot_multi_avx2_of(t); /* AVX2's, as their one-token dots */
     default: return lt__qdot_multi_legacy_avx512_of(t);

@@ -208,30 +208,33 @@ float lt__qdot_q5_k(const void *row, const void *xq, int64_t nb) {
     return lt__lanes_sum(acc, 16);
 }
 
+/* q6_k: one chain, a super-block's exact sum a term (qdot.h) */
+float lt__q6k_step(const lt_block_q6_k *w, const lt__xqk *x, float acc) {
+    int32_t U = 0, O = 0;
+    /* element 128h + 32g + l: 4 low bits in ql[64h + 32(g % 2) + l] (high
+     * nibble for g >= 2), 2 high bits at bit 2g of qh[32h + l]; unsigned,
+     * 32 above the signed level */
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 4; g++) {
+            const uint8_t *ql = w->ql + 64 * h + 32 * (g % 2), *qh = w->qh + 32 * h;
+            const int8_t *xs = x->qs + lt__xqk_pos(128 * h + 32 * g);
+            const int lo_shift = g >= 2 ? 4 : 0, sc0 = w->scales[8 * h + 2 * g],
+                      sc1 = w->scales[8 * h + 2 * g + 1];
+            int32_t u0 = 0, u1 = 0;
+            for (int l = 0; l < 16; l++)
+                u0 += ((ql[l] >> lo_shift & 0x0f) | (qh[l] >> (2 * g) & 3) << 4) * xs[l];
+            for (int l = 16; l < 32; l++)
+                u1 += ((ql[l] >> lo_shift & 0x0f) | (qh[l] >> (2 * g) & 3) << 4) * xs[l];
+            U += sc0 * u0 + sc1 * u1;
+        }
+    for (int i = 0; i < 16; i++) O += w->scales[i] * x->bsums[i];
+    return fmaf(lt_f16_to_f32(w->d) * x->d, (float)(U - 32 * O), acc);
+}
+
 float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb) {
     const lt_block_q6_k *w = row;
     const lt__xqk *x = xq;
-    float acc[16] = {0};
-    int8_t lv[LT_QK_K];
-    for (int64_t b = 0; b < nb; b++) {
-        /* element 128h + 32g + l: 4 low bits in ql[64h + 32(g % 2) + l] (high
-         * nibble for g >= 2), 2 high bits at bit 2g of qh[32h + l]; unsigned,
-         * 32 above the signed level */
-        for (int h = 0; h < 2; h++)
-            for (int g = 0; g < 4; g++) {
-                /* the shifts fixed for the 32 bytes: a loop that vectorises */
-                const uint8_t *ql = w[b].ql + 64 * h + 32 * (g % 2), *qh = w[b].qh + 32 * h;
-                const int lo_shift = g >= 2 ? 4 : 0, hi_shift = 2 * g;
-                int8_t *out = lv + 128 * h + 32 * g;
-                for (int l = 0; l < 32; l++)
-                    out[l] = (int8_t)((ql[l] >> lo_shift & 0x0f) | (qh[l] >> hi_shift & 3) << 4);
-            }
-        int sc[16];
-        for (int j = 0; j < 16; j++) sc[j] = w[b].scales[j];
-        int32_t S[8];
-        lane_sums(lv, x[b].qs, sc, S);
-        take_back(S, sc, x[b].bsums, 32);
-        block_lanes(acc, b, S, lt_f16_to_f32(w[b].d) * x[b].d, NULL, 0.0f);
-    }
-    return lt__lanes_sum(acc, 16);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) acc = lt__q6k_step(&w[b], &x[b], acc);
+    return acc;
 }

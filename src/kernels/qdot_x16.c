@@ -1,4 +1,4 @@
-/* The group dots of the interleaved types (core.h: q4_0, q4_k), portably,
+/* The group dots of the interleaved types (core.h: q4_0, q4_k, q6_k), portably,
  * in qdot.h's order, and the lookup of each ISA's (qdot_x16_avx2.c,
  * qdot_x16_avxvnni.c, qdot_x16_avx512.c). */
 #include "kernels/qdot.h"
@@ -32,7 +32,7 @@ static void group_q4_0(const void *group, int64_t nb, const void *const *xq, int
     }
 }
 
-/* q4_k: each row's block taken out of the group, then the one-row step */
+/* q4_k, q6_k: each row's block taken out of the group, then the one-row step */
 static void group_q4_k(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
                        float *out) {
     (void)pf;
@@ -48,8 +48,23 @@ static void group_q4_k(const void *group, int64_t nb, const void *const *xq, int
         }
 }
 
+static void group_q6_k(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
+                       float *out) {
+    (void)pf;
+    for (int t = 0; t < ntok; t++)
+        for (int i = 0; i < LT_X16_ROWS; i++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                lt_block_q6_k w;
+                lt_x16_block(LT_Q6_K, group, nb, i, b, &w);
+                acc = lt__q6k_step(&w, (const lt__xqk *)xq[t] + b, acc);
+            }
+            out[t * LT_X16_ROWS + i] = acc;
+        }
+}
+
 lt__x16_fn lt__x16_portable_of(lt_dtype t) {
-    return t == LT_Q4_0 ? group_q4_0 : t == LT_Q4_K ? group_q4_k : NULL;
+    return t == LT_Q4_0 ? group_q4_0 : t == LT_Q4_K ? group_q4_k : t == LT_Q6_K ? group_q6_k : NULL;
 }
 
 lt__x16_fn lt__x16_of(lt_dtype t, lt_isa isa) {

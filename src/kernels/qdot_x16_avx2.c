@@ -1,4 +1,4 @@
-/* The group dots (qdot.h) of q4_0 and q4_k on AVX2: the group's two halves
+/* The group dots (qdot.h) of q4_0, q4_k and q6_k on AVX2: the group's two halves
  * of 8 rows one after the other, a 256-bit lane of 32 bits a row, so a
  * block's int32 sum per row is vertical and its scales multiply 8 rows at
  * once; each block's quants unpacked once for every token. Without
@@ -164,6 +164,95 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
     }
 }
 
+/* ---- q6_k ---- */
+
+enum { Q6_QL = 4 * PIECE, Q6_QH = Q6_QL + 32 * PIECE, Q6_D = Q6_QH + 16 * PIECE,
+       Q6_BLOCK = Q6_D + 2 * LT_X16_ROWS };
+
+/* Scale i (0 .. 15) of half h's 8 rows, sign-extended, from the scale pieces. */
+static inline __attribute__((always_inline)) __m256i q6_scale(const uint8_t *blk, int h, int i) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + (i / 4) * PIECE + 32 * h));
+    return _mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * (i % 4)), 24);
+}
+
+static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64_t nb,
+                                                         const void *const *xq, const int nt,
+                                                         size_t pf, float *out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    for (int hh = 0; hh < 2; hh++) { /* rows 8hh .. 8hh + 7 */
+        __m256 acc[LT__QDOT_MULTI_MAX];
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = g + (size_t)b * Q6_BLOCK;
+            if (pf && hh == 0)
+                for (int o = 0; o < Q6_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+            __m256i U[LT__QDOT_MULTI_MAX], O[LT__QDOT_MULTI_MAX];
+            for (int t = 0; t < nt; t++) U[t] = O[t] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) { /* elements 128h + 32q .. + 31 */
+                __m256i w[8];
+                for (int p = 0; p < 8; p++) {
+                    const __m256i l4 = _mm256_loadu_si256(
+                        (const __m256i *)(blk + Q6_QL + (16 * h + 8 * (q % 2) + p) * PIECE + 32 * hh));
+                    const __m256i h2 = _mm256_loadu_si256(
+                        (const __m256i *)(blk + Q6_QH + (8 * h + p) * PIECE + 32 * hh));
+                    const __m256i lo = _mm256_and_si256(q >= 2 ? _mm256_srli_epi16(l4, 4) : l4, m4);
+                    const __m256i hi = q == 0 ? _mm256_slli_epi16(h2, 4)
+                                     : q == 1 ? _mm256_slli_epi16(h2, 2)
+                                     : q == 2 ? h2 : _mm256_srli_epi16(h2, 2);
+                    w[p] = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+                }
+                const __m256i s0 = q6_scale(blk, hh, 8 * h + 2 * q);
+                const __m256i s1 = q6_scale(blk, hh, 8 * h + 2 * q + 1);
+                /* x's paired order: quarters 1 and 2 of each 128 swapped */
+                const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
+                _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+                    const lt__xqk *x = (const lt__xqk *)xq[t] + b;
+#if LT_QDOT_AVXVNNI
+                    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+                    for (int p = 0; p < 4; p++) {
+                        a0 = _mm256_dpbusd_avx_epi32(a0, w[p], _mm256_set1_epi32(x4(x, e0 + 4 * p)));
+                        a1 = _mm256_dpbusd_avx_epi32(a1, w[p + 4],
+                                                     _mm256_set1_epi32(x4(x, e0 + 16 + 4 * p)));
+                    }
+                    U[t] = _mm256_add_epi32(U[t], _mm256_add_epi32(_mm256_mullo_epi32(a0, s0),
+                                                                   _mm256_mullo_epi32(a1, s1)));
+#else
+                    /* two pieces' pairs at most 2 x 2 x 63 x 127 in 16 bits */
+                    const __m256i sc0 = _mm256_or_si256(
+                        _mm256_and_si256(s0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s0, 16));
+                    const __m256i sc1 = _mm256_or_si256(
+                        _mm256_and_si256(s1, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s1, 16));
+                    for (int p = 0; p < 8; p += 2) {
+                        const __m256i p16 = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(w[p], _mm256_set1_epi32(x4(x, e0 + 4 * p))),
+                            _mm256_maddubs_epi16(w[p + 1], _mm256_set1_epi32(x4(x, e0 + 4 * p + 4))));
+                        U[t] = _mm256_add_epi32(U[t], _mm256_madd_epi16(p16, p < 4 ? sc0 : sc1));
+                    }
+#endif
+                }
+            }
+            for (int k = 0; k < 8; k++) { /* the offset of 32: scales 2k, 2k + 1 against their x sums */
+                const __m256i pr = _mm256_or_si256(
+                    _mm256_and_si256(q6_scale(blk, hh, 2 * k), _mm256_set1_epi32(0xffff)),
+                    _mm256_slli_epi32(q6_scale(blk, hh, 2 * k + 1), 16));
+                for (int t = 0; t < nt; t++) {
+                    int32_t bs;
+                    memcpy(&bs, ((const lt__xqk *)xq[t] + b)->bsums + 2 * k, 4);
+                    O[t] = lt__acc_madd(O[t], pr, _mm256_set1_epi32(bs));
+                }
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + Q6_D + 16 * hh)));
+            for (int t = 0; t < nt; t++) {
+                const __m256i S = _mm256_sub_epi32(U[t], _mm256_slli_epi32(O[t], 5));
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(((const lt__xqk *)xq[t] + b)->d));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), d, acc[t]);
+            }
+        }
+        for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + t * LT_X16_ROWS + 8 * hh, acc[t]);
+    }
+}
+
 /* The exported dots: one copy per count of tokens. */
 #define GROUP_FN(name, body)                                                                   \
     static void name(const void *group, int64_t nb, const void *const *xq, int ntok,           \
@@ -177,10 +266,11 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
     }
 GROUP_FN(group_q4_0, q4_0_n)
 GROUP_FN(group_q4_k, q4_k_n)
+GROUP_FN(group_q6_k, q6_k_n)
 
 lt__x16_fn LT__AVX2_OF(lt__x16)(lt_dtype t) {
 #if !LT_QDOT_AVXVNNI
     if (lt_cpu()->avxvnni && !lt__qdot_avoid_vnni) return lt__x16_avxvnni_of(t);
 #endif
-    return t == LT_Q4_0 ? group_q4_0 : t == LT_Q4_K ? group_q4_k : NULL;
+    return t == LT_Q4_0 ? group_q4_0 : t == LT_Q4_K ? group_q4_k : t == LT_Q6_K ? group_q6_k : NULL;
 }

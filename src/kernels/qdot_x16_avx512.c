@@ -1,4 +1,4 @@
-/* The group dots (qdot.h) of q4_0 and q4_k on AVX-512: a 512-bit lane of
+/* The group dots (qdot.h) of q4_0, q4_k and q6_k on AVX-512: a 512-bit lane of
  * 32 bits a row, the group's 16 rows in one register, so a block's int32
  * sum per row is vertical and one conversion, product and FMA take 16
  * rows' block; each block's quants unpacked once for every token. VNNI's
@@ -160,6 +160,89 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * LT_X16_ROWS, acc[t]);
 }
 
+/* ---- q6_k ---- */
+
+enum { Q6_QL = 4 * PIECE, Q6_QH = Q6_QL + 32 * PIECE, Q6_D = Q6_QH + 16 * PIECE,
+       Q6_BLOCK = Q6_D + 2 * LT_X16_ROWS };
+
+/* Scale i (0 .. 15) of 16 rows, sign-extended, from the four scale pieces. */
+static inline __attribute__((always_inline)) __m512i q6_scale(const uint8_t *blk, int i) {
+    const __m512i v = _mm512_loadu_si512(blk + (i / 4) * PIECE);
+    return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * (i % 4)), 24);
+}
+
+static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64_t nb,
+                                                         const void *const *xq, const int nt,
+                                                         size_t pf, float *out, const bool vnni) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[LT__QDOT_MULTI_MAX];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (size_t)b * Q6_BLOCK;
+        if (pf)
+            for (int o = 0; o < Q6_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+        __m512i U[LT__QDOT_MULTI_MAX], O[LT__QDOT_MULTI_MAX];
+        for (int t = 0; t < nt; t++) U[t] = O[t] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) { /* elements 128h + 32q .. + 31 */
+            __m512i w[8];
+            for (int p = 0; p < 8; p++) {
+                const __m512i l4 = _mm512_loadu_si512(blk + Q6_QL + (16 * h + 8 * (q % 2) + p) * PIECE);
+                const __m512i h2 = _mm512_loadu_si512(blk + Q6_QH + (8 * h + p) * PIECE);
+                const __m512i lo = _mm512_and_si512(q >= 2 ? _mm512_srli_epi16(l4, 4) : l4, m4);
+                const __m512i hi = q == 0 ? _mm512_slli_epi16(h2, 4)
+                                 : q == 1 ? _mm512_slli_epi16(h2, 2)
+                                 : q == 2 ? h2 : _mm512_srli_epi16(h2, 2);
+                w[p] = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+            }
+            const __m512i s0 = q6_scale(blk, 8 * h + 2 * q), s1 = q6_scale(blk, 8 * h + 2 * q + 1);
+            /* x's paired order: quarters 1 and 2 of each 128 swapped */
+            const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+                const lt__xqk *x = (const lt__xqk *)xq[t] + b;
+                if (vnni) {
+                    __m512i a0 = _mm512_setzero_si512(), a1 = a0;
+                    for (int p = 0; p < 4; p++) {
+                        a0 = _mm512_dpbusd_epi32(a0, w[p], _mm512_set1_epi32(x4(x, e0 + 4 * p)));
+                        a1 = _mm512_dpbusd_epi32(a1, w[p + 4], _mm512_set1_epi32(x4(x, e0 + 16 + 4 * p)));
+                    }
+                    U[t] = _mm512_add_epi32(U[t], _mm512_add_epi32(_mm512_mullo_epi32(a0, s0),
+                                                                   _mm512_mullo_epi32(a1, s1)));
+                    continue;
+                }
+                /* two pieces' pairs at most 2 x 2 x 63 x 127 in 16 bits */
+                const __m512i sc0 = _mm512_or_si512(_mm512_and_si512(s0, _mm512_set1_epi32(0xffff)),
+                                                    _mm512_slli_epi32(s0, 16));
+                const __m512i sc1 = _mm512_or_si512(_mm512_and_si512(s1, _mm512_set1_epi32(0xffff)),
+                                                    _mm512_slli_epi32(s1, 16));
+                for (int p = 0; p < 8; p += 2) {
+                    const __m512i p16 = _mm512_add_epi16(
+                        _mm512_maddubs_epi16(w[p], _mm512_set1_epi32(x4(x, e0 + 4 * p))),
+                        _mm512_maddubs_epi16(w[p + 1], _mm512_set1_epi32(x4(x, e0 + 4 * p + 4))));
+                    U[t] = _mm512_add_epi32(U[t], _mm512_madd_epi16(p16, p < 4 ? sc0 : sc1));
+                }
+            }
+        }
+        for (int k = 0; k < 8; k++) { /* the offset of 32: scales 2k, 2k + 1 against their x sums */
+            const __m512i pr = _mm512_or_si512(
+                _mm512_and_si512(q6_scale(blk, 2 * k), _mm512_set1_epi32(0xffff)),
+                _mm512_slli_epi32(q6_scale(blk, 2 * k + 1), 16));
+            for (int t = 0; t < nt; t++) {
+                int32_t bs;
+                memcpy(&bs, ((const lt__xqk *)xq[t] + b)->bsums + 2 * k, 4);
+                O[t] = acc_madd(O[t], pr, _mm512_set1_epi32(bs), vnni);
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + Q6_D)));
+        for (int t = 0; t < nt; t++) {
+            const __m512i S = _mm512_sub_epi32(U[t], _mm512_slli_epi32(O[t], 5));
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(((const lt__xqk *)xq[t] + b)->d));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), d, acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * LT_X16_ROWS, acc[t]);
+}
+
 /* The exported dots: one copy per count of tokens, with and without VNNI. */
 #define GROUP_FN(name, body, vnni)                                                             \
     static void name(const void *group, int64_t nb, const void *const *xq, int ntok,           \
@@ -175,10 +258,13 @@ GROUP_FN(group_q4_0, q4_0_n, false)
 GROUP_FN(group_q4_0_vnni, q4_0_n, true)
 GROUP_FN(group_q4_k, q4_k_n, false)
 GROUP_FN(group_q4_k_vnni, q4_k_n, true)
+GROUP_FN(group_q6_k, q6_k_n, false)
+GROUP_FN(group_q6_k_vnni, q6_k_n, true)
 
 lt__x16_fn lt__x16_avx512_of(lt_dtype t) {
     const bool v = lt_cpu()->avx512vnni && !lt__qdot_avoid_vnni;
     if (t == LT_Q4_0) return v ? group_q4_0_vnni : group_q4_0;
     if (t == LT_Q4_K) return v ? group_q4_k_vnni : group_q4_k;
+    if (t == LT_Q6_K) return v ? group_q6_k_vnni : group_q6_k;
     return NULL;
 }

@@ -15,7 +15,7 @@
  * - the same for the AVX-512 dots without VNNI where the CPU has it;
  * - embed rows equal to lt_row_to_f32's, every ISA, nth, min_chunk;
  * - check(): widths that are not whole blocks, the split layout;
- * - q4_0's and q4_k's group dots (core.h's interleaved layout) of every
+ * - q4_0's, q4_k's and q6_k's group dots (core.h's interleaved layout) of every
  *   ISA against the portable one-row dot, and interleaved W against plain. */
 #include "kernels/linear.h"
 #include "kernels/qdot.h" /* lt__qdot_avoid_vnni */
@@ -409,8 +409,8 @@ static void *interleave(const fixture *f, lt_tensor *t) {
 
 /* The layout's round trip, and every ISA's group dot (with VNNI and
  * without) bit for bit the portable one-row dot's, for 1 .. 4 tokens and 1
- * .. NB blocks: blocks of extreme levels (0 and 15; q4_k's largest scales
- * and minimums) against x of +-127, a zero block of x, and a block of x
+ * .. NB blocks: blocks of extreme levels (0 and 15 or 63; q4_k's largest
+ * scales and minimums, q6_k's -128 and 127) against x of +-127, a zero block of x, and a block of x
  * holding an infinity (its d NaN): that token's rows turn NaN. */
 static void test_x16_dots(lt_dtype t) {
     enum { NB = 5, MAXT = LT__QDOT_MULTI_MAX };
@@ -422,7 +422,11 @@ static void test_x16_dots(lt_dtype t) {
     for (int i = 0; i < 3; i++) { /* rows 0..2, block 1: levels 0 / 15, large scales */
         uint8_t *b1 = w + rb * (size_t)i + bb;
         if (t == LT_Q4_0) memset(((lt_block_q4_0 *)b1)->qs, i ? 0x0f : 0xf0, 16);
-        else {
+        else if (t == LT_Q6_K) { /* levels 63 or 0, scales -128 or 127 */
+            memset(((lt_block_q6_k *)b1)->ql, i ? 0xff : 0x00, 128);
+            memset(((lt_block_q6_k *)b1)->qh, i ? 0xff : 0x00, 64);
+            memset(((lt_block_q6_k *)b1)->scales, i == 1 ? 0x80 : 0x7f, 16);
+        } else {
             memset(((lt_block_q4_k *)b1)->qs, i ? 0x0f : 0xf0, 128);
             memset(((lt_block_q4_k *)b1)->scales, 0xff, 12);
         }
@@ -627,6 +631,7 @@ int main(void) {
         }
         test_x16_layout(LT_Q4_0, 48, 160, 7, false);
         test_x16_layout(LT_Q4_K, 48, 1280, 7, false);
+        test_x16_layout(LT_Q6_K, 48, 1280, 7, false);
         lt__qdot_avoid_vnni = false;
     }
 #endif
