@@ -124,8 +124,10 @@ int main(void) {
         printf("task-clock %.2f ms, thread CPU time %.2f ms, wall %.1f ms\n", (double)d / 1e6,
                (double)cpu / 1e6, (double)wall / 1e6);
         /* the kernel's other account of the same thing: this thread's CPU
-         * time (seen to differ by up to a scheduler tick on a loaded host) */
-        ASSERT_NEAR((double)d, (double)cpu, 0.05 * (double)cpu + 1.5e6);
+         * time (seen to differ by 3.3 ms of 29 on a loaded 2 vCPU guest:
+         * up to a scheduler tick, 4 ms at 250 Hz); a counter that counts
+         * nothing, or twice, is still far outside */
+        ASSERT_NEAR((double)d, (double)cpu, 0.1 * (double)cpu + 4e6);
         ASSERT_TRUE(d <= wall);
     }
     if (av & (1u << LT_CTR_PAGE_FAULTS)) {
