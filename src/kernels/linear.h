@@ -112,7 +112,7 @@ static inline void lt__row_chunk_f32(const lt_tensor *W, const char *row, int64_
     if (W->layout == LT_LAYOUT_X16) { /* row: W's data + r nb[1], as if plain */
         const int64_t r = ((const char *)row - (const char *)W->data) / (int64_t)W->nb[1];
         const char *group = (const char *)W->data + (size_t)(r / LT_X16_ROWS) * LT_X16_ROWS * W->nb[1];
-        char plain[sizeof(lt_block_q4_k)];
+        char plain[sizeof(lt_block_q6_k)]; /* the largest interleaved block */
         float sb[LT_QK_K];
         LT_ASSERT(lt_dtype_block_bytes(W->dtype) <= sizeof plain && blk <= LT_QK_K);
         lt_x16_block(W->dtype, group, W->ne[0] / blk, (int)(r % LT_X16_ROWS), k / blk, plain);

@@ -33,34 +33,34 @@ static void group_q4_0(const void *group, int64_t nb, const void *const *xq, int
 }
 
 /* q4_k, q6_k: each row's block taken out of the group, then the one-row step */
-static void group_q4_k(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
-                       float *out) {
-    (void)pf;
+static void group_k(lt_dtype dt, const void *group, int64_t nb, const void *const *xq, int ntok,
+                    float *out) {
     for (int t = 0; t < ntok; t++)
         for (int i = 0; i < LT_X16_ROWS; i++) {
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                lt_block_q4_k w;
-                lt_x16_block(LT_Q4_K, group, nb, i, b, &w);
-                acc = lt__q4k_step(&w, (const lt__xqk *)xq[t] + b, acc);
+                union {
+                    lt_block_q4_k q4;
+                    lt_block_q6_k q6;
+                } w;
+                const lt__xqk *x = (const lt__xqk *)xq[t] + b;
+                lt_x16_block(dt, group, nb, i, b, &w);
+                acc = dt == LT_Q4_K ? lt__q4k_step(&w.q4, x, acc) : lt__q6k_step(&w.q6, x, acc);
             }
             out[t * LT_X16_ROWS + i] = acc;
         }
 }
 
+static void group_q4_k(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
+                       float *out) {
+    (void)pf;
+    group_k(LT_Q4_K, group, nb, xq, ntok, out);
+}
+
 static void group_q6_k(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
                        float *out) {
     (void)pf;
-    for (int t = 0; t < ntok; t++)
-        for (int i = 0; i < LT_X16_ROWS; i++) {
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                lt_block_q6_k w;
-                lt_x16_block(LT_Q6_K, group, nb, i, b, &w);
-                acc = lt__q6k_step(&w, (const lt__xqk *)xq[t] + b, acc);
-            }
-            out[t * LT_X16_ROWS + i] = acc;
-        }
+    group_k(LT_Q6_K, group, nb, xq, ntok, out);
 }
 
 lt__x16_fn lt__x16_portable_of(lt_dtype t) {

@@ -436,7 +436,7 @@ static void test_x16_dots(lt_dtype t) {
     int bad = 0;
     for (int i = 0; i < LT_X16_ROWS; i++)
         for (int b = 0; b < NB; b++) {
-            char back[sizeof(lt_block_q4_k)];
+            char back[sizeof(lt_block_q6_k)]; /* the largest interleaved block */
             lt_x16_block(t, group, NB, i, b, back);
             bad += memcmp(back, w + rb * (size_t)i + bb * b, (size_t)bb) != 0;
         }
