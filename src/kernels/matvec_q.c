@@ -127,6 +127,9 @@ static bool x16_rows(const lt_tensor *W, const char *xq, size_t xb, int64_t n, i
     const int64_t nb = W->ne[0] / lt_dtype_block(W->dtype), G = LT_X16_ROWS;
     const bool packed = W->layout == LT_LAYOUT_X16;
     const size_t rb = W->nb[1];
+    /* pf counts bytes of a row ahead; a group's byte is a sixteenth of a
+     * row's, so the same distance in rows is 16 pf of the group */
+    const size_t gpf = pf * LT_X16_ROWS;
     if (!packed) {
         const int64_t most = (int64_t)(X16_PACK_BYTES / (rb * G)) * G;
         if (chunk > most) chunk = most > G ? most : G;
@@ -151,7 +154,7 @@ static bool x16_rows(const lt_tensor *W, const char *xq, size_t xb, int64_t n, i
             for (int64_t g0 = c0; g0 < c1; g0 += G) {
                 const int nr = c1 - g0 < G ? (int)(c1 - g0) : (int)G;
                 float out[LT__QDOT_MULTI_MAX * LT_X16_ROWS];
-                dot(base + (size_t)(g0 - c0) * rb, nb, xs, k, packed && i == 0 ? pf : 0, out);
+                dot(base + (size_t)(g0 - c0) * rb, nb, xs, k, packed && i == 0 ? gpf : 0, out);
                 for (int t = 0; t < k; t++) {
                     float *yt = (float *)((char *)y + (size_t)(i + t) * ystride) + g0;
                     for (int r = 0; r < nr; r++)
