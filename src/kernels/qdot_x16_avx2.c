@@ -13,57 +13,81 @@
 
 enum { PIECE = 4 * LT_X16_ROWS, BLOCK_QS = 4 * PIECE };
 
-/* The exact int32 sums of 8 rows' block (levels w[k]: elements 4k .. 4k + 3
- * for k < 4, 16 + 4(k - 4) .. for k >= 4) against x, offset included. */
-static inline __attribute__((always_inline)) __m256i block_sum(const __m256i w[8],
+/* x's 4 bytes at byte o of its qs */
+static inline int32_t xq4(const int8_t *qs, int o) {
+    int32_t v;
+    memcpy(&v, qs + o, 4);
+    return v;
+}
+
+/* The exact int32 sums of 8 rows' block against x, offset included, from the
+ * block's four pieces v (8 rows' 32 bits each: the low nibbles elements 4j
+ * .. 4j + 3, the high ones 16 + 4j ..). With VNNI the high nibbles stay in
+ * place, 16 times their level: their sums are multiples of 16, shifted
+ * back exactly (one AND a piece instead of a shift and an AND). */
+static inline __attribute__((always_inline)) __m256i block_sum(const __m256i v[4],
                                                                const lt__xq32 *x) {
-    int32_t xd[8];
-    memcpy(xd, x->qs, sizeof xd);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
 #if LT_QDOT_AVXVNNI
+    const __m256i mf0 = _mm256_set1_epi8((char)0xf0);
     __m256i s0 = _mm256_set1_epi32(x->off), s1 = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++) {
-        s0 = _mm256_dpbusd_avx_epi32(s0, w[j], _mm256_set1_epi32(xd[j]));
-        s1 = _mm256_dpbusd_avx_epi32(s1, w[j + 4], _mm256_set1_epi32(xd[j + 4]));
+        s0 = _mm256_dpbusd_avx_epi32(s0, _mm256_and_si256(v[j], m4),
+                                     _mm256_set1_epi32(xq4(x->qs, 4 * j)));
+        s1 = _mm256_dpbusd_avx_epi32(s1, _mm256_and_si256(v[j], mf0),
+                                     _mm256_set1_epi32(xq4(x->qs, 16 + 4 * j)));
     }
-    return _mm256_add_epi32(s0, s1);
+    return _mm256_add_epi32(s0, _mm256_srai_epi32(s1, 4));
 #else
-    __m256i p = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(xd[0]));
-    for (int k = 1; k < 8; k++)
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(xd[k])));
+    __m256i p = _mm256_maddubs_epi16(_mm256_and_si256(v[0], m4), _mm256_set1_epi32(xq4(x->qs, 0)));
+    for (int j = 0; j < 4; j++) {
+        if (j)
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(v[j], m4),
+                                                         _mm256_set1_epi32(xq4(x->qs, 4 * j))));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(
+                                    _mm256_and_si256(_mm256_srli_epi16(v[j], 4), m4),
+                                    _mm256_set1_epi32(xq4(x->qs, 16 + 4 * j))));
+    }
     return _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)),
                             _mm256_set1_epi32(x->off));
 #endif
 }
 
+/* One token: both halves of the group in one pass (their x loads and the
+ * loop shared). Several: a half at a time, every token's chain in a
+ * register, the second half's quants from L1. */
 static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int64_t nb,
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out) {
     const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * BLOCK_QS);
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    for (int h = 0; h < 2; h++) {
-        __m256 acc[LT__QDOT_MULTI_MAX];
-        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    const int halves = nt == 1 ? 1 : 2, per = 3 - halves; /* passes, halves per pass */
+    for (int h0 = 0; h0 < halves; h0++) {
+        __m256 acc[2 * LT__QDOT_MULTI_MAX];
+        for (int t = 0; t < per * nt; t++) acc[t] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *q = qs + (size_t)b * BLOCK_QS;
-            if (pf && h == 0) { /* the first half's pass streams the group in */
+            if (pf && h0 == 0) { /* the first pass streams the group in */
                 for (int o = 0; o < BLOCK_QS; o += 64) _mm_prefetch((const char *)q + pf + o, _MM_HINT_T0);
                 _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T0);
             }
-            __m256i w[8];
-            for (int j = 0; j < 4; j++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + j * PIECE + 32 * h));
-                w[j] = _mm256_and_si256(v, m4);
-                w[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            }
-            const __m256 dw = _mm256_cvtph_ps(
-                _mm_loadu_si128((const __m128i *)(sc + b * LT_X16_ROWS + 8 * h)));
-            for (int t = 0; t < nt; t++) {
-                const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
-                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x->d));
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sum(w, x)), d, acc[t]);
+            for (int k = 0; k < per; k++) {
+                const int h = h0 + k;
+                __m256i v[4];
+                for (int j = 0; j < 4; j++)
+                    v[j] = _mm256_loadu_si256((const __m256i *)(q + j * PIECE + 32 * h));
+                const __m256 dw = _mm256_cvtph_ps(
+                    _mm_loadu_si128((const __m128i *)(sc + b * LT_X16_ROWS + 8 * h)));
+                for (int t = 0; t < nt; t++) {
+                    const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
+                    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x->d));
+                    acc[k * nt + t] =
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sum(v, x)), d, acc[k * nt + t]);
+                }
             }
         }
-        for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + t * LT_X16_ROWS + 8 * h, acc[t]);
+        for (int k = 0; k < per; k++)
+            for (int t = 0; t < nt; t++)
+                _mm256_storeu_ps(out + t * LT_X16_ROWS + 8 * (h0 + k), acc[k * nt + t]);
     }
 }
 

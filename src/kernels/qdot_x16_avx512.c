@@ -12,22 +12,41 @@
 
 enum { PIECE = 4 * LT_X16_ROWS, BLOCK_QS = 4 * PIECE };
 
-static inline __attribute__((always_inline)) __m512i block_sum(const __m512i w[8],
+/* x's 4 bytes at byte o of its qs */
+static inline int32_t xq4(const int8_t *qs, int o) {
+    int32_t v;
+    memcpy(&v, qs + o, 4);
+    return v;
+}
+
+/* The exact int32 sums of 16 rows' block against x, offset included, from
+ * the block's four pieces v (the low nibbles elements 4j .. 4j + 3, the high
+ * ones 16 + 4j ..). With VNNI the high nibbles stay in place, 16 times their
+ * level: their sums are multiples of 16, shifted back exactly. */
+static inline __attribute__((always_inline)) __m512i block_sum(const __m512i v[4],
                                                                const lt__xq32 *x,
                                                                const bool vnni) {
-    int32_t xd[8];
-    memcpy(xd, x->qs, sizeof xd);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
     if (vnni) {
+        const __m512i mf0 = _mm512_set1_epi8((char)0xf0);
         __m512i s0 = _mm512_set1_epi32(x->off), s1 = _mm512_setzero_si512();
         for (int j = 0; j < 4; j++) {
-            s0 = _mm512_dpbusd_epi32(s0, w[j], _mm512_set1_epi32(xd[j]));
-            s1 = _mm512_dpbusd_epi32(s1, w[j + 4], _mm512_set1_epi32(xd[j + 4]));
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v[j], m4),
+                                     _mm512_set1_epi32(xq4(x->qs, 4 * j)));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(v[j], mf0),
+                                     _mm512_set1_epi32(xq4(x->qs, 16 + 4 * j)));
         }
-        return _mm512_add_epi32(s0, s1);
+        return _mm512_add_epi32(s0, _mm512_srai_epi32(s1, 4));
     }
-    __m512i p = _mm512_maddubs_epi16(w[0], _mm512_set1_epi32(xd[0]));
-    for (int k = 1; k < 8; k++)
-        p = _mm512_add_epi16(p, _mm512_maddubs_epi16(w[k], _mm512_set1_epi32(xd[k])));
+    __m512i p = _mm512_maddubs_epi16(_mm512_and_si512(v[0], m4), _mm512_set1_epi32(xq4(x->qs, 0)));
+    for (int j = 0; j < 4; j++) {
+        if (j)
+            p = _mm512_add_epi16(p, _mm512_maddubs_epi16(_mm512_and_si512(v[j], m4),
+                                                         _mm512_set1_epi32(xq4(x->qs, 4 * j))));
+        p = _mm512_add_epi16(p, _mm512_maddubs_epi16(
+                                    _mm512_and_si512(_mm512_srli_epi16(v[j], 4), m4),
+                                    _mm512_set1_epi32(xq4(x->qs, 16 + 4 * j))));
+    }
     return _mm512_add_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)),
                             _mm512_set1_epi32(x->off));
 }
@@ -36,7 +55,6 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out, const bool vnni) {
     const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * BLOCK_QS);
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[LT__QDOT_MULTI_MAX];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -45,18 +63,14 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
             for (int o = 0; o < BLOCK_QS; o += 64) _mm_prefetch((const char *)q + pf + o, _MM_HINT_T0);
             _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T0);
         }
-        __m512i w[8];
-        for (int j = 0; j < 4; j++) {
-            const __m512i v = _mm512_loadu_si512(q + j * PIECE);
-            w[j] = _mm512_and_si512(v, m4);
-            w[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        }
+        __m512i v[4];
+        for (int j = 0; j < 4; j++) v[j] = _mm512_loadu_si512(q + j * PIECE);
         const __m512 dw =
             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + b * LT_X16_ROWS)));
         for (int t = 0; t < nt; t++) {
             const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
             const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(x->d));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sum(w, x, vnni)), d, acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sum(v, x, vnni)), d, acc[t]);
         }
     }
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * LT_X16_ROWS, acc[t]);
