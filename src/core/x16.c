@@ -8,11 +8,13 @@ enum {
     ROWS = LT_X16_ROWS,
     PIECE = 4 * ROWS,                     /* four bytes of each row */
     Q40_QS = 4 * PIECE,                   /* a q4_0 block's quants */
+    Q50_BLOCK = 5 * PIECE + 2 * ROWS,     /* = 16 x 22 */
     Q4K_HEAD = 2 * ROWS * 2 + 3 * PIECE,  /* d, dmin, scales */
     Q4K_BLOCK = Q4K_HEAD + 32 * PIECE,    /* = 16 x 144 */
     Q6K_QL = 4 * PIECE, Q6K_QH = Q6K_QL + 32 * PIECE, Q6K_D = Q6K_QH + 16 * PIECE,
     Q6K_BLOCK = Q6K_D + 2 * ROWS,         /* = 16 x 210 */
 };
+_Static_assert(Q50_BLOCK == ROWS * sizeof(lt_block_q5_0), "q5_0 group block size");
 _Static_assert(Q4K_BLOCK == ROWS * sizeof(lt_block_q4_k), "q4_k group block size");
 _Static_assert(Q6K_BLOCK == ROWS * sizeof(lt_block_q6_k), "q6_k group block size");
 
@@ -22,6 +24,25 @@ static void spread(const uint8_t *from, int n, int i, uint8_t *to) {
 }
 static void gather(const uint8_t *from, int n, int i, uint8_t *to) {
     for (int j = 0; j < n / 4; j++) memcpy(to + 4 * j, from + j * PIECE + 4 * i, 4);
+}
+
+/* q5_0's fifth bits of a row (bit e: element e's) as the group holds them:
+ * byte k has element 4j + k's at bit j and element 16 + 4j + k's at bit
+ * 4 + j (j, k < 4), so the elements of a quant piece's low nibbles and
+ * those of its high nibbles each find theirs by one shift of the lane. */
+static uint32_t q5_bits_spread(uint32_t h) {
+    uint32_t o = 0;
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 4; j++)
+            o |= (h >> (4 * j + k) & 1u) << (8 * k + j) | (h >> (16 + 4 * j + k) & 1u) << (8 * k + 4 + j);
+    return o;
+}
+static uint32_t q5_bits_gather(uint32_t o) {
+    uint32_t h = 0;
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 4; j++)
+            h |= (o >> (8 * k + j) & 1u) << (4 * j + k) | (o >> (8 * k + 4 + j) & 1u) << (16 + 4 * j + k);
+    return h;
 }
 
 void lt_x16_pack(lt_dtype t, const void *src, size_t stride, int nrows, int64_t nb, void *group) {
@@ -35,6 +56,15 @@ void lt_x16_pack(lt_dtype t, const void *src, size_t stride, int nrows, int64_t 
                 uint16_t *sc = (uint16_t *)(g + (size_t)nb * Q40_QS);
                 sc[b * ROWS + i] = w->d;
                 spread(w->qs, 16, i, g + (size_t)b * Q40_QS);
+            } else if (t == LT_Q5_0) {
+                const lt_block_q5_0 *w = (const lt_block_q5_0 *)row + b;
+                uint8_t *blk = g + (size_t)b * Q50_BLOCK;
+                uint32_t h;
+                memcpy(&h, w->qh, 4);
+                h = q5_bits_spread(h);
+                spread(w->qs, 16, i, blk);
+                memcpy(blk + 4 * PIECE + 4 * i, &h, 4);
+                memcpy(blk + 5 * PIECE + 2 * i, &w->d, 2);
             } else if (t == LT_Q6_K) {
                 const lt_block_q6_k *w = (const lt_block_q6_k *)row + b;
                 uint8_t *blk = g + (size_t)b * Q6K_BLOCK;
@@ -60,6 +90,15 @@ void lt_x16_block(lt_dtype t, const void *group, int64_t nb, int i, int64_t b, v
         lt_block_q4_0 *w = out;
         memcpy(&w->d, g + (size_t)nb * Q40_QS + 2 * (b * ROWS + i), 2);
         gather(g + (size_t)b * Q40_QS, 16, i, w->qs);
+    } else if (t == LT_Q5_0) {
+        lt_block_q5_0 *w = out;
+        const uint8_t *blk = g + (size_t)b * Q50_BLOCK;
+        uint32_t h;
+        memcpy(&h, blk + 4 * PIECE + 4 * i, 4);
+        h = q5_bits_gather(h);
+        memcpy(w->qh, &h, 4);
+        gather(blk, 16, i, w->qs);
+        memcpy(&w->d, blk + 5 * PIECE + 2 * i, 2);
     } else if (t == LT_Q6_K) {
         lt_block_q6_k *w = out;
         const uint8_t *blk = g + (size_t)b * Q6K_BLOCK;

@@ -97,7 +97,7 @@ static const void *xq_get(const lt_call *call, const lt_step *step, const float 
     return c->buf;
 }
 
-/* ---- q4_0, q4_k, q6_k: groups of 16 rows ------------------------------------- */
+/* ---- q4_0, q5_0, q4_k, q6_k: groups of 16 rows ------------------------------- */
 
 /* This thread's buffer for one group of plain rows interleaved on the fly
  * (tails of rows, tensors not repacked at load). */
@@ -111,7 +111,7 @@ static void pack_make_key(void) { LT_ASSERT(pthread_key_create(&pack_key, c_free
  * time (one thread's buffer). */
 #define X16_PACK_BYTES ((size_t)256 << 10)
 
-/* y rows [r0, r1) of W (q4_0, q4_k or q6_k) for the n tokens of xq (xb bytes
+/* y rows [r0, r1) of W (an interleaved type) for the n tokens of xq (xb bytes
  * each), by isa's group dot over W's groups as they are in the interleaved
  * layout, or over plain rows interleaved into this thread's buffer (up to
  * X16_PACK_BYTES at a time). In chunks of `chunk` rows (a multiple of 16):

@@ -25,7 +25,6 @@
  * types and 2 for the K-quants, so a vector path keeps R independent
  * chains of 8 lanes and no block needs a horizontal sum. Per block b and
  * lane l, with a = acc[(b % R) * 8 + l]:
- *   q5_0:         a = fmaf(d_w * d_x, (float)S_l, a),  S_l = sum (q_w - 16) q_x
  *   q4_1, q5_1:   a = fmaf(d_w * d_x, (float)S_l, a),  S_l = sum q_w q_x;
  *                 a = fmaf(m_w * d_x, (float)X_l, a),  X_l = sum q_x
  *   q2_k, q5_k:   a = fmaf(d_w * d_x, (float)S_l, a), S_l = sum sc(e) level(e) q_x(e)
@@ -41,11 +40,12 @@
  * acc[l + n / 2] for l < n / 2, then n /= 2; acc[0]. The products d_w * d_x,
  * m_w * d_x and dmin_w * d_x are rounded once (halves widened to f32).
  *
- * q4_0, q4_k and q6_k keep one chain per row instead, so that their vector paths
- * hold rows, not a row's lanes, in their registers (core.h's interleaved
- * layout, 16 rows a group, one int32 lane a row). From a = 0, per block b
- * in order:
+ * q4_0, q5_0, q4_k and q6_k keep one chain per row instead, so that their
+ * vector paths hold rows, not a row's lanes, in their registers (core.h's
+ * interleaved layout, 16 rows a group, one int32 lane a row). From a = 0,
+ * per block b in order:
  *   q4_0: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum (q_w - 8) q_x
+ *   q5_0: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum (q_w - 16) q_x
  *   q4_k: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum sc(e) level(e) q_x(e);
  *         a = fmaf(-(dmin_w * d_x), (float)M_b, a), M_b = sum over the 8
  *         sub-blocks j of mn_j (bsums[2j] + bsums[2j + 1])
@@ -63,12 +63,11 @@
 typedef struct {
     float d;          /* scale */
     int8_t qs[32];
-    /* -8 times the sum of each lane's four q (lane l: q[4l .. 4l + 3]):
-     * q4_0's offset of 8, taken back in the int32 sums as they start (q5_0
-     * takes twice it), so the vector dots multiply the unsigned levels */
-    int32_t off8[8];
-    int32_t off;      /* -8 times the sum of the 32 q: q4_0's offset for a whole block */
-} lt__xq32;           /* 72 bytes */
+    /* -8 times the sum of the 32 q: q4_0's offset of 8 (q5_0 takes twice
+     * it), taken back in the int32 sums as they start, so the vector dots
+     * multiply the unsigned levels */
+    int32_t off;
+} lt__xq32;           /* 40 bytes */
 
 typedef struct {
     float d;
@@ -122,7 +121,7 @@ static inline int32_t lt__nearest_even(float x) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
-/* The group dot of an interleaved type (q4_0, q4_k, q6_k; core.h's layout): a
+/* The group dot of an interleaved type (q4_0, q5_0, q4_k, q6_k; core.h's layout): a
  * group of 16 rows of nb blocks with ntok (1 .. LT__QDOT_MULTI_MAX)
  * tokens' activations xq[0 .. ntok) (lt__xq32 or lt__xqk blocks): out[16 t
  * + i] row i's sum for token t, qdot.h's bits. pf: bytes ahead of each
@@ -148,6 +147,8 @@ void lt__xqk_quant(const float *x, int64_t n, void *xq);
 float lt__qdot_q4_0(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q4_1(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q5_0(const void *row, const void *xq, int64_t nb);
+/* q5_0's chain a past one block (qdot.h's order) */
+float lt__q5_0_step(const lt_block_q5_0 *w, const lt__xq32 *x, float a);
 float lt__qdot_q5_1(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q2_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q3_k(const void *row, const void *xq, int64_t nb);
@@ -167,12 +168,13 @@ void lt__xqk_quant_avx2(const float *x, int64_t n, void *xq);
 #endif
 
 /* The vector dots of isa (qdot_avx2.c, qdot_avx512.c: q5_k; AVX2's for
- * the others but q4_0, q4_k and q6_k, whose vector paths are the group
- * dots above), the same bits; the portable dot where isa has
- * none for t. */
+ * the others but q4_0, q5_0, q4_k and q6_k, whose vector paths are the
+ * group dots above), the same bits; the portable dot where isa has none
+ * for t. */
 lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa);
 /* isa's multi-token dot of t (every type of this file but the interleaved
- * ones, q4_0, q4_k and q6_k, on AVX2 and AVX-512; q2_k's and q3_k's are AVX2's on both);
+ * ones, q4_0, q5_0, q4_k and q6_k, on AVX2 and AVX-512; q2_k's and q3_k's
+ * are AVX2's on both);
  * NULL where it has none (callers then take lt__qdot_of's per token). */
 lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86
@@ -180,7 +182,7 @@ lt__qdot_fn lt__qdot_avx2_of(lt_dtype t);   /* NULL: none */
 lt__qdot_fn lt__qdot_avx512_of(lt_dtype t); /* NULL: none */
 lt__qdot_multi_fn lt__qdot_multi_avx2_of(lt_dtype t);   /* NULL: none */
 lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t); /* NULL: none */
-/* q4_0, q4_1, q5_0, q5_1 (qdot_legacy_multi_*.c); NULL for the others */
+/* q4_1, q5_1 (qdot_legacy_multi_*.c); NULL for the others */
 lt__qdot_multi_fn lt__qdot_multi_legacy_avx2_of(lt_dtype t);
 lt__qdot_multi_fn lt__qdot_multi_legacy_avx512_of(lt_dtype t);
 /* The AVX2 dots built for AVX-VNNI (qdot_avxvnni.c,

@@ -1,5 +1,5 @@
 /* AVX2 integer dots of the types of qdot.h but the interleaved ones (q4_0,
- * q4_k, q6_k: qdot_x16_*.c) with
+ * q5_0, q4_k, q6_k: qdot_x16_*.c) with
  * activations quantised per block: each block's 8 lane sums in a register
  * (exact in int32, so any order gives the portable sums), then qdot.h's
  * float steps on its chain of 8 lanes: the portable bits. vpmaddubsw
@@ -35,11 +35,6 @@ static inline __m256i dot_unsigned(__m256i u, __m256i xv) { return lt__dot4(u, x
         return lt__lanes_sum32(a0, a1, a2, a3);                                                \
     }
 
-static inline __m256 step_q5_0(const lt_block_q5_0 *w, const lt__xq32 *x, __m256 a) {
-    const __m256i u = _mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh));
-    return lt__lane_fma(a, lt__half(w->d) * x->d, lt__dot_offset(u, x, 2));
-}
-
 /* q4_1 / q5_1: the levels' term, then the minimum times each lane's x sum */
 static inline __m256 step_min(__m256i lv, uint16_t d, uint16_t m, const lt__xq32 *x, __m256 a) {
     const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
@@ -56,7 +51,6 @@ static inline __m256 step_q5_1(const lt_block_q5_1 *w, const lt__xq32 *x, __m256
 }
 
 QDOT_LEGACY(qdot_q4_1, lt_block_q4_1, step_q4_1)
-QDOT_LEGACY(qdot_q5_0, lt_block_q5_0, step_q5_0)
 QDOT_LEGACY(qdot_q5_1, lt_block_q5_1, step_q5_1)
 
 /* q4_k and q5_k (qh NULL for q4_k): four 32-byte groups, each the low
@@ -233,7 +227,6 @@ lt__qdot_fn LT__AVX2_OF(lt__qdot)(lt_dtype t) {
 #endif
     switch (t) {
     case LT_Q4_1: return qdot_q4_1;
-    case LT_Q5_0: return qdot_q5_0;
     case LT_Q5_1: return qdot_q5_1;
     case LT_Q2_K: return qdot_q2_k;
     case LT_Q3_K: return qdot_q3_k;

@@ -22,7 +22,6 @@ void lt__xq32_quant(const float *x, int64_t n, void *out) {
         if (!finite || !(inv <= FLT_MAX)) { /* NaN / infinity, or zero (or nearly) */
             y[b].d = finite ? 0.0f : NAN;
             memset(y[b].qs, 0, sizeof y[b].qs);
-            memset(y[b].off8, 0, sizeof y[b].off8);
             y[b].off = 0;
             continue;
         }
@@ -32,12 +31,9 @@ void lt__xq32_quant(const float *x, int64_t n, void *out) {
             const int32_t v = lt__nearest_even(xb[j] * inv);
             y[b].qs[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
         }
-        y[b].off = 0;
-        for (int l = 0; l < 8; l++) {
-            y[b].off8[l] = -8 * (y[b].qs[4 * l] + y[b].qs[4 * l + 1] + y[b].qs[4 * l + 2] +
-                                 y[b].qs[4 * l + 3]);
-            y[b].off += y[b].off8[l];
-        }
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) sum += y[b].qs[j];
+        y[b].off = -8 * sum;
     }
 }
 
@@ -94,16 +90,21 @@ float lt__qdot_q4_0(const void *row, const void *xq, int64_t nb) {
     return acc;
 }
 
+/* q5_0: one chain, a whole block's exact sum a term (qdot.h) */
+float lt__q5_0_step(const lt_block_q5_0 *w, const lt__xq32 *x, float a) {
+    int8_t q[32];
+    levels(w->qs, w->qh, 16, q);
+    int32_t s = 0;
+    for (int e = 0; e < 32; e++) s += (int32_t)q[e] * x->qs[e];
+    return fmaf(lt_f16_to_f32(w->d) * x->d, (float)s, a);
+}
+
 float lt__qdot_q5_0(const void *row, const void *xq, int64_t nb) {
     const lt_block_q5_0 *w = row;
     const lt__xq32 *x = xq;
-    float acc[32] = {0};
-    int8_t q[32];
-    for (int64_t b = 0; b < nb; b++) {
-        levels(w[b].qs, w[b].qh, 16, q);
-        block_lanes(acc, b, q, &x[b], lt_f16_to_f32(w[b].d), false, 0.0f);
-    }
-    return lt__lanes_sum(acc, 32);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) acc = lt__q5_0_step(&w[b], &x[b], acc);
+    return acc;
 }
 
 float lt__qdot_q4_1(const void *row, const void *xq, int64_t nb) {

@@ -1,5 +1,6 @@
-/* The multi-token dots (lt__qdot_multi_fn) of the legacy types q4_1, q5_0
- * and q5_1 for x86 (q4_0's are its group dots, qdot_x16_*.c), written once and compiled twice: by
+/* The multi-token dots (lt__qdot_multi_fn) of the legacy types q4_1 and
+ * q5_1 for x86 (q4_0's and q5_0's are their group dots, qdot_x16_*.c),
+ * written once and compiled three times: by
  * qdot_legacy_multi_avx2.c (16 vector registers) and by
  * qdot_legacy_multi_avx512.c (AVX-512VL: the same 256-bit code with 32, so
  * the 4 chains of 4 tokens stay in registers), and by
@@ -22,14 +23,6 @@ static inline __attribute__((always_inline)) __m256i lm_xv(const lt__xq32 *x) {
 }
 
 /* mstep(w, x, nt, acc): block w against token t's block x[t] into acc[t]. */
-static inline __attribute__((always_inline)) void
-lm_mstep_q5_0(const lt_block_q5_0 *w, const lt__xq32 *const *x, const int nt, __m256 *acc) {
-    const __m256i u = _mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh));
-    const float d = lt__half(w->d);
-    for (int t = 0; t < nt; t++)
-        acc[t] = lt__lane_fma(acc[t], d * x[t]->d, lt__dot_offset(u, x[t], 2));
-}
-
 /* q4_1 / q5_1: the levels' term, then the minimum times each lane's x sum */
 static inline __attribute__((always_inline)) void
 lm_mstep_min(__m256i lv, uint16_t dh, uint16_t mh, const lt__xq32 *const *x, const int nt,
@@ -85,14 +78,12 @@ lm_mstep_q5_1(const lt_block_q5_1 *w, const lt__xq32 *const *x, const int nt, __
     }
 
 LM_QDOT_MULTI(lm_qdot_multi_q4_1, lt_block_q4_1, lm_mstep_q4_1)
-LM_QDOT_MULTI(lm_qdot_multi_q5_0, lt_block_q5_0, lm_mstep_q5_0)
 LM_QDOT_MULTI(lm_qdot_multi_q5_1, lt_block_q5_1, lm_mstep_q5_1)
 
 /* The multi-token dot of a legacy type t; NULL for the others. */
 static inline lt__qdot_multi_fn lm_multi_of(lt_dtype t) {
     switch (t) {
     case LT_Q4_1: return lm_qdot_multi_q4_1;
-    case LT_Q5_0: return lm_qdot_multi_q5_0;
     case LT_Q5_1: return lm_qdot_multi_q5_1;
     default: return NULL;
     }

@@ -1,4 +1,4 @@
-/* The group dots of the interleaved types (core.h: q4_0, q4_k, q6_k), portably,
+/* The group dots of the interleaved types (core.h: q4_0, q5_0, q4_k, q6_k), portably,
  * in qdot.h's order, and the lookup of each ISA's (qdot_x16_avx2.c,
  * qdot_x16_avxvnni.c, qdot_x16_avx512.c). */
 #include "kernels/qdot.h"
@@ -32,39 +32,54 @@ static void group_q4_0(const void *group, int64_t nb, const void *const *xq, int
     }
 }
 
-/* q4_k, q6_k: each row's block taken out of the group, then the one-row step */
-static void group_k(lt_dtype dt, const void *group, int64_t nb, const void *const *xq, int ntok,
-                    float *out) {
+/* q5_0, q4_k, q6_k: each row's block taken out of the group, then the
+ * one-row step */
+static void group_blocks(lt_dtype dt, const void *group, int64_t nb, const void *const *xq,
+                         int ntok, float *out) {
     for (int t = 0; t < ntok; t++)
         for (int i = 0; i < LT_X16_ROWS; i++) {
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
                 union {
+                    lt_block_q5_0 q5;
                     lt_block_q4_k q4;
                     lt_block_q6_k q6;
                 } w;
-                const lt__xqk *x = (const lt__xqk *)xq[t] + b;
                 lt_x16_block(dt, group, nb, i, b, &w);
-                acc = dt == LT_Q4_K ? lt__q4k_step(&w.q4, x, acc) : lt__q6k_step(&w.q6, x, acc);
+                if (dt == LT_Q5_0) acc = lt__q5_0_step(&w.q5, (const lt__xq32 *)xq[t] + b, acc);
+                else if (dt == LT_Q4_K) acc = lt__q4k_step(&w.q4, (const lt__xqk *)xq[t] + b, acc);
+                else acc = lt__q6k_step(&w.q6, (const lt__xqk *)xq[t] + b, acc);
             }
             out[t * LT_X16_ROWS + i] = acc;
         }
 }
 
+static void group_q5_0(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
+                       float *out) {
+    (void)pf;
+    group_blocks(LT_Q5_0, group, nb, xq, ntok, out);
+}
+
 static void group_q4_k(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
                        float *out) {
     (void)pf;
-    group_k(LT_Q4_K, group, nb, xq, ntok, out);
+    group_blocks(LT_Q4_K, group, nb, xq, ntok, out);
 }
 
 static void group_q6_k(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
                        float *out) {
     (void)pf;
-    group_k(LT_Q6_K, group, nb, xq, ntok, out);
+    group_blocks(LT_Q6_K, group, nb, xq, ntok, out);
 }
 
 lt__x16_fn lt__x16_portable_of(lt_dtype t) {
-    return t == LT_Q4_0 ? group_q4_0 : t == LT_Q4_K ? group_q4_k : t == LT_Q6_K ? group_q6_k : NULL;
+    switch (t) {
+    case LT_Q4_0: return group_q4_0;
+    case LT_Q5_0: return group_q5_0;
+    case LT_Q4_K: return group_q4_k;
+    case LT_Q6_K: return group_q6_k;
+    default: return NULL;
+    }
 }
 
 lt__x16_fn lt__x16_of(lt_dtype t, lt_isa isa) {

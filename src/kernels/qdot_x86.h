@@ -60,16 +60,6 @@ static inline __attribute__((always_inline)) __m256i lt__dot4_add(__m256i s, __m
 #endif
 }
 
-/* The int32 lanes of q4_0 (off 1) or q5_0 (off 2) levels u, unsigned as
- * stored (0 .. 15 or 0 .. 31), against x: sum (u - 8 off) x, the offset
- * taken back through x's off8 (the sign tricks of signed levels spared). */
-static inline __attribute__((always_inline)) __m256i lt__dot_offset(__m256i u, const lt__xq32 *x,
-                                                                   int off) {
-    __m256i o = _mm256_loadu_si256((const __m256i *)x->off8);
-    if (off == 2) o = _mm256_add_epi32(o, o);
-    return lt__dot4_add(o, u, _mm256_loadu_si256((const __m256i *)x->qs));
-}
-
 /* s + the products p sc of each int32 lane's two 16-bit pairs (exact). */
 static inline __attribute__((always_inline)) __m256i lt__acc_madd(__m256i s, __m256i p, __m256i sc) {
 #if LT_QDOT_AVXVNNI
@@ -96,7 +86,7 @@ static inline __m256i lt__nibbles32(const uint8_t qs[16]) {
 }
 
 /* 0x10 in byte j where bit j of the 32-bit qh is set: the fifth bits of a
- * q5_0 / q5_1 block in element order. */
+ * q5_1 block in element order. */
 static inline __m256i lt__fifth_bits(const uint8_t qh[4]) {
     uint32_t h;
     memcpy(&h, qh, 4);

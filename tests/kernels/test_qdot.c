@@ -340,7 +340,6 @@ static void ref_xq32(const float *xb, lt__xq32 *y) {
         return;
     }
     for (int j = 0; j < 32; j++) y->qs[j] = (int8_t)lrintf(xb[j] * inv);
-    for (int j = 0; j < 32; j++) y->off8[j / 4] -= 8 * y->qs[j];
     for (int j = 0; j < 32; j++) y->off -= 8 * y->qs[j];
     y->d = amax / 127.0f;
 }
@@ -383,7 +382,7 @@ static void test_xquant(void) {
             lt__xq32_quant(x + 32 * b, 32, &g32);
             ref_xq32(x + 32 * b, &w32);
             differ += !same_float(g32.d, w32.d) || memcmp(g32.qs, w32.qs, sizeof g32.qs) ||
-                      memcmp(g32.off8, w32.off8, sizeof g32.off8) || g32.off != w32.off;
+                      g32.off != w32.off;
         }
     }
     ASSERT_EQ(differ, 0);
@@ -422,7 +421,10 @@ static void test_x16_dots(lt_dtype t) {
     for (int i = 0; i < 3; i++) { /* rows 0..2, block 1: levels 0 / 15, large scales */
         uint8_t *b1 = w + rb * (size_t)i + bb;
         if (t == LT_Q4_0) memset(((lt_block_q4_0 *)b1)->qs, i ? 0x0f : 0xf0, 16);
-        else if (t == LT_Q6_K) { /* levels 63 or 0, scales -128 or 127 */
+        else if (t == LT_Q5_0) { /* levels 31 / 15 and 16 / 0, fifth bits all or none */
+            memset(((lt_block_q5_0 *)b1)->qs, i ? 0x0f : 0xf0, 16);
+            memset(((lt_block_q5_0 *)b1)->qh, i == 1 ? 0xff : i == 2 ? 0x5a : 0x00, 4);
+        } else if (t == LT_Q6_K) { /* levels 63 or 0, scales -128 or 127 */
             memset(((lt_block_q6_k *)b1)->ql, i ? 0xff : 0x00, 128);
             memset(((lt_block_q6_k *)b1)->qh, i ? 0xff : 0x00, 64);
             memset(((lt_block_q6_k *)b1)->scales, i == 1 ? 0x80 : 0x7f, 16);
@@ -437,6 +439,7 @@ static void test_x16_dots(lt_dtype t) {
     for (int i = 0; i < LT_X16_ROWS; i++)
         for (int b = 0; b < NB; b++) {
             char back[sizeof(lt_block_q6_k)]; /* the largest interleaved block */
+            _Static_assert(sizeof(lt_block_q6_k) >= sizeof(lt_block_q5_0), "read-back size");
             lt_x16_block(t, group, NB, i, b, back);
             bad += memcmp(back, w + rb * (size_t)i + bb * b, (size_t)bb) != 0;
         }
@@ -550,7 +553,7 @@ static void test_x16_layout(lt_dtype t, int64_t rows, int64_t cols, int64_t n, b
         mv.op[1] = &f.tw;
     }
     ASSERT_EQ(differ, 0);
-    /* the check: whole groups of plain-sized rows, q4_0 only */
+    /* the check: whole groups of plain-sized rows, a type with the layout */
     lt_tensor odd = tx16;
     odd.ne[1] = rows - 8;
     mv.op[1] = &odd;
@@ -560,7 +563,7 @@ static void test_x16_layout(lt_dtype t, int64_t rows, int64_t cols, int64_t n, b
     ASSERT_EQ(kmv->check(&mv), LT_EINVAL);
     ASSERT_TRUE(strstr(lt_errmsg(), "groups of 16") != NULL);
     odd = tx16;
-    odd.dtype = LT_Q5_0;
+    odd.dtype = LT_Q4_1;
     mv.op[1] = &odd;
     mv.op[0] = &f.ty;
     ASSERT_EQ(kmv->check(&mv), LT_EINVAL);
@@ -630,6 +633,7 @@ int main(void) {
             test_matmul(t, 33, blk == 32 ? 160 : 768, 7, false);
         }
         test_x16_layout(LT_Q4_0, 48, 160, 7, false);
+        test_x16_layout(LT_Q5_0, 48, 160, 7, false);
         test_x16_layout(LT_Q4_K, 48, 1280, 7, false);
         test_x16_layout(LT_Q6_K, 48, 1280, 7, false);
         lt__qdot_avoid_vnni = false;
