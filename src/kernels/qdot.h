@@ -17,16 +17,13 @@
  * half-block's bytes), and the high nibbles with the next 64; bsums are in
  * element order.
  *
- * Exact arithmetic order (every path must give these bits). A block's
- * products are summed exactly in int32 in 8 lanes: lane l takes the
- * elements e with (e % 32) / 4 == l (a legacy block: elements 4l .. 4l + 3;
- * a K-quant block: those of each of its 32-element groups). A row keeps
- * float accumulators acc[(b % R) * 8 + l] from 0, R = 4 for the legacy
- * types and 2 for the K-quants, so a vector path keeps R independent
- * chains of 8 lanes and no block needs a horizontal sum. Per block b and
- * lane l, with a = acc[(b % R) * 8 + l]:
- *   q4_1, q5_1:   a = fmaf(d_w * d_x, (float)S_l, a),  S_l = sum q_w q_x;
- *                 a = fmaf(m_w * d_x, (float)X_l, a),  X_l = sum q_x
+ * Exact arithmetic order (every path must give these bits). q2_k, q3_k and
+ * q5_k: a block's products are summed exactly in int32 in 8 lanes: lane l
+ * takes the elements e with (e % 32) / 4 == l (those of each of its
+ * 32-element groups). A row keeps float accumulators acc[(b % 2) * 8 + l]
+ * from 0, so a vector path keeps 2 independent chains of 8 lanes and no
+ * block needs a horizontal sum. Per block b and lane l, with a =
+ * acc[(b % 2) * 8 + l]:
  *   q2_k, q5_k:   a = fmaf(d_w * d_x, (float)S_l, a), S_l = sum sc(e) level(e) q_x(e)
  *                 with the unsigned levels and each element's sub-block scale; then
  *                 a = fmaf(-(dmin_w * d_x), (float)M_l, a),
@@ -36,16 +33,18 @@
  *                 sc_2l+1 bsums[2l + 1]), U_l = sum sc(e) (level(e) + c) q_x(e): the
  *                 levels made unsigned (c = 4, 32) and the offset taken back per pair
  *                 of 16-element groups
- * The result: the lanes added in halves, n = 8R: while n > 1, acc[l] +=
+ * The result: the lanes added in halves, n = 16: while n > 1, acc[l] +=
  * acc[l + n / 2] for l < n / 2, then n /= 2; acc[0]. The products d_w * d_x,
  * m_w * d_x and dmin_w * d_x are rounded once (halves widened to f32).
  *
- * q4_0, q5_0, q4_k and q6_k keep one chain per row instead, so that their
- * vector paths hold rows, not a row's lanes, in their registers (core.h's
- * interleaved layout, 16 rows a group, one int32 lane a row). From a = 0,
- * per block b in order:
+ * The legacy types, q4_k and q6_k keep one chain per row instead, so that
+ * their vector paths hold rows, not a row's lanes, in their registers
+ * (core.h's interleaved layout, 16 rows a group, one int32 lane a row).
+ * From a = 0, per block b in order:
  *   q4_0: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum (q_w - 8) q_x
  *   q5_0: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum (q_w - 16) q_x
+ *   q4_1, q5_1: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum q_w q_x;
+ *         a = fmaf(m_w * d_x, (float)X_b, a), X_b = sum q_x
  *   q4_k: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum sc(e) level(e) q_x(e);
  *         a = fmaf(-(dmin_w * d_x), (float)M_b, a), M_b = sum over the 8
  *         sub-blocks j of mn_j (bsums[2j] + bsums[2j + 1])
@@ -121,7 +120,7 @@ static inline int32_t lt__nearest_even(float x) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
-/* The group dot of an interleaved type (q4_0, q5_0, q4_k, q6_k; core.h's layout): a
+/* The group dot of an interleaved type (lt_x16_has: q4_0 .. q5_1, q4_k, q6_k): a
  * group of 16 rows of nb blocks with ntok (1 .. LT__QDOT_MULTI_MAX)
  * tokens' activations xq[0 .. ntok) (lt__xq32 or lt__xqk blocks): out[16 t
  * + i] row i's sum for token t, qdot.h's bits. pf: bytes ahead of each
@@ -147,8 +146,10 @@ void lt__xqk_quant(const float *x, int64_t n, void *xq);
 float lt__qdot_q4_0(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q4_1(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q5_0(const void *row, const void *xq, int64_t nb);
-/* q5_0's chain a past one block (qdot.h's order) */
+/* the legacy types' chain a past one block (qdot.h's order) */
 float lt__q5_0_step(const lt_block_q5_0 *w, const lt__xq32 *x, float a);
+float lt__q4_1_step(const lt_block_q4_1 *w, const lt__xq32 *x, float a);
+float lt__q5_1_step(const lt_block_q5_1 *w, const lt__xq32 *x, float a);
 float lt__qdot_q5_1(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q2_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q3_k(const void *row, const void *xq, int64_t nb);
@@ -168,13 +169,11 @@ void lt__xqk_quant_avx2(const float *x, int64_t n, void *xq);
 #endif
 
 /* The vector dots of isa (qdot_avx2.c, qdot_avx512.c: q5_k; AVX2's for
- * the others but q4_0, q5_0, q4_k and q6_k, whose vector paths are the
- * group dots above), the same bits; the portable dot where isa has none
- * for t. */
+ * q2_k and q3_k; the other types' vector paths are the group dots above),
+ * the same bits; the portable dot where isa has none for t. */
 lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa);
-/* isa's multi-token dot of t (every type of this file but the interleaved
- * ones, q4_0, q5_0, q4_k and q6_k, on AVX2 and AVX-512; q2_k's and q3_k's
- * are AVX2's on both);
+/* isa's multi-token dot of t (q2_k, q3_k, q5_k, on AVX2 and AVX-512;
+ * q2_k's and q3_k's are AVX2's on both);
  * NULL where it has none (callers then take lt__qdot_of's per token). */
 lt__qdot_multi_fn lt__qdot_multi_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86
@@ -182,15 +181,10 @@ lt__qdot_fn lt__qdot_avx2_of(lt_dtype t);   /* NULL: none */
 lt__qdot_fn lt__qdot_avx512_of(lt_dtype t); /* NULL: none */
 lt__qdot_multi_fn lt__qdot_multi_avx2_of(lt_dtype t);   /* NULL: none */
 lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t); /* NULL: none */
-/* q4_1, q5_1 (qdot_legacy_multi_*.c); NULL for the others */
-lt__qdot_multi_fn lt__qdot_multi_legacy_avx2_of(lt_dtype t);
-lt__qdot_multi_fn lt__qdot_multi_legacy_avx512_of(lt_dtype t);
-/* The AVX2 dots built for AVX-VNNI (qdot_avxvnni.c,
- * qdot_legacy_multi_avxvnni.c): the AVX2 lookups above return these where
- * the CPU has AVX-VNNI. */
+/* The AVX2 dots built for AVX-VNNI (qdot_avxvnni.c): the AVX2 lookups
+ * above return these where the CPU has AVX-VNNI. */
 lt__qdot_fn lt__qdot_avxvnni_of(lt_dtype t);
 lt__qdot_multi_fn lt__qdot_multi_avxvnni_of(lt_dtype t);
-lt__qdot_multi_fn lt__qdot_multi_legacy_avxvnni_of(lt_dtype t);
 /* Tests set it to take the AVX-512 dots without VNNI on a CPU that has it,
  * and AVX2's without AVX-VNNI. */
 extern bool lt__qdot_avoid_vnni;

@@ -1,57 +1,16 @@
-/* AVX2 integer dots of the types of qdot.h but the interleaved ones (q4_0,
- * q5_0, q4_k, q6_k: qdot_x16_*.c) with
+/* AVX2 integer dots of the types of qdot.h but the interleaved ones (q4_0
+ * .. q5_1, q4_k, q6_k: qdot_x16_*.c), that is q2_k, q3_k and q5_k, with
  * activations quantised per block: each block's 8 lane sums in a register
  * (exact in int32, so any order gives the portable sums), then qdot.h's
  * float steps on its chain of 8 lanes: the portable bits. vpmaddubsw
  * multiplies unsigned levels (or |level|) by signed x: 2 x 63 x 127 at
  * most, never saturating. qdot_avxvnni.c compiles this file again for
- * CPUs with AVX-VNNI (qdot_x86.h's lt__dot4 and lt__acc_madd). */
+ * CPUs with AVX-VNNI (qdot_x86.h's lt__acc_madd). */
 #include "kernels/qdot_x86.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
-
-/* sum u x over each lane's 4 bytes, u unsigned (<= 63), x signed */
-static inline __m256i dot_unsigned(__m256i u, __m256i xv) { return lt__dot4(u, xv); }
-
-/* The loop of a legacy dot over step(w, x, acc) -> acc: R = 4 chains of 8
- * lanes, block b into chain b % 4. */
-#define QDOT_LEGACY(name, block_t, step)                                                       \
-    static float name(const void *row, const void *xq, int64_t nb) {                          \
-        const block_t *w = row;                                                                \
-        const lt__xq32 *x = xq;                                                                \
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                            \
-        int64_t b = 0;                                                                         \
-        for (; b + 3 < nb; b += 4) {                                                           \
-            a0 = step(&w[b], &x[b], a0);                                                       \
-            a1 = step(&w[b + 1], &x[b + 1], a1);                                               \
-            a2 = step(&w[b + 2], &x[b + 2], a2);                                               \
-            a3 = step(&w[b + 3], &x[b + 3], a3);                                               \
-        }                                                                                      \
-        if (b < nb) a0 = step(&w[b], &x[b], a0);                                               \
-        if (b + 1 < nb) a1 = step(&w[b + 1], &x[b + 1], a1);                                   \
-        if (b + 2 < nb) a2 = step(&w[b + 2], &x[b + 2], a2);                                   \
-        return lt__lanes_sum32(a0, a1, a2, a3);                                                \
-    }
-
-/* q4_1 / q5_1: the levels' term, then the minimum times each lane's x sum */
-static inline __m256 step_min(__m256i lv, uint16_t d, uint16_t m, const lt__xq32 *x, __m256 a) {
-    const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
-    a = lt__lane_fma(a, lt__half(d) * x->d, dot_unsigned(lv, xv));
-    return lt__lane_fma(a, lt__half(m) * x->d, dot_unsigned(_mm256_set1_epi8(1), xv));
-}
-
-static inline __m256 step_q4_1(const lt_block_q4_1 *w, const lt__xq32 *x, __m256 a) {
-    return step_min(lt__nibbles32(w->qs), w->d, w->m, x, a);
-}
-
-static inline __m256 step_q5_1(const lt_block_q5_1 *w, const lt__xq32 *x, __m256 a) {
-    return step_min(_mm256_or_si256(lt__nibbles32(w->qs), lt__fifth_bits(w->qh)), w->d, w->m, x, a);
-}
-
-QDOT_LEGACY(qdot_q4_1, lt_block_q4_1, step_q4_1)
-QDOT_LEGACY(qdot_q5_1, lt_block_q5_1, step_q5_1)
 
 /* q4_k and q5_k (qh NULL for q4_k): four 32-byte groups, each the low
  * nibbles of sub-block 2j and the high ones of 2j + 1 (q5_k: bits 2j and
@@ -226,8 +185,6 @@ lt__qdot_fn LT__AVX2_OF(lt__qdot)(lt_dtype t) {
     if (lt_cpu()->avxvnni && !lt__qdot_avoid_vnni) return lt__qdot_avxvnni_of(t);
 #endif
     switch (t) {
-    case LT_Q4_1: return qdot_q4_1;
-    case LT_Q5_1: return qdot_q5_1;
     case LT_Q2_K: return qdot_q2_k;
     case LT_Q3_K: return qdot_q3_k;
     case LT_Q5_K: return qdot_q5_k;
@@ -243,6 +200,6 @@ lt__qdot_multi_fn LT__AVX2_OF(lt__qdot_multi)(lt_dtype t) {
     case LT_Q2_K: return qdot_multi_q2_k;
     case LT_Q3_K: return qdot_multi_q3_k;
     case LT_Q5_K: return qdot_multi_q5_k;
-    default: return LT__AVX2_OF(lt__qdot_multi_legacy)(t);
+    default: return NULL;
     }
 }

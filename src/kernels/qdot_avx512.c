@@ -155,6 +155,6 @@ lt__qdot_multi_fn lt__qdot_multi_avx512_of(lt_dtype t) {
     case LT_Q5_K: return v ? qdot_multi_q5_k_vnni : qdot_multi_q5_k;
     case LT_Q2_K:
     case LT_Q3_K: return lt__qdot_multi_avx2_of(t); /* AVX2's, as their one-token dots */
-    default: return lt__qdot_multi_legacy_avx512_of(t);
+    default: return NULL;
     }
 }

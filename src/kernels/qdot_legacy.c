@@ -48,33 +48,6 @@ static inline void levels(const uint8_t qs[16], const uint8_t *qh, int off, int8
     }
 }
 
-/* qdot.h's 8 lane sums of a block: S[l] = sum over elements 4l .. 4l + 3 of
- * a q_x, and (X non-NULL) X[l] = the sum of their q_x. */
-static inline void lane_sums(const int8_t q[32], const int8_t *qx, int32_t S[8], int32_t *X) {
-    for (int l = 0; l < 8; l++) {
-        S[l] = 0;
-        if (X) X[l] = 0;
-        for (int i = 4 * l; i < 4 * l + 4; i++) {
-            S[l] += (int32_t)q[i] * qx[i];
-            if (X) X[l] += qx[i];
-        }
-    }
-}
-
-/* One block into its lanes of acc (R = 4 chains of 8): the scale's term, and
- * with a minimum (has_m) the minimum's. */
-static inline void block_lanes(float acc[32], int64_t b, const int8_t q[32], const lt__xq32 *x,
-                               float dw, bool has_m, float mw) {
-    int32_t S[8], X[8];
-    lane_sums(q, x->qs, S, has_m ? X : NULL);
-    float *a = acc + (b % 4) * 8;
-    const float d = dw * x->d, m = mw * x->d;
-    for (int l = 0; l < 8; l++) {
-        a[l] = fmaf(d, (float)S[l], a[l]);
-        if (has_m) a[l] = fmaf(m, (float)X[l], a[l]);
-    }
-}
-
 /* q4_0: one chain, a whole block's exact sum a term (qdot.h) */
 float lt__qdot_q4_0(const void *row, const void *xq, int64_t nb) {
     const lt_block_q4_0 *w = row;
@@ -107,26 +80,41 @@ float lt__qdot_q5_0(const void *row, const void *xq, int64_t nb) {
     return acc;
 }
 
+/* q4_1, q5_1: one chain, a block's exact sums a term each, the levels'
+ * then the minimum's against the x sum (qdot.h) */
+static inline float min_step(const uint8_t qs[16], const uint8_t *qh, uint16_t d, uint16_t m,
+                             const lt__xq32 *x, float a) {
+    int8_t q[32];
+    levels(qs, qh, 0, q);
+    int32_t s = 0, xs = 0;
+    for (int e = 0; e < 32; e++) {
+        s += (int32_t)q[e] * x->qs[e];
+        xs += x->qs[e];
+    }
+    a = fmaf(lt_f16_to_f32(d) * x->d, (float)s, a);
+    return fmaf(lt_f16_to_f32(m) * x->d, (float)xs, a);
+}
+
+float lt__q4_1_step(const lt_block_q4_1 *w, const lt__xq32 *x, float a) {
+    return min_step(w->qs, NULL, w->d, w->m, x, a);
+}
+
+float lt__q5_1_step(const lt_block_q5_1 *w, const lt__xq32 *x, float a) {
+    return min_step(w->qs, w->qh, w->d, w->m, x, a);
+}
+
 float lt__qdot_q4_1(const void *row, const void *xq, int64_t nb) {
     const lt_block_q4_1 *w = row;
     const lt__xq32 *x = xq;
-    float acc[32] = {0};
-    int8_t q[32];
-    for (int64_t b = 0; b < nb; b++) {
-        levels(w[b].qs, NULL, 0, q);
-        block_lanes(acc, b, q, &x[b], lt_f16_to_f32(w[b].d), true, lt_f16_to_f32(w[b].m));
-    }
-    return lt__lanes_sum(acc, 32);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) acc = lt__q4_1_step(&w[b], &x[b], acc);
+    return acc;
 }
 
 float lt__qdot_q5_1(const void *row, const void *xq, int64_t nb) {
     const lt_block_q5_1 *w = row;
     const lt__xq32 *x = xq;
-    float acc[32] = {0};
-    int8_t q[32];
-    for (int64_t b = 0; b < nb; b++) {
-        levels(w[b].qs, w[b].qh, 0, q);
-        block_lanes(acc, b, q, &x[b], lt_f16_to_f32(w[b].d), true, lt_f16_to_f32(w[b].m));
-    }
-    return lt__lanes_sum(acc, 32);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) acc = lt__q5_1_step(&w[b], &x[b], acc);
+    return acc;
 }

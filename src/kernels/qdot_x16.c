@@ -1,4 +1,4 @@
-/* The group dots of the interleaved types (core.h: q4_0, q5_0, q4_k, q6_k), portably,
+/* The group dots of the interleaved types (core.h: q4_0 .. q5_1, q4_k, q6_k), portably,
  * in qdot.h's order, and the lookup of each ISA's (qdot_x16_avx2.c,
  * qdot_x16_avxvnni.c, qdot_x16_avx512.c). */
 #include "kernels/qdot.h"
@@ -32,8 +32,8 @@ static void group_q4_0(const void *group, int64_t nb, const void *const *xq, int
     }
 }
 
-/* q5_0, q4_k, q6_k: each row's block taken out of the group, then the
- * one-row step */
+/* q4_1 .. q6_k: each row's block taken out of the group, then the one-row
+ * step */
 static void group_blocks(lt_dtype dt, const void *group, int64_t nb, const void *const *xq,
                          int ntok, float *out) {
     for (int t = 0; t < ntok; t++)
@@ -41,41 +41,43 @@ static void group_blocks(lt_dtype dt, const void *group, int64_t nb, const void 
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
                 union {
+                    lt_block_q4_1 q41;
                     lt_block_q5_0 q5;
+                    lt_block_q5_1 q51;
                     lt_block_q4_k q4;
                     lt_block_q6_k q6;
                 } w;
                 lt_x16_block(dt, group, nb, i, b, &w);
-                if (dt == LT_Q5_0) acc = lt__q5_0_step(&w.q5, (const lt__xq32 *)xq[t] + b, acc);
-                else if (dt == LT_Q4_K) acc = lt__q4k_step(&w.q4, (const lt__xqk *)xq[t] + b, acc);
-                else acc = lt__q6k_step(&w.q6, (const lt__xqk *)xq[t] + b, acc);
+                const lt__xq32 *x32 = xq[t];
+                const lt__xqk *xk = xq[t];
+                if (dt == LT_Q4_1) acc = lt__q4_1_step(&w.q41, x32 + b, acc);
+                else if (dt == LT_Q5_0) acc = lt__q5_0_step(&w.q5, x32 + b, acc);
+                else if (dt == LT_Q5_1) acc = lt__q5_1_step(&w.q51, x32 + b, acc);
+                else if (dt == LT_Q4_K) acc = lt__q4k_step(&w.q4, xk + b, acc);
+                else acc = lt__q6k_step(&w.q6, xk + b, acc);
             }
             out[t * LT_X16_ROWS + i] = acc;
         }
 }
 
-static void group_q5_0(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
-                       float *out) {
-    (void)pf;
-    group_blocks(LT_Q5_0, group, nb, xq, ntok, out);
-}
-
-static void group_q4_k(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
-                       float *out) {
-    (void)pf;
-    group_blocks(LT_Q4_K, group, nb, xq, ntok, out);
-}
-
-static void group_q6_k(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
-                       float *out) {
-    (void)pf;
-    group_blocks(LT_Q6_K, group, nb, xq, ntok, out);
-}
+#define GROUP_OF_BLOCKS(name, type)                                                            \
+    static void name(const void *group, int64_t nb, const void *const *xq, int ntok,           \
+                     size_t pf, float *out) {                                                  \
+        (void)pf;                                                                              \
+        group_blocks(type, group, nb, xq, ntok, out);                                          \
+    }
+GROUP_OF_BLOCKS(group_q4_1, LT_Q4_1)
+GROUP_OF_BLOCKS(group_q5_0, LT_Q5_0)
+GROUP_OF_BLOCKS(group_q5_1, LT_Q5_1)
+GROUP_OF_BLOCKS(group_q4_k, LT_Q4_K)
+GROUP_OF_BLOCKS(group_q6_k, LT_Q6_K)
 
 lt__x16_fn lt__x16_portable_of(lt_dtype t) {
     switch (t) {
     case LT_Q4_0: return group_q4_0;
+    case LT_Q4_1: return group_q4_1;
     case LT_Q5_0: return group_q5_0;
+    case LT_Q5_1: return group_q5_1;
     case LT_Q4_K: return group_q4_k;
     case LT_Q6_K: return group_q6_k;
     default: return NULL;

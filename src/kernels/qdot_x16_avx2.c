@@ -1,4 +1,4 @@
-/* The group dots (qdot.h) of q4_0, q5_0, q4_k and q6_k on AVX2: the group's two halves
+/* The group dots (qdot.h) of q4_0 .. q5_1, q4_k and q6_k on AVX2: the group's two halves
  * of 8 rows one after the other, a 256-bit lane of 32 bits a row, so a
  * block's int32 sum per row is vertical and its scales multiply 8 rows at
  * once; each block's quants unpacked once for every token. Without
@@ -91,41 +91,58 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
     }
 }
 
-/* ---- q5_0 ---- */
+/* ---- q4_1, q5_0, q5_1 ---- */
 
-enum { Q5_BITS = 4 * PIECE, Q5_D = 5 * PIECE, Q5_BLOCK = Q5_D + 2 * LT_X16_ROWS };
+/* A block of 16 rows (core.h): four pieces of quants, with fifth bits (q5_0,
+ * q5_1) a piece of them, the rows' d, with a minimum (q4_1, q5_1) their m. */
+static inline int legacy_block(const bool bits, const bool min) {
+    return (bits ? 5 : 4) * PIECE + (min ? 4 : 2) * LT_X16_ROWS;
+}
 
-/* Half h of a q5_0 block (8 rows) as levels 0 .. 31: w[j] elements 4j ..
- * 4j + 3, w[4 + j] elements 16 + 4j ..; their fifth bits (core.h's order:
- * bit j of byte k for the low nibble's element, bit 4 + j for the high's)
- * put at bit 4 by one shift of the lane each. */
-static inline __attribute__((always_inline)) void q5_0_levels(const uint8_t *blk, int h,
-                                                              __m256i w[8]) {
+/* Half h of the block (8 rows) as levels: w[j] elements 4j .. 4j + 3,
+ * w[4 + j] elements 16 + 4j ..; fifth bits (core.h's order: bit j of byte
+ * k for the low nibble's element, bit 4 + j for the high's) put at bit 4
+ * by one shift of the lane each. Without them and with AVX-VNNI the high
+ * nibbles stay in place, 16 times their level (legacy_sum shifts their
+ * sums back). */
+static inline __attribute__((always_inline)) void legacy_levels(const uint8_t *blk, int h,
+                                                                __m256i w[8], const bool bits) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
-    const __m256i hb = _mm256_loadu_si256((const __m256i *)(blk + Q5_BITS + 32 * h));
+    const __m256i hb =
+        bits ? _mm256_loadu_si256((const __m256i *)(blk + 4 * PIECE + 32 * h)) : m4;
     for (int j = 0; j < 4; j++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + j * PIECE + 32 * h));
-        w[j] = _mm256_or_si256(_mm256_and_si256(v, m4),
-                               _mm256_and_si256(_mm256_slli_epi32(hb, 4 - j), m10));
+        w[j] = _mm256_and_si256(v, m4);
+        if (!bits) {
+#if LT_QDOT_AVXVNNI
+            w[j + 4] = _mm256_and_si256(v, _mm256_set1_epi8((char)0xf0));
+#else
+            w[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#endif
+            continue;
+        }
+        w[j] = _mm256_or_si256(w[j], _mm256_and_si256(_mm256_slli_epi32(hb, 4 - j), m10));
         w[j + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi32(hb, j), m10));
     }
 }
 
-/* The exact int32 sums of 8 rows' levels w against x, the offset of 16
- * (twice x's off) included. Without VNNI a 16-bit lane takes 8 products,
- * 8 x 31 x 127 at most. */
-static inline __attribute__((always_inline)) __m256i q5_0_sum(const __m256i w[8],
-                                                              const lt__xq32 *x) {
-    const __m256i off = _mm256_set1_epi32(x->off);
+/* The exact int32 sums of 8 rows' levels w against x: q5_0's offset of 16
+ * (twice x's off) starts both chains. Without VNNI a 16-bit lane takes 8
+ * products, 8 x 31 x 127 at most. */
+static inline __attribute__((always_inline)) __m256i legacy_sum(const __m256i w[8],
+                                                                const lt__xq32 *x,
+                                                                const bool bits, const bool min) {
+    const __m256i off = min ? _mm256_setzero_si256() : _mm256_set1_epi32(x->off);
 #if LT_QDOT_AVXVNNI
     __m256i s0 = off, s1 = off;
     for (int j = 0; j < 4; j++) {
         s0 = _mm256_dpbusd_avx_epi32(s0, w[j], _mm256_set1_epi32(xq4(x->qs, 4 * j)));
         s1 = _mm256_dpbusd_avx_epi32(s1, w[j + 4], _mm256_set1_epi32(xq4(x->qs, 16 + 4 * j)));
     }
-    return _mm256_add_epi32(s0, s1);
+    return _mm256_add_epi32(s0, bits ? s1 : _mm256_srai_epi32(s1, 4));
 #else
+    (void)bits;
     __m256i p0 = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(xq4(x->qs, 0)));
     __m256i p1 = _mm256_maddubs_epi16(w[4], _mm256_set1_epi32(xq4(x->qs, 16)));
     for (int j = 1; j < 4; j++) {
@@ -140,27 +157,37 @@ static inline __attribute__((always_inline)) __m256i q5_0_sum(const __m256i w[8]
 }
 
 /* As q4_0's: one token both halves in one pass, several a half at a time. */
-static inline __attribute__((always_inline)) void q5_0_n(const uint8_t *g, int64_t nb,
-                                                         const void *const *xq, const int nt,
-                                                         size_t pf, float *out) {
+static inline __attribute__((always_inline)) void legacy_n(const uint8_t *g, int64_t nb,
+                                                           const void *const *xq, const int nt,
+                                                           size_t pf, float *out, const bool bits,
+                                                           const bool min) {
+    const int bb = legacy_block(bits, min), d_at = (bits ? 5 : 4) * PIECE;
     const int halves = nt == 1 ? 1 : 2, per = 3 - halves; /* passes, halves per pass */
     for (int h0 = 0; h0 < halves; h0++) {
         __m256 acc[2 * LT__QDOT_MULTI_MAX];
         for (int t = 0; t < per * nt; t++) acc[t] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = g + (size_t)b * Q5_BLOCK;
+            const uint8_t *blk = g + (size_t)b * bb;
             if (pf && h0 == 0)
-                for (int o = 0; o < Q5_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+                for (int o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
             for (int k = 0; k < per; k++) {
                 const int h = h0 + k;
                 __m256i w[8];
-                q5_0_levels(blk, h, w);
-                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + Q5_D + 16 * h)));
+                legacy_levels(blk, h, w, bits);
+                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + d_at + 16 * h)));
+                const __m256 mw =
+                    min ? _mm256_cvtph_ps(_mm_loadu_si128(
+                              (const __m128i *)(blk + d_at + 2 * LT_X16_ROWS + 16 * h)))
+                        : dw;
                 for (int t = 0; t < nt; t++) {
                     const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
-                    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x->d));
-                    acc[k * nt + t] =
-                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(q5_0_sum(w, x)), d, acc[k * nt + t]);
+                    const __m256 dx = _mm256_set1_ps(x->d);
+                    __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(legacy_sum(w, x, bits, min)),
+                                               _mm256_mul_ps(dw, dx), acc[k * nt + t]);
+                    if (min) /* the minimum against the x sum, -off / 8 */
+                        a = _mm256_fmadd_ps(_mm256_set1_ps((float)(-x->off / 8)),
+                                            _mm256_mul_ps(mw, dx), a);
+                    acc[k * nt + t] = a;
                 }
             }
         }
@@ -169,6 +196,16 @@ static inline __attribute__((always_inline)) void q5_0_n(const uint8_t *g, int64
                 _mm256_storeu_ps(out + t * LT_X16_ROWS + 8 * (h0 + k), acc[k * nt + t]);
     }
 }
+
+#define LEGACY_BODY(name, bits, min)                                                           \
+    static inline __attribute__((always_inline)) void name(                                    \
+        const uint8_t *g, int64_t nb, const void *const *xq, const int nt, size_t pf,          \
+        float *out) {                                                                          \
+        legacy_n(g, nb, xq, nt, pf, out, bits, min);                                           \
+    }
+LEGACY_BODY(q4_1_n, false, true)
+LEGACY_BODY(q5_0_n, true, false)
+LEGACY_BODY(q5_1_n, true, true)
 
 /* ---- q4_k ---- */
 
@@ -368,7 +405,9 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
         }                                                                                      \
     }
 GROUP_FN(group_q4_0, q4_0_n)
+GROUP_FN(group_q4_1, q4_1_n)
 GROUP_FN(group_q5_0, q5_0_n)
+GROUP_FN(group_q5_1, q5_1_n)
 GROUP_FN(group_q4_k, q4_k_n)
 GROUP_FN(group_q6_k, q6_k_n)
 
@@ -378,7 +417,9 @@ lt__x16_fn LT__AVX2_OF(lt__x16)(lt_dtype t) {
 #endif
     switch (t) {
     case LT_Q4_0: return group_q4_0;
+    case LT_Q4_1: return group_q4_1;
     case LT_Q5_0: return group_q5_0;
+    case LT_Q5_1: return group_q5_1;
     case LT_Q4_K: return group_q4_k;
     case LT_Q6_K: return group_q6_k;
     default: return NULL;

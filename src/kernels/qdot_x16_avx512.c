@@ -1,4 +1,4 @@
-/* The group dots (qdot.h) of q4_0, q5_0, q4_k and q6_k on AVX-512: a 512-bit lane of
+/* The group dots (qdot.h) of q4_0 .. q5_1, q4_k and q6_k on AVX-512: a 512-bit lane of
  * 32 bits a row, the group's 16 rows in one register, so a block's int32
  * sum per row is vertical and one conversion, product and FMA take 16
  * rows' block; each block's quants unpacked once for every token. VNNI's
@@ -76,40 +76,53 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * LT_X16_ROWS, acc[t]);
 }
 
-/* ---- q5_0 ---- */
+/* ---- q4_1, q5_0, q5_1 ---- */
 
-enum { Q5_BITS = 4 * PIECE, Q5_D = 5 * PIECE, Q5_BLOCK = Q5_D + 2 * LT_X16_ROWS };
+/* A block of 16 rows (core.h): four pieces of quants, with fifth bits (q5_0,
+ * q5_1) a piece of them, the rows' d, with a minimum (q4_1, q5_1) their m. */
+static inline int legacy_block(const bool bits, const bool min) {
+    return (bits ? 5 : 4) * PIECE + (min ? 4 : 2) * LT_X16_ROWS;
+}
 
-/* A q5_0 block of 16 rows as levels 0 .. 31: w[j] elements 4j .. 4j + 3,
- * w[4 + j] elements 16 + 4j ..; their fifth bits (core.h's order: bit j
- * of byte k for the low nibble's element, bit 4 + j for the high's) put at
- * bit 4 by one shift of the lane each (A | (B & C): 0xf8). */
-static inline __attribute__((always_inline)) void q5_0_levels(const uint8_t *blk, __m512i w[8]) {
+/* The block's levels: w[j] elements 4j .. 4j + 3, w[4 + j] elements 16 + 4j
+ * ..; fifth bits (core.h's order: bit j of byte k for the low nibble's
+ * element, bit 4 + j for the high's) put at bit 4 by one shift of the lane
+ * each (A | (B & C): 0xf8). Without them and with VNNI the high nibbles stay
+ * in place, 16 times their level (legacy_sum shifts their sums back). */
+static inline __attribute__((always_inline)) void legacy_levels(const uint8_t *blk, __m512i w[8],
+                                                                const bool bits,
+                                                                const bool vnni) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
-    const __m512i h = _mm512_loadu_si512(blk + Q5_BITS);
+    const __m512i h = bits ? _mm512_loadu_si512(blk + 4 * PIECE) : m4;
     for (int j = 0; j < 4; j++) {
         const __m512i v = _mm512_loadu_si512(blk + j * PIECE);
-        w[j] = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), _mm512_slli_epi32(h, 4 - j), m10,
-                                         0xf8);
+        w[j] = _mm512_and_si512(v, m4);
+        if (!bits) {
+            w[j + 4] = vnni ? _mm512_and_si512(v, _mm512_set1_epi8((char)0xf0))
+                            : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            continue;
+        }
+        w[j] = _mm512_ternarylogic_epi32(w[j], _mm512_slli_epi32(h, 4 - j), m10, 0xf8);
         w[j + 4] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
                                              _mm512_srli_epi32(h, j), m10, 0xf8);
     }
 }
 
-/* The exact int32 sums of the block's levels w against x, the offset of 16
- * (twice x's off) included: each chain starts at off. Without VNNI a 16-bit
- * lane takes 8 products, 8 x 31 x 127 at most. */
-static inline __attribute__((always_inline)) __m512i q5_0_sum(const __m512i w[8],
-                                                              const lt__xq32 *x,
-                                                              const bool vnni) {
-    const __m512i off = _mm512_set1_epi32(x->off);
+/* The exact int32 sums of the levels w against x: q5_0's offset of 16
+ * (twice x's off) starts both chains. Without VNNI a 16-bit lane takes 8
+ * products, 8 x 31 x 127 at most. */
+static inline __attribute__((always_inline)) __m512i legacy_sum(const __m512i w[8],
+                                                                const lt__xq32 *x,
+                                                                const bool bits, const bool min,
+                                                                const bool vnni) {
+    const __m512i off = min ? _mm512_setzero_si512() : _mm512_set1_epi32(x->off);
     if (vnni) {
         __m512i s0 = off, s1 = off;
         for (int j = 0; j < 4; j++) {
             s0 = _mm512_dpbusd_epi32(s0, w[j], _mm512_set1_epi32(xq4(x->qs, 4 * j)));
             s1 = _mm512_dpbusd_epi32(s1, w[j + 4], _mm512_set1_epi32(xq4(x->qs, 16 + 4 * j)));
         }
-        return _mm512_add_epi32(s0, s1);
+        return _mm512_add_epi32(s0, bits ? s1 : _mm512_srai_epi32(s1, 4));
     }
     __m512i p0 = _mm512_maddubs_epi16(w[0], _mm512_set1_epi32(xq4(x->qs, 0)));
     __m512i p1 = _mm512_maddubs_epi16(w[4], _mm512_set1_epi32(xq4(x->qs, 16)));
@@ -123,26 +136,45 @@ static inline __attribute__((always_inline)) __m512i q5_0_sum(const __m512i w[8]
                             _mm512_add_epi32(off, off));
 }
 
-static inline __attribute__((always_inline)) void q5_0_n(const uint8_t *g, int64_t nb,
-                                                         const void *const *xq, const int nt,
-                                                         size_t pf, float *out, const bool vnni) {
+static inline __attribute__((always_inline)) void legacy_n(const uint8_t *g, int64_t nb,
+                                                           const void *const *xq, const int nt,
+                                                           size_t pf, float *out, const bool vnni,
+                                                           const bool bits, const bool min) {
+    const int bb = legacy_block(bits, min), d_at = (bits ? 5 : 4) * PIECE;
     __m512 acc[LT__QDOT_MULTI_MAX];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = g + (size_t)b * Q5_BLOCK;
+        const uint8_t *blk = g + (size_t)b * bb;
         if (pf)
-            for (int o = 0; o < Q5_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+            for (int o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
         __m512i w[8];
-        q5_0_levels(blk, w);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + Q5_D)));
+        legacy_levels(blk, w, bits, vnni);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + d_at)));
+        const __m512 mw = min ? _mm512_cvtph_ps(_mm256_loadu_si256(
+                                    (const __m256i *)(blk + d_at + 2 * LT_X16_ROWS)))
+                              : dw;
         for (int t = 0; t < nt; t++) {
             const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
-            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(x->d));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q5_0_sum(w, x, vnni)), d, acc[t]);
+            const __m512 dx = _mm512_set1_ps(x->d);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(legacy_sum(w, x, bits, min, vnni)),
+                                     _mm512_mul_ps(dw, dx), acc[t]);
+            if (min) /* the minimum against the x sum, -off / 8 */
+                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)(-x->off / 8)), _mm512_mul_ps(mw, dx),
+                                         acc[t]);
         }
     }
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * LT_X16_ROWS, acc[t]);
 }
+
+#define LEGACY_BODY(name, bits, min)                                                           \
+    static inline __attribute__((always_inline)) void name(                                    \
+        const uint8_t *g, int64_t nb, const void *const *xq, const int nt, size_t pf,          \
+        float *out, const bool vnni) {                                                         \
+        legacy_n(g, nb, xq, nt, pf, out, vnni, bits, min);                                     \
+    }
+LEGACY_BODY(q4_1_n, false, true)
+LEGACY_BODY(q5_0_n, true, false)
+LEGACY_BODY(q5_1_n, true, true)
 
 /* ---- q4_k ---- */
 
@@ -338,8 +370,12 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
     }
 GROUP_FN(group_q4_0, q4_0_n, false)
 GROUP_FN(group_q4_0_vnni, q4_0_n, true)
+GROUP_FN(group_q4_1, q4_1_n, false)
+GROUP_FN(group_q4_1_vnni, q4_1_n, true)
 GROUP_FN(group_q5_0, q5_0_n, false)
 GROUP_FN(group_q5_0_vnni, q5_0_n, true)
+GROUP_FN(group_q5_1, q5_1_n, false)
+GROUP_FN(group_q5_1_vnni, q5_1_n, true)
 GROUP_FN(group_q4_k, q4_k_n, false)
 GROUP_FN(group_q4_k_vnni, q4_k_n, true)
 GROUP_FN(group_q6_k, q6_k_n, false)
@@ -348,7 +384,9 @@ GROUP_FN(group_q6_k_vnni, q6_k_n, true)
 lt__x16_fn lt__x16_avx512_of(lt_dtype t) {
     const bool v = lt_cpu()->avx512vnni && !lt__qdot_avoid_vnni;
     if (t == LT_Q4_0) return v ? group_q4_0_vnni : group_q4_0;
+    if (t == LT_Q4_1) return v ? group_q4_1_vnni : group_q4_1;
     if (t == LT_Q5_0) return v ? group_q5_0_vnni : group_q5_0;
+    if (t == LT_Q5_1) return v ? group_q5_1_vnni : group_q5_1;
     if (t == LT_Q4_K) return v ? group_q4_k_vnni : group_q4_k;
     if (t == LT_Q6_K) return v ? group_q6_k_vnni : group_q6_k;
     return NULL;

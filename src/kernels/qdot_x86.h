@@ -1,10 +1,9 @@
 /* What the x86 vector dots of qdot.h (qdot_avx2.c, qdot_avx512.c) share:
  * 256-bit pieces both files' flags allow (AVX2, F16C). Internal to those
- * files and to their AVX-VNNI builds (qdot_avxvnni.c and
- * qdot_legacy_multi_avxvnni.c compile the AVX2 files again with
- * LT_QDOT_AVXVNNI set: the integer sums below through vpdpbusd and
- * vpdpwssd, one instruction where AVX2 takes two; the same exact sums, so
- * the same bits). */
+ * files and to their AVX-VNNI build (qdot_avxvnni.c compiles the AVX2 file
+ * again with LT_QDOT_AVXVNNI set: the integer sums below through vpdpwssd,
+ * one instruction where AVX2 takes two; the same exact sums, so the same
+ * bits). */
 #ifndef LT_KERNELS_QDOT_X86_H
 #define LT_KERNELS_QDOT_X86_H
 
@@ -22,11 +21,6 @@ static inline float lt__lanes_sum16(__m256 a0, __m256 a1) {
     return _mm_cvtss_f32(s);
 }
 
-/* ... and of a 32-lane row (chains a0 .. a3): lane l + 16 is chain l / 8 + 2's. */
-static inline float lt__lanes_sum32(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-    return lt__lanes_sum16(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-}
-
 #ifndef LT_QDOT_AVXVNNI
 #define LT_QDOT_AVXVNNI 0
 #endif
@@ -37,28 +31,6 @@ static inline float lt__lanes_sum32(__m256 a0, __m256 a1, __m256 a2, __m256 a3) 
 #else
 #define LT__AVX2_OF(name) name##_avx2_of
 #endif
-
-/* Lane l: the exact sum of the four products u x of bytes 4l .. 4l + 3, u
- * unsigned and x signed (every use keeps u x pairs inside vpmaddubsw's
- * 16 bits: no saturation). */
-static inline __attribute__((always_inline)) __m256i lt__dot4(__m256i u, __m256i xv) {
-#if LT_QDOT_AVXVNNI
-    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, xv);
-#else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), _mm256_set1_epi16(1));
-#endif
-}
-
-/* s + lt__dot4(u, xv): the same exact lanes, added to s. */
-static inline __attribute__((always_inline)) __m256i lt__dot4_add(__m256i s, __m256i u,
-                                                                 __m256i xv) {
-#if LT_QDOT_AVXVNNI
-    return _mm256_dpbusd_avx_epi32(s, u, xv);
-#else
-    return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv),
-                                                 _mm256_set1_epi16(1)));
-#endif
-}
 
 /* s + the products p sc of each int32 lane's two 16-bit pairs (exact). */
 static inline __attribute__((always_inline)) __m256i lt__acc_madd(__m256i s, __m256i p, __m256i sc) {
@@ -72,30 +44,6 @@ static inline __attribute__((always_inline)) __m256i lt__acc_madd(__m256i s, __m
 /* a + d s, s the 8 exact int32 lane sums of a block */
 static inline __m256 lt__lane_fma(__m256 a, float d, __m256i s) {
     return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), a);
-}
-
-/* The 32 unsigned 4-bit levels of a legacy block in element order (low
- * nibbles are elements 0..15, high nibbles 16..31). */
-static inline __m256i lt__nibbles32(const uint8_t qs[16]) {
-    /* the 16 bytes in both halves, the high half's dwords shifted right by
-     * 4: each byte's mask then keeps its own low or high nibble (what the
-     * shift brings down from the next byte lands above bit 3) */
-    const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-    return _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                            _mm256_set1_epi8(0x0f));
-}
-
-/* 0x10 in byte j where bit j of the 32-bit qh is set: the fifth bits of a
- * q5_1 block in element order. */
-static inline __m256i lt__fifth_bits(const uint8_t qh[4]) {
-    uint32_t h;
-    memcpy(&h, qh, 4);
-    const __m256i bytes = _mm256_shuffle_epi8(
-        _mm256_set1_epi32((int)h),
-        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit),
-                            _mm256_set1_epi8(0x10));
 }
 
 static inline float lt__half(uint16_t h) { return _cvtsh_ss(h); }

@@ -424,6 +424,13 @@ static void test_x16_dots(lt_dtype t) {
         else if (t == LT_Q5_0) { /* levels 31 / 15 and 16 / 0, fifth bits all or none */
             memset(((lt_block_q5_0 *)b1)->qs, i ? 0x0f : 0xf0, 16);
             memset(((lt_block_q5_0 *)b1)->qh, i == 1 ? 0xff : i == 2 ? 0x5a : 0x00, 4);
+        } else if (t == LT_Q4_1) { /* levels 15, minimums of either sign */
+            memset(((lt_block_q4_1 *)b1)->qs, i ? 0x0f : 0xf0, 16);
+            ((lt_block_q4_1 *)b1)->m = lt_f32_to_f16(i == 1 ? -3.0f : 2.5f);
+        } else if (t == LT_Q5_1) {
+            memset(((lt_block_q5_1 *)b1)->qs, i ? 0x0f : 0xf0, 16);
+            memset(((lt_block_q5_1 *)b1)->qh, i == 1 ? 0xff : i == 2 ? 0xa5 : 0x00, 4);
+            ((lt_block_q5_1 *)b1)->m = lt_f32_to_f16(i == 1 ? -3.0f : 2.5f);
         } else if (t == LT_Q6_K) { /* levels 63 or 0, scales -128 or 127 */
             memset(((lt_block_q6_k *)b1)->ql, i ? 0xff : 0x00, 128);
             memset(((lt_block_q6_k *)b1)->qh, i ? 0xff : 0x00, 64);
@@ -563,7 +570,7 @@ static void test_x16_layout(lt_dtype t, int64_t rows, int64_t cols, int64_t n, b
     ASSERT_EQ(kmv->check(&mv), LT_EINVAL);
     ASSERT_TRUE(strstr(lt_errmsg(), "groups of 16") != NULL);
     odd = tx16;
-    odd.dtype = LT_Q4_1;
+    odd.dtype = LT_Q3_K; /* a type without the layout */
     mv.op[1] = &odd;
     mv.op[0] = &f.ty;
     ASSERT_EQ(kmv->check(&mv), LT_EINVAL);
@@ -633,7 +640,9 @@ int main(void) {
             test_matmul(t, 33, blk == 32 ? 160 : 768, 7, false);
         }
         test_x16_layout(LT_Q4_0, 48, 160, 7, false);
+        test_x16_layout(LT_Q4_1, 48, 160, 7, false);
         test_x16_layout(LT_Q5_0, 48, 160, 7, false);
+        test_x16_layout(LT_Q5_1, 48, 160, 7, false);
         test_x16_layout(LT_Q4_K, 48, 1280, 7, false);
         test_x16_layout(LT_Q6_K, 48, 1280, 7, false);
         lt__qdot_avoid_vnni = false;
