@@ -452,7 +452,7 @@ ENTRY(avx512, LT_ISA_AVX512)
  *   1.50 at 1 thread, 1.10 at 2, f32 1.16), so cores with 48 KB or more
  *   take AVX-512's 2048. Two machines are what this rests on; the tuner
  *   finds each host's own (the host class names its L1d).
- * - The interleaved types (q4_0, q5_0, q4_k, q6_k, matvec_q.c) read prefetch as
+ * - The interleaved types (lt_x16_has: q4_0 .. q5_1, q4_k, q6_k; matvec_q.c) read prefetch as
  *   row bytes too: a group's 16 rows go side by side, so their group dots
  *   run 16 times as many group bytes ahead. bench_qdot, 256 MiB of
  *   interleaved 2048-column q4_0 rows, one token, ns per row's block

@@ -97,7 +97,7 @@ static const void *xq_get(const lt_call *call, const lt_step *step, const float 
     return c->buf;
 }
 
-/* ---- q4_0, q5_0, q4_k, q6_k: groups of 16 rows ------------------------------- */
+/* ---- the interleaved types (lt_x16_has): groups of 16 rows -------------------- */
 
 /* This thread's buffer for one group of plain rows interleaved on the fly
  * (tails of rows, tensors not repacked at load). */

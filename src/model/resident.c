@@ -35,7 +35,7 @@ static bool splits(const lt_model *m, const lt_tensor *t) {
            t->data != m->tok_embd.data && t->ne[2] == 1 && t->ne[3] == 1;
 }
 
-/* Whether t is interleaved (core.h): q4_0, q5_0, q4_k and q6_k projections of whole
+/* Whether t is interleaved (core.h): q4_0 .. q5_1, q4_k and q6_k projections of whole
  * groups of 16 rows, on every ISA (qdot.h's sums are the same in both
  * layouts).
  * The vector dots then hold 16 (or 8) rows in a register and end a block
