@@ -29,5 +29,14 @@ void lt__gp_fit(lt__gp *g, lt_hpo_rng *r, int restarts, int max_evals);
 int lt__gp_factor(lt__gp *g);
 /* Posterior mean mu[m] and standard deviation sd[m] at rows Xs[m][d]. */
 int lt__gp_predict(const lt__gp *g, int m, const double *Xs, double *mu, double *sd);
+/* The posterior mean and standard deviation at one row x[d] with their
+ * gradients dmu[d] and dsd[d] along x (0 along categorical dimensions, and
+ * dsd 0 where the variance sits at its floor). work: [3 n + d] scratch. */
+void lt__gp_predict_grad(const lt__gp *g, const double *x, double *mu, double *sd, double *dmu,
+                         double *dsd, double *work);
+/* log E[max(best - Y, 0)] for Y ~ N(mu, sd^2), without underflow far
+ * from best, and its partial derivatives along mu and sd (either pointer
+ * may be NULL). */
+double lt__gp_log_ei(double mu, double sd, double best, double *d_mu, double *d_sd);
 
 #endif

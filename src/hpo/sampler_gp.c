@@ -9,8 +9,9 @@
  * variance at and near them collapses, so parallel proposals spread and
  * none repeats a running point. The proposal maximises the logarithm of
  * expected improvement (computed without underflow far from the incumbent)
- * over uniform candidates, perturbations of the best trials, and a few
- * rounds of shrinking local search from the best candidates.
+ * over uniform candidates, perturbations of the best trials and a few
+ * rounds of shrinking local search from the best candidates, then climbs
+ * from the best of them by the gradient (gp.c gives the posterior's).
  *
  * Cost stays bounded as trials accumulate: the hyperparameters are fitted
  * on at most LT__GP_FIT_POINTS trials (the best half and a spread of the
@@ -24,7 +25,8 @@
 
 #include "hpo/gp.h"
 
-#define LT__GP_STARTUP_MIN 6     /* quasi-random trials first: max(this, 2 d) */
+#define LT__GP_STARTUP_MIN 6     /* quasi-random trials first: max(this, d); more
+                                  * left Hartmann-6 in its second minimum more often */
 #define LT__GP_FIT_POINTS 150    /* trials the hyperparameters are fitted on, at most */
 #define LT__GP_REFIT_ALWAYS 40   /* up to this many trials, refit at every proposal */
 #define LT__GP_REFIT_DIVISOR 10  /* then every n / this trials */
@@ -35,6 +37,7 @@
 #define LT__GP_PERTURB 40        /* perturbations of each best trial */
 #define LT__GP_ROUNDS 4          /* local-search rounds */
 #define LT__GP_ROUND_SIZE 20     /* candidates per chain per round */
+#define LT__GP_ASCENT_STEPS 50  /* gradient steps from each of the best candidates */
 #define FILL (-0.5)              /* the feature of a parameter not active */
 
 typedef struct {
@@ -56,19 +59,6 @@ static void features(const gp_sampler *s, const double *values, double *f) {
     lt_hpo_space_encode(s->space, values, f);
     for (int j = 0; j < s->d; j++)
         if (isnan(f[j])) f[j] = FILL;
-}
-
-/* log E[max(best - Y, 0)] for Y ~ N(mu, sd^2). */
-static double log_ei(double mu, double sd, double best) {
-    double z = (best - mu) / sd;
-    double logphi = -0.5 * z * z - 0.9189385332046727;
-    if (z > -5) {
-        double h = z * 0.5 * erfc(-z / sqrt(2.0)) + exp(logphi);
-        return log(sd) + log(fmax(h, 1e-300));
-    }
-    /* z Phi(z) + phi(z) = phi(z) (1/z^2 - 3/z^4 + 15/z^6 - ...) for z << 0 */
-    double iz2 = 1 / (z * z);
-    return log(sd) + logphi + log(iz2 * (1 - 3 * iz2 + 15 * iz2 * iz2));
 }
 
 static int ensure_capacity(gp_sampler *s, int n) {
@@ -104,7 +94,7 @@ static int score_batch(gp_sampler *s, int m, double best) {
     }
     int rc = lt__gp_predict(&s->gp, m, s->cf, s->mu, s->sd);
     if (rc) return rc;
-    for (int c = 0; c < m; c++) s->score[c] = log_ei(s->mu[c], s->sd[c], best);
+    for (int c = 0; c < m; c++) s->score[c] = lt__gp_log_ei(s->mu[c], s->sd[c], best, NULL, NULL);
     return LT_OK;
 }
 
@@ -154,6 +144,70 @@ static void take(gp_sampler *s, const lt__hpo_history *h, int m, top_list *top, 
             memcpy(values, &s->cv[(size_t)c * d], (size_t)d * sizeof *values);
         }
     }
+}
+
+/* Scratch of ascend, for a model of n points. */
+typedef struct {
+    double *values, *f, *ftry, *grad, *gtry, *dmu, *dsd, *work;
+    bool *free;
+} ascent_scratch;
+
+/* log EI at features f and its gradient along f's free dimensions. */
+static double score_grad(gp_sampler *s, ascent_scratch *a, const double *f, double best,
+                         double *grad) {
+    double mu, sd, d_mu, d_sd;
+    lt__gp_predict_grad(&s->gp, f, &mu, &sd, a->dmu, a->dsd, a->work);
+    double score = lt__gp_log_ei(mu, sd, best, &d_mu, &d_sd);
+    for (int j = 0; j < s->d; j++)
+        grad[j] = a->free[j] ? d_mu * a->dmu[j] + d_sd * a->dsd[j] : 0;
+    return score;
+}
+
+/* Gradient ascent of log EI from unit point u along its active float
+ * parameters (ints and categoricals stay in their cells), projected on
+ * the cube, each step scaled by the squared length scales (the kernel's
+ * own metric) and its length found by backtracking; u becomes the point
+ * reached. The random and local candidates find the basin, this its top. */
+static void ascend(gp_sampler *s, ascent_scratch *a, double *u, double best) {
+    int d = s->d;
+    lt_hpo_space_decode(s->space, u, a->values);
+    features(s, a->values, a->f);
+    bool any = false;
+    for (int j = 0; j < d; j++) {
+        a->free[j] = lt_hpo_space_param(s->space, j)->kind == LT_HPO_FLOAT && !isnan(a->values[j]);
+        any |= a->free[j];
+    }
+    if (!any) return;
+    double score = score_grad(s, a, a->f, best, a->grad), t = 1;
+    for (int it = 0; it < LT__GP_ASCENT_STEPS; it++) {
+        double before = score;
+        bool accepted = false;
+        for (int tries = 0; tries < 40 && !accepted; tries++, t *= 0.5) {
+            double gain = 0, step = 0;
+            for (int j = 0; j < d; j++) {
+                double v = a->f[j];
+                if (a->free[j]) {
+                    v += t * exp(2 * s->gp.theta[2 + j]) * a->grad[j];
+                    v = v < 0 ? 0 : v > 1 ? 1 : v;
+                }
+                a->ftry[j] = v;
+                gain += a->grad[j] * (v - a->f[j]);
+                step = fmax(step, fabs(v - a->f[j]));
+            }
+            if (step < 1e-9) break; /* stuck against the cube's faces */
+            double sc = score_grad(s, a, a->ftry, best, a->gtry);
+            if (sc > score + 1e-4 * gain) { /* Armijo's sufficient increase */
+                accepted = true;
+                score = sc;
+                memcpy(a->f, a->ftry, (size_t)d * sizeof *a->f);
+                memcpy(a->grad, a->gtry, (size_t)d * sizeof *a->grad);
+                t *= 4; /* the loop's halving leaves a longer step next time */
+            }
+        }
+        if (!accepted || score - before < 1e-10) break;
+    }
+    for (int j = 0; j < d; j++)
+        if (a->free[j]) u[j] = a->f[j];
 }
 
 /* Fills the model's rows: the complete trials (targets standardised), then
@@ -236,11 +290,16 @@ static int propose(lt__hpo_sampler *self, const lt__hpo_history *h, double *valu
     LT_ASSERT(top.u);
     double best_score = -INFINITY;
     bool found = false;
-    /* uniform candidates */
+    /* uniform candidates; the best of them start ascents too, apart from
+     * the incumbent's basin */
+    top_list wide = {.u = malloc((size_t)LT__GP_TOP * d * sizeof(double))};
+    LT_ASSERT(wide.u);
     for (int done = 0; done < LT__GP_RANDOM && !rc; done += s->batch) {
         int m = LT__GP_RANDOM - done < s->batch ? LT__GP_RANDOM - done : s->batch;
         for (int k = 0; k < m * d; k++) s->cu[k] = lt_hpo_rng_uniform(&s->rng);
         if (!(rc = score_batch(s, m, best))) take(s, h, m, &top, &best_score, values);
+        for (int c = 0; c < m && !rc; c++)
+            if (isfinite(s->score[c])) top_offer(&wide, d, &s->cu[(size_t)c * d], s->score[c]);
     }
     /* perturbations of the best trials, at three widths */
     double *base = malloc((size_t)d * sizeof *base);
@@ -268,6 +327,29 @@ static int propose(lt__hpo_sampler *self, const lt__hpo_history *h, double *valu
         free(su);
         if (!(rc = score_batch(s, m, best))) take(s, h, m, &top, &best_score, values);
     }
+    /* gradient ascents from the best candidates near and far */
+    if (!rc) {
+        int nm = s->gp.n, m = 0;
+        ascent_scratch a = {
+            .values = malloc((size_t)7 * d * sizeof(double)),
+            .work = malloc((size_t)(3 * nm + d) * sizeof(double)),
+            .free = malloc((size_t)d * sizeof(bool)),
+        };
+        LT_ASSERT(a.values && a.work && a.free);
+        a.f = a.values + d, a.ftry = a.f + d, a.grad = a.ftry + d, a.gtry = a.grad + d;
+        a.dmu = a.gtry + d, a.dsd = a.dmu + d;
+        const top_list *lists[2] = {&top, &wide};
+        for (int l = 0; l < 2; l++)
+            for (int t = 0; t < lists[l]->n && m < s->batch; t++, m++) {
+                memcpy(&s->cu[(size_t)m * d], &lists[l]->u[(size_t)t * d], (size_t)d * sizeof(double));
+                ascend(s, &a, &s->cu[(size_t)m * d], best);
+            }
+        free(a.values);
+        free(a.work);
+        free(a.free);
+        if (!(rc = score_batch(s, m, best))) take(s, h, m, &top, &best_score, values);
+    }
+    free(wide.u);
     found = best_score > -INFINITY;
     if (!found && !rc) { /* every candidate seen before: a uniform point */
         for (int j = 0; j < d; j++) base[j] = lt_hpo_rng_uniform(&s->rng);
@@ -302,7 +384,7 @@ lt__hpo_sampler *lt__hpo_sampler_gp(const lt_hpo_space *sp, uint64_t seed, int n
     s->space = sp;
     s->d = d;
     s->n_startup = n_startup > 0                 ? n_startup
-                   : 2 * d > LT__GP_STARTUP_MIN ? 2 * d
+                   : d > LT__GP_STARTUP_MIN     ? d
                                                 : LT__GP_STARTUP_MIN;
     s->last_fit = -1;
     s->batch = 256;

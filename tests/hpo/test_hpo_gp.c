@@ -3,8 +3,9 @@
  * equality); the posterior interpolating noiseless data with its standard
  * deviation vanishing there and returning to the prior far away; the
  * posterior at one test point against the two-point formula written out
- * by hand; and the marginal-likelihood fit choosing a short length scale
- * for a wiggly function and a long one for a line. */
+ * by hand; the gradients of the posterior and of log expected improvement
+ * against central differences; and the marginal-likelihood fit choosing a
+ * short length scale for a wiggly function and a long one for a line. */
 #include <math.h>
 
 #include "hpo/gp.h"
@@ -73,6 +74,83 @@ static void test_posterior(void) {
     lt__gp_free(&g);
 }
 
+/* The posterior's gradients at a few points of a 3-dimensional model (the
+ * third dimension categorical) against central differences of the
+ * posterior itself; one point sits on a data point (r = 0). */
+static void test_posterior_gradient(void) {
+    bool cat[3] = {false, false, true};
+    lt__gp g;
+    ASSERT_EQ(lt__gp_init(&g, 16, 3, cat), LT_OK);
+    g.theta[0] = log(1.7);
+    g.theta[1] = log(1e-4);
+    g.theta[2] = log(0.3);
+    g.theta[3] = log(0.8);
+    g.theta[4] = log(0.5);
+    lt_hpo_rng r;
+    lt_hpo_rng_seed(&r, 11);
+    g.n = 9;
+    for (int i = 0; i < g.n; i++) {
+        g.X[i * 3] = lt_hpo_rng_uniform(&r);
+        g.X[i * 3 + 1] = lt_hpo_rng_uniform(&r);
+        g.X[i * 3 + 2] = i % 3; /* a choice */
+        g.y[i] = sin(4 * g.X[i * 3]) + g.X[i * 3 + 1] * g.X[i * 3 + 2];
+    }
+    ASSERT_EQ(lt__gp_factor(&g), LT_OK);
+    double pts[4][3] = {{0.5, 0.5, 0}, {0.1, 0.9, 2}, {0.93, 0.02, 1}, {0}};
+    for (int j = 0; j < 3; j++) pts[3][j] = g.X[4 * 3 + j];
+    pts[3][0] += 1e-3; /* next to a data point, where sd is small */
+    double work[3 * 9 + 3];
+    for (int p = 0; p < 4; p++) {
+        double mu, sd, dmu[3], dsd[3], mu1, sd1;
+        lt__gp_predict_grad(&g, pts[p], &mu, &sd, dmu, dsd, work);
+        ASSERT_EQ(lt__gp_predict(&g, 1, pts[p], &mu1, &sd1), LT_OK);
+        ASSERT_NEAR(mu, mu1, 1e-12);
+        ASSERT_NEAR(sd, sd1, 1e-10);
+        for (int j = 0; j < 2; j++) {
+            double x[3] = {pts[p][0], pts[p][1], pts[p][2]}, h = 1e-6, mp, sp, mm, sm;
+            x[j] += h;
+            ASSERT_EQ(lt__gp_predict(&g, 1, x, &mp, &sp), LT_OK);
+            x[j] -= 2 * h;
+            ASSERT_EQ(lt__gp_predict(&g, 1, x, &mm, &sm), LT_OK);
+            ASSERT_NEAR(dmu[j], (mp - mm) / (2 * h), 1e-5 * (1 + fabs(dmu[j])));
+            ASSERT_NEAR(dsd[j], (sp - sm) / (2 * h), 1e-5 * (1 + fabs(dsd[j])));
+        }
+        ASSERT_EQ(dmu[2], 0.0);
+        ASSERT_EQ(dsd[2], 0.0);
+    }
+    double on[3] = {g.X[0], g.X[1], g.X[2]}, mu, sd, dmu[3], dsd[3];
+    lt__gp_predict_grad(&g, on, &mu, &sd, dmu, dsd, work);
+    ASSERT_TRUE(isfinite(mu) && isfinite(sd) && isfinite(dmu[0]) && isfinite(dsd[0]));
+    lt__gp_free(&g);
+}
+
+/* log EI against its definition (numerically integrated) where that is
+ * representable, continuous across the switch to its tail series, and its
+ * partials against central differences everywhere. */
+static void test_log_ei(void) {
+    double best = 0.3, sd = 0.7;
+    double zs[] = {3, 0.5, 0, -1, -4.99, -5.01, -8, -30};
+    for (size_t k = 0; k < sizeof zs / sizeof *zs; k++) {
+        double mu = best - zs[k] * sd, d_mu, d_sd;
+        double v = lt__gp_log_ei(mu, sd, best, &d_mu, &d_sd);
+        if (zs[k] > -9) { /* E[max(best - Y, 0)] by the midpoint rule */
+            double ei = 0, step = 1e-4;
+            for (double t = -12 + step / 2; t < 12; t += step) {
+                double y = mu + sd * t, gain = best - y;
+                if (gain > 0) ei += gain * exp(-0.5 * t * t) / sqrt(2 * M_PI) * step;
+            }
+            ASSERT_NEAR(v, log(ei), 1e-4);
+        }
+        double h = 1e-6 * sd;
+        double gm = (lt__gp_log_ei(mu + h, sd, best, NULL, NULL) -
+                     lt__gp_log_ei(mu - h, sd, best, NULL, NULL)) / (2 * h);
+        double gs = (lt__gp_log_ei(mu, sd + h, best, NULL, NULL) -
+                     lt__gp_log_ei(mu, sd - h, best, NULL, NULL)) / (2 * h);
+        ASSERT_NEAR(d_mu, gm, 1e-4 * (1 + fabs(gm)));
+        ASSERT_NEAR(d_sd, gs, 1e-4 * (1 + fabs(gs)));
+    }
+}
+
 /* Fitted length scale of 30 points of f on [0, 1]. */
 static double fitted_scale(double (*f)(double)) {
     bool cat[1] = {false};
@@ -108,6 +186,8 @@ static void test_fit(void) {
 int main(void) {
     test_kernel();
     test_posterior();
+    test_posterior_gradient();
+    test_log_ei();
     test_fit();
     return lt_test_finish();
 }

@@ -188,7 +188,7 @@ static void measure_ask(lt_hpo_sampler_kind k, int n) {
 int main(void) {
     test_objectives();
     test_parallel();
-    compare("branin", 50, 0.01, 0.1);
+    compare("branin", 50, 1e-3, 0.1);
     compare("hartmann6", 100, 0.25, 0.3);
     measure_ask(LT_HPO_SAMPLER_GP, 100);
     measure_ask(LT_HPO_SAMPLER_GP, 500);
