@@ -270,6 +270,7 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                                                          _mm256_set1_epi32(x4(x, e0 + 4 * p + 4)));
                         }
                         S[t] = _mm256_add_epi32(S[t], _mm256_mullo_epi32(_mm256_add_epi32(a0, a1), s1));
+                        LT__PIN(S[t]);
                         (void)sc;
                         continue;
 #endif
@@ -278,6 +279,7 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                             p16 = _mm256_add_epi16(
                                 p16, _mm256_maddubs_epi16(w[p], _mm256_set1_epi32(x4(x, e0 + 4 * p))));
                         S[t] = lt__acc_madd(S[t], p16, sc);
+                        LT__PIN(S[t]);
                     }
                 }
             for (int k = 0; k < 4; k++) { /* the minimums of sub-blocks 2k, 2k + 1 against their x sums */
@@ -370,6 +372,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
                         U[t] = _mm256_add_epi32(U[t], _mm256_madd_epi16(p16, p < 4 ? sc0 : sc1));
                     }
 #endif
+                    LT__PIN(U[t]);
                 }
             }
             for (int k = 0; k < 8; k++) { /* the offset of 32: scales 2k, 2k + 1 against their x sums */

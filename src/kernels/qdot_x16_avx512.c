@@ -6,6 +6,7 @@
  * without it vpmaddubsw and vpmaddwd do (levels <= 15 against |x| <= 127:
  * 16 products a 16-bit lane at most 30480, exact). */
 #include "kernels/qdot.h"
+#include "kernels/qdot_x86.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -242,6 +243,7 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                                                      _mm512_set1_epi32(x4(x, e0 + 4 * p + 4)));
                         }
                         S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), s1));
+                        LT__PIN(S[t]);
                         continue;
                     }
                     __m512i p16 = _mm512_maddubs_epi16(w[0], _mm512_set1_epi32(x4(x, e0)));
@@ -249,6 +251,7 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                         p16 = _mm512_add_epi16(
                             p16, _mm512_maddubs_epi16(w[p], _mm512_set1_epi32(x4(x, e0 + 4 * p))));
                     S[t] = acc_madd(S[t], p16, sc, vnni);
+                    LT__PIN(S[t]);
                 }
             }
         for (int k = 0; k < 4; k++) { /* the minimums of sub-blocks 2k, 2k + 1 against their x sums */
@@ -322,6 +325,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
                     }
                     U[t] = _mm512_add_epi32(U[t], _mm512_add_epi32(_mm512_mullo_epi32(a0, s0),
                                                                    _mm512_mullo_epi32(a1, s1)));
+                    LT__PIN(U[t]);
                     continue;
                 }
                 /* two pieces' pairs at most 2 x 2 x 63 x 127 in 16 bits */
@@ -335,6 +339,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
                         _mm512_maddubs_epi16(w[p + 1], _mm512_set1_epi32(x4(x, e0 + 4 * p + 4))));
                     U[t] = _mm512_add_epi32(U[t], _mm512_madd_epi16(p16, p < 4 ? sc0 : sc1));
                 }
+                LT__PIN(U[t]);
             }
         }
         for (int k = 0; k < 8; k++) { /* the offset of 32: scales 2k, 2k + 1 against their x sums */
