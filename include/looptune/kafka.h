@@ -59,7 +59,15 @@ typedef struct {
     const char *brokers;         /* bootstrap.servers "host:port[,...]"; NULL: props set it */
     const lt_kafka_props *props; /* applied last, after looptune's defaults; may be NULL */
     const char *client_id;       /* NULL: "looptune" */
+    /* The broker is this process's embedded one (lt_devbroker): consumers'
+     * fetches wait at most LT_KAFKA_IN_PROCESS_FETCH_WAIT_MS. librdkafka's
+     * mock cluster answers an empty fetch only when its whole wait is over
+     * (a real broker answers as soon as records arrive), so the usual waits
+     * of 50-100 ms would be latency on every hop. */
+    bool in_process;
 } lt_kafka_conn;
+
+#define LT_KAFKA_IN_PROCESS_FETCH_WAIT_MS "5"
 
 /* ---- producer ---------------------------------------------------------------- */
 

@@ -16,12 +16,15 @@ int lt__kafka_conf_new(rd_kafka_conf_t **out, const lt_kafka_conn *conn,
     char err[512];
     const char *bad = NULL;
     /* looptune's defaults: wrong values here are programming errors */
-    for (size_t i = 0; defaults && defaults[i]; i += 2)
-        if (rd_kafka_conf_set(conf, defaults[i], defaults[i + 1], err, sizeof err) !=
-            RD_KAFKA_CONF_OK) {
+    for (size_t i = 0; defaults && defaults[i]; i += 2) {
+        const char *v = defaults[i + 1];
+        if (conn && conn->in_process && !strcmp(defaults[i], "fetch.wait.max.ms"))
+            v = LT_KAFKA_IN_PROCESS_FETCH_WAIT_MS;
+        if (rd_kafka_conf_set(conf, defaults[i], v, err, sizeof err) != RD_KAFKA_CONF_OK) {
             bad = defaults[i];
             goto fail;
         }
+    }
     if (conn && conn->brokers &&
         rd_kafka_conf_set(conf, "bootstrap.servers", conn->brokers, err, sizeof err) !=
             RD_KAFKA_CONF_OK) {

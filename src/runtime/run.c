@@ -150,6 +150,7 @@ static int open_telemetry(lt_run *r, lt_pool *pool) {
         if (!conn.brokers) {
             if ((rc = lt_devbroker_open(&r->dev, 1, 0))) return rc;
             conn.brokers = lt_devbroker_bootstrap(r->dev);
+            conn.in_process = true;
         }
         snprintf(r->brokers, sizeof r->brokers, "%s", conn.brokers);
         char topic[256];

@@ -341,6 +341,7 @@ int lt_cmd_serve(int argc, char **argv) {
     if (!lt_cli_kafka_has_brokers(&kafka)) {
         if (lt_devbroker_open(&dev, 1, 0)) FAIL("cannot start the embedded broker: %s", lt_errmsg());
         so.conn.brokers = lt_devbroker_bootstrap(dev);
+        so.conn.in_process = true;
         so.devbroker = dev;
         so.at_least_once = true; /* the embedded broker's transactions are not to rely on */
         fprintf(stderr, "looptune serve: no --brokers: serving on the embedded in-memory broker at "

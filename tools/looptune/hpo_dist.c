@@ -693,6 +693,7 @@ int lt_cli_hpo_run_embedded(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
     }
     lt_cli_kafka k = *d->kafka;
     k.conn.brokers = lt_devbroker_bootstrap(dev);
+    k.conn.in_process = true;
     lt_cli_hpo_dist dd = *d;
     dd.kafka = &k;
     const char *prefix = lt_cli_kafka_prefix(&k);
