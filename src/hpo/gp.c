@@ -26,6 +26,14 @@
 #define LOG_NOISE_MAX (0.0)
 #define SQRT5 2.23606797749979
 
+/* The Matérn 5/2 kernel of amplitude amp at squared scaled distance r2;
+ * with c, also *c = (dk / dr) / r, so that dk / dx_j = *c (x_j - y_j) / l_j^2. */
+static double matern52(double r2, double amp, double *c) {
+    double r = sqrt(r2), e = exp(-SQRT5 * r);
+    if (c) *c = -5.0 / 3.0 * amp * (1 + SQRT5 * r) * e;
+    return amp * (1 + SQRT5 * r + 5.0 / 3.0 * r2) * e;
+}
+
 double lt__gp_kernel(const lt__gp *g, const double *theta, const double *a, const double *b) {
     double r2 = 0;
     for (int j = 0; j < g->d; j++) {
@@ -33,8 +41,7 @@ double lt__gp_kernel(const lt__gp *g, const double *theta, const double *a, cons
         double dj = g->cat[j] ? (a[j] != b[j]) : (a[j] - b[j]);
         r2 += dj * dj * inv * inv;
     }
-    double r = sqrt(r2);
-    return exp(theta[0]) * (1 + SQRT5 * r + 5.0 / 3.0 * r2) * exp(-SQRT5 * r);
+    return matern52(r2, exp(theta[0]), NULL);
 }
 
 int lt__gp_init(lt__gp *g, int cap, int d, const bool *cat) {
@@ -269,9 +276,7 @@ void lt__gp_predict_grad(const lt__gp *g, const double *x, double *mu, double *s
             double dj = g->cat[j] ? (x[j] != xi[j]) : (x[j] - xi[j]);
             r2 += dj * dj * inv2[j];
         }
-        double r = sqrt(r2), e = exp(-SQRT5 * r);
-        k[i] = amp * (1 + SQRT5 * r + 5.0 / 3.0 * r2) * e;
-        c[i] = -5.0 / 3.0 * amp * (1 + SQRT5 * r) * e;
+        k[i] = matern52(r2, amp, &c[i]);
         *mu += g->alpha[i] * k[i];
     }
     /* v = L^-1 k, var = amp - |v|^2, then v := L^-T v = (K + noise I)^-1 k */
@@ -289,8 +294,8 @@ void lt__gp_predict_grad(const lt__gp *g, const double *x, double *mu, double *s
         for (int j = i + 1; j < n; j++) t -= col[j] * v[j];
         v[i] = t / col[i];
     }
-    bool floor = !(var > 1e-12 * amp);
-    *sd = sqrt(floor ? 1e-12 * amp : var);
+    bool at_floor = !(var > 1e-12 * amp);
+    *sd = sqrt(at_floor ? 1e-12 * amp : var);
     /* dmu = sum alpha_i dk_i, dvar = -2 sum v_i dk_i */
     for (int i = 0; i < n; i++) {
         const double *xi = &g->X[(size_t)i * d];
@@ -298,7 +303,7 @@ void lt__gp_predict_grad(const lt__gp *g, const double *x, double *mu, double *s
             if (g->cat[j]) continue;
             double dk = c[i] * (x[j] - xi[j]) * inv2[j];
             dmu[j] += g->alpha[i] * dk;
-            if (!floor) dsd[j] -= v[i] * dk / *sd; /* d sd = d var / (2 sd) */
+            if (!at_floor) dsd[j] -= v[i] * dk / *sd; /* d sd = d var / (2 sd) */
         }
     }
 }
