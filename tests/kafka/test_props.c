@@ -1,10 +1,12 @@
 /* Client properties without a broker: -X parsing, properties files and their
- * line-numbered errors, the check against librdkafka, and the errors a
- * client reports for bad properties or a missing broker address. */
+ * line-numbered errors, the check against librdkafka, the errors a client
+ * reports for bad properties or a missing broker address, and the short
+ * fetch wait of the embedded broker's own clients. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kafka/kafka_internal.h"
 #include "kafka_test.h"
 #include "looptune/kafka.h"
 #include "test.h"
@@ -130,7 +132,28 @@ static void test_check_and_clients(void) {
     lt_kafka_props_free(p);
 }
 
+/* A client of the embedded broker in this process fetches with a short
+ * wait instead of its default; the user's own -X still decides last. */
+static void test_in_process_fetch_wait(void) {
+    const char *const defaults[] = {"fetch.wait.max.ms", "100", NULL};
+    lt_kafka_props *p;
+    ASSERT_EQ(lt_kafka_props_init(&p), LT_OK);
+    for (int k = 0; k < 3; k++) {
+        if (k == 2) ASSERT_EQ(lt_kafka_props_parse(p, "fetch.wait.max.ms=77"), LT_OK);
+        lt_kafka_conn conn = {.brokers = "127.0.0.1:9", .props = p, .in_process = k > 0};
+        rd_kafka_conf_t *conf;
+        ASSERT_EQ(lt__kafka_conf_new(&conf, &conn, defaults), LT_OK);
+        char v[32];
+        size_t n = sizeof v;
+        ASSERT_EQ(rd_kafka_conf_get(conf, "fetch.wait.max.ms", v, &n), RD_KAFKA_CONF_OK);
+        ASSERT_STREQ(v, k == 0 ? "100" : k == 1 ? LT_KAFKA_IN_PROCESS_FETCH_WAIT_MS : "77");
+        rd_kafka_conf_destroy(conf);
+    }
+    lt_kafka_props_free(p);
+}
+
 int main(void) {
+    test_in_process_fetch_wait();
     test_parse();
     test_file();
     test_check_and_clients();
