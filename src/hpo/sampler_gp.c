@@ -146,9 +146,10 @@ static void take(gp_sampler *s, const lt__hpo_history *h, int m, top_list *top, 
     }
 }
 
-/* Scratch of ascend, for a model of n points. */
+/* Scratch of ascend, for a model of n points, and the model's squared
+ * length scales ls2[d] (the steps' scales), taken once per proposal. */
 typedef struct {
-    double *values, *f, *ftry, *grad, *gtry, *dmu, *dsd, *work;
+    double *values, *f, *ftry, *grad, *gtry, *dmu, *dsd, *ls2, *work;
     bool *free;
 } ascent_scratch;
 
@@ -187,7 +188,7 @@ static void ascend(gp_sampler *s, ascent_scratch *a, double *u, double best) {
             for (int j = 0; j < d; j++) {
                 double v = a->f[j];
                 if (a->free[j]) {
-                    v += t * exp(2 * s->gp.theta[2 + j]) * a->grad[j];
+                    v += t * a->ls2[j] * a->grad[j];
                     v = v < 0 ? 0 : v > 1 ? 1 : v;
                 }
                 a->ftry[j] = v;
@@ -331,13 +332,14 @@ static int propose(lt__hpo_sampler *self, const lt__hpo_history *h, double *valu
     if (!rc) {
         int nm = s->gp.n, m = 0;
         ascent_scratch a = {
-            .values = malloc((size_t)7 * d * sizeof(double)),
+            .values = malloc((size_t)8 * d * sizeof(double)),
             .work = malloc((size_t)(3 * nm + d) * sizeof(double)),
             .free = malloc((size_t)d * sizeof(bool)),
         };
         LT_ASSERT(a.values && a.work && a.free);
         a.f = a.values + d, a.ftry = a.f + d, a.grad = a.ftry + d, a.gtry = a.grad + d;
-        a.dmu = a.gtry + d, a.dsd = a.dmu + d;
+        a.dmu = a.gtry + d, a.dsd = a.dmu + d, a.ls2 = a.dsd + d;
+        for (int j = 0; j < d; j++) a.ls2[j] = exp(2 * s->gp.theta[2 + j]);
         const top_list *lists[2] = {&top, &wide};
         for (int l = 0; l < 2; l++)
             for (int t = 0; t < lists[l]->n && m < s->batch; t++, m++) {
