@@ -181,17 +181,32 @@ LEGACY_BODY(q5_1_n, true, true)
 
 enum { K_HEAD = 4 * LT_X16_ROWS + 3 * PIECE, K_BLOCK = K_HEAD + 32 * PIECE };
 
-/* Sub-block j's six-bit scale (or minimum: mins) of 16 rows from the three
- * scale pieces u (lt_qk_scale_min's bit layout, a row a lane). */
-static inline __attribute__((always_inline)) __m512i six_bits(const __m512i u[3], int j,
-                                                              bool mins) {
-    const __m512i lo = u[mins ? 1 : 0];
-    if (j < 4) return _mm512_and_si512(_mm512_srli_epi32(lo, 8 * j), _mm512_set1_epi32(63));
-    const int k = j - 4;
-    const __m512i low4 =
-        _mm512_and_si512(_mm512_srli_epi32(u[2], 8 * k + (mins ? 4 : 0)), _mm512_set1_epi32(15));
-    const __m512i top2 = _mm512_and_si512(_mm512_srli_epi32(lo, 8 * k + 6), _mm512_set1_epi32(3));
-    return _mm512_or_si512(low4, _mm512_slli_epi32(top2, 4));
+/* The 16 rows' eight six-bit scales and eight minimums as bytes, four a
+ * lane (byte j % 4 of q[j / 4] is sub-block j's scale, of q[2 + j / 4] its
+ * minimum), from the three scale pieces u (lt_qk_scale_min's bit layout,
+ * a row a lane): eleven instructions for all sixteen, then one byte
+ * shuffle (pick) takes out each. */
+static inline __attribute__((always_inline)) void scale_bytes(const __m512i u[3], __m512i q[4]) {
+    const __m512i m6 = _mm512_set1_epi8(63), m4 = _mm512_set1_epi8(15),
+                  m30 = _mm512_set1_epi8(0x30);
+    q[0] = _mm512_and_si512(u[0], m6);
+    q[2] = _mm512_and_si512(u[1], m6);
+    /* sub-blocks 4 .. 7: the low four bits from u[2]'s nibbles, the top two
+     * from u[0]'s (scales) or u[1]'s (minimums) top bits; a 16-bit shift
+     * moves the next byte's bits only into bits the masks clear */
+    q[1] = _mm512_or_si512(_mm512_and_si512(u[2], m4),
+                           _mm512_and_si512(_mm512_srli_epi16(u[0], 2), m30));
+    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(u[2], 4), m4),
+                           _mm512_and_si512(_mm512_srli_epi16(u[1], 2), m30));
+}
+
+/* The vpshufb control that puts byte a of every 32-bit lane at its byte 0
+ * and byte b (none if b < 0) at its byte 2, zeros elsewhere. */
+static inline __attribute__((always_inline)) __m512i pick(int a, int b) {
+    int l[4];
+    for (int i = 0; i < 4; i++)
+        l[i] = (4 * i + a) | 0x80 << 8 | (b < 0 ? 0x80 : 4 * i + b) << 16 | (int)(0x80u << 24);
+    return _mm512_set4_epi32(l[3], l[2], l[1], l[0]);
 }
 
 /* x's 4 bytes at byte o of its qs */
@@ -218,19 +233,25 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
         const uint8_t *blk = g + (size_t)b * K_BLOCK;
         if (pf)
             for (int o = 0; o < K_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
-        __m512i u[3];
+        __m512i u[3], q[4];
         for (int k = 0; k < 3; k++) u[k] = _mm512_loadu_si512(blk + 4 * LT_X16_ROWS + k * PIECE);
+        scale_bytes(u, q);
         __m512i S[LT__QDOT_MULTI_MAX], M[LT__QDOT_MULTI_MAX];
         for (int t = 0; t < nt; t++) S[t] = M[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
             _Pragma("GCC unroll 2") for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
+                /* with VNNI the high nibbles stay in place, 16 times their
+                 * level: their sums are multiples of 16, shifted back exactly */
                 __m512i w[8];
                 for (int p = 0; p < 8; p++) {
                     const __m512i v = _mm512_loadu_si512(blk + K_HEAD + (8 * c + p) * PIECE);
-                    w[p] = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
+                    w[p] = !hi ? _mm512_and_si512(v, m4)
+                           : vnni ? _mm512_and_si512(v, _mm512_set1_epi8((char)0xf0))
+                                  : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 }
-                const __m512i s1 = six_bits(u, 2 * c + hi, false);
-                const __m512i sc = _mm512_or_si512(s1, _mm512_slli_epi32(s1, 16));
+                const int j = 2 * c + hi; /* the scale alone (VNNI) or in both pairs of the lane */
+                const __m512i s1 = _mm512_shuffle_epi8(q[j / 4], pick(j % 4, -1));
+                const __m512i sc = _mm512_shuffle_epi8(q[j / 4], pick(j % 4, j % 4));
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                     const lt__xqk *x = (const lt__xqk *)xq[t] + b;
                     /* sub-block 2c + hi in x's paired order (lt__xqk_pos) */
@@ -242,7 +263,9 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                             a1 = _mm512_dpbusd_epi32(a1, w[p + 1],
                                                      _mm512_set1_epi32(x4(x, e0 + 4 * p + 4)));
                         }
-                        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), s1));
+                        __m512i a = _mm512_add_epi32(a0, a1);
+                        if (hi) a = _mm512_srai_epi32(a, 4);
+                        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(a, s1));
                         LT__PIN(S[t]);
                         continue;
                     }
@@ -255,8 +278,7 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                 }
             }
         for (int k = 0; k < 4; k++) { /* the minimums of sub-blocks 2k, 2k + 1 against their x sums */
-            const __m512i mn = _mm512_or_si512(six_bits(u, 2 * k, true),
-                                               _mm512_slli_epi32(six_bits(u, 2 * k + 1, true), 16));
+            const __m512i mn = _mm512_shuffle_epi8(q[2 + k / 2], pick(2 * k % 4, (2 * k + 1) % 4));
             for (int t = 0; t < nt; t++) {
                 const int16_t *bs = ((const lt__xqk *)xq[t] + b)->bsums;
                 const uint32_t pair = (uint16_t)(bs[4 * k] + bs[4 * k + 1]) |
