@@ -215,7 +215,7 @@ enum { K_HEAD = 4 * LT_X16_ROWS + 3 * PIECE, K_BLOCK = K_HEAD + 32 * PIECE };
  * lane (byte j % 4 of q[j / 4] is sub-block j's scale, of q[2 + j / 4] its
  * minimum), from the three scale pieces u (lt_qk_scale_min's bit layout,
  * a row a lane): eleven instructions for all sixteen, then one byte
- * shuffle (pick) takes out each. */
+ * shuffle (lane_shuffle) takes out each. */
 static inline __attribute__((always_inline)) void scale_bytes(const __m256i u[3], __m256i q[4]) {
     const __m256i m6 = _mm256_set1_epi8(63), m4 = _mm256_set1_epi8(15),
                   m30 = _mm256_set1_epi8(0x30);
@@ -230,13 +230,12 @@ static inline __attribute__((always_inline)) void scale_bytes(const __m256i u[3]
                            _mm256_and_si256(_mm256_srli_epi16(u[1], 2), m30));
 }
 
-/* The vpshufb control that puts byte a of every 32-bit lane at its byte 0
- * and byte b (none if b < 0) at its byte 2, zeros elsewhere. */
-static inline __attribute__((always_inline)) __m256i pick(int a, int b) {
-    int l[4];
-    for (int i = 0; i < 4; i++)
-        l[i] = (4 * i + a) | 0x80 << 8 | (b < 0 ? 0x80 : 4 * i + b) << 16 | (int)(0x80u << 24);
-    return _mm256_setr_epi32(l[0], l[1], l[2], l[3], l[0], l[1], l[2], l[3]);
+/* The vpshufb control that fills byte k of every 32-bit lane from its byte
+ * s_k (zero where s_k < 0). */
+static inline __attribute__((always_inline)) __m256i lane_shuffle(int s0, int s1, int s2, int s3) {
+    const int l0 = lt__shuf_lane(0, s0, s1, s2, s3), l1 = lt__shuf_lane(1, s0, s1, s2, s3),
+              l2 = lt__shuf_lane(2, s0, s1, s2, s3), l3 = lt__shuf_lane(3, s0, s1, s2, s3);
+    return _mm256_setr_epi32(l0, l1, l2, l3, l0, l1, l2, l3);
 }
 
 /* x's 4 bytes at element e of a 256 block (lt__xqk's paired order) */
@@ -281,9 +280,9 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                     }
                     const int j = 2 * c + hi;
 #if LT_QDOT_AVXVNNI /* the scale alone, or in both pairs of the lane */
-                    const __m256i s1 = _mm256_shuffle_epi8(q[j / 4], pick(j % 4, -1));
+                    const __m256i s1 = _mm256_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, -1, -1));
 #else
-                    const __m256i sc = _mm256_shuffle_epi8(q[j / 4], pick(j % 4, j % 4));
+                    const __m256i sc = _mm256_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, j % 4, -1));
 #endif
                     _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                         const lt__xqk *x = (const lt__xqk *)xq[t] + b;
@@ -310,7 +309,7 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                     }
                 }
             for (int k = 0; k < 4; k++) { /* the minimums of sub-blocks 2k, 2k + 1 against their x sums */
-                const __m256i mn = _mm256_shuffle_epi8(q[2 + k / 2], pick(2 * k % 4, (2 * k + 1) % 4));
+                const __m256i mn = _mm256_shuffle_epi8(q[2 + k / 2], lane_shuffle(2 * k % 4, -1, (2 * k + 1) % 4, -1));
                 for (int t = 0; t < nt; t++) {
                     const int16_t *bs = ((const lt__xqk *)xq[t] + b)->bsums;
                     const uint32_t pair = (uint16_t)(bs[4 * k] + bs[4 * k + 1]) |
@@ -343,6 +342,16 @@ static inline __attribute__((always_inline)) __m256i q6_scale(const uint8_t *blk
     return _mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * (i % 4)), 24);
 }
 
+/* Scales 2k and 2k + 1 of half h's 8 rows, sign-extended, as each lane's
+ * two 16-bit halves. */
+static inline __attribute__((always_inline)) __m256i q6_scale_pair(const uint8_t *blk, int h,
+                                                                   int k) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + (k / 2) * PIECE + 32 * h));
+    return _mm256_srai_epi16(
+        _mm256_shuffle_epi8(v, lane_shuffle(-1, 2 * k % 4, -1, (2 * k + 1) % 4)), 8);
+}
+
+
 static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64_t nb,
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out) {
@@ -358,6 +367,10 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
             for (int t = 0; t < nt; t++) U[t] = O[t] = _mm256_setzero_si256();
             _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
             _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) { /* elements 128h + 32q .. + 31 */
+                const __m256i s0 = q6_scale(blk, hh, 8 * h + 2 * q);
+                const __m256i s1 = q6_scale(blk, hh, 8 * h + 2 * q + 1);
+                /* x's paired order: quarters 1 and 2 of each 128 swapped */
+                const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
                 __m256i w[8];
                 for (int p = 0; p < 8; p++) {
                     const __m256i l4 = _mm256_loadu_si256(
@@ -370,10 +383,6 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
                                      : q == 2 ? h2 : _mm256_srli_epi16(h2, 2);
                     w[p] = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
                 }
-                const __m256i s0 = q6_scale(blk, hh, 8 * h + 2 * q);
-                const __m256i s1 = q6_scale(blk, hh, 8 * h + 2 * q + 1);
-                /* x's paired order: quarters 1 and 2 of each 128 swapped */
-                const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                     const lt__xqk *x = (const lt__xqk *)xq[t] + b;
 #if LT_QDOT_AVXVNNI
@@ -402,9 +411,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
                 }
             }
             for (int k = 0; k < 8; k++) { /* the offset of 32: scales 2k, 2k + 1 against their x sums */
-                const __m256i pr = _mm256_or_si256(
-                    _mm256_and_si256(q6_scale(blk, hh, 2 * k), _mm256_set1_epi32(0xffff)),
-                    _mm256_slli_epi32(q6_scale(blk, hh, 2 * k + 1), 16));
+                const __m256i pr = q6_scale_pair(blk, hh, k);
                 for (int t = 0; t < nt; t++) {
                     int32_t bs;
                     memcpy(&bs, ((const lt__xqk *)xq[t] + b)->bsums + 2 * k, 4);

@@ -185,7 +185,7 @@ enum { K_HEAD = 4 * LT_X16_ROWS + 3 * PIECE, K_BLOCK = K_HEAD + 32 * PIECE };
  * lane (byte j % 4 of q[j / 4] is sub-block j's scale, of q[2 + j / 4] its
  * minimum), from the three scale pieces u (lt_qk_scale_min's bit layout,
  * a row a lane): eleven instructions for all sixteen, then one byte
- * shuffle (pick) takes out each. */
+ * shuffle (lane_shuffle) takes out each. */
 static inline __attribute__((always_inline)) void scale_bytes(const __m512i u[3], __m512i q[4]) {
     const __m512i m6 = _mm512_set1_epi8(63), m4 = _mm512_set1_epi8(15),
                   m30 = _mm512_set1_epi8(0x30);
@@ -200,13 +200,11 @@ static inline __attribute__((always_inline)) void scale_bytes(const __m512i u[3]
                            _mm512_and_si512(_mm512_srli_epi16(u[1], 2), m30));
 }
 
-/* The vpshufb control that puts byte a of every 32-bit lane at its byte 0
- * and byte b (none if b < 0) at its byte 2, zeros elsewhere. */
-static inline __attribute__((always_inline)) __m512i pick(int a, int b) {
-    int l[4];
-    for (int i = 0; i < 4; i++)
-        l[i] = (4 * i + a) | 0x80 << 8 | (b < 0 ? 0x80 : 4 * i + b) << 16 | (int)(0x80u << 24);
-    return _mm512_set4_epi32(l[3], l[2], l[1], l[0]);
+/* The vpshufb control that fills byte k of every 32-bit lane from its byte
+ * s_k (zero where s_k < 0). */
+static inline __attribute__((always_inline)) __m512i lane_shuffle(int s0, int s1, int s2, int s3) {
+    return _mm512_set4_epi32(lt__shuf_lane(3, s0, s1, s2, s3), lt__shuf_lane(2, s0, s1, s2, s3),
+                             lt__shuf_lane(1, s0, s1, s2, s3), lt__shuf_lane(0, s0, s1, s2, s3));
 }
 
 /* x's 4 bytes at byte o of its qs */
@@ -250,8 +248,8 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                                   : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 }
                 const int j = 2 * c + hi; /* the scale alone (VNNI) or in both pairs of the lane */
-                const __m512i s1 = _mm512_shuffle_epi8(q[j / 4], pick(j % 4, -1));
-                const __m512i sc = _mm512_shuffle_epi8(q[j / 4], pick(j % 4, j % 4));
+                const __m512i s1 = _mm512_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, -1, -1));
+                const __m512i sc = _mm512_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, j % 4, -1));
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                     const lt__xqk *x = (const lt__xqk *)xq[t] + b;
                     /* sub-block 2c + hi in x's paired order (lt__xqk_pos) */
@@ -278,7 +276,7 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                 }
             }
         for (int k = 0; k < 4; k++) { /* the minimums of sub-blocks 2k, 2k + 1 against their x sums */
-            const __m512i mn = _mm512_shuffle_epi8(q[2 + k / 2], pick(2 * k % 4, (2 * k + 1) % 4));
+            const __m512i mn = _mm512_shuffle_epi8(q[2 + k / 2], lane_shuffle(2 * k % 4, -1, (2 * k + 1) % 4, -1));
             for (int t = 0; t < nt; t++) {
                 const int16_t *bs = ((const lt__xqk *)xq[t] + b)->bsums;
                 const uint32_t pair = (uint16_t)(bs[4 * k] + bs[4 * k + 1]) |
@@ -307,7 +305,45 @@ enum { Q6_QL = 4 * PIECE, Q6_QH = Q6_QL + 32 * PIECE, Q6_D = Q6_QH + 16 * PIECE,
 /* Scale i (0 .. 15) of 16 rows, sign-extended, from the four scale pieces. */
 static inline __attribute__((always_inline)) __m512i q6_scale(const uint8_t *blk, int i) {
     const __m512i v = _mm512_loadu_si512(blk + (i / 4) * PIECE);
-    return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * (i % 4)), 24);
+    return _mm512_srai_epi32(_mm512_shuffle_epi8(v, lane_shuffle(-1, -1, -1, i % 4)), 24);
+}
+
+/* Scales 2k and 2k + 1 of 16 rows, sign-extended, as each lane's two 16-bit
+ * halves. */
+static inline __attribute__((always_inline)) __m512i q6_scale_pair(const uint8_t *blk, int k) {
+    const __m512i v = _mm512_loadu_si512(blk + (k / 2) * PIECE);
+    return _mm512_srai_epi16(
+        _mm512_shuffle_epi8(v, lane_shuffle(-1, 2 * k % 4, -1, (2 * k + 1) % 4)), 8);
+}
+
+/* One token's U of elements 128h + 32q .. + 31 with VNNI: the low four bits
+ * and the top two bits of each level dotted apart, both masked in place
+ * (levels times 1 or 16, top bits times 1, 4, 16 or 64), their exact sums
+ * shifted to (low + 16 top) after: two AND a piece instead of five
+ * instructions that join the bits, for a second vpdpbusd. Where one token
+ * takes the block, that is fewer instructions. */
+static inline __attribute__((always_inline)) __m512i q6_split_u(const uint8_t *blk, int h, int q,
+                                                                const lt__xqk *x, int e0,
+                                                                __m512i s0, __m512i s1) {
+    const __m512i ml = _mm512_set1_epi8(q >= 2 ? (char)0xf0 : 0x0f),
+                  mh = _mm512_set1_epi8((char)(3 << 2 * q));
+    __m512i l[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, t[2] = {l[0], l[1]};
+    for (int p = 0; p < 8; p++) {
+        const __m512i l4 = _mm512_loadu_si512(blk + Q6_QL + (16 * h + 8 * (q % 2) + p) * PIECE);
+        const __m512i h2 = _mm512_loadu_si512(blk + Q6_QH + (8 * h + p) * PIECE);
+        const __m512i xb = _mm512_set1_epi32(x4(x, e0 + 4 * p));
+        l[p / 4] = _mm512_dpbusd_epi32(l[p / 4], _mm512_and_si512(l4, ml), xb);
+        t[p / 4] = _mm512_dpbusd_epi32(t[p / 4], _mm512_and_si512(h2, mh), xb);
+    }
+    __m512i a[2];
+    for (int i = 0; i < 2; i++) {
+        const __m512i lo = q >= 2 ? _mm512_srai_epi32(l[i], 4) : l[i];
+        const __m512i top = q == 0 ? _mm512_slli_epi32(t[i], 4)
+                          : q == 1 ? _mm512_slli_epi32(t[i], 2)
+                          : q == 2 ? t[i] : _mm512_srai_epi32(t[i], 2);
+        a[i] = _mm512_add_epi32(lo, top);
+    }
+    return _mm512_add_epi32(_mm512_mullo_epi32(a[0], s0), _mm512_mullo_epi32(a[1], s1));
 }
 
 static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64_t nb,
@@ -324,6 +360,15 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
         for (int t = 0; t < nt; t++) U[t] = O[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) { /* elements 128h + 32q .. + 31 */
+            const __m512i s0 = q6_scale(blk, 8 * h + 2 * q), s1 = q6_scale(blk, 8 * h + 2 * q + 1);
+            /* x's paired order: quarters 1 and 2 of each 128 swapped */
+            const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
+            if (vnni && nt == 1) {
+                U[0] = _mm512_add_epi32(U[0], q6_split_u(blk, h, q, (const lt__xqk *)xq[0] + b,
+                                                         e0, s0, s1));
+                LT__PIN(U[0]);
+                continue;
+            }
             __m512i w[8];
             for (int p = 0; p < 8; p++) {
                 const __m512i l4 = _mm512_loadu_si512(blk + Q6_QL + (16 * h + 8 * (q % 2) + p) * PIECE);
@@ -334,9 +379,6 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
                                  : q == 2 ? h2 : _mm512_srli_epi16(h2, 2);
                 w[p] = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
             }
-            const __m512i s0 = q6_scale(blk, 8 * h + 2 * q), s1 = q6_scale(blk, 8 * h + 2 * q + 1);
-            /* x's paired order: quarters 1 and 2 of each 128 swapped */
-            const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
             _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                 const lt__xqk *x = (const lt__xqk *)xq[t] + b;
                 if (vnni) {
@@ -365,9 +407,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
             }
         }
         for (int k = 0; k < 8; k++) { /* the offset of 32: scales 2k, 2k + 1 against their x sums */
-            const __m512i pr = _mm512_or_si512(
-                _mm512_and_si512(q6_scale(blk, 2 * k), _mm512_set1_epi32(0xffff)),
-                _mm512_slli_epi32(q6_scale(blk, 2 * k + 1), 16));
+            const __m512i pr = q6_scale_pair(blk, k);
             for (int t = 0; t < nt; t++) {
                 int32_t bs;
                 memcpy(&bs, ((const lt__xqk *)xq[t] + b)->bsums + 2 * k, 4);

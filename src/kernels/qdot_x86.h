@@ -54,6 +54,16 @@ static inline __m256 lt__lane_fma(__m256 a, float d, __m256i s) {
 
 static inline float lt__half(uint16_t h) { return _cvtsh_ss(h); }
 
+/* 32-bit lane i (0 .. 3) of a 128-bit vpshufb control that fills byte k of
+ * each 32-bit lane from byte s_k of the same lane, with zero where s_k < 0
+ * (the vector dots pick a row's scales out of its four bytes with it). */
+static inline int lt__shuf_lane(int i, int s0, int s1, int s2, int s3) {
+    const int s[4] = {s0, s1, s2, s3};
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) v |= (unsigned)(s[k] < 0 ? 0x80 : 4 * i + s[k]) << 8 * k;
+    return (int)v;
+}
+
 /* q4_k / q5_k group j (of 4): its 32 quant bytes q give sub-block 2j (low
  * nibbles) and 2j + 1 (high nibbles); q5_k's fifth bits are bits 2j and
  * 2j + 1 of the 32 bytes of qh (h; with_h false for q4_k), moved to bit 4
