@@ -279,95 +279,120 @@ typedef struct {
     const int32_t *xb;
 } q8i8_tok;
 
-/* Pair j / 2 of a group of blocks starting at row block b (quants at wb)
- * into accumulator A of each of T tokens: the row's quants are loaded (and
- * offset) once for all T, and each token's lanes, scale and FMA are those
- * of q8i8_step for one row. */
-LT_INLINE void q8i8_tok_step(bool VNNI, bool SPLIT, int T, int PF, int A, bool two,
-                             __m512 a[4][2], const char *wb, const q8i8_tok *tk, int64_t b,
-                             const __m512 *ds, int64_t j, size_t pf) {
+/* Pair j / 2 of a group of blocks starting at row block b (quants at wb in
+ * the first of U rows ld bytes apart) into accumulator A of each of T
+ * tokens of each row: a row's quants are loaded (and offset) once for all
+ * T, a token's x once for all U, and each row and token's lanes, scale and
+ * FMA are those of q8i8_step for one row. */
+LT_INLINE void q8i8_tok_step(bool VNNI, bool SPLIT, int U, int T, int PF, int A, bool two,
+                             __m512 a[2][4][2], const char *wb, size_t ld, const q8i8_tok *tk,
+                             int64_t b, __m512 ds[2][4], int64_t j, size_t pf) {
     const size_t bb = SPLIT ? LT_QK8_0 : sizeof(lt_block_q8_0);
     const __m512i idx = _mm512_add_epi32(
         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
         _mm512_set1_epi32((int)j));
-    const char *p = wb + (size_t)j * bb;
-    if (PF) _mm_prefetch(p + pf, _MM_HINT_T0);
-    if (PF == 2) _mm_prefetch(p + LT__Q8_FAR * pf, _MM_HINT_T1);
-    const __m512i w = q8_pair_quants(SPLIT, p, two);
-    const __m512i wu = _mm512_xor_si512(w, _mm512_set1_epi8(-128));
+    __m512i w[2], wu[2];
+#pragma GCC unroll 2
+    for (int u = 0; u < U; u++) {
+        const char *p = wb + (size_t)u * ld + (size_t)j * bb;
+        if (PF) _mm_prefetch(p + pf, _MM_HINT_T0);
+        if (PF == 2) _mm_prefetch(p + LT__Q8_FAR * pf, _MM_HINT_T1);
+        w[u] = q8_pair_quants(SPLIT, p, two);
+        wu[u] = _mm512_xor_si512(w[u], _mm512_set1_epi8(-128));
+    }
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
         const __m512i xv = _mm512_load_si512(tk[t].xq + (b + j) * LT__XQ_BLOCK);
         const __m512i bv = _mm512_load_si512(tk[t].xb + (b + j) * LT__XQ8_LANES);
-        const __m512i s32 = VNNI ? _mm512_dpbusd_epi32(bv, wu, xv) : q8i8_pair(false, w, xv, bv);
-        __m512 dot = _mm512_cvtepi32_ps(s32);
-        __m512 sc = _mm512_permutexvar_ps(idx, ds[t]);
-        a[t][A] = two ? _mm512_fmadd_ps(dot, sc, a[t][A])
-                      : _mm512_mask3_fmadd_ps(dot, sc, a[t][A], 0x00ff);
+#pragma GCC unroll 2
+        for (int u = 0; u < U; u++) {
+            const __m512i s32 =
+                VNNI ? _mm512_dpbusd_epi32(bv, wu[u], xv) : q8i8_pair(false, w[u], xv, bv);
+            __m512 dot = _mm512_cvtepi32_ps(s32);
+            __m512 sc = _mm512_permutexvar_ps(idx, ds[u][t]);
+            a[u][t][A] = two ? _mm512_fmadd_ps(dot, sc, a[u][t][A])
+                             : _mm512_mask3_fmadd_ps(dot, sc, a[u][t][A], 0x00ff);
+        }
     }
 }
 
-/* One row (nbrow blocks) against T tokens, whole: y[t][0] = (or +=) each
- * token's sum, in q8i8_rows' order for that token alone. */
-LT_INLINE void q8i8_tok_row(bool VNNI, bool SPLIT, int T, int PF, const char *row,
-                            const q8i8_tok *tk, int64_t nbrow, size_t pf, float *const *y,
-                            bool accumulate) {
-    __m512 a[4][2];
+/* U rows (ld bytes apart, nbrow blocks each) against T tokens, whole:
+ * y[t][u] = (or +=) each row and token's sum, in q8i8_rows' order for that
+ * row and token alone. */
+LT_INLINE void q8i8_tok_rows(bool VNNI, bool SPLIT, int U, int T, int PF, const char *row,
+                             size_t ld, const q8i8_tok *tk, int64_t nbrow, size_t pf,
+                             float *const *y, bool accumulate) {
+    __m512 a[2][4][2];
+#pragma GCC unroll 2
+    for (int u = 0; u < U; u++)
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
+        for (int t = 0; t < T; t++) a[u][t][0] = a[u][t][1] = _mm512_setzero_ps();
     for (int64_t b = 0, nblk; b < nbrow; b += nblk) {
         nblk = lt__q8_chunk(SPLIT, b, nbrow);
         const __mmask16 m = nblk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nblk) - 1);
-        const __m512 d = SPLIT ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
-                                     m, lt_q8s_scales(row, nbrow, b)))
-                               : q8_scales(row + (size_t)b * sizeof(lt_block_q8_0), nblk);
-        __m512 ds[4];
+        __m512 ds[2][4];
+#pragma GCC unroll 2
+        for (int u = 0; u < U; u++) {
+            const char *r = row + (size_t)u * ld;
+            const __m512 d = SPLIT ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                         m, lt_q8s_scales(r, nbrow, b)))
+                                   : q8_scales(r + (size_t)b * sizeof(lt_block_q8_0), nblk);
 #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) ds[t] = _mm512_mul_ps(d, _mm512_maskz_loadu_ps(m, tk[t].xs + b));
+            for (int t = 0; t < T; t++)
+                ds[u][t] = _mm512_mul_ps(d, _mm512_maskz_loadu_ps(m, tk[t].xs + b));
+        }
         const char *wb = SPLIT ? (const char *)lt_q8s_qs(row, nbrow, b)
                                : row + (size_t)b * sizeof(lt_block_q8_0);
         int64_t j = 0;
         for (; j + 4 <= nblk; j += 4) {
-            q8i8_tok_step(VNNI, SPLIT, T, PF, 0, true, a, wb, tk, b, ds, j, pf);
-            q8i8_tok_step(VNNI, SPLIT, T, PF, 1, true, a, wb, tk, b, ds, j + 2, pf);
+            q8i8_tok_step(VNNI, SPLIT, U, T, PF, 0, true, a, wb, ld, tk, b, ds, j, pf);
+            q8i8_tok_step(VNNI, SPLIT, U, T, PF, 1, true, a, wb, ld, tk, b, ds, j + 2, pf);
         }
         if (j + 2 <= nblk) {
-            q8i8_tok_step(VNNI, SPLIT, T, PF, 0, true, a, wb, tk, b, ds, j, pf);
+            q8i8_tok_step(VNNI, SPLIT, U, T, PF, 0, true, a, wb, ld, tk, b, ds, j, pf);
             if (j + 3 == nblk)
-                q8i8_tok_step(VNNI, SPLIT, T, PF, 1, false, a, wb, tk, b, ds, j + 2, pf);
+                q8i8_tok_step(VNNI, SPLIT, U, T, PF, 1, false, a, wb, ld, tk, b, ds, j + 2, pf);
         } else if (j + 1 == nblk) {
-            q8i8_tok_step(VNNI, SPLIT, T, PF, 0, false, a, wb, tk, b, ds, j, pf);
+            q8i8_tok_step(VNNI, SPLIT, U, T, PF, 0, false, a, wb, ld, tk, b, ds, j, pf);
         }
     }
+#pragma GCC unroll 2
+    for (int u = 0; u < U; u++)
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) {
-        float s = reduce_halves(_mm512_add_ps(a[t][0], a[t][1]));
-        y[t][0] = accumulate ? y[t][0] + s : s;
-    }
+        for (int t = 0; t < T; t++) {
+            float s = reduce_halves(_mm512_add_ps(a[u][t][0], a[u][t][1]));
+            y[t][u] = accumulate ? y[t][u] + s : s;
+        }
 }
 
-typedef void (*q8i8_tok_fn)(const char *row, const q8i8_tok *tk, int64_t nbrow, size_t pf,
-                            float *const *y, bool accumulate);
-#define Q8I8_TOK_FN(S, V, T, PF)                                                             \
-    static void q8i8_tok_##S##V##_##T##_##PF(const char *row, const q8i8_tok *tk,            \
-                                             int64_t nbrow, size_t pf, float *const *y,      \
-                                             bool accumulate) {                              \
-        q8i8_tok_row(V, S, T, PF, row, tk, nbrow, pf, y, accumulate);                        \
+typedef void (*q8i8_tok_fn)(const char *row, size_t ld, const q8i8_tok *tk, int64_t nbrow,
+                            size_t pf, float *const *y, bool accumulate);
+#define Q8I8_TOK_FN(S, V, U, T, PF)                                                          \
+    static void q8i8_tok_##S##V##_##U##_##T##_##PF(const char *row, size_t ld,               \
+                                                   const q8i8_tok *tk, int64_t nbrow,        \
+                                                   size_t pf, float *const *y,               \
+                                                   bool accumulate) {                        \
+        q8i8_tok_rows(V, S, U, T, PF, row, ld, tk, nbrow, pf, y, accumulate);                \
     }
-#define Q8I8_TOK_T(S, V, T) Q8I8_TOK_FN(S, V, T, 0) Q8I8_TOK_FN(S, V, T, 1) Q8I8_TOK_FN(S, V, T, 2)
-#define Q8I8_TOK_SV(S, V) Q8I8_TOK_T(S, V, 1) Q8I8_TOK_T(S, V, 2) Q8I8_TOK_T(S, V, 3)          \
-    Q8I8_TOK_T(S, V, 4)
+#define Q8I8_TOK_T(S, V, U, T)                                                               \
+    Q8I8_TOK_FN(S, V, U, T, 0) Q8I8_TOK_FN(S, V, U, T, 1) Q8I8_TOK_FN(S, V, U, T, 2)
+#define Q8I8_TOK_U(S, V, U) Q8I8_TOK_T(S, V, U, 1) Q8I8_TOK_T(S, V, U, 2) Q8I8_TOK_T(S, V, U, 3) \
+    Q8I8_TOK_T(S, V, U, 4)
+#define Q8I8_TOK_SV(S, V) Q8I8_TOK_U(S, V, 1) Q8I8_TOK_U(S, V, 2)
 Q8I8_TOK_SV(0, 0)
 Q8I8_TOK_SV(0, 1)
 Q8I8_TOK_SV(1, 0)
 Q8I8_TOK_SV(1, 1)
-#define Q8I8_TOK_ROW(S, V, T) {q8i8_tok_##S##V##_##T##_0, q8i8_tok_##S##V##_##T##_1,          \
-                               q8i8_tok_##S##V##_##T##_2}
-#define Q8I8_TOK_TS(S, V) {Q8I8_TOK_ROW(S, V, 1), Q8I8_TOK_ROW(S, V, 2), Q8I8_TOK_ROW(S, V, 3), \
-                           Q8I8_TOK_ROW(S, V, 4)}
-/* [split][VNNI][tokens - 1][prefetch: none, near, near and far] */
-static const q8i8_tok_fn q8i8_tok_table[2][2][4][3] = {
-    {Q8I8_TOK_TS(0, 0), Q8I8_TOK_TS(0, 1)}, {Q8I8_TOK_TS(1, 0), Q8I8_TOK_TS(1, 1)}};
+#define Q8I8_TOK_ROW(S, V, U, T)                                                             \
+    {q8i8_tok_##S##V##_##U##_##T##_0, q8i8_tok_##S##V##_##U##_##T##_1,                       \
+     q8i8_tok_##S##V##_##U##_##T##_2}
+#define Q8I8_TOK_TS(S, V, U)                                                                 \
+    {Q8I8_TOK_ROW(S, V, U, 1), Q8I8_TOK_ROW(S, V, U, 2), Q8I8_TOK_ROW(S, V, U, 3),           \
+     Q8I8_TOK_ROW(S, V, U, 4)}
+#define Q8I8_TOK_US(S, V) {Q8I8_TOK_TS(S, V, 1), Q8I8_TOK_TS(S, V, 2)}
+/* [split][VNNI][rows - 1][tokens - 1][prefetch: none, near, near and far] */
+static const q8i8_tok_fn q8i8_tok_table[2][2][2][4][3] = {
+    {Q8I8_TOK_US(0, 0), Q8I8_TOK_US(0, 1)}, {Q8I8_TOK_US(1, 0), Q8I8_TOK_US(1, 1)}};
 
 bool lt__matvec_q8i8_tokens_avx512(const lt_call *call, const lt_step *step, int ith, int nth) {
     const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
@@ -402,10 +427,13 @@ bool lt__matvec_q8i8_tokens_avx512(const lt_call *call, const lt_step *step, int
                                    (const int32_t *)(p + bias_off)};
                 y[t] = (float *)((char *)Y->data + (size_t)(t0 + t) * Y->nb[1]) + c0;
             }
-            const q8i8_tok_fn f = q8i8_tok_table[split][vnni][T - 1][t0 == 0 ? pfm : 0];
-            for (int64_t r = c0; r < c1; r++) {
-                f((const char *)W->data + (size_t)r * W->nb[1], tk, nblk, pf, y, acc);
-                for (int t = 0; t < T; t++) y[t]++;
+            /* rows in pairs: a token's x loaded once for both */
+            const int p = t0 == 0 ? pfm : 0;
+            for (int64_t r = c0; r < c1; r += 2) {
+                const int U = c1 - r >= 2 ? 2 : 1;
+                q8i8_tok_table[split][vnni][U - 1][T - 1][p](
+                    (const char *)W->data + (size_t)r * W->nb[1], W->nb[1], tk, nblk, pf, y, acc);
+                for (int t = 0; t < T; t++) y[t] += U;
             }
         }
     }
