@@ -259,6 +259,10 @@ typedef struct {
                                  NULL: instance_id, else host:pid */
     bool topics_made;         /* the caller made the topics (a broker without the admin
                                  API's CreateTopics): none created */
+    int fixed_members;        /* > 0: lt_stage_opts.fixed_members (workers of an embedded
+                                 broker in the caller's process, fixed_index of them this
+                                 one): a fixed share of the task partitions, no group join */
+    int fixed_index;
 } lt_worker_opts;
 
 typedef struct {

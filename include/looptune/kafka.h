@@ -223,6 +223,14 @@ typedef struct {
     int session_timeout_ms;       /* 0: 6000 */
     int transaction_timeout_ms;   /* 0: 15000: how long a dead member's open transaction
                                      holds back read_committed readers */
+    /* > 0: the caller knows the group's members in advance (the workers of
+     * the embedded broker of its own process, fixed_members of them, this
+     * one fixed_index of them): the stage takes the topic's partitions p
+     * with p % fixed_members == fixed_index at once instead of joining the
+     * group, whose first join waits out the broker's initial rebalance
+     * delay (3 s) and whose members' leaving stalls the others. */
+    int fixed_members;
+    int fixed_index;
     /* Tests: a commit with records flushes them, says so on stderr ("...
      * records produced, committing in MS ms") and sleeps this long before
      * it commits (the transaction, or at-least-once the offsets), so a test
@@ -263,7 +271,8 @@ typedef struct {
     double ms_begin, ms_produce, ms_offsets, ms_end;
 } lt_stage_stats;
 
-/* Joins the group and, with a transactional id, initialises transactions
+/* Joins the group (or takes its fixed share of the partitions) and, with a
+ * transactional id, initialises transactions
  * (fencing an earlier producer of the same id). Free with lt_stage_close. */
 int lt_stage_open(lt_stage **out, const lt_stage_opts *opts);
 /* As lt_consumer_poll: 1 = *rec filled (valid until the next poll), 0 = none. */

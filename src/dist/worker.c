@@ -538,11 +538,13 @@ int lt_worker_run(const lt_worker_opts *o, lt_worker_stats *st) {
     if (!rc) rc = lt_producer_open(&w.hb, &po);
     if (!rc) {
         lt_stage_opts so = {.conn = o->conn, .group = w.group,
-                            .topic = w.topic_tasks,
+                            .topic = w.topic_tasks, .output_topic = w.topic_results,
                             .transactional_id = o->at_least_once ? NULL : txn_id,
                             .instance_id = o->instance_id,
                             .session_timeout_ms = o->session_timeout_ms,
                             .test_commit_delay_ms = o->test_commit_delay_ms,
+                            .fixed_members = o->fixed_members,
+                            .fixed_index = o->fixed_index,
                             .on_revoke = on_revoke, .arg = &w};
         rc = lt_stage_open(&w.stage, &so);
     }

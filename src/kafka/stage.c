@@ -185,10 +185,51 @@ static int producer_restart(lt_stage *s) {
     return producer_start(s);
 }
 
+static int subscribe(lt_stage *s) {
+    rd_kafka_topic_partition_list_t *subs = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(subs, s->topic, RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t e = rd_kafka_subscribe(s->consumer, subs);
+    rd_kafka_topic_partition_list_destroy(subs);
+    return e ? lt__kafka_status(e, "kafka stage: subscribe") : LT_OK;
+}
+
+/* The partitions p of the input topic with p % of == index, from their
+ * committed offsets (or auto.offset.reset), without a group join. */
+static int take_share(lt_stage *s, int index, int of) {
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(s->consumer, s->topic, NULL);
+    if (!rkt) return lt_error(LT_ENOMEM, "kafka stage: out of memory");
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(s->consumer, 0, rkt, &md, 10000);
+    rd_kafka_topic_destroy(rkt);
+    if (e) return lt__kafka_status(e, "kafka stage: metadata");
+    int rc = LT_OK;
+    if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt < 1)
+        rc = lt_error(LT_ENOTFOUND, "kafka stage: topic '%s' does not exist", s->topic);
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(1);
+    for (int i = 0; !rc && i < md->topics[0].partition_cnt; i++) {
+        const int32_t p = md->topics[0].partitions[i].id;
+        if (p % of != index) continue;
+        rd_kafka_topic_partition_list_add(parts, s->topic, p);
+        set_owned(s, p, true);
+    }
+    rd_kafka_metadata_destroy(md);
+    if (!rc && (e = rd_kafka_assign(s->consumer, parts)))
+        rc = lt__kafka_status(e, "kafka stage: assign");
+    if (!rc)
+        lt_log(LT_LOG_INFO, "kafka stage: took %d partitions of %s (member %d of %d, fixed)",
+               parts->cnt, s->topic, index + 1, of);
+    rd_kafka_topic_partition_list_destroy(parts);
+    return rc;
+}
+
 int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
     *out = NULL;
     if (!opts->group || !*opts->group) return lt_error(LT_EINVAL, "kafka stage: no group id");
     if (!opts->topic || !*opts->topic) return lt_error(LT_EINVAL, "kafka stage: no topic");
+    if (opts->fixed_members > 0 &&
+        (opts->fixed_index < 0 || opts->fixed_index >= opts->fixed_members))
+        return lt_error(LT_EINVAL, "kafka stage: member %d of %d fixed members",
+                        opts->fixed_index, opts->fixed_members);
     char session[32], heartbeat[32], txn_timeout[32];
     int st = opts->session_timeout_ms > 0 ? opts->session_timeout_ms : 6000;
     snprintf(session, sizeof session, "%d", st);
@@ -267,14 +308,10 @@ int lt_stage_open(lt_stage **out, const lt_stage_opts *opts) {
     cconf = NULL;
     rd_kafka_poll_set_consumer(s->consumer);
     if ((rc = producer_start(s))) goto fail;
-    rd_kafka_topic_partition_list_t *subs = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(subs, s->topic, RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t e = rd_kafka_subscribe(s->consumer, subs);
-    rd_kafka_topic_partition_list_destroy(subs);
-    if (e) {
-        rc = lt__kafka_status(e, "kafka stage: subscribe");
+    if ((rc = opts->fixed_members > 0
+                  ? take_share(s, opts->fixed_index, opts->fixed_members)
+                  : subscribe(s)))
         goto fail;
-    }
     *out = s;
     return LT_OK;
 fail:

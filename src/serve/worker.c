@@ -626,6 +626,8 @@ static int setup(worker *w) {
                         .output_topic = w->topic_comp,
                         .transactional_id = o->at_least_once ? NULL : txn_id,
                         .instance_id = o->instance_id,
+                        /* the embedded broker of this process has this one worker */
+                        .fixed_members = o->devbroker ? 1 : 0,
                         .session_timeout_ms = o->session_timeout_ms,
                         .transaction_timeout_ms = o->transaction_timeout_ms,
                         .test_commit_delay_ms = o->test_commit_delay_ms,

@@ -731,7 +731,10 @@ int lt_cli_hpo_run_embedded(lt_cli_hpo_run *r, const lt_cli_hpo_dist *d) {
         w[i].o = (lt_worker_opts){.conn = k.conn, .prefix = prefix, .threads = 1,
                                   .kinds = kinds, .n_kinds = 1, .at_least_once = true,
                                   .stop = &stop, .worker_id = ids[i], .batch_max = 1,
-                                  .topics_made = true};
+                                  .topics_made = true,
+                                  /* this process's workers are the group: each takes
+                                   * its share of the partitions, none waits on a join */
+                                  .fixed_members = n, .fixed_index = i};
         w[i].left = &left;
         atomic_fetch_add(&left, 1);
         if (pthread_create(&th[i], NULL, embedded_worker_main, &w[i])) {
