@@ -280,9 +280,11 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                     }
                     const int j = 2 * c + hi;
 #if LT_QDOT_AVXVNNI /* the scale alone, or in both pairs of the lane */
-                    const __m256i s1 = _mm256_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, -1, -1));
+                    const __m256i s1 =
+                        _mm256_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, -1, -1));
 #else
-                    const __m256i sc = _mm256_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, j % 4, -1));
+                    const __m256i sc =
+                        _mm256_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, j % 4, -1));
 #endif
                     _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                         const lt__xqk *x = (const lt__xqk *)xq[t] + b;
@@ -309,7 +311,8 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                     }
                 }
             for (int k = 0; k < 4; k++) { /* the minimums of sub-blocks 2k, 2k + 1 against their x sums */
-                const __m256i mn = _mm256_shuffle_epi8(q[2 + k / 2], lane_shuffle(2 * k % 4, -1, (2 * k + 1) % 4, -1));
+                const __m256i mn = _mm256_shuffle_epi8(
+                    q[2 + k / 2], lane_shuffle(2 * k % 4, -1, (2 * k + 1) % 4, -1));
                 for (int t = 0; t < nt; t++) {
                     const int16_t *bs = ((const lt__xqk *)xq[t] + b)->bsums;
                     const uint32_t pair = (uint16_t)(bs[4 * k] + bs[4 * k + 1]) |
@@ -350,7 +353,6 @@ static inline __attribute__((always_inline)) __m256i q6_scale_pair(const uint8_t
     return _mm256_srai_epi16(
         _mm256_shuffle_epi8(v, lane_shuffle(-1, 2 * k % 4, -1, (2 * k + 1) % 4)), 8);
 }
-
 
 static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64_t nb,
                                                          const void *const *xq, const int nt,

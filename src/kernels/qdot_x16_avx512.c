@@ -249,7 +249,8 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                 }
                 const int j = 2 * c + hi; /* the scale alone (VNNI) or in both pairs of the lane */
                 const __m512i s1 = _mm512_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, -1, -1));
-                const __m512i sc = _mm512_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, j % 4, -1));
+                const __m512i sc =
+                    _mm512_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, j % 4, -1));
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                     const lt__xqk *x = (const lt__xqk *)xq[t] + b;
                     /* sub-block 2c + hi in x's paired order (lt__xqk_pos) */
@@ -276,7 +277,8 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                 }
             }
         for (int k = 0; k < 4; k++) { /* the minimums of sub-blocks 2k, 2k + 1 against their x sums */
-            const __m512i mn = _mm512_shuffle_epi8(q[2 + k / 2], lane_shuffle(2 * k % 4, -1, (2 * k + 1) % 4, -1));
+            const __m512i mn = _mm512_shuffle_epi8(
+                q[2 + k / 2], lane_shuffle(2 * k % 4, -1, (2 * k + 1) % 4, -1));
             for (int t = 0; t < nt; t++) {
                 const int16_t *bs = ((const lt__xqk *)xq[t] + b)->bsums;
                 const uint32_t pair = (uint16_t)(bs[4 * k] + bs[4 * k + 1]) |
