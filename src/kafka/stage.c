@@ -199,7 +199,17 @@ static int take_share(lt_stage *s, int index, int of) {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(s->consumer, s->topic, NULL);
     if (!rkt) return lt_error(LT_ENOMEM, "kafka stage: out of memory");
     const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t e = rd_kafka_metadata(s->consumer, 0, rkt, &md, 10000);
+    rd_kafka_resp_err_t e;
+    /* a topic created a moment ago may have no leader yet: asked again */
+    for (int tries = 0;; tries++) {
+        e = rd_kafka_metadata(s->consumer, 0, rkt, &md, 10000);
+        if (e || tries == 100 || md->topic_cnt != 1 ||
+            md->topics[0].err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE)
+            break;
+        rd_kafka_metadata_destroy(md);
+        md = NULL;
+        nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+    }
     rd_kafka_topic_destroy(rkt);
     if (e) return lt__kafka_status(e, "kafka stage: metadata");
     int rc = LT_OK;
