@@ -354,10 +354,84 @@ static inline __attribute__((always_inline)) __m256i q6_scale_pair(const uint8_t
         _mm256_shuffle_epi8(v, lane_shuffle(-1, 2 * k % 4, -1, (2 * k + 1) % 4)), 8);
 }
 
+/* The levels (0 .. 63) of elements 128h + 32q + 4p .. + 3 of half hh's 8
+ * rows: the low four bits from a ql piece, the top two from a qh piece. */
+static inline __attribute__((always_inline)) __m256i q6_levels(const uint8_t *blk, int hh, int h,
+                                                               int q, int p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l4 = _mm256_loadu_si256(
+        (const __m256i *)(blk + Q6_QL + (16 * h + 8 * (q % 2) + p) * PIECE + 32 * hh));
+    const __m256i h2 =
+        _mm256_loadu_si256((const __m256i *)(blk + Q6_QH + (8 * h + p) * PIECE + 32 * hh));
+    const __m256i lo = _mm256_and_si256(q >= 2 ? _mm256_srli_epi16(l4, 4) : l4, m4);
+    const __m256i hi = q == 0 ? _mm256_slli_epi16(h2, 4)
+                     : q == 1 ? _mm256_slli_epi16(h2, 2)
+                     : q == 2 ? h2 : _mm256_srli_epi16(h2, 2);
+    return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+}
+
+#if LT_QDOT_AVXVNNI
+/* One token with AVX-VNNI: both halves of the group in one pass over the
+ * blocks, so each four bytes of x are broadcast once for the 16 rows, not
+ * once a half (the vpdpbusd set the pace, and a broadcast a half took
+ * slots beside them). The sums and float steps of q6_k_n's, so its bits. */
+static inline __attribute__((always_inline)) void q6_k_one(const uint8_t *g, int64_t nb,
+                                                           const lt__xqk *xq, size_t pf,
+                                                           float *out) {
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (size_t)b * Q6_BLOCK;
+        if (pf)
+            for (int o = 0; o < Q6_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+        const lt__xqk *x = xq + b;
+        __m256i U[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+            const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
+            __m256i a[2][2] = {{_mm256_setzero_si256(), _mm256_setzero_si256()},
+                               {_mm256_setzero_si256(), _mm256_setzero_si256()}};
+            for (int p = 0; p < 8; p++) {
+                const __m256i xb = _mm256_set1_epi32(x4(x, e0 + 4 * p));
+                for (int hh = 0; hh < 2; hh++)
+                    a[hh][p / 4] = _mm256_dpbusd_avx_epi32(a[hh][p / 4],
+                                                           q6_levels(blk, hh, h, q, p), xb);
+            }
+            for (int hh = 0; hh < 2; hh++) {
+                U[hh] = _mm256_add_epi32(
+                    U[hh], _mm256_add_epi32(
+                               _mm256_mullo_epi32(a[hh][0], q6_scale(blk, hh, 8 * h + 2 * q)),
+                               _mm256_mullo_epi32(a[hh][1], q6_scale(blk, hh, 8 * h + 2 * q + 1))));
+                LT__PIN(U[hh]);
+            }
+        }
+        for (int hh = 0; hh < 2; hh++) {
+            __m256i O = _mm256_setzero_si256();
+            for (int k = 0; k < 8; k++) {
+                int32_t bs;
+                memcpy(&bs, x->bsums + 2 * k, 4);
+                O = lt__acc_madd(O, q6_scale_pair(blk, hh, k), _mm256_set1_epi32(bs));
+            }
+            const __m256i S = _mm256_sub_epi32(U[hh], _mm256_slli_epi32(O, 5));
+            const __m256 dw =
+                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + Q6_D + 16 * hh)));
+            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x->d));
+            acc[hh] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), d, acc[hh]);
+        }
+    }
+    _mm256_storeu_ps(out, acc[0]);
+    _mm256_storeu_ps(out + 8, acc[1]);
+}
+#endif
+
 static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64_t nb,
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+#if LT_QDOT_AVXVNNI
+    if (nt == 1) {
+        q6_k_one(g, nb, xq[0], pf, out);
+        return;
+    }
+#endif
     for (int hh = 0; hh < 2; hh++) { /* rows 8hh .. 8hh + 7 */
         __m256 acc[LT__QDOT_MULTI_MAX];
         for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
@@ -374,17 +448,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
                 /* x's paired order: quarters 1 and 2 of each 128 swapped */
                 const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
                 __m256i w[8];
-                for (int p = 0; p < 8; p++) {
-                    const __m256i l4 = _mm256_loadu_si256(
-                        (const __m256i *)(blk + Q6_QL + (16 * h + 8 * (q % 2) + p) * PIECE + 32 * hh));
-                    const __m256i h2 = _mm256_loadu_si256(
-                        (const __m256i *)(blk + Q6_QH + (8 * h + p) * PIECE + 32 * hh));
-                    const __m256i lo = _mm256_and_si256(q >= 2 ? _mm256_srli_epi16(l4, 4) : l4, m4);
-                    const __m256i hi = q == 0 ? _mm256_slli_epi16(h2, 4)
-                                     : q == 1 ? _mm256_slli_epi16(h2, 2)
-                                     : q == 2 ? h2 : _mm256_srli_epi16(h2, 2);
-                    w[p] = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
-                }
+                for (int p = 0; p < 8; p++) w[p] = q6_levels(blk, hh, h, q, p);
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                     const lt__xqk *x = (const lt__xqk *)xq[t] + b;
 #if LT_QDOT_AVXVNNI
