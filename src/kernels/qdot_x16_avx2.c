@@ -246,9 +246,85 @@ static inline int32_t x4(const lt__xqk *x, int o) {
     return v;
 }
 
+#if LT_QDOT_AVXVNNI
+/* One token with AVX-VNNI: both halves of the group in one pass over the
+ * blocks (as q6_k_one), so every cache line is read once and each four
+ * bytes of x broadcast once for the 16 rows. The sums and float steps of
+ * q4_k_n's, so its bits. */
+static inline __attribute__((always_inline)) void q4_k_one(const uint8_t *g, int64_t nb,
+                                                           const lt__xqk *xq, size_t pf,
+                                                           float *out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), mf0 = _mm256_set1_epi8((char)0xf0);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (size_t)b * K_BLOCK;
+        if (pf)
+            for (int o = 0; o < K_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+        const lt__xqk *x = xq + b;
+        __m256i q[2][4], S[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int hh = 0; hh < 2; hh++) {
+            __m256i u[3];
+            for (int k = 0; k < 3; k++)
+                u[k] = _mm256_loadu_si256(
+                    (const __m256i *)(blk + 4 * LT_X16_ROWS + k * PIECE + 32 * hh));
+            scale_bytes(u, q[hh]);
+        }
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+        _Pragma("GCC unroll 2") for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
+            const int j = 2 * c + hi, e0 = 128 * (c >> 1) + 32 * (c & 1) + 64 * hi;
+            __m256i a[2][2] = {{_mm256_setzero_si256(), _mm256_setzero_si256()},
+                               {_mm256_setzero_si256(), _mm256_setzero_si256()}};
+            for (int p = 0; p < 8; p++) {
+                const __m256i xb = _mm256_set1_epi32(x4(x, e0 + 4 * p));
+                for (int hh = 0; hh < 2; hh++) {
+                    const __m256i v = _mm256_loadu_si256(
+                        (const __m256i *)(blk + K_HEAD + (8 * c + p) * PIECE + 32 * hh));
+                    a[hh][p % 2] = _mm256_dpbusd_avx_epi32(
+                        a[hh][p % 2], _mm256_and_si256(v, hi ? mf0 : m4), xb);
+                }
+            }
+            for (int hh = 0; hh < 2; hh++) {
+                __m256i sum = _mm256_add_epi32(a[hh][0], a[hh][1]);
+                if (hi) sum = _mm256_srai_epi32(sum, 4);
+                const __m256i s1 =
+                    _mm256_shuffle_epi8(q[hh][j / 4], lane_shuffle(j % 4, -1, -1, -1));
+                S[hh] = _mm256_add_epi32(S[hh], _mm256_mullo_epi32(sum, s1));
+                LT__PIN(S[hh]);
+            }
+        }
+        const __m256 dx = _mm256_set1_ps(x->d);
+        for (int hh = 0; hh < 2; hh++) {
+            __m256i M = _mm256_setzero_si256();
+            for (int k = 0; k < 4; k++) { /* the minimums of sub-blocks 2k, 2k + 1 */
+                const __m256i mn = _mm256_shuffle_epi8(
+                    q[hh][2 + k / 2], lane_shuffle(2 * k % 4, -1, (2 * k + 1) % 4, -1));
+                const int16_t *bs = x->bsums;
+                const uint32_t pair = (uint16_t)(bs[4 * k] + bs[4 * k + 1]) |
+                                      (uint32_t)(uint16_t)(bs[4 * k + 2] + bs[4 * k + 3]) << 16;
+                M = lt__acc_madd(M, mn, _mm256_set1_epi32((int32_t)pair));
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hh)));
+            const __m256 dm = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(blk + 2 * LT_X16_ROWS + 16 * hh)));
+            acc[hh] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[hh]), _mm256_mul_ps(dw, dx), acc[hh]);
+            const __m256 nm = _mm256_xor_ps(_mm256_mul_ps(dm, dx), _mm256_set1_ps(-0.0f));
+            acc[hh] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M), nm, acc[hh]);
+        }
+    }
+    _mm256_storeu_ps(out, acc[0]);
+    _mm256_storeu_ps(out + 8, acc[1]);
+}
+#endif
+
 static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64_t nb,
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out) {
+#if LT_QDOT_AVXVNNI
+    if (nt == 1) {
+        q4_k_one(g, nb, xq[0], pf, out);
+        return;
+    }
+#endif
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int h = 0; h < 2; h++) {
         __m256 acc[LT__QDOT_MULTI_MAX];
