@@ -246,11 +246,10 @@ static inline int32_t x4(const lt__xqk *x, int o) {
     return v;
 }
 
-#if LT_QDOT_AVXVNNI
-/* One token with AVX-VNNI: both halves of the group in one pass over the
- * blocks (as q6_k_one), so every cache line is read once and each four
- * bytes of x broadcast once for the 16 rows. The sums and float steps of
- * q4_k_n's, so its bits. */
+/* One token: both halves of the group in one pass over the blocks (as
+ * q6_k_one), so every cache line is read once and each four bytes of x
+ * broadcast once for the 16 rows. The sums and float steps of q4_k_n's,
+ * so its bits. */
 static inline __attribute__((always_inline)) void q4_k_one(const uint8_t *g, int64_t nb,
                                                            const lt__xqk *xq, size_t pf,
                                                            float *out) {
@@ -272,6 +271,7 @@ static inline __attribute__((always_inline)) void q4_k_one(const uint8_t *g, int
         _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
         _Pragma("GCC unroll 2") for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
             const int j = 2 * c + hi, e0 = 128 * (c >> 1) + 32 * (c & 1) + 64 * hi;
+#if LT_QDOT_AVXVNNI /* the sub-block's int32 sums (two chains), times its scale */
             __m256i a[2][2] = {{_mm256_setzero_si256(), _mm256_setzero_si256()},
                                {_mm256_setzero_si256(), _mm256_setzero_si256()}};
             for (int p = 0; p < 8; p++) {
@@ -291,6 +291,26 @@ static inline __attribute__((always_inline)) void q4_k_one(const uint8_t *g, int
                 S[hh] = _mm256_add_epi32(S[hh], _mm256_mullo_epi32(sum, s1));
                 LT__PIN(S[hh]);
             }
+#else /* the pairs' 16-bit sums, then times the scale in both pairs of a lane */
+            (void)mf0;
+            __m256i p16[2];
+            for (int p = 0; p < 8; p++) {
+                const __m256i xb = _mm256_set1_epi32(x4(x, e0 + 4 * p));
+                for (int hh = 0; hh < 2; hh++) {
+                    const __m256i v = _mm256_loadu_si256(
+                        (const __m256i *)(blk + K_HEAD + (8 * c + p) * PIECE + 32 * hh));
+                    const __m256i m = _mm256_maddubs_epi16(
+                        _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4), xb);
+                    p16[hh] = p ? _mm256_add_epi16(p16[hh], m) : m;
+                }
+            }
+            for (int hh = 0; hh < 2; hh++) {
+                const __m256i sc =
+                    _mm256_shuffle_epi8(q[hh][j / 4], lane_shuffle(j % 4, -1, j % 4, -1));
+                S[hh] = lt__acc_madd(S[hh], p16[hh], sc);
+                LT__PIN(S[hh]);
+            }
+#endif
         }
         const __m256 dx = _mm256_set1_ps(x->d);
         for (int hh = 0; hh < 2; hh++) {
@@ -314,17 +334,14 @@ static inline __attribute__((always_inline)) void q4_k_one(const uint8_t *g, int
     _mm256_storeu_ps(out, acc[0]);
     _mm256_storeu_ps(out + 8, acc[1]);
 }
-#endif
 
 static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64_t nb,
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out) {
-#if LT_QDOT_AVXVNNI
     if (nt == 1) {
         q4_k_one(g, nb, xq[0], pf, out);
         return;
     }
-#endif
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int h = 0; h < 2; h++) {
         __m256 acc[LT__QDOT_MULTI_MAX];
@@ -446,11 +463,10 @@ static inline __attribute__((always_inline)) __m256i q6_levels(const uint8_t *bl
     return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
 }
 
-#if LT_QDOT_AVXVNNI
-/* One token with AVX-VNNI: both halves of the group in one pass over the
- * blocks, so each four bytes of x are broadcast once for the 16 rows, not
- * once a half (the vpdpbusd set the pace, and a broadcast a half took
- * slots beside them). The sums and float steps of q6_k_n's, so its bits. */
+/* One token: both halves of the group in one pass over the blocks, so
+ * every cache line is read once and each four bytes of x are broadcast
+ * once for the 16 rows, not once a half. The sums and float steps of
+ * q6_k_n's, so its bits. */
 static inline __attribute__((always_inline)) void q6_k_one(const uint8_t *g, int64_t nb,
                                                            const lt__xqk *xq, size_t pf,
                                                            float *out) {
@@ -464,6 +480,7 @@ static inline __attribute__((always_inline)) void q6_k_one(const uint8_t *g, int
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
             const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
+#if LT_QDOT_AVXVNNI
             __m256i a[2][2] = {{_mm256_setzero_si256(), _mm256_setzero_si256()},
                                {_mm256_setzero_si256(), _mm256_setzero_si256()}};
             for (int p = 0; p < 8; p++) {
@@ -479,6 +496,22 @@ static inline __attribute__((always_inline)) void q6_k_one(const uint8_t *g, int
                                _mm256_mullo_epi32(a[hh][1], q6_scale(blk, hh, 8 * h + 2 * q + 1))));
                 LT__PIN(U[hh]);
             }
+#else /* two pieces' pairs at most 2 x 2 x 63 x 127 in 16 bits, times the scale */
+            for (int p = 0; p < 8; p += 2) {
+                const __m256i x0 = _mm256_set1_epi32(x4(x, e0 + 4 * p)),
+                              x1 = _mm256_set1_epi32(x4(x, e0 + 4 * p + 4));
+                for (int hh = 0; hh < 2; hh++) {
+                    const __m256i s = q6_scale(blk, hh, 8 * h + 2 * q + p / 4);
+                    const __m256i sc = _mm256_or_si256(
+                        _mm256_and_si256(s, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s, 16));
+                    const __m256i p16 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(q6_levels(blk, hh, h, q, p), x0),
+                        _mm256_maddubs_epi16(q6_levels(blk, hh, h, q, p + 1), x1));
+                    U[hh] = _mm256_add_epi32(U[hh], _mm256_madd_epi16(p16, sc));
+                }
+            }
+            for (int hh = 0; hh < 2; hh++) LT__PIN(U[hh]);
+#endif
         }
         for (int hh = 0; hh < 2; hh++) {
             __m256i O = _mm256_setzero_si256();
@@ -497,17 +530,14 @@ static inline __attribute__((always_inline)) void q6_k_one(const uint8_t *g, int
     _mm256_storeu_ps(out, acc[0]);
     _mm256_storeu_ps(out + 8, acc[1]);
 }
-#endif
 
 static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64_t nb,
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out) {
-#if LT_QDOT_AVXVNNI
     if (nt == 1) {
         q6_k_one(g, nb, xq[0], pf, out);
         return;
     }
-#endif
     for (int hh = 0; hh < 2; hh++) { /* rows 8hh .. 8hh + 7 */
         __m256 acc[LT__QDOT_MULTI_MAX];
         for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
