@@ -321,7 +321,7 @@ static inline const uint16_t *lt_q8s_scales(const void *row, int64_t nb, int64_t
 /* A q8_0 row of nb blocks rewritten split (dst must not overlap src). */
 void lt_q8_0_split_row(const lt_block_q8_0 *src, void *dst, int64_t nb);
 
-/* ---- interleaved layout (q4_0 .. q5_1, q4_k, q6_k) ----------------------
+/* ---- interleaved layout (q8_0, q4_0 .. q5_1, q4_k, q6_k) ----------------
  * Rows in groups of LT_X16_ROWS, four bytes of each row side by side: a
  * 32-bit lane is then one row, so one vector instruction takes four
  * elements of 16 rows (or 8) against the same four x, a block's dot ends in
@@ -333,6 +333,9 @@ void lt_q8_0_split_row(const lt_block_q8_0 *src, void *dst, int64_t nb);
  *     64-byte pieces; piece j holds bytes 4j .. 4j + 3 of each row's 16
  *     quant bytes, row i's at 4i (elements 4j .. 4j + 3 in the low nibbles,
  *     4j + 16 .. 4j + 19 in the high ones).
+ *   q8_0, as q4_0: nb x 512 bytes of quants, then nb x 16 f16 scales. Block
+ *     b's quants are eight 64-byte pieces; piece j holds elements 4j .. 4j
+ *     + 3 of each row, row i's at 4i.
  *   q4_1, q5_0, q5_1, block after block (320, 352, 384 bytes): four
  *     pieces of quants as q4_0's, q5_0's and q5_1's piece of the fifth bits
  *     (row i's 32 bits at 4i: byte k holds element 4j + k's bit at bit j
@@ -350,7 +353,7 @@ void lt_q8_0_split_row(const lt_block_q8_0 *src, void *dst, int64_t nb);
 #define LT_X16_ROWS 16
 /* Whether t has an interleaved layout. */
 static inline bool lt_x16_has(lt_dtype t) {
-    return t == LT_Q4_0 || t == LT_Q4_1 || t == LT_Q5_0 || t == LT_Q5_1 || t == LT_Q4_K ||
+    return t == LT_Q8_0 || t == LT_Q4_0 || t == LT_Q4_1 || t == LT_Q5_0 || t == LT_Q5_1 || t == LT_Q4_K ||
            t == LT_Q6_K;
 }
 /* nrows (1 .. 16) plain rows of t (lt_x16_has) of nb blocks, stride bytes
@@ -365,7 +368,7 @@ void lt_x16_block(lt_dtype t, const void *group, int64_t nb, int i, int64_t b, v
 typedef enum {
     LT_LAYOUT_PLAIN = 0, /* the dtype's own blocks, one after the other */
     LT_LAYOUT_Q8_SPLIT,  /* q8_0 rows in the split layout above */
-    LT_LAYOUT_X16,       /* q4_0 .. q5_1, q4_k or q6_k rows interleaved by 16 (above) */
+    LT_LAYOUT_X16,       /* q8_0, q4_0 .. q5_1, q4_k or q6_k rows interleaved by 16 (above) */
 } lt_layout;
 
 /* A transparent descriptor. ne[0] is the innermost (contiguous) dimension,

@@ -8,6 +8,7 @@ enum {
     ROWS = LT_X16_ROWS,
     PIECE = 4 * ROWS,                     /* four bytes of each row */
     Q40_QS = 4 * PIECE,                   /* a q4_0 block's quants */
+    Q80_QS = 8 * PIECE,                   /* a q8_0 block's quants */
     Q41_BLOCK = 4 * PIECE + 4 * ROWS,     /* = 16 x 20 */
     Q50_BLOCK = 5 * PIECE + 2 * ROWS,     /* = 16 x 22 */
     Q51_BLOCK = 5 * PIECE + 4 * ROWS,     /* = 16 x 24 */
@@ -87,7 +88,12 @@ void lt_x16_pack(lt_dtype t, const void *src, size_t stride, int nrows, int64_t 
     for (int i = 0; i < nrows; i++) {
         const char *row = (const char *)src + (size_t)i * stride;
         for (int64_t b = 0; b < nb; b++) {
-            if (t == LT_Q4_0) {
+            if (t == LT_Q8_0) {
+                const lt_block_q8_0 *w = (const lt_block_q8_0 *)row + b;
+                uint16_t *sc = (uint16_t *)(g + (size_t)nb * Q80_QS);
+                sc[b * ROWS + i] = w->d;
+                spread((const uint8_t *)w->qs, 32, i, g + (size_t)b * Q80_QS);
+            } else if (t == LT_Q4_0) {
                 const lt_block_q4_0 *w = (const lt_block_q4_0 *)row + b;
                 uint16_t *sc = (uint16_t *)(g + (size_t)nb * Q40_QS);
                 sc[b * ROWS + i] = w->d;
@@ -122,7 +128,11 @@ void lt_x16_pack(lt_dtype t, const void *src, size_t stride, int nrows, int64_t 
 
 void lt_x16_block(lt_dtype t, const void *group, int64_t nb, int i, int64_t b, void *out) {
     const uint8_t *g = group;
-    if (t == LT_Q4_0) {
+    if (t == LT_Q8_0) {
+        lt_block_q8_0 *w = out;
+        memcpy(&w->d, g + (size_t)nb * Q80_QS + 2 * (b * ROWS + i), 2);
+        gather(g + (size_t)b * Q80_QS, 32, i, (uint8_t *)w->qs);
+    } else if (t == LT_Q4_0) {
         lt_block_q4_0 *w = out;
         memcpy(&w->d, g + (size_t)nb * Q40_QS + 2 * (b * ROWS + i), 2);
         gather(g + (size_t)b * Q40_QS, 16, i, w->qs);

@@ -103,7 +103,7 @@ void lt__matmul_drive(const lt_call *call, int ith, int nth, int64_t panel_rows,
 /* q4_0 .. q6_k: integer dots with x quantised per block (matvec_q.c), the
  * f32 sums only if that scratch cannot be allocated. */
 static void matmul_portable(const lt_call *call, const lt_step *step, int ith, int nth) {
-    if (lt__qtype_of(call->op[1]->dtype) && lt__matmul_quant(call, step, ith, nth, LT_ISA_PORTABLE))
+    if (lt__qtype_of_w(call->op[1]) && lt__matmul_quant(call, step, ith, nth, LT_ISA_PORTABLE))
         return;
     int64_t r0, r1;
     lt__linear_split(call->op[1]->ne[1], 16, ith, nth, &r0, &r1);
@@ -191,17 +191,17 @@ static void matmul_cost(const lt_call *call, const lt_step *step, double *bytes,
 #if LT_HAVE_X86
 static void matmul_avx2_any(const lt_call *call, const lt_step *step, int ith, int nth) {
     /* q4_0 .. q6_k have no vector path yet: the portable one's bits */
-    if (lt__qtype_of(call->op[1]->dtype) && lt__matmul_quant(call, step, ith, nth, LT_ISA_AVX2))
+    if (lt__qtype_of_w(call->op[1]) && lt__matmul_quant(call, step, ith, nth, LT_ISA_AVX2))
         return;
-    if (call->op[1]->ne[0] % 16 || lt__qtype_of(call->op[1]->dtype))
+    if (call->op[1]->ne[0] % 16 || lt__qtype_of_w(call->op[1]))
         matmul_portable(call, step, ith, nth);
     else lt__matmul_avx2(call, step, ith, nth);
 }
 
 static void matmul_avx512_any(const lt_call *call, const lt_step *step, int ith, int nth) {
-    if (lt__qtype_of(call->op[1]->dtype) && lt__matmul_quant(call, step, ith, nth, LT_ISA_AVX512))
+    if (lt__qtype_of_w(call->op[1]) && lt__matmul_quant(call, step, ith, nth, LT_ISA_AVX512))
         return;
-    if (call->op[1]->ne[0] % 16 || lt__qtype_of(call->op[1]->dtype))
+    if (call->op[1]->ne[0] % 16 || lt__qtype_of_w(call->op[1]))
         matmul_portable(call, step, ith, nth);
     else lt__matmul_avx512(call, step, ith, nth);
 }

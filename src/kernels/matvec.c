@@ -21,7 +21,7 @@ static bool matvec_portable_i16(const lt_call *call, const lt_step *step, int it
 static void matvec_portable_x(const lt_call *call, const lt_step *step, int ith, int nth,
                               const float *x) {
     const lt_tensor *W = call->op[1];
-    if (lt__qtype_of(W->dtype)) {
+    if (lt__qtype_of_w(W)) {
         if (lt__matvec_quant(call, step, ith, nth, x, LT_ISA_PORTABLE)) return;
     } else if (W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8]) {
         if (lt__matvec_q8i8_ref(call, step, ith, nth, x)) return;
@@ -323,20 +323,20 @@ void lt__matvec_drive(const lt_call *call, int ith, int nth, const lt__mv_rows_f
 static void matvec_avx2_x(const lt_call *call, const lt_step *step, int ith, int nth,
                           const float *x) {
     /* q4_0 .. q6_k: the quantised driver with this ISA's dots */
-    if (lt__qtype_of(call->op[1]->dtype) &&
+    if (lt__qtype_of_w(call->op[1]) &&
         lt__matvec_quant(call, step, ith, nth, x, LT_ISA_AVX2))
         return;
-    if (call->op[1]->ne[0] % 16 || lt__qtype_of(call->op[1]->dtype))
+    if (call->op[1]->ne[0] % 16 || lt__qtype_of_w(call->op[1]))
         matvec_portable_x(call, step, ith, nth, x);
     else lt__matvec_avx2(call, step, ith, nth, x);
 }
 
 static void matvec_avx512_x(const lt_call *call, const lt_step *step, int ith, int nth,
                             const float *x) {
-    if (lt__qtype_of(call->op[1]->dtype) &&
+    if (lt__qtype_of_w(call->op[1]) &&
         lt__matvec_quant(call, step, ith, nth, x, LT_ISA_AVX512))
         return;
-    if (call->op[1]->ne[0] % 16 || lt__qtype_of(call->op[1]->dtype))
+    if (call->op[1]->ne[0] % 16 || lt__qtype_of_w(call->op[1]))
         matvec_portable_x(call, step, ith, nth, x);
     else lt__matvec_avx512(call, step, ith, nth, x);
 }
@@ -378,7 +378,7 @@ static bool matvec_tokens_isa(const lt_call *call, const lt_step *step, int ith,
                               lt_isa isa) {
     const lt_tensor *W = call->op[1];
     /* q4_0 .. q6_k: every token's x quantised once per thread, each row read once for all */
-    if (lt__qtype_of(W->dtype)) return lt__matvec_quant_tokens(call, step, ith, nth, isa);
+    if (lt__qtype_of_w(W)) return lt__matvec_quant_tokens(call, step, ith, nth, isa);
 #if LT_HAVE_X86
     if (isa == LT_ISA_AVX512 && W->dtype == LT_Q8_0 && call->params.v[LT__MV_ACT_INT8] &&
         W->ne[0] % 16 == 0)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 static const lt__qtype qtypes[LT_DTYPE_COUNT] = {
+    [LT_Q8_0] = {32, sizeof(lt__xq32), lt__xq32_quant, lt__qdot_q8_0},
     [LT_Q4_0] = {32, sizeof(lt__xq32), lt__xq32_quant, lt__qdot_q4_0},
     [LT_Q4_1] = {32, sizeof(lt__xq32), lt__xq32_quant, lt__qdot_q4_1},
     [LT_Q5_0] = {32, sizeof(lt__xq32), lt__xq32_quant, lt__qdot_q5_0},
@@ -179,7 +180,7 @@ static inline float row_dot(lt__qdot_fn dot, const char *row, size_t row_bytes, 
 bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth, const float *x,
                       lt_isa isa) {
     const lt_tensor *W = call->op[1];
-    const lt__qtype *qt = lt__qtype_of(W->dtype);
+    const lt__qtype *qt = lt__qtype_of_w(W);
     LT_ASSERT(qt);
     const lt__qdot_fn dot = lt__qdot_of(W->dtype, isa);
     const int64_t rows = W->ne[1], cols = W->ne[0], nb = cols / qt->block;
@@ -209,7 +210,7 @@ bool lt__matvec_quant(const lt_call *call, const lt_step *step, int ith, int nth
 bool lt__matvec_quant_tokens(const lt_call *call, const lt_step *step, int ith, int nth,
                              lt_isa isa) {
     const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
-    const lt__qtype *qt = lt__qtype_of(W->dtype);
+    const lt__qtype *qt = lt__qtype_of_w(W);
     LT_ASSERT(qt);
     const lt__qdot_fn dot = lt__qdot_of(W->dtype, isa);
     const lt__qdot_multi_fn multi = lt__qdot_multi_of(W->dtype, isa);
@@ -269,7 +270,7 @@ bool lt__matvec_quant_tokens(const lt_call *call, const lt_step *step, int ith, 
  * blocking. False if the scratch cannot be allocated. */
 bool lt__matmul_quant(const lt_call *call, const lt_step *step, int ith, int nth, lt_isa isa) {
     const lt_tensor *Y = call->op[0], *W = call->op[1], *X = call->op[2];
-    const lt__qtype *qt = lt__qtype_of(W->dtype);
+    const lt__qtype *qt = lt__qtype_of_w(W);
     LT_ASSERT(qt);
     const lt__qdot_fn dot = lt__qdot_of(W->dtype, isa);
     const lt__qdot_multi_fn multi = lt__qdot_multi_of(W->dtype, isa);

@@ -41,6 +41,7 @@
  * their vector paths hold rows, not a row's lanes, in their registers
  * (core.h's interleaved layout, 16 rows a group, one int32 lane a row).
  * From a = 0, per block b in order:
+ *   q8_0: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum q_w q_x
  *   q4_0: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum (q_w - 8) q_x
  *   q5_0: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum (q_w - 16) q_x
  *   q4_1, q5_1: a = fmaf(d_w * d_x, (float)S_b, a), S_b = sum q_w q_x;
@@ -120,7 +121,7 @@ static inline int32_t lt__nearest_even(float x) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
-/* The group dot of an interleaved type (lt_x16_has: q4_0 .. q5_1, q4_k, q6_k): a
+/* The group dot of an interleaved type (lt_x16_has: q8_0, q4_0 .. q5_1, q4_k, q6_k): a
  * group of 16 rows of nb blocks with ntok (1 .. LT__QDOT_MULTI_MAX)
  * tokens' activations xq[0 .. ntok) (lt__xq32 or lt__xqk blocks): out[16 t
  * + i] row i's sum for token t, qdot.h's bits. pf: bytes ahead of each
@@ -138,11 +139,17 @@ lt__x16_fn lt__x16_avxvnni_of(lt_dtype t);
 lt__x16_fn lt__x16_avx512_of(lt_dtype t); /* with VNNI where the CPU has it */
 #endif
 
-/* The entry of a type with integer dots here; NULL for f32, f16, bf16, q8_0. */
+/* The entry of a type with integer dots here; NULL for f32, f16, bf16. */
 const lt__qtype *lt__qtype_of(lt_dtype t);
+/* The entry W's rows take: its dtype's, but none for q8_0 rows that are not
+ * interleaved (linear.h's paths, with their act_* modes, take those). */
+static inline const lt__qtype *lt__qtype_of_w(const lt_tensor *W) {
+    return W->dtype == LT_Q8_0 && W->layout != LT_LAYOUT_X16 ? NULL : lt__qtype_of(W->dtype);
+}
 
 void lt__xq32_quant(const float *x, int64_t n, void *xq);
 void lt__xqk_quant(const float *x, int64_t n, void *xq);
+float lt__qdot_q8_0(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q4_0(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q4_1(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q5_0(const void *row, const void *xq, int64_t nb);

@@ -1,4 +1,4 @@
-/* The legacy types' integer dots (q4_0, q4_1, q5_0, q5_1 with activations
+/* The legacy types' integer dots (q8_0, q4_0, q4_1, q5_0, q5_1 with activations
  * in lt__xq32 blocks) and that activation quantiser, portably; the
  * arithmetic order is qdot.h's. */
 #include "kernels/qdot.h"
@@ -58,6 +58,20 @@ float lt__qdot_q4_0(const void *row, const void *xq, int64_t nb) {
         levels(w[b].qs, NULL, 8, q);
         int32_t s = 0;
         for (int e = 0; e < 32; e++) s += (int32_t)q[e] * x[b].qs[e];
+        acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)s, acc);
+    }
+    return acc;
+}
+
+/* q8_0 (interleaved rows only: plain and split ones take linear.h's
+ * paths): one chain, a whole block's exact sum a term (qdot.h) */
+float lt__qdot_q8_0(const void *row, const void *xq, int64_t nb) {
+    const lt_block_q8_0 *w = row;
+    const lt__xq32 *x = xq;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t s = 0;
+        for (int e = 0; e < 32; e++) s += (int32_t)w[b].qs[e] * x[b].qs[e];
         acc = fmaf(lt_f16_to_f32(w[b].d) * x[b].d, (float)s, acc);
     }
     return acc;

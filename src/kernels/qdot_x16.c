@@ -1,4 +1,4 @@
-/* The group dots of the interleaved types (core.h: q4_0 .. q5_1, q4_k, q6_k), portably,
+/* The group dots of the interleaved types (core.h: q8_0, q4_0 .. q5_1, q4_k, q6_k), portably,
  * in qdot.h's order, and the lookup of each ISA's (qdot_x16_avx2.c,
  * qdot_x16_avxvnni.c, qdot_x16_avx512.c). */
 #include "kernels/qdot.h"
@@ -6,6 +6,27 @@
 #include <math.h>
 
 enum { PIECE = 4 * LT_X16_ROWS, BLOCK_QS = 4 * PIECE };
+
+static void group_q8_0(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
+                       float *out) {
+    (void)pf;
+    const int8_t *qs = group;
+    const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * 2 * BLOCK_QS);
+    for (int t = 0; t < ntok; t++) {
+        for (int i = 0; i < LT_X16_ROWS; i++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
+                const int8_t *q = qs + (size_t)b * 2 * BLOCK_QS + 4 * i;
+                int32_t s = 0;
+                for (int j = 0; j < 8; j++)
+                    for (int e = 0; e < 4; e++) s += (int32_t)q[j * PIECE + e] * x->qs[4 * j + e];
+                acc = fmaf(lt_f16_to_f32(sc[b * LT_X16_ROWS + i]) * x->d, (float)s, acc);
+            }
+            out[t * LT_X16_ROWS + i] = acc;
+        }
+    }
+}
 
 static void group_q4_0(const void *group, int64_t nb, const void *const *xq, int ntok, size_t pf,
                        float *out) {
@@ -74,6 +95,7 @@ GROUP_OF_BLOCKS(group_q6_k, LT_Q6_K)
 
 lt__x16_fn lt__x16_portable_of(lt_dtype t) {
     switch (t) {
+    case LT_Q8_0: return group_q8_0;
     case LT_Q4_0: return group_q4_0;
     case LT_Q4_1: return group_q4_1;
     case LT_Q5_0: return group_q5_0;

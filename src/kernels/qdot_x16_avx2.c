@@ -1,4 +1,4 @@
-/* The group dots (qdot.h) of q4_0 .. q5_1, q4_k and q6_k on AVX2: the group's two halves
+/* The group dots (qdot.h) of q8_0, q4_0 .. q5_1, q4_k and q6_k on AVX2: the group's two halves
  * of 8 rows one after the other, a 256-bit lane of 32 bits a row, so a
  * block's int32 sum per row is vertical and its scales multiply 8 rows at
  * once; each block's quants unpacked once for every token. Without
@@ -11,7 +11,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-enum { PIECE = 4 * LT_X16_ROWS, BLOCK_QS = 4 * PIECE };
+enum { PIECE = 4 * LT_X16_ROWS, BLOCK_QS = 4 * PIECE, Q80_QS = 8 * PIECE };
 
 /* x's 4 bytes at byte o of its qs */
 static inline int32_t xq4(const int8_t *qs, int o) {
@@ -82,6 +82,76 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
                     const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x->d));
                     acc[k * nt + t] =
                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sum(v, x)), d, acc[k * nt + t]);
+                }
+            }
+        }
+        for (int k = 0; k < per; k++)
+            for (int t = 0; t < nt; t++)
+                _mm256_storeu_ps(out + t * LT_X16_ROWS + 8 * (h0 + k), acc[k * nt + t]);
+    }
+}
+
+/* ---- q8_0 ---- */
+
+/* The exact int32 sums of 8 rows' block against x from its eight pieces w
+ * (8 rows' elements 4j .. 4j + 3 each). With AVX-VNNI w holds the quants
+ * plus 128 (unsigned, q8_0_n's xor): the chains start at -128 sum x = 16
+ * off. Without it |q| against x with q's sign (pairs within 2 x 128 x 127:
+ * exact in vpmaddubsw), each piece's pairs widened before they add. */
+static inline __attribute__((always_inline)) __m256i q8_0_sum(const __m256i w[8],
+                                                              const lt__xq32 *x) {
+#if LT_QDOT_AVXVNNI
+    __m256i s0 = _mm256_set1_epi32(16 * x->off), s1 = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        s0 = _mm256_dpbusd_avx_epi32(s0, w[j], _mm256_set1_epi32(xq4(x->qs, 4 * j)));
+        s1 = _mm256_dpbusd_avx_epi32(s1, w[j + 4], _mm256_set1_epi32(xq4(x->qs, 16 + 4 * j)));
+    }
+    return _mm256_add_epi32(s0, s1);
+#else
+    const __m256i one = _mm256_set1_epi16(1);
+    __m256i s = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(xq4(x->qs, 4 * j)), w[j]);
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w[j]), sx),
+                                                  one));
+    }
+    return s;
+#endif
+}
+
+/* As q4_0's: one token both halves in one pass, several a half at a time;
+ * each half's pieces loaded (and with AVX-VNNI offset) once for every
+ * token. */
+static inline __attribute__((always_inline)) void q8_0_n(const uint8_t *qs, int64_t nb,
+                                                         const void *const *xq, const int nt,
+                                                         size_t pf, float *out) {
+    const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * Q80_QS);
+    const int halves = nt == 1 ? 1 : 2, per = 3 - halves; /* passes, halves per pass */
+    for (int h0 = 0; h0 < halves; h0++) {
+        __m256 acc[2 * LT__QDOT_MULTI_MAX];
+        for (int t = 0; t < per * nt; t++) acc[t] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *q = qs + (size_t)b * Q80_QS;
+            if (pf && h0 == 0) { /* the first pass streams the group in */
+                for (int o = 0; o < Q80_QS; o += 64) _mm_prefetch((const char *)q + pf + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T0);
+            }
+            for (int k = 0; k < per; k++) {
+                const int h = h0 + k;
+                __m256i w[8];
+                for (int j = 0; j < 8; j++) {
+                    w[j] = _mm256_loadu_si256((const __m256i *)(q + j * PIECE + 32 * h));
+#if LT_QDOT_AVXVNNI
+                    w[j] = _mm256_xor_si256(w[j], _mm256_set1_epi8(-128));
+#endif
+                }
+                const __m256 dw = _mm256_cvtph_ps(
+                    _mm_loadu_si128((const __m128i *)(sc + b * LT_X16_ROWS + 8 * h)));
+                for (int t = 0; t < nt; t++) {
+                    const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
+                    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x->d));
+                    acc[k * nt + t] =
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8_0_sum(w, x)), d, acc[k * nt + t]);
                 }
             }
         }
@@ -612,6 +682,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
         default: body(group, nb, xq, 4, pf, out); break;                                       \
         }                                                                                      \
     }
+GROUP_FN(group_q8_0, q8_0_n)
 GROUP_FN(group_q4_0, q4_0_n)
 GROUP_FN(group_q4_1, q4_1_n)
 GROUP_FN(group_q5_0, q5_0_n)
@@ -624,6 +695,7 @@ lt__x16_fn LT__AVX2_OF(lt__x16)(lt_dtype t) {
     if (lt_cpu()->avxvnni && !lt__qdot_avoid_vnni) return lt__x16_avxvnni_of(t);
 #endif
     switch (t) {
+    case LT_Q8_0: return group_q8_0;
     case LT_Q4_0: return group_q4_0;
     case LT_Q4_1: return group_q4_1;
     case LT_Q5_0: return group_q5_0;

@@ -1,4 +1,4 @@
-/* The group dots (qdot.h) of q4_0 .. q5_1, q4_k and q6_k on AVX-512: a 512-bit lane of
+/* The group dots (qdot.h) of q8_0, q4_0 .. q5_1, q4_k and q6_k on AVX-512: a 512-bit lane of
  * 32 bits a row, the group's 16 rows in one register, so a block's int32
  * sum per row is vertical and one conversion, product and FMA take 16
  * rows' block; each block's quants unpacked once for every token. VNNI's
@@ -11,7 +11,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-enum { PIECE = 4 * LT_X16_ROWS, BLOCK_QS = 4 * PIECE };
+enum { PIECE = 4 * LT_X16_ROWS, BLOCK_QS = 4 * PIECE, Q80_QS = 8 * PIECE };
 
 /* x's 4 bytes at byte o of its qs */
 static inline int32_t xq4(const int8_t *qs, int o) {
@@ -72,6 +72,66 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
             const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
             const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(x->d));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sum(v, x, vnni)), d, acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * LT_X16_ROWS, acc[t]);
+}
+
+/* ---- q8_0 ---- */
+
+/* The exact int32 sums of 16 rows' block against x from its eight pieces w
+ * (elements 4j .. 4j + 3 of each row). With VNNI w holds the quants plus 128
+ * (unsigned, q8_0_n's xor): sum (q + 128) x = sum q x + 128 sum x, so the
+ * chains start at -128 sum x = 16 off. Without it |q| against x with q's
+ * sign (pairs within 2 x 128 x 127: exact in vpmaddubsw), each piece's pairs
+ * widened before they add. */
+static inline __attribute__((always_inline)) __m512i q8_0_sum(const __m512i w[8],
+                                                              const lt__xq32 *x,
+                                                              const bool vnni) {
+    if (vnni) {
+        __m512i s0 = _mm512_set1_epi32(16 * x->off), s1 = _mm512_setzero_si512();
+        for (int j = 0; j < 4; j++) {
+            s0 = _mm512_dpbusd_epi32(s0, w[j], _mm512_set1_epi32(xq4(x->qs, 4 * j)));
+            s1 = _mm512_dpbusd_epi32(s1, w[j + 4], _mm512_set1_epi32(xq4(x->qs, 16 + 4 * j)));
+        }
+        return _mm512_add_epi32(s0, s1);
+    }
+    const __m512i one = _mm512_set1_epi16(1);
+    __m512i s = _mm512_setzero_si512();
+    for (int j = 0; j < 8; j++) {
+        const __m512i xv = _mm512_set1_epi32(xq4(x->qs, 4 * j));
+        const __m512i sx =
+            _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(w[j]), _mm512_setzero_si512(), xv);
+        s = _mm512_add_epi32(s, _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w[j]), sx),
+                                                  one));
+    }
+    return s;
+}
+
+/* Each block's pieces loaded (and with VNNI offset) once for every token. */
+static inline __attribute__((always_inline)) void q8_0_n(const uint8_t *qs, int64_t nb,
+                                                         const void *const *xq, const int nt,
+                                                         size_t pf, float *out, const bool vnni) {
+    const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * Q80_QS);
+    __m512 acc[LT__QDOT_MULTI_MAX];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *q = qs + (size_t)b * Q80_QS;
+        if (pf) {
+            for (int o = 0; o < Q80_QS; o += 64) _mm_prefetch((const char *)q + pf + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T0);
+        }
+        __m512i w[8];
+        for (int j = 0; j < 8; j++) {
+            w[j] = _mm512_loadu_si512(q + j * PIECE);
+            if (vnni) w[j] = _mm512_xor_si512(w[j], _mm512_set1_epi8(-128));
+        }
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + b * LT_X16_ROWS)));
+        for (int t = 0; t < nt; t++) {
+            const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(x->d));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q8_0_sum(w, x, vnni)), d, acc[t]);
         }
     }
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * LT_X16_ROWS, acc[t]);
@@ -437,6 +497,8 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
         default: body(group, nb, xq, 4, pf, out, vnni); break;                                 \
         }                                                                                      \
     }
+GROUP_FN(group_q8_0, q8_0_n, false)
+GROUP_FN(group_q8_0_vnni, q8_0_n, true)
 GROUP_FN(group_q4_0, q4_0_n, false)
 GROUP_FN(group_q4_0_vnni, q4_0_n, true)
 GROUP_FN(group_q4_1, q4_1_n, false)
@@ -452,6 +514,7 @@ GROUP_FN(group_q6_k_vnni, q6_k_n, true)
 
 lt__x16_fn lt__x16_avx512_of(lt_dtype t) {
     const bool v = lt_cpu()->avx512vnni && !lt__qdot_avoid_vnni;
+    if (t == LT_Q8_0) return v ? group_q8_0_vnni : group_q8_0;
     if (t == LT_Q4_0) return v ? group_q4_0_vnni : group_q4_0;
     if (t == LT_Q4_1) return v ? group_q4_1_vnni : group_q4_1;
     if (t == LT_Q5_0) return v ? group_q5_0_vnni : group_q5_0;

@@ -20,8 +20,21 @@ typedef struct {
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-/* Whether t is repacked split (core.h): q8_0 projections when the AVX-512
- * or AVX2 kernels run. The AVX-512 int8 dot then reads a pair of blocks as
+/* Whether t is interleaved (core.h): q8_0, q4_0 .. q5_1, q4_k and q6_k projections of
+ * whole groups of 16 rows, on every ISA (qdot.h's sums are the same in both
+ * layouts).
+ * The vector dots then hold 16 (or 8) rows in a register and end a block
+ * in one int32 per row; the embedding table (and a classifier tied to it)
+ * stays plain for the lookup. */
+static bool interleaves(const lt_model *m, const lt_tensor *t) {
+    return lt_x16_has(t->dtype) && t->ne[1] % LT_X16_ROWS == 0 &&
+           t->data != m->tok_embd.data && t->ne[2] == 1 && t->ne[3] == 1 &&
+           t->nb[1] == lt_dtype_row_bytes(t->dtype, t->ne[0]);
+}
+
+/* Whether t is repacked split (core.h): q8_0 projections that do not
+ * interleave (not whole groups of 16 rows) when the AVX-512 or AVX2 kernels
+ * run. The AVX-512 int8 dot then reads a pair of blocks as
  * one cache line and a group's scales without a gather; the AVX2 one reads
  * aligned quants and 8 blocks' scales in one load. looptune bench, A/B of processes
  * in alternation, looped executor: 1B-shaped q8_0 at 2 threads 29.0-33.2
@@ -31,20 +44,8 @@ static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
  * embedding table, whose lookup reads plain blocks, nor a classifier tied
  * to it. */
 static bool splits(const lt_model *m, const lt_tensor *t) {
-    return t->dtype == LT_Q8_0 && lt_isa_active() >= LT_ISA_AVX2 &&
+    return t->dtype == LT_Q8_0 && !interleaves(m, t) && lt_isa_active() >= LT_ISA_AVX2 &&
            t->data != m->tok_embd.data && t->ne[2] == 1 && t->ne[3] == 1;
-}
-
-/* Whether t is interleaved (core.h): q4_0 .. q5_1, q4_k and q6_k projections of whole
- * groups of 16 rows, on every ISA (qdot.h's sums are the same in both
- * layouts).
- * The vector dots then hold 16 (or 8) rows in a register and end a block
- * in one int32 per row; the embedding table (and a classifier tied to it)
- * stays plain for the lookup. */
-static bool interleaves(const lt_model *m, const lt_tensor *t) {
-    return lt_x16_has(t->dtype) && t->ne[1] % LT_X16_ROWS == 0 &&
-           t->data != m->tok_embd.data && t->ne[2] == 1 && t->ne[3] == 1 &&
-           t->nb[1] == lt_dtype_row_bytes(t->dtype, t->ne[0]);
 }
 
 /* Bytes of t in the resident copy: split rows start on a cache line. */

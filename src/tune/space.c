@@ -68,9 +68,16 @@ static void fit_regime(lt_space *s, lt_regime r) {
 
 static void fit_attrs(lt_space *s, lt_kernel_id id, const lt_call *call);
 
+/* The dtype whose parameters W's paths read: interleaved q8_0 rows take the
+ * integer dots of q4_0 .. q6_k (kernels/qdot.h), which read neither the
+ * blocking nor the act_* modes of q8_0's other layouts. */
+static lt_dtype params_dtype(const lt_tensor *w) {
+    return w->dtype == LT_Q8_0 && w->layout == LT_LAYOUT_X16 ? LT_Q4_0 : w->dtype;
+}
+
 void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call) {
     if (call->op[1] && (unsigned)call->op[1]->dtype < LT_DTYPE_COUNT)
-        fit_dtype(s, call->op[1]->dtype);
+        fit_dtype(s, params_dtype(call->op[1]));
     lt_shape sh; /* the regime of the call, as its key says it */
     lt_shape_of_call(id, call, &sh);
     fit_regime(s, sh.regime);

@@ -15,8 +15,10 @@
  * - the same for the AVX-512 dots without VNNI where the CPU has it;
  * - embed rows equal to lt_row_to_f32's, every ISA, nth, min_chunk;
  * - check(): widths that are not whole blocks, the split layout;
- * - q4_0's, q4_k's and q6_k's group dots (core.h's interleaved layout) of every
- *   ISA against the portable one-row dot, and interleaved W against plain. */
+ * - the group dots (core.h's interleaved layout) of every ISA against the
+ *   portable one-row dot, and interleaved W against plain; q8_0's too, whose
+ *   plain rows take linear.h's sums instead (test_matvec.c): its interleaved
+ *   W against the portable path over the same W. */
 #include "kernels/linear.h"
 #include "kernels/qdot.h" /* lt__qdot_avoid_vnni */
 #include "looptune/kernels.h"
@@ -421,6 +423,8 @@ static void test_x16_dots(lt_dtype t) {
     for (int i = 0; i < 3; i++) { /* rows 0..2, block 1: levels 0 / 15, large scales */
         uint8_t *b1 = w + rb * (size_t)i + bb;
         if (t == LT_Q4_0) memset(((lt_block_q4_0 *)b1)->qs, i ? 0x0f : 0xf0, 16);
+        else if (t == LT_Q8_0) /* -128 (never written by llama.cpp, but a valid byte) and 127 */
+            memset(((lt_block_q8_0 *)b1)->qs, i == 1 ? 0x80 : 0x7f, 32);
         else if (t == LT_Q5_0) { /* levels 31 / 15 and 16 / 0, fifth bits all or none */
             memset(((lt_block_q5_0 *)b1)->qs, i ? 0x0f : 0xf0, 16);
             memset(((lt_block_q5_0 *)b1)->qh, i == 1 ? 0xff : i == 2 ? 0x5a : 0x00, 4);
@@ -499,17 +503,20 @@ static void test_x16_dots(lt_dtype t) {
 
 /* matvec of one token (every point of its space when sweep), of n tokens
  * (the batched regime) and matmul over interleaved W: the plain layout's
- * bits, every ISA and nth. */
+ * bits (q8_0: the interleaved layout's on the portable path), every ISA and
+ * nth. */
 static void test_x16_layout(lt_dtype t, int64_t rows, int64_t cols, int64_t n, bool sweep) {
     fixture f;
     fixture_init(&f, t, rows, cols, (uint64_t)(rows + cols));
     lt_tensor tx16;
     void *g = interleave(&f, &tx16);
+    const int plain_same = t != LT_Q8_0; /* plain q8_0 takes linear.h's sums */
     float *X = lt_aligned_alloc(64, sizeof(float) * (size_t)(n * cols));
     float *Y = lt_aligned_alloc(64, sizeof(float) * (size_t)(n * rows));
     float *want = malloc(sizeof(float) * (size_t)(n * rows));
     ot_fill(X, n * cols, -1.5, 1.5);
     lt_call mv = matvec_call(&f, false);
+    if (!plain_same) mv.op[1] = &tx16;
     for (int64_t i = 0; i < n; i++) { /* plain, portable, one token at a time */
         memcpy(f.x, X + i * cols, sizeof(float) * (size_t)cols);
         ot_run(ot_fn(LT_K_MATVEC, LT_ISA_PORTABLE), &mv, &(lt_step){.n_tokens = 1}, 1);
@@ -539,7 +546,7 @@ static void test_x16_layout(lt_dtype t, int64_t rows, int64_t cols, int64_t n, b
             }
         }
         /* n tokens through matvec and matmul, both layouts */
-        for (int lay = 0; lay < 2; lay++)
+        for (int lay = !plain_same; lay < 2; lay++)
             for (int kind = 0; kind < 2; kind++) {
                 lt_call c = {0};
                 c.op[0] = &tY, c.op[1] = lay ? &tx16 : &f.tw, c.op[2] = &tX;
@@ -557,7 +564,7 @@ static void test_x16_layout(lt_dtype t, int64_t rows, int64_t cols, int64_t n, b
                                  lay ? "interleaved" : "plain", lt_isa_name((lt_isa)isa), nth);
                 }
             }
-        mv.op[1] = &f.tw;
+        mv.op[1] = plain_same ? &f.tw : &tx16;
     }
     ASSERT_EQ(differ, 0);
     /* the check: whole groups of plain-sized rows, a type with the layout */
@@ -628,6 +635,10 @@ int main(void) {
         test_special_x(t);
         test_check(t);
     }
+    test_x16_dots(LT_Q8_0);
+    test_x16_layout(LT_Q8_0, 32, 96, 6, true);
+    test_x16_layout(LT_Q8_0, 48, 160, 7, false);
+    if (!emu) test_x16_layout(LT_Q8_0, 320, 2048, 10, false);
 #if LT_HAVE_X86
     /* the AVX-512 dots without VNNI, and AVX2's without AVX-VNNI, on a CPU
      * that has them (the runs above took them): the same bits */
@@ -639,6 +650,8 @@ int main(void) {
             test_matvec(t, 37, blk == 32 ? 96 : 512, false);
             test_matmul(t, 33, blk == 32 ? 160 : 768, 7, false);
         }
+        test_x16_dots(LT_Q8_0);
+        test_x16_layout(LT_Q8_0, 48, 160, 7, false);
         test_x16_layout(LT_Q4_0, 48, 160, 7, false);
         test_x16_layout(LT_Q4_1, 48, 160, 7, false);
         test_x16_layout(LT_Q5_0, 48, 160, 7, false);

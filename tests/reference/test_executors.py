@@ -38,8 +38,10 @@ def compare(ck, name, model, vocab, prompt, n, threads):
 
 
 def compare_layouts(ck, name, model, vocab, prompt, n):
-    """Resident weights (q8_0 projections repacked split where the AVX-512 kernels run) against
-    the file mapping's plain blocks: the same tokens and bit-identical logits."""
+    """Resident weights (q8_0 projections interleaved by 16 rows, which take qdot.h's integer sums)
+    against the file mapping's plain blocks (linear.h's int8 sums, another rounding of x): both
+    quantise x per 32-block to int8, so their logits agree within q8_0's tolerance of the
+    reference, row by row while the greedy tokens agree."""
     runs = {}
     for tag, extra in (("resident", []), ("mmap", ["--mmap"])):
         runs[tag] = run_greedy(model, prompt, n, vocab, "%s-%s" % (name, tag),
@@ -48,10 +50,14 @@ def compare_layouts(ck, name, model, vocab, prompt, n):
             ck.check(False, "%s %s runs" % (name, tag), runs[tag].message)
             return
     r, m = runs["resident"], runs["mmap"]
-    same = r.logits.shape == m.logits.shape and np.array_equal(
-        r.logits.astype(np.float32).view(np.uint32), m.logits.astype(np.float32).view(np.uint32))
-    ck.check(r.ids == m.ids and same,
-             "%s: resident (split q8_0) and mapped (plain) weights give bit-identical logits" % name)
+    same = next((i for i, (a, b) in enumerate(zip(r.ids, m.ids)) if a != b), n)
+    rows = len(prompt) + min(same, n - 1)
+    a, b = r.logits[:rows], m.logits[:rows]
+    worst = float(np.max(np.abs(a - b) / np.max(np.abs(b), axis=1, keepdims=True)))
+    ck.check(r.logits.shape == m.logits.shape and same > 0 and worst <= 0.04,
+             "%s: resident (interleaved q8_0) and mapped (plain) weights agree" % name,
+             "first %d tokens agree, worst difference %.3g of max|logit| (bound 0.04)"
+             % (same, worst))
 
 
 def main():

@@ -188,7 +188,8 @@ static void check_desc(lt_isa isa) {
 
 /* A q4_k call's space keeps only what acts on its path (rows_per_task,
  * prefetch where vectors run); an f32 call keeps the blocking but not q8_0's
- * activation modes; q8_0 keeps everything; the same from a shape key. */
+ * activation modes; q8_0 keeps everything; the same from a shape key. An
+ * interleaved q8_0 W takes q4_0's integer dots: q4_0's space. */
 static void test_fit_dtype(void) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     static const struct {
@@ -214,6 +215,13 @@ static void test_fit_dtype(void) {
             if (!lt_param_acts_on(&k->params[j], cases[i].t))
                 ASSERT_EQ(a.params[j].values[0], lt_param_default(&k->params[j], LT_ISA_AVX512));
     }
+    lt_tensor w = {.dtype = LT_Q8_0, .layout = LT_LAYOUT_X16};
+    lt_call c = {.op = {NULL, &w}};
+    lt_space a;
+    lt_space_from_kernel(&a, k);
+    lt_space_fit_isa(&a, LT_ISA_AVX512);
+    lt_space_fit_call(&a, LT_K_MATVEC, &c);
+    ASSERT_EQ(lt_space_size(&a), 7 * 7);
 }
 
 /* tok_chunk_kb acts on a call of several tokens of a batched decode step
