@@ -42,6 +42,7 @@ lt__qdot_fn lt__qdot_of(lt_dtype t, lt_isa isa) {
 lt__xquant_fn lt__xquant_of(lt_dtype t, lt_isa isa) {
 #if LT_HAVE_X86
     if (isa >= LT_ISA_AVX2 && qtypes[t].quant == lt__xqk_quant) return lt__xqk_quant_avx2;
+    if (isa >= LT_ISA_AVX2 && qtypes[t].quant == lt__xq32_quant) return lt__xq32_quant_avx2;
 #else
     (void)isa;
 #endif
@@ -116,7 +117,7 @@ static void pack_make_key(void) { LT_ASSERT(pthread_key_create(&pack_key, c_free
  * each), by isa's group dot over W's groups as they are in the interleaved
  * layout, or over plain rows interleaved into this thread's buffer (up to
  * X16_PACK_BYTES at a time). In chunks of `chunk` rows (a multiple of 16):
- * per group of up to LT__QDOT_MULTI_MAX tokens (their x in L1), every 16
+ * per group of up to LT__X16_TOK_MAX tokens (their x in L1), every 16
  * rows of the chunk (the chunk in L2 after the first group, which streams
  * it in with pf). y row of token t: (char *)y + t * ystride. Every layout,
  * chunk and ISA gives qdot.h's bits. False if the buffer cannot be
@@ -148,13 +149,13 @@ static bool x16_rows(const lt_tensor *W, const char *xq, size_t xb, int64_t n, i
                             tl_pack + (size_t)(g0 - c0) * rb);
             base = tl_pack;
         }
-        for (int64_t i = 0; i < n; i += LT__QDOT_MULTI_MAX) {
-            const int k = n - i < LT__QDOT_MULTI_MAX ? (int)(n - i) : LT__QDOT_MULTI_MAX;
-            const void *xs[LT__QDOT_MULTI_MAX];
+        for (int64_t i = 0; i < n; i += LT__X16_TOK_MAX) {
+            const int k = n - i < LT__X16_TOK_MAX ? (int)(n - i) : LT__X16_TOK_MAX;
+            const void *xs[LT__X16_TOK_MAX];
             for (int t = 0; t < k; t++) xs[t] = xq + (size_t)(i + t) * xb;
             for (int64_t g0 = c0; g0 < c1; g0 += G) {
                 const int nr = c1 - g0 < G ? (int)(c1 - g0) : (int)G;
-                float out[LT__QDOT_MULTI_MAX * LT_X16_ROWS];
+                float out[LT__X16_TOK_MAX * LT_X16_ROWS];
                 dot(base + (size_t)(g0 - c0) * rb, nb, xs, k, packed && i == 0 ? gpf : 0, out);
                 for (int t = 0; t < k; t++) {
                     float *yt = (float *)((char *)y + (size_t)(i + t) * ystride) + g0;

@@ -121,8 +121,12 @@ static inline int32_t lt__nearest_even(float x) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
+/* Tokens a group dot takes at once: a group's 16 rows are read once for all
+ * of them (AVX-512's q8_0 holds 8 tokens' chains in registers; the other
+ * dots take them 4 at a time, the group in L1 for the second four). */
+#define LT__X16_TOK_MAX 8
 /* The group dot of an interleaved type (lt_x16_has: q8_0, q4_0 .. q5_1, q4_k, q6_k): a
- * group of 16 rows of nb blocks with ntok (1 .. LT__QDOT_MULTI_MAX)
+ * group of 16 rows of nb blocks with ntok (1 .. LT__X16_TOK_MAX)
  * tokens' activations xq[0 .. ntok) (lt__xq32 or lt__xqk blocks): out[16 t
  * + i] row i's sum for token t, qdot.h's bits. pf: bytes ahead of each
  * block of the group to prefetch (0: none). */
@@ -168,11 +172,11 @@ float lt__qdot_q5_k(const void *row, const void *xq, int64_t nb);
 float lt__qdot_q6_k(const void *row, const void *xq, int64_t nb);
 
 /* The activation quantiser of t on isa: the type's own (lt__qtype's), or
- * its vector build with the same bytes (xquant_avx2.c: the K-quants' on
- * AVX2 and up). */
+ * its vector build with the same bytes (xquant_avx2.c, on AVX2 and up). */
 lt__xquant_fn lt__xquant_of(lt_dtype t, lt_isa isa);
 #if LT_HAVE_X86
 void lt__xqk_quant_avx2(const float *x, int64_t n, void *xq);
+void lt__xq32_quant_avx2(const float *x, int64_t n, void *xq);
 #endif
 
 /* The vector dots of isa (qdot_avx2.c, qdot_avx512.c: q5_k; AVX2's for

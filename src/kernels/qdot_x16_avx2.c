@@ -671,15 +671,20 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
     }
 }
 
-/* The exported dots: one copy per count of tokens. */
+/* The exported dots: one copy per count of tokens; more than 4 in turns
+ * over the group, the later turns reading it from L1. */
 #define GROUP_FN(name, body)                                                                   \
     static void name(const void *group, int64_t nb, const void *const *xq, int ntok,           \
                      size_t pf, float *out) {                                                  \
-        switch (ntok) {                                                                        \
-        case 1: body(group, nb, xq, 1, pf, out); break;                                        \
-        case 2: body(group, nb, xq, 2, pf, out); break;                                        \
-        case 3: body(group, nb, xq, 3, pf, out); break;                                        \
-        default: body(group, nb, xq, 4, pf, out); break;                                       \
+        for (int t0 = 0; t0 < ntok; t0 += 4) {                                                 \
+            const size_t p = t0 ? 0 : pf;                                                      \
+            float *o = out + t0 * LT_X16_ROWS;                                                 \
+            switch (ntok - t0) {                                                               \
+            case 1: body(group, nb, xq + t0, 1, p, o); break;                                  \
+            case 2: body(group, nb, xq + t0, 2, p, o); break;                                  \
+            case 3: body(group, nb, xq + t0, 3, p, o); break;                                  \
+            default: body(group, nb, xq + t0, 4, p, o); break;                                 \
+            }                                                                                  \
         }                                                                                      \
     }
 GROUP_FN(group_q8_0, q8_0_n)

@@ -113,7 +113,7 @@ static inline __attribute__((always_inline)) void q8_0_n(const uint8_t *qs, int6
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out, const bool vnni) {
     const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * Q80_QS);
-    __m512 acc[LT__QDOT_MULTI_MAX];
+    __m512 acc[LT__X16_TOK_MAX];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *q = qs + (size_t)b * Q80_QS;
@@ -486,19 +486,25 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * LT_X16_ROWS, acc[t]);
 }
 
-/* The exported dots: one copy per count of tokens, with and without VNNI. */
-#define GROUP_FN(name, body, vnni)                                                             \
+/* The exported dots: one copy per count of tokens, with and without VNNI;
+ * more tokens than the body holds (most: 4, q8_0's 8) in turns over the
+ * group, the later turns reading it from L1. */
+#define GROUP_CASE(b, v, n) \
+    case n: b(group, nb, xq + t0, n, t0 ? 0 : pf, out + t0 * LT_X16_ROWS, v); break;
+#define GROUP_CASES4(b, v) GROUP_CASE(b, v, 1) GROUP_CASE(b, v, 2) GROUP_CASE(b, v, 3) \
+    default: GROUP_CASE(b, v, 4)
+#define GROUP_CASES8(b, v)                                                                     \
+    GROUP_CASE(b, v, 1) GROUP_CASE(b, v, 2) GROUP_CASE(b, v, 3) GROUP_CASE(b, v, 4)            \
+    GROUP_CASE(b, v, 5) GROUP_CASE(b, v, 6) GROUP_CASE(b, v, 7) default: GROUP_CASE(b, v, 8)
+#define GROUP_FN_MOST(name, body, vnni, most)                                                  \
     static void name(const void *group, int64_t nb, const void *const *xq, int ntok,           \
                      size_t pf, float *out) {                                                  \
-        switch (ntok) {                                                                        \
-        case 1: body(group, nb, xq, 1, pf, out, vnni); break;                                  \
-        case 2: body(group, nb, xq, 2, pf, out, vnni); break;                                  \
-        case 3: body(group, nb, xq, 3, pf, out, vnni); break;                                  \
-        default: body(group, nb, xq, 4, pf, out, vnni); break;                                 \
-        }                                                                                      \
+        for (int t0 = 0; t0 < ntok; t0 += most)                                                \
+            switch (ntok - t0) { GROUP_CASES##most(body, vnni) }                               \
     }
-GROUP_FN(group_q8_0, q8_0_n, false)
-GROUP_FN(group_q8_0_vnni, q8_0_n, true)
+#define GROUP_FN(name, body, vnni) GROUP_FN_MOST(name, body, vnni, 4)
+GROUP_FN_MOST(group_q8_0, q8_0_n, false, 8)
+GROUP_FN_MOST(group_q8_0_vnni, q8_0_n, true, 8)
 GROUP_FN(group_q4_0, q4_0_n, false)
 GROUP_FN(group_q4_0_vnni, q4_0_n, true)
 GROUP_FN(group_q4_1, q4_1_n, false)

@@ -1,5 +1,6 @@
-/* The K-quants' activation quantiser (qdot.h's lt__xqk blocks) on AVX2:
- * lt__xqk_quant's bytes, 8 elements a step. The largest magnitude is an
+/* The activation quantisers of qdot.h on AVX2: the K-quants' (lt__xqk
+ * blocks, lt__xqk_quant's bytes) and the legacy types' and interleaved
+ * q8_0's (lt__xq32, lt__xq32_quant's bytes), 8 elements a step. The largest magnitude is an
  * exact max, its first element a compare; the levels are vcvtps2dq of
  * iscale x, which rounds to nearest even as lrintf does in the default
  * rounding mode (|iscale x| <= 127: the clamp never changes a level, kept
@@ -72,5 +73,45 @@ void lt__xqk_quant_avx2(const float *x, int64_t n, void *out) {
             y[b].bsums[2 * q + 1] = (int16_t)hsum8(_mm256_add_epi32(r[2], r[3]));
         }
         y[b].d = 1.0f / iscale;
+    }
+}
+
+void lt__xq32_quant_avx2(const float *x, int64_t n, void *out) {
+    lt__xq32 *y = out;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 big = _mm256_set1_ps(FLT_MAX);
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < n / 32; b++) {
+        const float *xb = x + 32 * b;
+        __m256 v[4], m = _mm256_setzero_ps();
+        int bad = 0;
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            const __m256 a = _mm256_and_ps(v[i], absmask);
+            bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ)); /* NaN, infinity */
+            m = _mm256_max_ps(m, a);
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+        const float inv = 127.0f / amax;
+        if (bad || !(inv <= FLT_MAX)) { /* NaN / infinity, or zero (or nearly) */
+            y[b].d = bad ? NAN : 0.0f;
+            memset(y[b].qs, 0, sizeof y[b].qs);
+            y[b].off = 0;
+            continue;
+        }
+        y[b].d = amax / 127.0f;
+        const __m256 iv = _mm256_set1_ps(inv);
+        __m256i r[4];
+        for (int i = 0; i < 4; i++)
+            r[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], iv)),
+                                                     lo), hi);
+        const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]),
+                                             _mm256_packs_epi32(r[2], r[3]));
+        _mm256_storeu_si256((__m256i *)y[b].qs, _mm256_permutevar8x32_epi32(w, order));
+        y[b].off = -8 * hsum8(_mm256_add_epi32(_mm256_add_epi32(r[0], r[1]),
+                                               _mm256_add_epi32(r[2], r[3])));
     }
 }

@@ -300,7 +300,7 @@ static void test_special_x(lt_dtype t) {
     fixture_free(&f);
 }
 
-/* The activation quantisers (the portable ones, and the K-quants' of every
+/* The activation quantisers (the portable ones, and the vector ones of every
  * ISA this CPU runs) against their definition in qdot.h, written out here
  * the plain way (lrintf in the default rounding mode): the same bytes for
  * random blocks, blocks whose largest magnitude appears twice
@@ -380,11 +380,18 @@ static void test_xquant(void) {
             differ += d;
         }
         for (int b = 0; b < LT_QK_K / 32; b++) {
-            lt__xq32 g32, w32;
-            lt__xq32_quant(x + 32 * b, 32, &g32);
+            lt__xq32 w32;
             ref_xq32(x + 32 * b, &w32);
-            differ += !same_float(g32.d, w32.d) || memcmp(g32.qs, w32.qs, sizeof g32.qs) ||
-                      g32.off != w32.off;
+            for (int isa = 0; isa <= (int)lt_isa_detect(); isa++) {
+                lt__xq32 g32;
+                lt__xquant_of(LT_Q4_0, (lt_isa)isa)(x + 32 * b, 32, &g32);
+                const bool d = !same_float(g32.d, w32.d) ||
+                               memcmp(g32.qs, w32.qs, sizeof g32.qs) || g32.off != w32.off;
+                if (d && !differ)
+                    fprintf(stderr, "  xq32 quantiser, %s, case kind %d: not the definition's "
+                            "bytes\n", lt_isa_name((lt_isa)isa), kind);
+                differ += d;
+            }
         }
     }
     ASSERT_EQ(differ, 0);
@@ -409,12 +416,12 @@ static void *interleave(const fixture *f, lt_tensor *t) {
 }
 
 /* The layout's round trip, and every ISA's group dot (with VNNI and
- * without) bit for bit the portable one-row dot's, for 1 .. 4 tokens and 1
+ * without) bit for bit the portable one-row dot's, for 1 .. 8 tokens and 1
  * .. NB blocks: blocks of extreme levels (0 and 15 or 63; q4_k's largest
  * scales and minimums, q6_k's -128 and 127) against x of +-127, a zero block of x, and a block of x
  * holding an infinity (its d NaN): that token's rows turn NaN. */
 static void test_x16_dots(lt_dtype t) {
-    enum { NB = 5, MAXT = LT__QDOT_MULTI_MAX };
+    enum { NB = 5, MAXT = LT__X16_TOK_MAX };
     const int64_t blk = lt_dtype_block(t), cols = NB * blk, bb = (int64_t)lt_dtype_block_bytes(t);
     const size_t rb = lt_dtype_row_bytes(t, cols);
     fixture f;
