@@ -135,9 +135,12 @@ def main():
                 fields[3] = BAD
                 g.write("\t".join(fields) + "\n")
     prefix = f"loop-{os.getpid()}-{int(time.time() * 1000) % 10**9}."
-    run_args = [binary, "run", "-m", model, "--prompt-ids", "1", "--temp", "0", "--ignore-eos",
-                "--print-ids", "-t", "2", "--brokers", servers, "--topic-prefix", prefix,
-                "--telemetry-drain-ms", "50"]
+    # the mapped weights: their q8_0 rows take q8_0's own matvec, whose activation modes and
+    # blocking the bad configuration gets wrong (resident rows are interleaved, whose integer
+    # dots read rows_per_task and prefetch alone)
+    run_args = [binary, "run", "-m", model, "--mmap", "--prompt-ids", "1", "--temp", "0",
+                "--ignore-eos", "--print-ids", "-t", "2", "--brokers", servers, "--topic-prefix",
+                prefix, "--telemetry-drain-ms", "50"]
 
     # 1. the loop closes and tokens/s goes up from the bad start
     opt, olog = start_optimizer(binary, servers, prefix, os.path.join(work, prefix + "opt1.log"))
