@@ -1,11 +1,11 @@
-/* The integer dots of q4_0 .. q6_k (kernels/qdot.h) alone: nanoseconds per
+/* The integer dots of q4_0 .. q6_k and interleaved q8_0 (kernels/qdot.h) alone: nanoseconds per
  * weight block of one row dotted with one token (lt__qdot_fn) and, where
  * the path has one, through the multi-token dot (lt__qdot_multi_fn) with one
  * token and with four at once (per block and token), for every path this CPU runs: portable, AVX2 (with and
  * without AVX-VNNI where the CPU has it), AVX-512 (with and without VNNI).
- * For the interleaved types (q4_0, q4_k, q6_k) the group dot (lt__x16_fn)
- * over the same rows held interleaved, with 1 and 4 tokens, with and
- * without its prefetch. The rows fill --kib KiB (default 256: in L2, so
+ * For the interleaved types (q8_0, q4_0 .. q5_1, q4_k, q6_k) the group dot
+ * (lt__x16_fn) over the same rows held interleaved, with 1, 4 and 8 tokens,
+ * with and without its prefetch. The rows fill --kib KiB (default 256: in L2, so
  * the dot's own cost; far larger, memory's), each sample one pass over all
  * of them; the paths take turns
  * within every round, so a busy machine slows them alike. min / median /
@@ -55,7 +55,7 @@ static double pass_ns(lt_dtype t, lt_isa isa, int multi, const char *w, size_t r
 static double group_pass_ns(lt_dtype t, lt_isa isa, int ntok, size_t pf, const char *g, size_t rb,
                             int64_t rows, int64_t nb, const void *const *xq) {
     const lt__x16_fn dot = lt__x16_of(t, isa);
-    float out[LT__QDOT_MULTI_MAX * LT_X16_ROWS], s = 0;
+    float out[LT__X16_TOK_MAX * LT_X16_ROWS], s = 0;
     const int64_t groups = rows / LT_X16_ROWS;
     const uint64_t t0 = lt_now_ns();
     for (int64_t i = 0; i < groups; i++) {
@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefetch") && i + 1 < argc) pf = (size_t)atoll(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--type q4_0..q6_k] [--kib 256] [--cols 2048] "
+            fprintf(stderr, "usage: %s [--type q8_0, q4_0..q6_k] [--kib 256] [--cols 2048] "
                             "[--rounds 15] [--prefetch 2048]\n", argv[0]);
             return 2;
         }
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     const lt__qtype *qt = NULL;
     if (lt_dtype_parse(type, &t) == LT_OK) qt = lt__qtype_of(t);
     if (!qt || cols <= 0 || cols % qt->block || kib <= 0 || rounds < 1 || rounds > MAX_ROUNDS) {
-        fprintf(stderr, "bench_qdot: --type is one of q4_0 .. q6_k, --cols a multiple of its "
+        fprintf(stderr, "bench_qdot: --type is one of q8_0, q4_0 .. q6_k, --cols a multiple of its "
                         "block, --kib > 0, --rounds 1..%d\n", MAX_ROUNDS);
         return 2;
     }
@@ -98,9 +98,9 @@ int main(int argc, char **argv) {
     if (rows < 1) rows = 1;
     char *w = lt_aligned_alloc(64, rb * (size_t)rows);
     float *row = malloc(sizeof(float) * (size_t)cols);
-    void *xq[LT__QDOT_MULTI_MAX];
+    void *xq[LT__X16_TOK_MAX];
     uint32_t s = 12345;
-    for (int64_t r = 0; r < rows + LT__QDOT_MULTI_MAX; r++) {
+    for (int64_t r = 0; r < rows + LT__X16_TOK_MAX; r++) {
         for (int64_t j = 0; j < cols; j++) {
             s = s * 1664525u + 1013904223u;
             row[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
@@ -142,10 +142,11 @@ int main(int argc, char **argv) {
         for (int64_t r = 0; r < rows; r += LT_X16_ROWS)
             lt_x16_pack(t, w + (size_t)r * rb, rb, LT_X16_ROWS, nb, g + (size_t)r * rb);
     }
-    static const int modes[] = {0, 1, LT__QDOT_MULTI_MAX};
+    static const int modes[] = {0, 1, LT__QDOT_MULTI_MAX, LT__X16_TOK_MAX};
     static const char *const row_names[] = {"1 tok", "1 tok multi", "4 tok"};
-    static const char *const group_names[] = {"group 1 tok", "group 1 pf", "group 4 tok"};
-    for (int mi = 0; mi < 3; mi++) {
+    static const char *const group_names[] = {"group 1 tok", "group 1 pf", "group 4 tok",
+                                              "group 8 tok"};
+    for (int mi = 0; mi < (grouped ? 4 : 3); mi++) {
         const int multi = modes[mi];
         double ns[MAX_PATHS][MAX_ROUNDS];
         bool has[MAX_PATHS];
@@ -176,7 +177,7 @@ int main(int argc, char **argv) {
         }
     }
     lt_aligned_free(g);
-    for (int i = 0; i < LT__QDOT_MULTI_MAX; i++) lt_aligned_free(xq[i]);
+    for (int i = 0; i < LT__X16_TOK_MAX; i++) lt_aligned_free(xq[i]);
     lt_aligned_free(w);
     return 0;
 }
