@@ -117,7 +117,7 @@ static void pack_make_key(void) { LT_ASSERT(pthread_key_create(&pack_key, c_free
  * each), by isa's group dot over W's groups as they are in the interleaved
  * layout, or over plain rows interleaved into this thread's buffer (up to
  * X16_PACK_BYTES at a time). In chunks of `chunk` rows (a multiple of 16):
- * per group of up to LT__X16_TOK_MAX tokens (their x in L1), every 16
+ * per group of up to lt__x16_tokens tokens (their x in L1), every 16
  * rows of the chunk (the chunk in L2 after the first group, which streams
  * it in with pf). y row of token t: (char *)y + t * ystride. Every layout,
  * chunk and ISA gives qdot.h's bits. False if the buffer cannot be
@@ -126,6 +126,7 @@ static bool x16_rows(const lt_tensor *W, const char *xq, size_t xb, int64_t n, i
                      int64_t r1, int64_t chunk, size_t pf, float *y, size_t ystride, bool acc,
                      lt_isa isa) {
     const lt__x16_fn dot = lt__x16_of(W->dtype, isa);
+    const int per_call = lt__x16_tokens(W->dtype, isa);
     const int64_t nb = W->ne[0] / lt_dtype_block(W->dtype), G = LT_X16_ROWS;
     const bool packed = W->layout == LT_LAYOUT_X16;
     const size_t rb = W->nb[1];
@@ -149,8 +150,8 @@ static bool x16_rows(const lt_tensor *W, const char *xq, size_t xb, int64_t n, i
                             tl_pack + (size_t)(g0 - c0) * rb);
             base = tl_pack;
         }
-        for (int64_t i = 0; i < n; i += LT__X16_TOK_MAX) {
-            const int k = n - i < LT__X16_TOK_MAX ? (int)(n - i) : LT__X16_TOK_MAX;
+        for (int64_t i = 0; i < n; i += per_call) {
+            const int k = n - i < per_call ? (int)(n - i) : per_call;
             const void *xs[LT__X16_TOK_MAX];
             for (int t = 0; t < k; t++) xs[t] = xq + (size_t)(i + t) * xb;
             for (int64_t g0 = c0; g0 < c1; g0 += G) {

@@ -116,3 +116,7 @@ lt__x16_fn lt__x16_of(lt_dtype t, lt_isa isa) {
 #endif
     return f ? f : lt__x16_portable_of(t);
 }
+
+int lt__x16_tokens(lt_dtype t, lt_isa isa) {
+    return t == LT_Q8_0 && isa >= LT_ISA_AVX512 ? LT__X16_TOK_MAX : LT__QDOT_MULTI_MAX;
+}
