@@ -119,45 +119,88 @@ static inline __attribute__((always_inline)) __m256i q8_0_sum(const __m256i w[8]
 #endif
 }
 
-/* As q4_0's: one token both halves in one pass, several a half at a time;
- * each half's pieces loaded (and with AVX-VNNI offset) once for every
- * token. */
+/* One token: both halves of each piece in turn (a cache line read whole,
+ * each four bytes of x broadcast once for the 16 rows), the same exact sums
+ * as q8_0_sum's. */
+static inline __attribute__((always_inline)) void q8_0_one(const uint8_t *qs, int64_t nb,
+                                                           const lt__xq32 *xq, size_t pf,
+                                                           float *out) {
+    const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * Q80_QS);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *q = qs + (size_t)b * Q80_QS;
+        const lt__xq32 *x = xq + b;
+        if (pf) {
+            for (int o = 0; o < Q80_QS; o += 64) _mm_prefetch((const char *)q + pf + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T0);
+        }
+        __m256i s[2];
+#if LT_QDOT_AVXVNNI
+        s[0] = s[1] = _mm256_set1_epi32(16 * x->off);
+#else
+        s[0] = s[1] = _mm256_setzero_si256();
+        const __m256i one = _mm256_set1_epi16(1);
+#endif
+        for (int j = 0; j < 8; j++) {
+            const __m256i xv = _mm256_set1_epi32(xq4(x->qs, 4 * j));
+            for (int h = 0; h < 2; h++) {
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(q + j * PIECE + 32 * h));
+#if LT_QDOT_AVXVNNI
+                s[h] = _mm256_dpbusd_avx_epi32(s[h], _mm256_xor_si256(w, _mm256_set1_epi8(-128)),
+                                               xv);
+#else
+                s[h] = _mm256_add_epi32(
+                    s[h], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w),
+                                                                 _mm256_sign_epi8(xv, w)),
+                                            one));
+#endif
+            }
+        }
+        const __m256 dx = _mm256_set1_ps(x->d);
+        for (int h = 0; h < 2; h++) {
+            const __m256 dw = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(sc + b * LT_X16_ROWS + 8 * h)));
+            acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[h]), _mm256_mul_ps(dw, dx), acc[h]);
+        }
+    }
+    for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + 8 * h, acc[h]);
+}
+
+/* Several tokens a half at a time, each half's pieces loaded (and with
+ * AVX-VNNI offset) once for every token. */
 static inline __attribute__((always_inline)) void q8_0_n(const uint8_t *qs, int64_t nb,
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out) {
+    if (nt == 1) {
+        q8_0_one(qs, nb, xq[0], pf, out);
+        return;
+    }
     const uint16_t *sc = (const uint16_t *)(qs + (size_t)nb * Q80_QS);
-    const int halves = nt == 1 ? 1 : 2, per = 3 - halves; /* passes, halves per pass */
-    for (int h0 = 0; h0 < halves; h0++) {
-        __m256 acc[2 * LT__QDOT_MULTI_MAX];
-        for (int t = 0; t < per * nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int h = 0; h < 2; h++) {
+        __m256 acc[LT__QDOT_MULTI_MAX];
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *q = qs + (size_t)b * Q80_QS;
-            if (pf && h0 == 0) { /* the first pass streams the group in */
+            if (pf && h == 0) { /* the first pass streams the group in */
                 for (int o = 0; o < Q80_QS; o += 64) _mm_prefetch((const char *)q + pf + o, _MM_HINT_T0);
                 _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T0);
             }
-            for (int k = 0; k < per; k++) {
-                const int h = h0 + k;
-                __m256i w[8];
-                for (int j = 0; j < 8; j++) {
-                    w[j] = _mm256_loadu_si256((const __m256i *)(q + j * PIECE + 32 * h));
+            __m256i w[8];
+            for (int j = 0; j < 8; j++) {
+                w[j] = _mm256_loadu_si256((const __m256i *)(q + j * PIECE + 32 * h));
 #if LT_QDOT_AVXVNNI
-                    w[j] = _mm256_xor_si256(w[j], _mm256_set1_epi8(-128));
+                w[j] = _mm256_xor_si256(w[j], _mm256_set1_epi8(-128));
 #endif
-                }
-                const __m256 dw = _mm256_cvtph_ps(
-                    _mm_loadu_si128((const __m128i *)(sc + b * LT_X16_ROWS + 8 * h)));
-                for (int t = 0; t < nt; t++) {
-                    const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
-                    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x->d));
-                    acc[k * nt + t] =
-                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8_0_sum(w, x)), d, acc[k * nt + t]);
-                }
+            }
+            const __m256 dw =
+                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + b * LT_X16_ROWS + 8 * h)));
+            for (int t = 0; t < nt; t++) {
+                const lt__xq32 *x = (const lt__xq32 *)xq[t] + b;
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x->d));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8_0_sum(w, x)), d, acc[t]);
             }
         }
-        for (int k = 0; k < per; k++)
-            for (int t = 0; t < nt; t++)
-                _mm256_storeu_ps(out + t * LT_X16_ROWS + 8 * (h0 + k), acc[k * nt + t]);
+        for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + t * LT_X16_ROWS + 8 * h, acc[t]);
     }
 }
 
