@@ -1,5 +1,5 @@
 /* matvec and matmul for the quantisation types with integer dots (q4_0 ..
- * q6_k, qdot.h): x quantised per block once per thread and node step (the
+ * q6_k, and q8_0 held interleaved; qdot.h, lt__qtype_of_w): x quantised per block once per thread and node step (the
  * cache below), then each row's dot in qdot.h's order, by the ISA's dot
  * where it has one (lt__qdot_of): every ISA gives the same bits. Parameters: rows_per_task (the task split, as for
  * every matvec) and prefetch (bytes of the row ahead, touched per block);

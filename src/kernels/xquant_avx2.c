@@ -23,13 +23,26 @@ static inline int32_t hsum8(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+/* the largest of the 8 lanes of m (exact) */
+static inline float hmax8(__m256 m) {
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    return _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+}
+
+/* 32 levels (r[0] elements 0 .. 7, ...) as int8 in element order */
+static inline __m256i pack32(const __m256i r[4]) {
+    /* dwords of _mm256_packs_epi16(packs(r0, r1), packs(r2, r3)) back in element order */
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    return _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])), order);
+}
+
 void lt__xqk_quant_avx2(const float *x, int64_t n, void *out) {
     lt__xqk *y = out;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 big = _mm256_set1_ps(FLT_MAX);
     const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
-    /* dwords of _mm256_packs_epi16(packs(r0, r1), packs(r2, r3)) back in element order */
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t b = 0; b < n / LT_QK_K; b++) {
         const float *xb = x + LT_QK_K * b;
         __m256 m = _mm256_setzero_ps();
@@ -39,9 +52,7 @@ void lt__xqk_quant_avx2(const float *x, int64_t n, void *out) {
             bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ)); /* NaN, infinity */
             m = _mm256_max_ps(m, a);
         }
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+        const float amax = hmax8(m);
         int first = 0;
         for (int j = 0; !bad && j < LT_QK_K; j += 8) {
             const __m256 a = _mm256_and_ps(_mm256_loadu_ps(xb + j), absmask);
@@ -65,10 +76,7 @@ void lt__xqk_quant_avx2(const float *x, int64_t n, void *out) {
                 const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xb + 32 * q + 8 * i), iv);
                 r[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(v), lo), hi);
             }
-            const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]),
-                                                 _mm256_packs_epi32(r[2], r[3]));
-            _mm256_storeu_si256((__m256i *)(y[b].qs + lt__xqk_pos(32 * q)),
-                                _mm256_permutevar8x32_epi32(w, order));
+            _mm256_storeu_si256((__m256i *)(y[b].qs + lt__xqk_pos(32 * q)), pack32(r));
             y[b].bsums[2 * q] = (int16_t)hsum8(_mm256_add_epi32(r[0], r[1]));
             y[b].bsums[2 * q + 1] = (int16_t)hsum8(_mm256_add_epi32(r[2], r[3]));
         }
@@ -81,7 +89,6 @@ void lt__xq32_quant_avx2(const float *x, int64_t n, void *out) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 big = _mm256_set1_ps(FLT_MAX);
     const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t b = 0; b < n / 32; b++) {
         const float *xb = x + 32 * b;
         __m256 v[4], m = _mm256_setzero_ps();
@@ -92,9 +99,7 @@ void lt__xq32_quant_avx2(const float *x, int64_t n, void *out) {
             bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ)); /* NaN, infinity */
             m = _mm256_max_ps(m, a);
         }
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+        const float amax = hmax8(m);
         const float inv = 127.0f / amax;
         if (bad || !(inv <= FLT_MAX)) { /* NaN / infinity, or zero (or nearly) */
             y[b].d = bad ? NAN : 0.0f;
@@ -108,9 +113,7 @@ void lt__xq32_quant_avx2(const float *x, int64_t n, void *out) {
         for (int i = 0; i < 4; i++)
             r[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], iv)),
                                                      lo), hi);
-        const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]),
-                                             _mm256_packs_epi32(r[2], r[3]));
-        _mm256_storeu_si256((__m256i *)y[b].qs, _mm256_permutevar8x32_epi32(w, order));
+        _mm256_storeu_si256((__m256i *)y[b].qs, pack32(r));
         y[b].off = -8 * hsum8(_mm256_add_epi32(_mm256_add_epi32(r[0], r[1]),
                                                _mm256_add_epi32(r[2], r[3])));
     }
