@@ -186,6 +186,16 @@ static inline bool lt_param_acts_on(const lt_param_def *d, lt_dtype t) {
     return d->dtypes == 0 || (d->dtypes >> t & 1u);
 }
 
+/* The dtype whose parameters a weight's path reads (lt_param_acts_on):
+ * q8_0 rows interleaved by 16 (core.h) take the integer group dots of q4_0
+ * .. q6_k, not the blocking and act_* modes of q8_0's plain and split rows
+ * (the kernels' qdot.h dispatches so); any other weight, its own dtype's.
+ * Where the two differ, a key names the layout too ("q8_0x16:..."), so
+ * each path keeps its own tuned values. */
+static inline lt_dtype lt_params_dtype(lt_dtype t, lt_layout l) {
+    return t == LT_Q8_0 && l == LT_LAYOUT_X16 ? LT_Q4_0 : t;
+}
+
 /* The ISAs with vector paths: blocking and prefetch parameters act only there. */
 #define LT_ISAS_VECTOR ((1u << LT_ISA_AVX2) | (1u << LT_ISA_AVX512))
 
@@ -283,6 +293,7 @@ static inline bool lt_param_acts_in(const lt_param_def *d, lt_regime r) {
 
 typedef struct {
     lt_dtype dtype;   /* the weight operand's dtype (op[1]), else op[0]'s */
+    lt_layout layout; /* its layout (named by the key where lt_params_dtype tells it apart) */
     int64_t rows, cols; /* op[1]'s ne[1], ne[0] (op[0]'s when there is no op[1]); rows 1
                            but for a weight (matvec, matmul, embed) */
     int64_t n_tokens; /* tokens of the step: op[0]->ne[1] (KV_STORE: its source's) */
@@ -293,6 +304,10 @@ typedef struct {
 void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out);
 /* The key of a shape; no tabs or blanks. Returns the length it wanted. */
 size_t lt_shape_format(const lt_shape *s, char *buf, size_t n);
+/* The weight a key names in its first field ("q4_k", "q8_0x16"): its dtype
+ * and layout (LT_LAYOUT_PLAIN where the key names none). LT_EINVAL if the
+ * field is no weight's. */
+int lt_shape_parse_weight(const char *key, lt_dtype *t, lt_layout *l);
 /* Both at once: the key of call. */
 size_t lt_call_key(lt_kernel_id id, const lt_call *call, char *buf, size_t n);
 #define LT_KEY_MAX 96 /* bytes a key fits in, NUL included */

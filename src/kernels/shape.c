@@ -40,6 +40,7 @@ void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out) {
     const bool weights = id == LT_K_MATVEC || id == LT_K_MATMUL || id == LT_K_EMBED;
     if (w) {
         out->dtype = w->dtype;
+        out->layout = w->layout;
         out->cols = w->ne[0];
         out->rows = weights ? w->ne[1] : 1;
     }
@@ -50,15 +51,41 @@ void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out) {
     out->regime = lt_regime_of(out->n_tokens, (call->flags & LT_CALL_BATCH) != 0);
 }
 
+/* The suffix of a weight's name in a key: "x16" where its layout takes
+ * another path than its dtype's plain rows. */
+static const char *layout_suffix(lt_dtype t, lt_layout l) {
+    return lt_params_dtype(t, l) != t ? "x16" : "";
+}
+
 size_t lt_shape_format(const lt_shape *s, char *buf, size_t n) {
-    const char *reg = lt_regime_name(s->regime);
+    const char *reg = lt_regime_name(s->regime), *sfx = layout_suffix(s->dtype, s->layout);
     if (s->ia[0] || s->ia[1] || s->ia[2])
-        return (size_t)snprintf(buf, n, "%s:%lldx%lld:%s:ia=%lld,%lld,%lld",
-                                lt_dtype_name(s->dtype), (long long)s->cols, (long long)s->rows,
-                                reg, (long long)s->ia[0], (long long)s->ia[1],
-                                (long long)s->ia[2]);
-    return (size_t)snprintf(buf, n, "%s:%lldx%lld:%s", lt_dtype_name(s->dtype),
+        return (size_t)snprintf(buf, n, "%s%s:%lldx%lld:%s:ia=%lld,%lld,%lld",
+                                lt_dtype_name(s->dtype), sfx, (long long)s->cols,
+                                (long long)s->rows, reg, (long long)s->ia[0],
+                                (long long)s->ia[1], (long long)s->ia[2]);
+    return (size_t)snprintf(buf, n, "%s%s:%lldx%lld:%s", lt_dtype_name(s->dtype), sfx,
                             (long long)s->cols, (long long)s->rows, reg);
+}
+
+int lt_shape_parse_weight(const char *key, lt_dtype *t, lt_layout *l) {
+    char name[16];
+    const size_t len = key ? strcspn(key, ":") : 0;
+    if (!key || len == 0 || len >= sizeof name)
+        return lt_error(LT_EINVAL, "key '%s' names no weight", key ? key : "");
+    memcpy(name, key, len);
+    name[len] = 0;
+    *l = LT_LAYOUT_PLAIN;
+    if (lt_dtype_parse(name, t) == LT_OK) return LT_OK;
+    const size_t sl = strlen("x16"); /* a name with the suffix of a layout that has one */
+    if (len > sl && !strcmp(name + len - sl, "x16")) {
+        name[len - sl] = 0;
+        if (lt_dtype_parse(name, t) == LT_OK && *layout_suffix(*t, LT_LAYOUT_X16)) {
+            *l = LT_LAYOUT_X16;
+            return LT_OK;
+        }
+    }
+    return lt_error(LT_EINVAL, "key '%s' names no weight", key);
 }
 
 size_t lt_call_key(lt_kernel_id id, const lt_call *call, char *buf, size_t n) {

@@ -68,16 +68,9 @@ static void fit_regime(lt_space *s, lt_regime r) {
 
 static void fit_attrs(lt_space *s, lt_kernel_id id, const lt_call *call);
 
-/* The dtype whose parameters W's paths read: interleaved q8_0 rows take the
- * integer dots of q4_0 .. q6_k (kernels/qdot.h), which read neither the
- * blocking nor the act_* modes of q8_0's other layouts. */
-static lt_dtype params_dtype(const lt_tensor *w) {
-    return w->dtype == LT_Q8_0 && w->layout == LT_LAYOUT_X16 ? LT_Q4_0 : w->dtype;
-}
-
 void lt_space_fit_call(lt_space *s, lt_kernel_id id, const lt_call *call) {
     if (call->op[1] && (unsigned)call->op[1]->dtype < LT_DTYPE_COUNT)
-        fit_dtype(s, params_dtype(call->op[1]));
+        fit_dtype(s, lt_params_dtype(call->op[1]->dtype, call->op[1]->layout));
     lt_shape sh; /* the regime of the call, as its key says it */
     lt_shape_of_call(id, call, &sh);
     fit_regime(s, sh.regime);
@@ -109,15 +102,12 @@ static void fit_attrs(lt_space *s, lt_kernel_id id, const lt_call *call) {
 
 void lt_space_fit_shape(lt_space *s, const char *kernel, const char *shape) {
     const lt_kernel *k = lt_kernel_find(kernel);
-    /* the key's first field is the weight's dtype ("q4_k:2048x256:decode") */
+    /* the key's first field names the weight ("q4_k:2048x256:decode") */
     const char *colon = shape ? strchr(shape, ':') : NULL;
-    char dt[16];
     lt_dtype t;
-    if (k && colon && (size_t)(colon - shape) < sizeof dt) {
-        memcpy(dt, shape, (size_t)(colon - shape));
-        dt[colon - shape] = 0;
-        if (lt_dtype_parse(dt, &t) == LT_OK) fit_dtype(s, t);
-    }
+    lt_layout l;
+    if (k && colon && lt_shape_parse_weight(shape, &t, &l) == LT_OK)
+        fit_dtype(s, lt_params_dtype(t, l));
     /* its third the regime ("...:batch", "...:decode:ia=..."); a key that
      * names none is a decode key, as a call without tokens is */
     const char *c2 = colon ? strchr(colon + 1, ':') : NULL;

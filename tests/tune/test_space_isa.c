@@ -189,7 +189,8 @@ static void check_desc(lt_isa isa) {
 /* A q4_k call's space keeps only what acts on its path (rows_per_task,
  * prefetch where vectors run); an f32 call keeps the blocking but not q8_0's
  * activation modes; q8_0 keeps everything; the same from a shape key. An
- * interleaved q8_0 W takes q4_0's integer dots: q4_0's space. */
+ * interleaved q8_0 W takes q4_0's integer dots: q4_0's space, under a key
+ * of its own. */
 static void test_fit_dtype(void) {
     const lt_kernel *k = lt_kernel_get(LT_K_MATVEC);
     static const struct {
@@ -215,13 +216,50 @@ static void test_fit_dtype(void) {
             if (!lt_param_acts_on(&k->params[j], cases[i].t))
                 ASSERT_EQ(a.params[j].values[0], lt_param_default(&k->params[j], LT_ISA_AVX512));
     }
-    lt_tensor w = {.dtype = LT_Q8_0, .layout = LT_LAYOUT_X16};
-    lt_call c = {.op = {NULL, &w}};
-    lt_space a;
-    lt_space_from_kernel(&a, k);
-    lt_space_fit_isa(&a, LT_ISA_AVX512);
-    lt_space_fit_call(&a, LT_K_MATVEC, &c);
-    ASSERT_EQ(lt_space_size(&a), 7 * 7);
+    /* interleaved q8_0: its key names the layout, and call and key both
+     * give q4_0's space; its plain and split rows keep q8_0's key */
+    static const struct {
+        lt_layout l;
+        const char *key;
+        int64_t size;
+    } q8[] = {{LT_LAYOUT_X16, "q8_0x16:256x512:decode", 7 * 7},
+              {LT_LAYOUT_Q8_SPLIT, "q8_0:256x512:decode", 7 * 4 * 5 * 7 * 2 * 2},
+              {LT_LAYOUT_PLAIN, "q8_0:256x512:decode", 7 * 4 * 5 * 7 * 2 * 2}};
+    for (size_t i = 0; i < sizeof q8 / sizeof q8[0]; i++) {
+        lt_tensor w = {.dtype = LT_Q8_0, .layout = q8[i].l, .ne = {256, 512, 1, 1}};
+        lt_tensor y = {.dtype = LT_F32, .ne = {512, 1, 1, 1}};
+        lt_call c = {.op = {&y, &w}};
+        char key[LT_KEY_MAX];
+        lt_call_key(LT_K_MATVEC, &c, key, sizeof key);
+        ASSERT_EQ(strcmp(key, q8[i].key), 0);
+        lt_dtype t;
+        lt_layout l;
+        ASSERT_EQ(lt_shape_parse_weight(key, &t, &l), LT_OK);
+        ASSERT_EQ(t, LT_Q8_0);
+        ASSERT_EQ(l == LT_LAYOUT_X16, q8[i].l == LT_LAYOUT_X16);
+        lt_space a, b;
+        lt_space_from_kernel(&a, k);
+        lt_space_fit_isa(&a, LT_ISA_AVX512);
+        b = a;
+        lt_space_fit_call(&a, LT_K_MATVEC, &c);
+        lt_space_fit_shape(&b, "matvec", key);
+        ASSERT_EQ(lt_space_size(&a), q8[i].size);
+        ASSERT_EQ(lt_space_size(&b), q8[i].size);
+    }
+    /* only a layout that takes a path of its own is named; anything else
+     * is no weight (and leaves the key's space whole) */
+    static const char *const bad[] = {"q4_kx16:256x512:decode", "x16:1x1:decode", ":1x1:decode",
+                                      "q8_0x16x16:1x1:decode", "q8_0x1:1x1:decode", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lt_dtype t;
+        lt_layout l;
+        ASSERT_EQ(lt_shape_parse_weight(bad[i], &t, &l), LT_EINVAL);
+    }
+    lt_space b;
+    lt_space_from_kernel(&b, k);
+    lt_space_fit_isa(&b, LT_ISA_AVX512);
+    lt_space_fit_shape(&b, "matvec", "q4_kx16:256x512:decode");
+    ASSERT_EQ(lt_space_size(&b), 7 * 4 * 5 * 7 * 2 * 2); /* every dimension of decode */
 }
 
 /* tok_chunk_kb acts on a call of several tokens of a batched decode step
