@@ -293,7 +293,7 @@ int lt_store_warm_start(const lt_store *s, lt_tuning *t, const char *host, int *
 typedef struct {
     char kernel[32];  /* kernel name, "looped" or "threads" */
     char shape[96];   /* the config store's shape key */
-    double def_ns;    /* the default's median in the verdict */
+    double def_ns;    /* the default's median in the verdict (a kernel's: per call) */
     double tuned_ns;  /* the winner's (def_ns when it was not faster) */
     double speedup;   /* def_ns / tuned_ns */
     int trials;       /* candidates proposed, refused ones included */

@@ -146,8 +146,11 @@ static int search(target *t, const lt_space *sp, const lt_tune_context *ctx,
     if ((rc = compare(t, &def, &inc, FINAL_PAIRS, seed ^ 0xf1a1, a, b, busy, &np, &fin)))
         return rc;
     if (!fin.faster) inc = def, fin.b_median = fin.a_median, fin.ratio = 1.0;
-    r->def_ns = fin.a_median;
-    r->tuned_ns = fin.b_median;
+    /* a node's sample runs each of its loop's instances: per call, as
+     * telemetry counts (a step's sample is one step) */
+    const double calls = t->timer ? lt_node_timer_instances(t->timer) : 1;
+    r->def_ns = fin.a_median / calls;
+    r->tuned_ns = fin.b_median / calls;
     r->speedup = 1.0 / fin.ratio;
     r->trials = used;
     r->samples = np;
