@@ -161,6 +161,10 @@ int lt_isa_env_check(void);
 int lt_isa_select(const char *name);
 /* "portable, avx2, ..." up to lt_isa_detect(), into buf (NUL-terminated). */
 void lt_isa_list(char *buf, size_t n);
+/* Writes back and evicts the cache lines of [p, p + n) from every level of
+ * this CPU's caches (x86-64 and arm64; false, doing nothing, elsewhere). The
+ * data stay as they are; the next read comes from memory. */
+bool lt_cache_evict(const void *p, size_t n);
 /* "model|isa flags|cpus|l1d/l2/l3" written into buf (always NUL-terminated).
  * Returns the length it wanted. */
 size_t lt_host_fingerprint(char *buf, size_t n);

@@ -157,6 +157,13 @@ int lt_node_timer_init(lt_node_timer **out, const lt_exec *e, lt_program *p, int
                        lt_pool *pool, const lt_step *step, int tasks_per_thread);
 void lt_node_timer_free(lt_node_timer *t);
 int lt_node_timer_instances(const lt_node_timer *t);
+/* Cold: every run first evicts the instances' weight matrices (a matvec's or
+ * matmul's W) from the caches (lt_cache_evict, outside the time), as a step
+ * of a model larger than the last-level cache finds them. Warm (the
+ * default), a run after the first reads them from the caches where they
+ * fit, which favours other parameters (no prefetch, smaller tasks) than a
+ * stream from memory does. */
+void lt_node_timer_set_cold(lt_node_timer *t, bool cold);
 /* Runs every instance once with parameters p (not validated here: check
  * first) and returns the wall time in ns; *contended (may be NULL) is set
  * when the process was preempted meanwhile (involuntary context switches). */

@@ -27,6 +27,8 @@ struct lt_node_timer {
     const lt_exec *exec; /* splits the node as it would */
     const lt_program *p;
     int node, tiles;
+    lt_kernel_id kernel;
+    bool cold; /* evict the weights before each run */
     lt_kernel_fn fn;
     lt_call *calls; /* [n_inst] copies of the instances' calls; params set per run */
     int n_inst;
@@ -134,6 +136,7 @@ int lt_node_timer_init(lt_node_timer **out, const lt_exec *e, lt_program *p, int
     for (int it = 0; it < count; it++) t->calls[it] = *lt_program_call(p, first + it * stride);
     t->n_inst = count;
     t->pool = pool;
+    t->kernel = ni.kernel;
     t->fn = lt_kernel_fn_for(lt_kernel_get(ni.kernel), lt_isa_active());
     int nth = lt_pool_size(pool);
     t->exec = e;
@@ -165,6 +168,18 @@ void lt_node_timer_free(lt_node_timer *t) {
 }
 
 int lt_node_timer_instances(const lt_node_timer *t) { return t->n_inst; }
+
+void lt_node_timer_set_cold(lt_node_timer *t, bool cold) { t->cold = cold; }
+
+/* The instances' weight matrices out of the caches (an embedding table is
+ * left: a step reads one row of it). */
+static void evict_weights(const lt_node_timer *t) {
+    if (t->kernel != LT_K_MATVEC && t->kernel != LT_K_MATMUL) return;
+    for (int i = 0; i < t->n_inst; i++) {
+        const lt_tensor *w = t->calls[i].op[1];
+        if (w && w->data) lt_cache_evict(w->data, lt_tensor_span(w));
+    }
+}
 
 static void run_all(void *arg, int ith, int nth) {
     (void)ith, (void)nth;
@@ -199,6 +214,7 @@ double lt_node_timer_run(lt_node_timer *t, const lt_params *p, bool *contended) 
         atomic_store_explicit(&t->ctr[i].next, 0, memory_order_relaxed);
     }
     t->step.seq = atomic_fetch_add_explicit(&timer_seq, 1, memory_order_relaxed);
+    if (t->cold) evict_weights(t);
     long cs0 = invol_switches();
     uint64_t t0 = lt_now_ns();
     lt_pool_run(t->pool, run_all, t);

@@ -161,6 +161,15 @@ static int search(target *t, const lt_space *sp, const lt_tune_context *ctx,
 
 /* ---- a pass: one regime's program and its keys ------------------------------------ */
 
+/* Whether l's steps stream their weights from memory: more of them than the
+ * last-level cache holds (the L2 where the L3 is unknown). Its nodes are
+ * then timed cold. */
+static bool weights_stream(const lt_llama *l) {
+    const lt_cpu_info *c = lt_cpu();
+    const size_t llc = c->l3_bytes ? c->l3_bytes : c->l2_bytes;
+    return llc && lt_model_weight_bytes_per_token(lt_llama_model(l)) > llc;
+}
+
 struct lt_tune_pass {
     lt_llama *l;
     lt_pool *pool;
@@ -309,6 +318,7 @@ int lt_tune_pass_search(lt_tune_pass *p, int i, const lt_tune_opts *o, lt_tune_r
     int rc = lt_node_timer_init(&t.timer, lt_llama_exec(p->l), p->p, key->node, p->pool, &p->step,
                                 p->xp.v[LT_XP_TILES]);
     if (rc) return rc;
+    lt_node_timer_set_cold(t.timer, weights_stream(p->l));
     lt_space sp;
     lt_space_from_kernel(&sp, k);
     lt_space_fit_isa(&sp, lt_isa_active());
