@@ -51,10 +51,12 @@ void lt_shape_of_call(lt_kernel_id id, const lt_call *call, lt_shape *out) {
     out->regime = lt_regime_of(out->n_tokens, (call->flags & LT_CALL_BATCH) != 0);
 }
 
-/* The suffix of a weight's name in a key: "x16" where its layout takes
- * another path than its dtype's plain rows. */
+/* The suffix of a weight's name in a key where its layout takes another
+ * path than its dtype's plain rows (interleaved by 16). */
+static const char X16_SUFFIX[] = "x16";
+
 static const char *layout_suffix(lt_dtype t, lt_layout l) {
-    return lt_params_dtype(t, l) != t ? "x16" : "";
+    return lt_params_dtype(t, l) != t ? X16_SUFFIX : "";
 }
 
 size_t lt_shape_format(const lt_shape *s, char *buf, size_t n) {
@@ -77,8 +79,8 @@ int lt_shape_parse_weight(const char *key, lt_dtype *t, lt_layout *l) {
     name[len] = 0;
     *l = LT_LAYOUT_PLAIN;
     if (lt_dtype_parse(name, t) == LT_OK) return LT_OK;
-    const size_t sl = strlen("x16"); /* a name with the suffix of a layout that has one */
-    if (len > sl && !strcmp(name + len - sl, "x16")) {
+    const size_t sl = sizeof X16_SUFFIX - 1; /* a name with the suffix, of a dtype that takes it */
+    if (len > sl && !strcmp(name + len - sl, X16_SUFFIX)) {
         name[len - sl] = 0;
         if (lt_dtype_parse(name, t) == LT_OK && *layout_suffix(*t, LT_LAYOUT_X16)) {
             *l = LT_LAYOUT_X16;
