@@ -126,6 +126,27 @@ check(p.returncode == 0 and len(rows) >= 3, "tune --budget 2 exits 0 with a tabl
 check(len(progress) == len(rows) and all(ln.startswith(w) for ln, w in zip(progress, want)),
       "tune without a terminal: a progress line per table row", "%s vs %s" % (progress, want))
 
+# a q8_0 model's keys name the layout its weights run in: resident rows interleave (their
+# integer dots read q4_0's parameters, keys "q8_0x16:..."), mapped ones stay plain ("q8_0:...")
+q8 = os.path.join(WORK, "keys-q8_0.gguf")
+p = subprocess.run([BIN, "model-gen", "--dim", "64", "--hidden", "192", "--layers", "1",
+                    "--heads", "4", "--vocab", "512", "--dtype", "q8_0", "-o", q8],
+                   capture_output=True, text=True, timeout=120)
+check(p.returncode == 0, "model-gen q8_0", p.stderr)
+for mmap, want_x16 in ((False, True), (True, False)):
+    ks = os.path.join(WORK, "keys-%s.tsv" % ("mmap" if mmap else "resident"))
+    if os.path.exists(ks):
+        os.remove(ks)
+    p = subprocess.run([BIN, "tune", "-m", q8, "--budget", "1", "-t", "1", "--config-store", ks] +
+                       (["--mmap"] if mmap else []), capture_output=True, text=True, timeout=300)
+    with open(ks) as f:
+        mv = [ln.split("\t")[1] for ln in f if ln.startswith("matvec\t")]
+    x16 = [k for k in mv if k.startswith("q8_0x16:")]
+    plain = [k for k in mv if k.startswith("q8_0:")]
+    check(p.returncode == 0 and mv and (len(x16) == len(mv) if want_x16 else len(plain) == len(mv)),
+          "tune%s: the q8_0 matvec keys are %s" % (" --mmap" if mmap else "",
+                                                  "q8_0x16" if want_x16 else "q8_0"), mv)
+
 # run summary consistency
 p = run(["run", "-m", MODEL, "--prompt-ids", "1,403", "-n", "20", "--temp", "0", "--print-ids"])
 check(p.returncode == 0, "run exits 0", p.stderr)

@@ -122,10 +122,11 @@ def main():
     if not os.path.exists(model):
         sh([binary, "model-gen", "--dim", "288", "--hidden", "768", "--layers", "6", "--heads", "6",
             "--vocab", "32000", "--seq-len", "8192", "--dtype", "q8_0", "-o", model])
-    # the model's matvec keys, then every one of them set to the bad configuration
+    # the model's matvec keys as the runs below read its weights (mapped: plain q8_0 rows, whose
+    # keys name no layout), then every one of them set to the bad configuration
     keys = os.path.join(work, f"loop-keys-{os.getpid()}.tsv")
     bad = os.path.join(work, f"loop-bad-{os.getpid()}.tsv")
-    sh([binary, "tune", "-m", model, "--budget", "1", "--config-store", keys])
+    sh([binary, "tune", "-m", model, "--mmap", "--budget", "1", "--config-store", keys])
     with open(keys) as f, open(bad, "w") as g:
         for line in f:
             fields = line.rstrip("\n").split("\t")
@@ -156,8 +157,9 @@ def main():
     before, after = before_after(r1.stderr)
     print(f"run 1: initial parameters {before:.1f} tok/s, tuned {after:.1f} tok/s "
           f"({after / before:.2f}x, interleaved at the same positions)")
-    if "warm start: " not in r1.stderr:
-        fail("run 1 did not start from the bad configurations")
+    m = re.search(r"warm start: (\d+) configurations", r1.stderr)
+    if not m or int(m.group(1)) < 1:
+        fail(f"run 1 did not start from the bad configurations:\n{r1.stderr[-2000:]}")
     m = re.search(r"online tuning: (\d+) trials, (\d+) changes applied, (\d+) controls rejected", r1.stderr)
     if not m or int(m.group(1)) < 3 or int(m.group(2)) < 1:
         fail(f"too few trials or no change: {m.group(0) if m else r1.stderr[-2000:]}\n{olog_text[-3000:]}")

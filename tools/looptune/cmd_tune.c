@@ -41,6 +41,8 @@ static const char *const tune_help =
     "                           looptune.configs (created if missing) at --brokers\n"
     "      --seed S             strategy seed (default 1)\n"
     "      --membw              measure the memory bandwidth first (a cost-model feature)\n"
+    "      --mmap               tune the weights as `run --mmap` reads them, from the file\n"
+    "                           mapping (q8_0 rows then keep their own layout and keys)\n"
     "      --brokers B          Kafka bootstrap servers of --config-store kafka (required)\n";
 /* ... then the shared Kafka lines (lt_cli_kafka_help), then: */
 static const char *const tune_help_end = "  -h, --help               this help\n";
@@ -96,8 +98,8 @@ int lt_cmd_tune(int argc, char **argv) {
     const char *model_path = NULL, *store_path = NULL, *regime = "decode";
     int64_t budget = 24, threads = 0, seed = 1, seqs = LT_TUNE_BATCH_SEQS;
     lt_strategy_kind kind = LT_STRAT_MODEL;
-    bool membw = false;
-    enum { O_STRAT = 256, O_BUDGET, O_REGIME, O_STORE, O_SEED, O_MEMBW, O_SEQS };
+    bool membw = false, use_mmap = false;
+    enum { O_STRAT = 256, O_BUDGET, O_REGIME, O_STORE, O_SEED, O_MEMBW, O_SEQS, O_MMAP };
     lt_cli_kafka kafka;
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},         {"strategy", required_argument, 0, O_STRAT},
@@ -107,6 +109,7 @@ int lt_cmd_tune(int argc, char **argv) {
         {"seed", required_argument, 0, O_SEED},       {"help", no_argument, 0, 'h'},
         {"membw", no_argument, 0, O_MEMBW},
         {"seqs", required_argument, 0, O_SEQS},
+        {"mmap", no_argument, 0, O_MMAP},
         LT_CLI_KAFKA_OPTIONS,
         {0, 0, 0, 0}};
     if (lt_cli_kafka_init(cmd, &kafka)) return 1;
@@ -142,6 +145,7 @@ int lt_cmd_tune(int argc, char **argv) {
             break;
         case O_STORE: store_path = optarg; break;
         case O_MEMBW: membw = true; break;
+        case O_MMAP: use_mmap = true; break;
         case O_SEED:
             if (!lt_cli_parse_i64(optarg, 0, INT64_MAX, &seed))
                 BAIL("bad --seed '%s': expected a number >= 0", optarg);
@@ -181,7 +185,7 @@ int lt_cmd_tune(int argc, char **argv) {
         goto done;
     }
     lt_cli_load_stats ls;
-    if ((rc = lt_cli_load_model(cmd, model_path, NULL, false, &m, &ls))) goto done;
+    if ((rc = lt_cli_load_model(cmd, model_path, NULL, use_mmap, &m, &ls))) goto done;
     if (!threads) threads = lt_cpu()->logical_cpus < 2 ? 1 : 2;
     if ((rc = lt_pool_init(&pool, (int)threads))) {
         lt_cli_fail_status(cmd, rc, "cannot start threads");
