@@ -3,6 +3,7 @@ none (scripts/kafka/broker.sh), and the machine line they print beside
 their figures."""
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -38,3 +39,16 @@ def machine():
 def loadavg():
     """The 1, 5 and 15 minute load averages."""
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def stat(xs):
+    """min / median / max of xs."""
+    return "%.3g / %.3g / %.3g" % (min(xs), statistics.median(xs), max(xs))
+
+
+def agg(stats):
+    """Over summaries (dicts of min, median, max): the min of the minima, the median of the
+    medians, the max of the maxima."""
+    return "%.3g / %.3g / %.3g" % (min(s["min"] for s in stats),
+                                   statistics.median(s["median"] for s in stats),
+                                   max(s["max"] for s in stats))

@@ -14,19 +14,10 @@ tokens/s to the first variant's.
 """
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 
-
-def stat(xs):
-    return "%.3g / %.3g / %.3g" % (min(xs), statistics.median(xs), max(xs))
-
-
-def agg(stats):
-    return "%.3g / %.3g / %.3g" % (min(s["min"] for s in stats),
-                                   statistics.median(s["median"] for s in stats),
-                                   max(s["max"] for s in stats))
+from benchlib import agg, stat
 
 
 def sample(binary, model, threads, params, extra):
