@@ -78,7 +78,10 @@ run: build $(DEMO)
 ISA_FREE_TESTS := $(subst $(eval) ,|,$(basename $(notdir $(wildcard tests/kafka/test_*.c \
                   tests/hpo/test_*.c tests/http/test_*.c))))
 test: build build-asan build-tsan build-portable build-aarch64
-	cd $(BUILD) && ctest --output-on-failure --timeout 900
+	@# the unit and end-to-end tests two at a time (none times itself tighter than its
+	@# work takes with a neighbour), then the broker's one at a time
+	cd $(BUILD) && ctest -j2 --output-on-failure --timeout 900 -L 'quick|kernel|e2e' && \
+		ctest --output-on-failure --timeout 900 -L kafka
 	@# the machines of a fleet's smaller kinds, on this one (LT_ISA_MAX, core.h): tests
 	@# that assume this CPU's ISA fail here, on any CI host
 	@# (the unit tests two at a time: nothing in them depends on the machine's speed; the
@@ -92,8 +95,8 @@ test: build build-asan build-tsan build-portable build-aarch64
 	cd $(PORTABLE_BUILD) && ctest -j2 --output-on-failure -L kernel --timeout 900 && \
 		ctest --output-on-failure -R '^py_test_logits$$' --timeout 900
 	$(AARCH64_CTEST)
-	cd $(ASAN_BUILD) && ctest --output-on-failure -L 'quick|kernel|kafka' \
-		-E '^(test_broker_|kafka_broker_)' --timeout 900
+	cd $(ASAN_BUILD) && ctest -j2 --output-on-failure -L 'quick|kernel' --timeout 900 && \
+		ctest --output-on-failure -L kafka -E '^(test_broker_|kafka_broker_)' --timeout 900
 	cd $(TSAN_BUILD) && ctest --output-on-failure --timeout 900 \
 		-R '^($(subst $(eval) ,|,$(TSAN_TESTS)))$$'
 
