@@ -289,8 +289,6 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = g + (size_t)b * K_BLOCK;
-        if (pf)
-            for (int o = 0; o < K_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
         __m512i u[3], q[4];
         for (int k = 0; k < 3; k++) u[k] = _mm512_loadu_si512(blk + 4 * LT_X16_ROWS + k * PIECE);
         scale_bytes(u, q);
@@ -298,33 +296,38 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
         for (int t = 0; t < nt; t++) S[t] = M[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
             _Pragma("GCC unroll 2") for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
-                /* with VNNI the high nibbles stay in place, 16 times their
-                 * level: their sums are multiples of 16, shifted back exactly */
+                /* the block pf ahead, a few lines a sub-block: a burst of them
+                 * at the block's start fills the line-fill buffers and stalls
+                 * the dots behind it until memory answers */
+                if (pf)
+                    for (int o = (2 * c + hi) * 5 * 64; o < (2 * c + hi + 1) * 5 * 64 && o < K_BLOCK; o += 64)
+                        _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
                 __m512i w[8];
                 for (int p = 0; p < 8; p++) {
                     const __m512i v = _mm512_loadu_si512(blk + K_HEAD + (8 * c + p) * PIECE);
-                    w[p] = !hi ? _mm512_and_si512(v, m4)
-                           : vnni ? _mm512_and_si512(v, _mm512_set1_epi8((char)0xf0))
-                                  : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                    w[p] = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
                 }
-                const int j = 2 * c + hi; /* the scale alone (VNNI) or in both pairs of the lane */
-                const __m512i s1 = _mm512_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, -1, -1));
+                const int j = 2 * c + hi; /* the scale in both pairs of the lane */
                 const __m512i sc =
                     _mm512_shuffle_epi8(q[j / 4], lane_shuffle(j % 4, -1, j % 4, -1));
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                     const lt__xqk *x = (const lt__xqk *)xq[t] + b;
                     /* sub-block 2c + hi in x's paired order (lt__xqk_pos) */
                     const int e0 = 128 * (c >> 1) + 32 * (c & 1) + 64 * hi;
-                    if (vnni) { /* the sub-block's int32 sums (two chains), times its scale */
+                    if (vnni) {
+                        /* the sub-block's halves summed apart by vpdpbusd, each
+                         * within 16 bits (16 x 15 x 127), side by side in a lane
+                         * (one shift, one blend) and times the scale by one
+                         * vpdpwssd: a vpmulld costs four vpdpbusd's slots */
                         __m512i a0 = _mm512_setzero_si512(), a1 = a0;
                         for (int p = 0; p < 8; p += 2) {
                             a0 = _mm512_dpbusd_epi32(a0, w[p], _mm512_set1_epi32(x4(x, e0 + 4 * p)));
                             a1 = _mm512_dpbusd_epi32(a1, w[p + 1],
                                                      _mm512_set1_epi32(x4(x, e0 + 4 * p + 4)));
                         }
-                        __m512i a = _mm512_add_epi32(a0, a1);
-                        if (hi) a = _mm512_srai_epi32(a, 4);
-                        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(a, s1));
+                        const __m512i a = _mm512_mask_blend_epi16(0xaaaaaaaau, a0,
+                                                                   _mm512_slli_epi32(a1, 16));
+                        S[t] = _mm512_dpwssd_epi32(S[t], a, sc);
                         LT__PIN(S[t]);
                         continue;
                     }
@@ -416,12 +419,13 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = g + (size_t)b * Q6_BLOCK;
-        if (pf)
-            for (int o = 0; o < Q6_BLOCK; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
         __m512i U[LT__QDOT_MULTI_MAX], O[LT__QDOT_MULTI_MAX];
         for (int t = 0; t < nt; t++) U[t] = O[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) { /* elements 128h + 32q .. + 31 */
+            if (pf) /* the block pf ahead, spread over its steps (as q4_k_n) */
+                for (int o = (4 * h + q) * 7 * 64; o < (4 * h + q + 1) * 7 * 64 && o < Q6_BLOCK; o += 64)
+                    _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
             const __m512i s0 = q6_scale(blk, 8 * h + 2 * q), s1 = q6_scale(blk, 8 * h + 2 * q + 1);
             /* x's paired order: quarters 1 and 2 of each 128 swapped */
             const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
