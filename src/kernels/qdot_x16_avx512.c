@@ -322,16 +322,18 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
                     if (vnni) {
                         /* the sub-block's halves summed apart by vpdpbusd, each
                          * within 16 bits (16 x 15 x 127), side by side in a lane
-                         * (one shift, one blend) and times the scale by one
-                         * vpdpwssd: a vpmulld costs four vpdpbusd's slots */
+                         * (a1's low bytes over a0's high ones by one masked
+                         * vpshufb) and times the scale by one vpdpwssd: a
+                         * vpmulld costs four vpdpbusd's slots, and a shift would
+                         * take the port the dots need */
                         __m512i a0 = _mm512_setzero_si512(), a1 = a0;
                         for (int p = 0; p < 8; p += 2) {
                             a0 = _mm512_dpbusd_epi32(a0, w[p], _mm512_set1_epi32(x4(x, e0 + 4 * p)));
                             a1 = _mm512_dpbusd_epi32(a1, w[p + 1],
                                                      _mm512_set1_epi32(x4(x, e0 + 4 * p + 4)));
                         }
-                        const __m512i a = _mm512_mask_blend_epi16(0xaaaaaaaau, a0,
-                                                                   _mm512_slli_epi32(a1, 16));
+                        const __m512i a = _mm512_mask_shuffle_epi8(a0, 0xccccccccccccccccull, a1,
+                                                                   lane_shuffle(-1, -1, 0, 1));
                         S[t] = _mm512_dpwssd_epi32(S[t], a, sc);
                         LT__PIN(S[t]);
                         continue;
