@@ -136,7 +136,7 @@ typedef void (*lt__x16_fn)(const void *group, int64_t nb, const void *const *xq,
 lt__x16_fn lt__x16_of(lt_dtype t, lt_isa isa);
 lt__x16_fn lt__x16_portable_of(lt_dtype t);
 /* The tokens per call that isa's group dot of t holds in registers (8 for
- * AVX-512's q8_0, else 4): drivers give it that many at a time, so more
+ * AVX-512's q8_0 and q6_k, else 4): drivers give it that many at a time, so more
  * tokens pass over a chunk of rows from L2 rather than over each group from
  * L1 (which measured 5% slower for q4_k at 8 tokens). */
 int lt__x16_tokens(lt_dtype t, lt_isa isa);

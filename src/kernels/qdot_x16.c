@@ -118,5 +118,6 @@ lt__x16_fn lt__x16_of(lt_dtype t, lt_isa isa) {
 }
 
 int lt__x16_tokens(lt_dtype t, lt_isa isa) {
-    return t == LT_Q8_0 && isa >= LT_ISA_AVX512 ? LT__X16_TOK_MAX : LT__QDOT_MULTI_MAX;
+    return (t == LT_Q8_0 || t == LT_Q6_K) && isa >= LT_ISA_AVX512 ? LT__X16_TOK_MAX
+                                                                  : LT__QDOT_MULTI_MAX;
 }

@@ -422,11 +422,11 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out, const bool vnni) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-    __m512 acc[LT__QDOT_MULTI_MAX];
+    __m512 acc[LT__X16_TOK_MAX];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = g + (size_t)b * Q6_BLOCK;
-        __m512i U[LT__QDOT_MULTI_MAX], O[LT__QDOT_MULTI_MAX];
+        __m512i U[LT__X16_TOK_MAX], O[LT__X16_TOK_MAX];
         for (int t = 0; t < nt; t++) U[t] = O[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) { /* elements 128h + 32q .. + 31 */
@@ -450,7 +450,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
                                  : q == 2 ? h2 : _mm512_srli_epi16(h2, 2);
                 w[p] = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
             }
-            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {
                 const lt__xqk *x = (const lt__xqk *)xq[t] + b;
                 if (vnni) {
                     __m512i a0 = _mm512_setzero_si512(), a1 = a0;
@@ -496,7 +496,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
 }
 
 /* The exported dots: one copy per count of tokens, with and without VNNI;
- * more tokens than the body holds (most: 4, q8_0's 8) in turns over the
+ * more tokens than the body holds (most: 4, q8_0's and q6_k's 8) in turns over the
  * group, the later turns reading it from L1. */
 #define GROUP_CASE(b, v, n) \
     case n: b(group, nb, xq + t0, n, t0 ? 0 : pf, out + t0 * LT_X16_ROWS, v); break;
@@ -524,8 +524,8 @@ GROUP_FN(group_q5_1, q5_1_n, false)
 GROUP_FN(group_q5_1_vnni, q5_1_n, true)
 GROUP_FN(group_q4_k, q4_k_n, false)
 GROUP_FN(group_q4_k_vnni, q4_k_n, true)
-GROUP_FN(group_q6_k, q6_k_n, false)
-GROUP_FN(group_q6_k_vnni, q6_k_n, true)
+GROUP_FN_MOST(group_q6_k, q6_k_n, false, 8)
+GROUP_FN_MOST(group_q6_k_vnni, q6_k_n, true, 8)
 
 lt__x16_fn lt__x16_avx512_of(lt_dtype t) {
     const bool v = lt_cpu()->avx512vnni && !lt__qdot_avoid_vnni;
