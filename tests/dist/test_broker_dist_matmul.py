@@ -45,6 +45,7 @@ def main():
     rng = np.random.default_rng(7)
     workers = [h.Worker(servers, prefix, f"mm-w{i}", wdir).start() for i in range(2)]
     try:
+        h.wait_assigned(workers)  # both share the partitions before the first job starts
         # 1. two workers, 25 tiles
         a = rng.uniform(-1, 1, (300, 200)).astype(np.float32)
         b = rng.uniform(-1, 1, (200, 260)).astype(np.float32)
