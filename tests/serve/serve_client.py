@@ -221,9 +221,14 @@ def applied_changes(log):
 
 def kept_configs(optimizer_log):
     """Every configuration the optimizer kept, by key: {key: [{param: value}, ...]} (the lines
-    "optimizer: run 46d136ef matvec q8_0:128x512:batch: kept rows_per_task=128,...: ...")."""
+    "optimizer: run 46d136ef matvec q8_0:128x512:batch: kept rows_per_task=128,...: ..."),
+    and each key's incumbent from its closing table (the row "matvec q8_0:128x512:batch
+    exploring 1.000x 1 rows_per_task=4,..."): an aborted trial sends a worker back to it."""
     out = {}
     for key, params in re.findall(r"optimizer: run \w+ \w+ (\S+): kept (\S+): ", optimizer_log):
+        out.setdefault(key, []).append(dict(kv.split("=") for kv in params.split(",")))
+    for key, params in re.findall(r"(?m)^\w+ +(\S+) +\w+ +[0-9.]+x +\d+ +(\S+=\S+)$",
+                                  optimizer_log):
         out.setdefault(key, []).append(dict(kv.split("=") for kv in params.split(",")))
     return out
 

@@ -174,7 +174,7 @@ def main():
         for n, (a, _) in changes.items():
             check(a == bad_params.get(n, a), f"{key}: {n} changed from {a}, not from the bad value")
         check(any(all(final.get(n, v) == v for n, v in k.items()) for k in kept.get(key, [])),
-              f"{key}: the worker ended at {final}, which the optimizer never kept "
+              f"{key}: the worker ended at {final}, which the optimizer never kept nor holds "
               f"({kept.get(key)}):\n{log[-3000:]}\noptimizer:\n{otext[-3000:]}")
     say(f"{m.group(0)}; {trials} trial records, {controls} controls; the optimizer kept "
         f"{sum(map(len, kept.values()))} configurations of {len(kept)} keys, the worker changed "
