@@ -61,8 +61,8 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *q = qs + (size_t)b * BLOCK_QS;
         if (pf) {
-            for (int o = 0; o < BLOCK_QS; o += 64) _mm_prefetch((const char *)q + pf + o, _MM_HINT_T0);
-            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T0);
+            for (int o = 0; o < BLOCK_QS; o += 64) lt__prefetch_weights(q + pf + o);
+            lt__prefetch_weights((const char *)(sc + b * LT_X16_ROWS) + pf);
         }
         __m512i v[4];
         for (int j = 0; j < 4; j++) v[j] = _mm512_loadu_si512(q + j * PIECE);
@@ -118,8 +118,8 @@ static inline __attribute__((always_inline)) void q8_0_n(const uint8_t *qs, int6
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *q = qs + (size_t)b * Q80_QS;
         if (pf) {
-            for (int o = 0; o < Q80_QS; o += 64) _mm_prefetch((const char *)q + pf + o, _MM_HINT_T0);
-            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T0);
+            for (int o = 0; o < Q80_QS; o += 64) lt__prefetch_weights(q + pf + o);
+            lt__prefetch_weights((const char *)(sc + b * LT_X16_ROWS) + pf);
         }
         __m512i w[8];
         for (int j = 0; j < 8; j++) {
@@ -207,7 +207,7 @@ static inline __attribute__((always_inline)) void legacy_n(const uint8_t *g, int
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = g + (size_t)b * bb;
         if (pf)
-            for (int o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+            for (int o = 0; o < bb; o += 64) lt__prefetch_weights(blk + pf + o);
         __m512i w[8];
         legacy_levels(blk, w, bits, vnni);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + d_at)));
@@ -288,7 +288,7 @@ static inline __attribute__((always_inline)) void prefetch_step(const uint8_t *b
                                                                 int i) {
     const int lines = (block_bytes / 64 + 7) / 8;
     for (int o = i * lines * 64; o < (i + 1) * lines * 64 && o < block_bytes; o += 64)
-        _mm_prefetch((const char *)blk + o, _MM_HINT_T0);
+        lt__prefetch_weights(blk + o);
 }
 
 static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64_t nb,
