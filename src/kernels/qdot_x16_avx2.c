@@ -67,8 +67,8 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *q = qs + (size_t)b * BLOCK_QS;
             if (pf && h0 == 0) { /* the first pass streams the group in */
-                for (int o = 0; o < BLOCK_QS; o += 64) lt__prefetch_weights(q + pf + o);
-                lt__prefetch_weights((const char *)(sc + b * LT_X16_ROWS) + pf);
+                lt__prefetch_lines(q, pf, BLOCK_QS, 0, BLOCK_QS);
+                _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T1);
             }
             for (int k = 0; k < per; k++) {
                 const int h = h0 + k;
@@ -131,8 +131,8 @@ static inline __attribute__((always_inline)) void q8_0_one(const uint8_t *qs, in
         const uint8_t *q = qs + (size_t)b * Q80_QS;
         const lt__xq32 *x = xq + b;
         if (pf) {
-            for (int o = 0; o < Q80_QS; o += 64) lt__prefetch_weights(q + pf + o);
-            lt__prefetch_weights((const char *)(sc + b * LT_X16_ROWS) + pf);
+            lt__prefetch_lines(q, pf, Q80_QS, 0, Q80_QS);
+            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T1);
         }
         __m256i s[2];
 #if LT_QDOT_AVXVNNI
@@ -182,8 +182,8 @@ static inline __attribute__((always_inline)) void q8_0_n(const uint8_t *qs, int6
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *q = qs + (size_t)b * Q80_QS;
             if (pf && h == 0) { /* the first pass streams the group in */
-                for (int o = 0; o < Q80_QS; o += 64) lt__prefetch_weights(q + pf + o);
-                lt__prefetch_weights((const char *)(sc + b * LT_X16_ROWS) + pf);
+                lt__prefetch_lines(q, pf, Q80_QS, 0, Q80_QS);
+                _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T1);
             }
             __m256i w[8];
             for (int j = 0; j < 8; j++) {
@@ -282,7 +282,7 @@ static inline __attribute__((always_inline)) void legacy_n(const uint8_t *g, int
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = g + (size_t)b * bb;
             if (pf && h0 == 0)
-                for (int o = 0; o < bb; o += 64) lt__prefetch_weights(blk + pf + o);
+                lt__prefetch_lines(blk, pf, bb, 0, bb);
             for (int k = 0; k < per; k++) {
                 const int h = h0 + k;
                 __m256i w[8];
@@ -371,7 +371,7 @@ static inline __attribute__((always_inline)) void q4_k_one(const uint8_t *g, int
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = g + (size_t)b * K_BLOCK;
         if (pf)
-            for (int o = 0; o < K_BLOCK; o += 64) lt__prefetch_weights(blk + pf + o);
+            lt__prefetch_lines(blk, pf, K_BLOCK, 0, K_BLOCK);
         const lt__xqk *x = xq + b;
         __m256i q[2][4], S[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int hh = 0; hh < 2; hh++) {
@@ -462,7 +462,7 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = g + (size_t)b * K_BLOCK;
             if (pf && h == 0)
-                for (int o = 0; o < K_BLOCK; o += 64) lt__prefetch_weights(blk + pf + o);
+                lt__prefetch_lines(blk, pf, K_BLOCK, 0, K_BLOCK);
             __m256i u[3], q[4];
             for (int k = 0; k < 3; k++)
                 u[k] = _mm256_loadu_si256((const __m256i *)(blk + 4 * LT_X16_ROWS + k * PIECE + 32 * h));
@@ -587,7 +587,7 @@ static inline __attribute__((always_inline)) void q6_k_one(const uint8_t *g, int
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = g + (size_t)b * Q6_BLOCK;
         if (pf)
-            for (int o = 0; o < Q6_BLOCK; o += 64) lt__prefetch_weights(blk + pf + o);
+            lt__prefetch_lines(blk, pf, Q6_BLOCK, 0, Q6_BLOCK);
         const lt__xqk *x = xq + b;
         __m256i U[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
@@ -657,7 +657,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = g + (size_t)b * Q6_BLOCK;
             if (pf && hh == 0)
-                for (int o = 0; o < Q6_BLOCK; o += 64) lt__prefetch_weights(blk + pf + o);
+                lt__prefetch_lines(blk, pf, Q6_BLOCK, 0, Q6_BLOCK);
             __m256i U[LT__QDOT_MULTI_MAX], O[LT__QDOT_MULTI_MAX];
             for (int t = 0; t < nt; t++) U[t] = O[t] = _mm256_setzero_si256();
             _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)

@@ -61,8 +61,8 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *q = qs + (size_t)b * BLOCK_QS;
         if (pf) {
-            for (int o = 0; o < BLOCK_QS; o += 64) lt__prefetch_weights(q + pf + o);
-            lt__prefetch_weights((const char *)(sc + b * LT_X16_ROWS) + pf);
+            lt__prefetch_lines(q, pf, BLOCK_QS, 0, BLOCK_QS);
+            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T1);
         }
         __m512i v[4];
         for (int j = 0; j < 4; j++) v[j] = _mm512_loadu_si512(q + j * PIECE);
@@ -118,8 +118,8 @@ static inline __attribute__((always_inline)) void q8_0_n(const uint8_t *qs, int6
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *q = qs + (size_t)b * Q80_QS;
         if (pf) {
-            for (int o = 0; o < Q80_QS; o += 64) lt__prefetch_weights(q + pf + o);
-            lt__prefetch_weights((const char *)(sc + b * LT_X16_ROWS) + pf);
+            lt__prefetch_lines(q, pf, Q80_QS, 0, Q80_QS);
+            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T1);
         }
         __m512i w[8];
         for (int j = 0; j < 8; j++) {
@@ -207,7 +207,7 @@ static inline __attribute__((always_inline)) void legacy_n(const uint8_t *g, int
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = g + (size_t)b * bb;
         if (pf)
-            for (int o = 0; o < bb; o += 64) lt__prefetch_weights(blk + pf + o);
+            lt__prefetch_lines(blk, pf, bb, 0, bb);
         __m512i w[8];
         legacy_levels(blk, w, bits, vnni);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + d_at)));
@@ -284,11 +284,10 @@ static inline __attribute__((always_inline)) __m512i acc_madd(__m512i s, __m512i
 /* Step i of a block's 8 steps prefetches its share of the lines of the block
  * at blk: a burst of them at the block's start fills the line-fill buffers
  * and stalls the dots behind it until memory answers. */
-static inline __attribute__((always_inline)) void prefetch_step(const uint8_t *blk, int block_bytes,
-                                                                int i) {
+static inline __attribute__((always_inline)) void prefetch_step(const uint8_t *blk, size_t pf,
+                                                                int block_bytes, int i) {
     const int lines = (block_bytes / 64 + 7) / 8;
-    for (int o = i * lines * 64; o < (i + 1) * lines * 64 && o < block_bytes; o += 64)
-        lt__prefetch_weights(blk + o);
+    lt__prefetch_lines(blk, pf, block_bytes, i * lines * 64, (i + 1) * lines * 64);
 }
 
 static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64_t nb,
@@ -306,7 +305,7 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
         for (int t = 0; t < nt; t++) S[t] = M[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
             _Pragma("GCC unroll 2") for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
-                if (pf) prefetch_step(blk + pf, K_BLOCK, 2 * c + hi);
+                if (pf) prefetch_step(blk, pf, K_BLOCK, 2 * c + hi);
                 __m512i w[8];
                 for (int p = 0; p < 8; p++) {
                     const __m512i v = _mm512_loadu_si512(blk + K_HEAD + (8 * c + p) * PIECE);
@@ -430,7 +429,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
         for (int t = 0; t < nt; t++) U[t] = O[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) { /* elements 128h + 32q .. + 31 */
-            if (pf) prefetch_step(blk + pf, Q6_BLOCK, 4 * h + q);
+            if (pf) prefetch_step(blk, pf, Q6_BLOCK, 4 * h + q);
             const __m512i s0 = q6_scale(blk, 8 * h + 2 * q), s1 = q6_scale(blk, 8 * h + 2 * q + 1);
             /* x's paired order: quarters 1 and 2 of each 128 swapped */
             const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
