@@ -370,8 +370,6 @@ static inline __attribute__((always_inline)) void q4_k_one(const uint8_t *g, int
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = g + (size_t)b * K_BLOCK;
-        if (pf)
-            lt__prefetch_lines(blk, pf, K_BLOCK, 0, K_BLOCK);
         const lt__xqk *x = xq + b;
         __m256i q[2][4], S[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int hh = 0; hh < 2; hh++) {
@@ -384,6 +382,7 @@ static inline __attribute__((always_inline)) void q4_k_one(const uint8_t *g, int
         _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
         _Pragma("GCC unroll 2") for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
             const int j = 2 * c + hi, e0 = 128 * (c >> 1) + 32 * (c & 1) + 64 * hi;
+            if (pf) lt__prefetch_step(blk, pf, K_BLOCK, j);
 #if LT_QDOT_AVXVNNI /* the sub-block's int32 sums (two chains), times its scale */
             __m256i a[2][2] = {{_mm256_setzero_si256(), _mm256_setzero_si256()},
                                {_mm256_setzero_si256(), _mm256_setzero_si256()}};
@@ -586,12 +585,11 @@ static inline __attribute__((always_inline)) void q6_k_one(const uint8_t *g, int
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = g + (size_t)b * Q6_BLOCK;
-        if (pf)
-            lt__prefetch_lines(blk, pf, Q6_BLOCK, 0, Q6_BLOCK);
         const lt__xqk *x = xq + b;
         __m256i U[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+            if (pf) lt__prefetch_step(blk, pf, Q6_BLOCK, 4 * h + q);
             const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);
 #if LT_QDOT_AVXVNNI
             __m256i a[2][2] = {{_mm256_setzero_si256(), _mm256_setzero_si256()},

@@ -281,15 +281,6 @@ static inline __attribute__((always_inline)) __m512i acc_madd(__m512i s, __m512i
     return _mm512_add_epi32(s, _mm512_madd_epi16(p, q));
 }
 
-/* Step i of a block's 8 steps prefetches its share of the lines of the block
- * at blk: a burst of them at the block's start fills the line-fill buffers
- * and stalls the dots behind it until memory answers. */
-static inline __attribute__((always_inline)) void prefetch_step(const uint8_t *blk, size_t pf,
-                                                                int block_bytes, int i) {
-    const int lines = (block_bytes / 64 + 7) / 8;
-    lt__prefetch_lines(blk, pf, block_bytes, i * lines * 64, (i + 1) * lines * 64);
-}
-
 static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64_t nb,
                                                          const void *const *xq, const int nt,
                                                          size_t pf, float *out, const bool vnni) {
@@ -305,7 +296,7 @@ static inline __attribute__((always_inline)) void q4_k_n(const uint8_t *g, int64
         for (int t = 0; t < nt; t++) S[t] = M[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
             _Pragma("GCC unroll 2") for (int hi = 0; hi < 2; hi++) { /* sub-block 2c + hi */
-                if (pf) prefetch_step(blk, pf, K_BLOCK, 2 * c + hi);
+                if (pf) lt__prefetch_step(blk, pf, K_BLOCK, 2 * c + hi);
                 __m512i w[8];
                 for (int p = 0; p < 8; p++) {
                     const __m512i v = _mm512_loadu_si512(blk + K_HEAD + (8 * c + p) * PIECE);
@@ -429,7 +420,7 @@ static inline __attribute__((always_inline)) void q6_k_n(const uint8_t *g, int64
         for (int t = 0; t < nt; t++) U[t] = O[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) { /* elements 128h + 32q .. + 31 */
-            if (pf) prefetch_step(blk, pf, Q6_BLOCK, 4 * h + q);
+            if (pf) lt__prefetch_step(blk, pf, Q6_BLOCK, 4 * h + q);
             const __m512i s0 = q6_scale(blk, 8 * h + 2 * q), s1 = q6_scale(blk, 8 * h + 2 * q + 1);
             /* x's paired order: quarters 1 and 2 of each 128 swapped */
             const int e0 = 128 * h + 32 * (q == 1 ? 2 : q == 2 ? 1 : q);

@@ -44,6 +44,15 @@ static inline __attribute__((always_inline)) void lt__prefetch_lines(const uint8
     }
 }
 
+/* Step i of a block's 8 steps (sub-blocks or quarters) prefetches its share
+ * of the block's lines: all of them at the block's start, a burst, would
+ * leave the dots waiting behind the prefetches. */
+static inline __attribute__((always_inline)) void lt__prefetch_step(const uint8_t *blk, size_t pf,
+                                                                    int block_bytes, int i) {
+    const int lines = (block_bytes / 64 + 7) / 8;
+    lt__prefetch_lines(blk, pf, block_bytes, i * lines * 64, (i + 1) * lines * 64);
+}
+
 #ifndef LT_QDOT_AVXVNNI
 #define LT_QDOT_AVXVNNI 0
 #endif
