@@ -68,7 +68,7 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
             const uint8_t *q = qs + (size_t)b * BLOCK_QS;
             if (pf && h0 == 0) { /* the first pass streams the group in */
                 lt__prefetch_lines(q, pf, BLOCK_QS, 0, BLOCK_QS);
-                _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T1);
+                lt__prefetch_far((const char *)(sc + b * LT_X16_ROWS) + pf);
             }
             for (int k = 0; k < per; k++) {
                 const int h = h0 + k;
@@ -132,7 +132,7 @@ static inline __attribute__((always_inline)) void q8_0_one(const uint8_t *qs, in
         const lt__xq32 *x = xq + b;
         if (pf) {
             lt__prefetch_lines(q, pf, Q80_QS, 0, Q80_QS);
-            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T1);
+            lt__prefetch_far((const char *)(sc + b * LT_X16_ROWS) + pf);
         }
         __m256i s[2];
 #if LT_QDOT_AVXVNNI
@@ -183,7 +183,7 @@ static inline __attribute__((always_inline)) void q8_0_n(const uint8_t *qs, int6
             const uint8_t *q = qs + (size_t)b * Q80_QS;
             if (pf && h == 0) { /* the first pass streams the group in */
                 lt__prefetch_lines(q, pf, Q80_QS, 0, Q80_QS);
-                _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T1);
+                lt__prefetch_far((const char *)(sc + b * LT_X16_ROWS) + pf);
             }
             __m256i w[8];
             for (int j = 0; j < 8; j++) {

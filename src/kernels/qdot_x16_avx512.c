@@ -62,7 +62,7 @@ static inline __attribute__((always_inline)) void q4_0_n(const uint8_t *qs, int6
         const uint8_t *q = qs + (size_t)b * BLOCK_QS;
         if (pf) {
             lt__prefetch_lines(q, pf, BLOCK_QS, 0, BLOCK_QS);
-            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T1);
+            lt__prefetch_far((const char *)(sc + b * LT_X16_ROWS) + pf);
         }
         __m512i v[4];
         for (int j = 0; j < 4; j++) v[j] = _mm512_loadu_si512(q + j * PIECE);
@@ -119,7 +119,7 @@ static inline __attribute__((always_inline)) void q8_0_n(const uint8_t *qs, int6
         const uint8_t *q = qs + (size_t)b * Q80_QS;
         if (pf) {
             lt__prefetch_lines(q, pf, Q80_QS, 0, Q80_QS);
-            _mm_prefetch((const char *)(sc + b * LT_X16_ROWS) + pf, _MM_HINT_T1);
+            lt__prefetch_far((const char *)(sc + b * LT_X16_ROWS) + pf);
         }
         __m512i w[8];
         for (int j = 0; j < 8; j++) {

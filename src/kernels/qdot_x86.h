@@ -27,19 +27,25 @@ static inline float lt__lanes_sum16(__m256 a0, __m256 a1) {
  * ran 1.5x slower so, q4_k's 1.2x). */
 #define LT__PIN(v) __asm__("" : "+v"(v))
 
-/* The group dots' prefetch of bytes [from, to) of the block at blk, at two
- * distances: matvec.prefetch (pf) ahead into L2 (T1), and the next block,
- * block_bytes ahead, from L2 into L1 (T0). A T0 prefetch far ahead holds one
- * of the core's few line-fill buffers until memory answers, and decode
- * spent most of its time on the prefetches waiting for one; from L2 a
- * buffer is held a few cycles, and the dot finds its block in L1. On a
- * Xeon (Emerald Rapids) the far T1 alone gave 1B-shaped Q4_K_M and Q6_K
- * decode 10% more tokens/s than a far T0, the near T0 another 3-10%. */
+/* The group dots prefetch at two distances: matvec.prefetch (pf) ahead
+ * into L2 (T1, lt__prefetch_far), and the next block from L2 into L1 (T0).
+ * A T0 prefetch far ahead holds one of the core's few line-fill buffers
+ * until memory answers, and decode spent most of its time on the
+ * prefetches waiting for one; from L2 a buffer is held a few cycles, and
+ * the dot finds its block in L1. On a Xeon (Emerald Rapids) the far T1
+ * alone gave 1B-shaped Q4_K_M and Q6_K decode 10% more tokens/s than a far
+ * T0, the near T0 another 3-10%. Lines a group reads over several blocks
+ * (q4_0's and q8_0's scales) take the far one alone. */
+static inline __attribute__((always_inline)) void lt__prefetch_far(const void *p) {
+    _mm_prefetch((const char *)p, _MM_HINT_T1);
+}
+
+/* Both distances for bytes [from, to) of the block at blk. */
 static inline __attribute__((always_inline)) void lt__prefetch_lines(const uint8_t *blk, size_t pf,
                                                                      int block_bytes, int from,
                                                                      int to) {
     for (int o = from; o < to && o < block_bytes; o += 64) {
-        _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T1);
+        lt__prefetch_far(blk + pf + o);
         _mm_prefetch((const char *)blk + block_bytes + o, _MM_HINT_T0);
     }
 }
